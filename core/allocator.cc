@@ -1,0 +1,175 @@
+#include "core/allocator.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <mutex>
+#include <new>
+
+#include "core/check.h"
+#include "core/stream.h"
+
+#if TANDEM_WITH_CUDA
+#include "core/cuda_check.h"
+#endif
+
+namespace tandem {
+
+namespace {
+
+constexpr size_t kHostAlignment = 64;
+
+// Counters of one memory kind. Atomics: tensors are freed from loader and comm threads too.
+struct Counters {
+  std::atomic<size_t> in_use{0};
+  std::atomic<size_t> peak{0};
+  std::atomic<size_t> reserved{0};
+  std::atomic<uint64_t> allocations{0};
+
+  void on_alloc(size_t n, bool counts_as_reserved) {
+    size_t now = in_use.fetch_add(n) + n;
+    size_t p = peak.load();
+    while (now > p && !peak.compare_exchange_weak(p, now)) {
+    }
+    if (counts_as_reserved) reserved.fetch_add(n);
+    allocations.fetch_add(1);
+  }
+  void on_free(size_t n, bool counts_as_reserved) {
+    in_use.fetch_sub(n);
+    if (counts_as_reserved) reserved.fetch_sub(n);
+  }
+  MemoryStats snapshot() const { return {in_use.load(), peak.load(), reserved.load(), allocations.load()}; }
+  void reset_peak() { peak.store(in_use.load()); }
+};
+
+Counters host_counters;
+Counters pinned_counters;
+
+size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
+
+}  // namespace
+
+namespace host_memory {
+
+void* allocate(size_t nbytes) {
+  if (nbytes == 0) return nullptr;
+  void* p = std::aligned_alloc(kHostAlignment, round_up(nbytes, kHostAlignment));
+  if (!p) TANDEM_FAIL("out of host memory allocating {} bytes", nbytes);
+  host_counters.on_alloc(nbytes, true);
+  return p;
+}
+
+void deallocate(void* p, size_t nbytes) {
+  if (!p) return;
+  std::free(p);
+  host_counters.on_free(nbytes, true);
+}
+
+void* allocate_pinned(size_t nbytes, bool* pinned) {
+  *pinned = false;
+  if (nbytes == 0) return nullptr;
+#if TANDEM_WITH_CUDA
+  if (cuda::available()) {
+    void* p = nullptr;
+    TANDEM_CUDA_CHECK(cudaHostAlloc(&p, nbytes, cudaHostAllocPortable));
+    *pinned = true;
+    pinned_counters.on_alloc(nbytes, true);
+    return p;
+  }
+#endif
+  return allocate(nbytes);
+}
+
+void deallocate_pinned(void* p, size_t nbytes, bool pinned) {
+  if (!p) return;
+  if (!pinned) return deallocate(p, nbytes);
+#if TANDEM_WITH_CUDA
+  cudaFreeHost(p);
+  pinned_counters.on_free(nbytes, true);
+#endif
+}
+
+MemoryStats stats() { return host_counters.snapshot(); }
+MemoryStats pinned_stats() { return pinned_counters.snapshot(); }
+void reset_peak() {
+  host_counters.reset_peak();
+  pinned_counters.reset_peak();
+}
+
+}  // namespace host_memory
+
+namespace cuda_memory {
+
+#if TANDEM_WITH_CUDA
+
+namespace {
+constexpr int kMaxDevices = 64;
+Counters device_counters[kMaxDevices];
+std::once_flag pool_once[kMaxDevices];
+
+cudaMemPool_t pool_for(int device) {
+  TANDEM_CHECK(device >= 0 && device < cuda::device_count(), "no CUDA device cuda:{} ({} present)", device,
+               cuda::device_count());
+  cudaMemPool_t pool = nullptr;
+  TANDEM_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device));
+  std::call_once(pool_once[device], [&] {
+    // Keep freed memory in the pool instead of returning it at every synchronisation:
+    // this is what makes the pool a caching allocator.
+    uint64_t threshold = UINT64_MAX;
+    TANDEM_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold));
+  });
+  return pool;
+}
+}  // namespace
+
+void* allocate(int device, size_t nbytes, void* stream) {
+  if (nbytes == 0) return nullptr;
+  cudaMemPool_t pool = pool_for(device);
+  void* p = nullptr;
+  cudaError_t e = cudaMallocFromPoolAsync(&p, nbytes, pool, static_cast<cudaStream_t>(stream));
+  if (e == cudaErrorMemoryAllocation) {
+    (void)cudaGetLastError();
+    MemoryStats s = stats(device);
+    TANDEM_FAIL("CUDA out of memory on cuda:{} allocating {} bytes ({} bytes in use, {} reserved)", device, nbytes,
+                s.in_use, s.reserved);
+  }
+  TANDEM_CUDA_CHECK(e);
+  device_counters[device].on_alloc(nbytes, false);
+  return p;
+}
+
+void deallocate(int device, void* p, size_t nbytes, void* stream) {
+  if (!p) return;
+  // Destructors must not throw: a failed free here means the context is already broken,
+  // and the next checked call reports it.
+  (void)cudaFreeAsync(p, static_cast<cudaStream_t>(stream));
+  device_counters[device].on_free(nbytes, false);
+}
+
+MemoryStats stats(int device) {
+  MemoryStats s = device_counters[device].snapshot();
+  uint64_t reserved = 0;
+  TANDEM_CUDA_CHECK(cudaMemPoolGetAttribute(pool_for(device), cudaMemPoolAttrReservedMemCurrent, &reserved));
+  s.reserved = reserved;
+  return s;
+}
+
+void reset_peak(int device) { device_counters[device].reset_peak(); }
+
+void release_cached(int device) {
+  TANDEM_CUDA_CHECK(cudaDeviceSynchronize());
+  TANDEM_CUDA_CHECK(cudaMemPoolTrimTo(pool_for(device), 0));
+}
+
+#else
+
+void* allocate(int device, size_t, void*) { TANDEM_FAIL("cannot allocate on cuda:{}: built without CUDA", device); }
+void deallocate(int, void*, size_t, void*) {}
+MemoryStats stats(int) { return {}; }
+void reset_peak(int) {}
+void release_cached(int) {}
+
+#endif
+
+}  // namespace cuda_memory
+
+}  // namespace tandem

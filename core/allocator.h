@@ -1,0 +1,48 @@
+// Memory for tensors: host (64-byte aligned), pinned host, and CUDA device.
+//
+// Device memory comes from a stream-ordered caching allocator built on the
+// device's cudaMallocAsync memory pool with its release threshold raised to
+// "never": memory freed by a step returns to the pool and is handed out again
+// by the next step, so a steady-state training loop makes no cudaMalloc or
+// cudaFree calls. A block is freed on the stream it was allocated on, after
+// every other stream that used it (Storage::record_stream) has caught up.
+//
+// Every allocator keeps bytes in use and the peak since the last reset.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace tandem {
+
+struct MemoryStats {
+  size_t in_use = 0;       // bytes currently handed out to tensors
+  size_t peak_in_use = 0;  // high-water mark of in_use since the last reset
+  size_t reserved = 0;     // bytes the allocator holds from the system (device pools: reserved by the pool)
+  uint64_t allocations = 0;  // number of allocate calls that returned memory
+};
+
+namespace host_memory {
+// 64-byte aligned, so rows of f32 start on cache-line and AVX-512 boundaries.
+void* allocate(size_t nbytes);
+void deallocate(void* p, size_t nbytes);
+// Page-locked memory for fast, asynchronous host<->device copies. Falls back to
+// ordinary aligned memory (and returns pinned=false) when no GPU is present.
+void* allocate_pinned(size_t nbytes, bool* pinned);
+void deallocate_pinned(void* p, size_t nbytes, bool pinned);
+MemoryStats stats();
+MemoryStats pinned_stats();
+void reset_peak();
+}  // namespace host_memory
+
+namespace cuda_memory {
+// Stream-ordered allocation on `device`; `stream` is a cudaStream_t.
+void* allocate(int device, size_t nbytes, void* stream);
+void deallocate(int device, void* p, size_t nbytes, void* stream);
+MemoryStats stats(int device);
+void reset_peak(int device);
+// Returns cached, unused pool memory to the system (for tests and out-of-memory retries).
+void release_cached(int device);
+}  // namespace cuda_memory
+
+}  // namespace tandem

@@ -1,0 +1,195 @@
+#include "core/stream.h"
+
+#include <array>
+#include <utility>
+
+#include "core/check.h"
+
+#if TANDEM_WITH_CUDA
+#include "core/cuda_check.h"
+#endif
+
+namespace tandem::cuda {
+
+namespace {
+constexpr int kMaxDevices = 64;
+// Current stream per device and thread; a null handle means the legacy default stream.
+thread_local std::array<Stream, kMaxDevices> tls_current{};
+
+void check_device_index(int device) {
+  TANDEM_CHECK(device >= 0 && device < kMaxDevices, "CUDA device index {} out of range", device);
+}
+}  // namespace
+
+bool built_with_cuda() {
+#if TANDEM_WITH_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
+#if TANDEM_WITH_CUDA
+
+int device_count() {
+  static const int count = [] {
+    int n = 0;
+    // No driver or no device is not an error here: it means "CPU only".
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return 0;
+    }
+    return n;
+  }();
+  return count;
+}
+
+void set_device(int index) { TANDEM_CUDA_CHECK(cudaSetDevice(index)); }
+
+int current_device() {
+  int d = 0;
+  TANDEM_CUDA_CHECK(cudaGetDevice(&d));
+  return d;
+}
+
+void device_synchronize() { TANDEM_CUDA_CHECK(cudaDeviceSynchronize()); }
+
+Stream Stream::create(int device, bool high_priority) {
+  check_device_index(device);
+  TANDEM_CHECK(device < device_count(), "cannot create a stream on cuda:{}: {} CUDA device(s) present",
+               device, device_count());
+  int prev = current_device();
+  TANDEM_CUDA_CHECK(cudaSetDevice(device));
+  int least = 0, greatest = 0;
+  TANDEM_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+  cudaStream_t s = nullptr;
+  TANDEM_CUDA_CHECK(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, high_priority ? greatest : least));
+  TANDEM_CUDA_CHECK(cudaSetDevice(prev));
+  Stream out;
+  out.owner_ = std::shared_ptr<void>(s, [](void* p) { cudaStreamDestroy(static_cast<cudaStream_t>(p)); });
+  out.handle_ = s;
+  out.device_ = device;
+  return out;
+}
+
+Stream Stream::default_stream(int device) {
+  check_device_index(device);
+  Stream out;
+  out.device_ = device;
+  return out;
+}
+
+void Stream::synchronize() const { TANDEM_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(handle_))); }
+
+bool Stream::query() const {
+  cudaError_t e = cudaStreamQuery(static_cast<cudaStream_t>(handle_));
+  if (e == cudaErrorNotReady) return false;
+  TANDEM_CUDA_CHECK(e);
+  return true;
+}
+
+Event::Event(bool enable_timing) {
+  TANDEM_CHECK(available(), "cannot create a CUDA event: no CUDA device is present");
+  device_ = current_device();
+  cudaEvent_t e = nullptr;
+  TANDEM_CUDA_CHECK(cudaEventCreateWithFlags(&e, enable_timing ? cudaEventDefault : cudaEventDisableTiming));
+  handle_ = e;
+}
+
+Event::~Event() {
+  if (handle_) cudaEventDestroy(static_cast<cudaEvent_t>(handle_));
+}
+
+Event::Event(Event&& o) noexcept : handle_(std::exchange(o.handle_, nullptr)), device_(o.device_) {}
+
+Event& Event::operator=(Event&& o) noexcept {
+  if (this != &o) {
+    if (handle_) cudaEventDestroy(static_cast<cudaEvent_t>(handle_));
+    handle_ = std::exchange(o.handle_, nullptr);
+    device_ = o.device_;
+  }
+  return *this;
+}
+
+void Event::record(const Stream& stream) {
+  TANDEM_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(handle_), static_cast<cudaStream_t>(stream.handle())));
+}
+
+void Event::block(const Stream& stream) const {
+  TANDEM_CUDA_CHECK(
+      cudaStreamWaitEvent(static_cast<cudaStream_t>(stream.handle()), static_cast<cudaEvent_t>(handle_), 0));
+}
+
+void Event::synchronize() const { TANDEM_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(handle_))); }
+
+bool Event::query() const {
+  cudaError_t e = cudaEventQuery(static_cast<cudaEvent_t>(handle_));
+  if (e == cudaErrorNotReady) return false;
+  TANDEM_CUDA_CHECK(e);
+  return true;
+}
+
+float Event::elapsed_ms(const Event& end) const {
+  float ms = 0;
+  TANDEM_CUDA_CHECK(
+      cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(handle_), static_cast<cudaEvent_t>(end.handle_)));
+  return ms;
+}
+
+#else  // !TANDEM_WITH_CUDA
+
+namespace {
+[[noreturn]] void no_cuda(const char* what) {
+  TANDEM_FAIL("{}: Tandem was built without CUDA (configure with -DTANDEM_CUDA=ON)", what);
+}
+}  // namespace
+
+int device_count() { return 0; }
+void set_device(int) { no_cuda("set_device"); }
+int current_device() { no_cuda("current_device"); }
+void device_synchronize() { no_cuda("device_synchronize"); }
+Stream Stream::create(int, bool) { no_cuda("Stream::create"); }
+Stream Stream::default_stream(int device) {
+  check_device_index(device);
+  Stream out;
+  out.device_ = device;
+  return out;
+}
+void Stream::synchronize() const { no_cuda("Stream::synchronize"); }
+bool Stream::query() const { no_cuda("Stream::query"); }
+Event::Event(bool) { no_cuda("Event"); }
+Event::~Event() = default;
+Event::Event(Event&& o) noexcept : handle_(std::exchange(o.handle_, nullptr)), device_(o.device_) {}
+Event& Event::operator=(Event&& o) noexcept {
+  handle_ = std::exchange(o.handle_, nullptr);
+  device_ = o.device_;
+  return *this;
+}
+void Event::record(const Stream&) { no_cuda("Event::record"); }
+void Event::block(const Stream&) const { no_cuda("Event::block"); }
+void Event::synchronize() const { no_cuda("Event::synchronize"); }
+bool Event::query() const { no_cuda("Event::query"); }
+float Event::elapsed_ms(const Event&) const { no_cuda("Event::elapsed_ms"); }
+
+#endif
+
+bool available() { return device_count() > 0; }
+
+Stream current_stream(int device) {
+  check_device_index(device);
+  const Stream& s = tls_current[device];
+  return s.handle() ? s : Stream::default_stream(device);
+}
+
+void set_current_stream(const Stream& stream) {
+  check_device_index(stream.device());
+  tls_current[stream.device()] = stream;
+}
+
+StreamGuard::StreamGuard(const Stream& stream) : previous_(current_stream(stream.device())) {
+  set_current_stream(stream);
+}
+
+StreamGuard::~StreamGuard() { set_current_stream(previous_); }
+
+}  // namespace tandem::cuda

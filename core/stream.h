@@ -1,0 +1,78 @@
+// CUDA streams and events as small value types, usable from CPU-only builds.
+//
+// A Stream is a shared handle: copies refer to the same cudaStream_t, which is
+// destroyed with the last copy (the legacy default stream is never destroyed).
+// An Event is owned (move-only). Each thread has a current stream per device;
+// CUDA ops launch on it, and StreamGuard switches it for a scope, which is how
+// DDP runs all-reduces on a comm stream while compute stays on its own.
+//
+// In a build without CUDA, or on a machine without a GPU, cuda::available() is
+// false and creating a stream or event throws Error.
+#pragma once
+
+#include <memory>
+
+namespace tandem::cuda {
+
+bool built_with_cuda();
+int device_count();       // 0 when not built with CUDA or no driver/device is present
+bool available();         // device_count() > 0
+void set_device(int index);
+int current_device();
+void device_synchronize();
+
+class Stream {
+ public:
+  Stream() = default;  // the legacy default stream of device 0
+  static Stream create(int device, bool high_priority = false);
+  static Stream default_stream(int device);
+
+  void* handle() const { return handle_; }  // a cudaStream_t
+  int device() const { return device_; }
+  void synchronize() const;
+  bool query() const;  // true when all work queued so far is done
+  bool operator==(const Stream& o) const { return handle_ == o.handle_ && device_ == o.device_; }
+
+ private:
+  std::shared_ptr<void> owner_;
+  void* handle_ = nullptr;
+  int device_ = 0;
+};
+
+class Event {
+ public:
+  explicit Event(bool enable_timing = false);
+  ~Event();
+  Event(Event&& o) noexcept;
+  Event& operator=(Event&& o) noexcept;
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+
+  void record(const Stream& stream);
+  void block(const Stream& stream) const;  // the stream waits (on the device) for this event
+  void synchronize() const;                // the host waits
+  bool query() const;
+  float elapsed_ms(const Event& end) const;  // both recorded with timing enabled
+  void* handle() const { return handle_; }
+
+ private:
+  void* handle_ = nullptr;
+  int device_ = 0;
+};
+
+Stream current_stream(int device);
+void set_current_stream(const Stream& stream);
+
+// Makes `stream` current on its device for the lifetime of the guard.
+class StreamGuard {
+ public:
+  explicit StreamGuard(const Stream& stream);
+  ~StreamGuard();
+  StreamGuard(const StreamGuard&) = delete;
+  StreamGuard& operator=(const StreamGuard&) = delete;
+
+ private:
+  Stream previous_;
+};
+
+}  // namespace tandem::cuda
