@@ -1,0 +1,63 @@
+#include "kernels/cpu/linear_cpu.h"
+
+#include <Eigen/Core>
+#include <vector>
+
+#include "core/element.h"
+
+namespace tandem {
+
+namespace {
+
+template <class A>
+using Mat = Eigen::Matrix<A, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+template <class A>
+using Vec = Eigen::Matrix<A, 1, Eigen::Dynamic>;
+
+// A matrix of acc_t values: a view for f32/f64, a widened copy for 16-bit types.
+template <class T>
+Mat<acc_t<T>> widen(const void* p, int64_t r, int64_t c) {
+  using A = acc_t<T>;
+  if constexpr (std::is_same_v<T, A>) {
+    return Eigen::Map<const Mat<A>>(static_cast<const A*>(p), r, c);
+  } else {
+    Mat<A> m(r, c);
+    const T* src = static_cast<const T*>(p);
+    for (int64_t i = 0; i < r * c; ++i) m.data()[i] = load(src[i]);
+    return m;
+  }
+}
+
+template <class T, class M>
+void narrow_store(const M& m, void* dst) {
+  T* d = static_cast<T*>(dst);
+  const int64_t n = m.size();
+  for (int64_t i = 0; i < n; ++i) d[i] = store<T>(m.data()[i]);
+}
+
+}  // namespace
+
+void linear_forward_cpu(const void* x, const void* w, const void* b, void* y, int64_t rows, int64_t in,
+                        int64_t out, DType t) {
+  TANDEM_DISPATCH_FLOAT(t, "linear_forward_cpu", [&] {
+    using A = acc_t<scalar_t>;
+    Mat<A> X = widen<scalar_t>(x, rows, in);
+    Mat<A> W = widen<scalar_t>(w, out, in);
+    Mat<A> Y = X * W.transpose();
+    if (b) Y.rowwise() += Vec<A>(widen<scalar_t>(b, 1, out));
+    narrow_store<scalar_t>(Y, y);
+  });
+}
+
+void linear_backward_cpu(const void* dy, const void* x, const void* w, void* dx, void* dw, void* db, int64_t rows,
+                         int64_t in, int64_t out, DType t) {
+  TANDEM_DISPATCH_FLOAT(t, "linear_backward_cpu", [&] {
+    using A = acc_t<scalar_t>;
+    Mat<A> DY = widen<scalar_t>(dy, rows, out);
+    if (dx) narrow_store<scalar_t>(Mat<A>(DY * widen<scalar_t>(w, out, in)), dx);
+    if (dw) narrow_store<scalar_t>(Mat<A>(DY.transpose() * widen<scalar_t>(x, rows, in)), dw);
+    if (db) narrow_store<scalar_t>(Vec<A>(DY.colwise().sum()), db);
+  });
+}
+
+}  // namespace tandem

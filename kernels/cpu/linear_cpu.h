@@ -1,0 +1,18 @@
+// CPU reference for linear, on Eigen. Rows = N, x [N, in], w [out, in], y [N, out].
+// 16-bit inputs are widened to f32 matrices, multiplied, and rounded once.
+#pragma once
+
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace tandem {
+
+// b may be null.
+void linear_forward_cpu(const void* x, const void* w, const void* b, void* y, int64_t rows, int64_t in,
+                        int64_t out, DType t);
+// Any of dx, dw, db may be null (not needed). dx = dy w; dw = dy^T x; db = sum over rows of dy.
+void linear_backward_cpu(const void* dy, const void* x, const void* w, void* dx, void* dw, void* db, int64_t rows,
+                         int64_t in, int64_t out, DType t);
+
+}  // namespace tandem

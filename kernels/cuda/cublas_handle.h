@@ -1,0 +1,14 @@
+// One cuBLAS handle per (thread, device), created on first use and bound to the
+// caller's stream on every call, so GEMMs follow the current stream like every
+// other kernel. Handles are per thread because cuBLAS handles are not safe to
+// share across threads that set different streams.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+namespace tandem {
+
+cublasHandle_t cublas_handle(int device, cudaStream_t stream);
+
+}  // namespace tandem

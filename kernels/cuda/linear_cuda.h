@@ -1,0 +1,17 @@
+// CUDA linear: cuBLAS GEMMs with f32 compute (no TF32, so f32 results track the
+// CPU reference), plus hand-written bias kernels. Same contracts as
+// kernels/cpu/linear_cpu.h, queued on `stream`.
+#pragma once
+
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace tandem {
+
+void linear_forward_cuda(const void* x, const void* w, const void* b, void* y, int64_t rows, int64_t in,
+                         int64_t out, DType t, int device, void* stream);
+void linear_backward_cuda(const void* dy, const void* x, const void* w, void* dx, void* dw, void* db, int64_t rows,
+                          int64_t in, int64_t out, DType t, int device, void* stream);
+
+}  // namespace tandem

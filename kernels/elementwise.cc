@@ -1,0 +1,153 @@
+#include "kernels/elementwise.h"
+
+#include "core/autograd/grad_mode.h"
+#include "core/autograd/node.h"
+#include "core/check.h"
+#include "kernels/checks.h"
+#include "kernels/cpu/elementwise_cpu.h"
+#include "kernels/device_stream.h"
+
+#if TANDEM_WITH_CUDA
+#include "kernels/cuda/elementwise_cuda.h"
+#endif
+
+namespace tandem {
+
+namespace {
+
+Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
+  Tensor out = Tensor::empty(a.shape(), a.dtype(), a.device());
+  if (a.device().is_cpu()) {
+    binary_cpu(op, a.data_ptr(), b.data_ptr(), out.data_ptr(), a.dtype(), a.numel());
+  } else {
+    TANDEM_CUDA_ONLY(binary_cuda(op, a.data_ptr(), b.data_ptr(), out.data_ptr(), a.dtype(), a.numel(),
+                                 stream_of(a)));
+  }
+  return out;
+}
+
+Tensor scaled(const Tensor& x, double alpha) {
+  Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
+  if (x.device().is_cpu()) {
+    scale_cpu(x.data_ptr(), out.data_ptr(), x.dtype(), x.numel(), alpha);
+  } else {
+    TANDEM_CUDA_ONLY(scale_cuda(x.data_ptr(), out.data_ptr(), x.dtype(), x.numel(), alpha, stream_of(x)));
+  }
+  return out;
+}
+
+class AddBackward final : public Node {
+ public:
+  std::vector<Tensor> apply(std::vector<Tensor>&& g) override { return {g[0], g[0]}; }
+  std::string name() const override { return "AddBackward"; }
+};
+
+class MulBackward final : public Node {
+ public:
+  MulBackward(const Tensor& a, const Tensor& b, bool need_a, bool need_b)
+      : a_(need_b ? SavedTensor(a) : SavedTensor()), b_(need_a ? SavedTensor(b) : SavedTensor()) {}
+  std::vector<Tensor> apply(std::vector<Tensor>&& g) override {
+    Tensor ga, gb;
+    if (next_edges_[0].valid()) ga = binary(BinaryOp::Mul, g[0], b_.unpack(*this));
+    if (next_edges_[1].valid()) gb = binary(BinaryOp::Mul, g[0], a_.unpack(*this));
+    return {ga, gb};
+  }
+  void release_saved() override {
+    a_.release();
+    b_.release();
+  }
+  std::string name() const override { return "MulBackward"; }
+
+ private:
+  SavedTensor a_, b_;  // a is needed for b's gradient and vice versa
+};
+
+class ScaleBackward final : public Node {
+ public:
+  explicit ScaleBackward(double alpha) : alpha_(alpha) {}
+  std::vector<Tensor> apply(std::vector<Tensor>&& g) override { return {scaled(g[0], alpha_)}; }
+  std::string name() const override { return "ScaleBackward"; }
+
+ private:
+  double alpha_;
+};
+
+class ReluBackward final : public Node {
+ public:
+  explicit ReluBackward(const Tensor& x) : x_(x) {}
+  std::vector<Tensor> apply(std::vector<Tensor>&& g) override {
+    Tensor x = x_.unpack(*this);
+    Tensor dx = Tensor::empty(x.shape(), x.dtype(), x.device());
+    if (x.device().is_cpu()) {
+      relu_backward_cpu(g[0].data_ptr(), x.data_ptr(), dx.data_ptr(), x.dtype(), x.numel());
+    } else {
+      TANDEM_CUDA_ONLY(
+          relu_backward_cuda(g[0].data_ptr(), x.data_ptr(), dx.data_ptr(), x.dtype(), x.numel(), stream_of(x)));
+    }
+    return {dx};
+  }
+  void release_saved() override { x_.release(); }
+  std::string name() const override { return "ReluBackward"; }
+
+ private:
+  SavedTensor x_;
+};
+
+class CastBackward final : public Node {
+ public:
+  explicit CastBackward(DType from) : from_(from) {}
+  std::vector<Tensor> apply(std::vector<Tensor>&& g) override { return {g[0].to(from_)}; }
+  std::string name() const override { return "CastBackward"; }
+
+ private:
+  DType from_;
+};
+
+}  // namespace
+
+Tensor add(const Tensor& a, const Tensor& b) {
+  check_same_device_and_dtype("add", {&a, &b});
+  check_same_shape("add", a, b);
+  Tensor out = binary(BinaryOp::Add, a, b);
+  if (any_requires_grad({&a, &b})) std::make_shared<AddBackward>()->connect({&a, &b}, {&out});
+  return out;
+}
+
+Tensor mul(const Tensor& a, const Tensor& b) {
+  check_same_device_and_dtype("mul", {&a, &b});
+  check_same_shape("mul", a, b);
+  Tensor out = binary(BinaryOp::Mul, a, b);
+  if (any_requires_grad({&a, &b}))
+    std::make_shared<MulBackward>(a, b, a.requires_grad(), b.requires_grad())->connect({&a, &b}, {&out});
+  return out;
+}
+
+Tensor scale(const Tensor& x, double alpha) {
+  check_same_device_and_dtype("scale", {&x});
+  Tensor out = scaled(x, alpha);
+  if (any_requires_grad({&x})) std::make_shared<ScaleBackward>(alpha)->connect({&x}, {&out});
+  return out;
+}
+
+Tensor relu(const Tensor& x) {
+  check_same_device_and_dtype("relu", {&x});
+  Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
+  if (x.device().is_cpu()) {
+    relu_forward_cpu(x.data_ptr(), out.data_ptr(), x.dtype(), x.numel());
+  } else {
+    TANDEM_CUDA_ONLY(relu_forward_cuda(x.data_ptr(), out.data_ptr(), x.dtype(), x.numel(), stream_of(x)));
+  }
+  if (any_requires_grad({&x})) std::make_shared<ReluBackward>(x)->connect({&x}, {&out});
+  return out;
+}
+
+Tensor cast(const Tensor& x, DType dtype) {
+  check_same_device_and_dtype("cast", {&x});
+  TANDEM_CHECK(!x.requires_grad() || is_floating(dtype), "cast of {} to {}: gradients need a floating type", x.str(),
+               dtype_name(dtype));
+  Tensor out = x.dtype() == dtype ? x.clone() : x.to(dtype);
+  if (any_requires_grad({&x})) std::make_shared<CastBackward>(x.dtype())->connect({&x}, {&out});
+  return out;
+}
+
+}  // namespace tandem

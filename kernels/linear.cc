@@ -1,0 +1,86 @@
+#include "kernels/linear.h"
+
+#include "core/autograd/node.h"
+#include "core/check.h"
+#include "kernels/checks.h"
+#include "kernels/cpu/linear_cpu.h"
+#include "kernels/device_stream.h"
+
+#if TANDEM_WITH_CUDA
+#include "kernels/cuda/linear_cuda.h"
+#endif
+
+namespace tandem {
+
+namespace {
+
+// Rows of x viewed as a matrix [rows, in]: the product of all but the last extent.
+int64_t leading_rows(const Tensor& x) {
+  Shape lead(x.shape().begin(), x.shape().end() - 1);
+  return shape_numel(lead);
+}
+
+class LinearBackward final : public Node {
+ public:
+  LinearBackward(const Tensor& x, const Tensor& w, bool has_bias) : x_(x), w_(w), has_bias_(has_bias) {}
+
+  std::vector<Tensor> apply(std::vector<Tensor>&& g) override {
+    Tensor x = x_.unpack(*this), w = w_.unpack(*this);
+    const Tensor& dy = g[0];
+    const int64_t out = w.size(0), in = w.size(1), rows = leading_rows(x);
+    Tensor dx, dw, db;
+    if (next_edges_[0].valid()) dx = Tensor::empty(x.shape(), x.dtype(), x.device());
+    if (next_edges_[1].valid()) dw = Tensor::empty(w.shape(), w.dtype(), w.device());
+    if (has_bias_ && next_edges_[2].valid()) db = Tensor::empty({out}, w.dtype(), w.device());
+    auto ptr = [](const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; };
+    if (x.device().is_cpu()) {
+      linear_backward_cpu(dy.data_ptr(), x.data_ptr(), w.data_ptr(), ptr(dx), ptr(dw), ptr(db), rows, in, out,
+                          x.dtype());
+    } else {
+      TANDEM_CUDA_ONLY(linear_backward_cuda(dy.data_ptr(), x.data_ptr(), w.data_ptr(), ptr(dx), ptr(dw), ptr(db),
+                                            rows, in, out, x.dtype(), x.device().index, stream_of(x)));
+    }
+    if (has_bias_) return {dx, dw, db};
+    return {dx, dw};
+  }
+  void release_saved() override {
+    x_.release();
+    w_.release();
+  }
+  std::string name() const override { return "LinearBackward"; }
+
+ private:
+  SavedTensor x_, w_;
+  bool has_bias_;
+};
+
+}  // namespace
+
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
+  if (b.defined()) check_same_device_and_dtype("linear", {&x, &w, &b});
+  else check_same_device_and_dtype("linear", {&x, &w});
+  TANDEM_CHECK(w.dim() == 2, "linear: weight must be [out, in], got {}", w.str());
+  TANDEM_CHECK(x.dim() >= 1 && x.size(-1) == w.size(1), "linear: input {} does not end in in_features={} of weight {}",
+               x.str(), w.size(1), w.str());
+  TANDEM_CHECK(!b.defined() || (b.dim() == 1 && b.size(0) == w.size(0)), "linear: bias {} must be [{}]",
+               b.defined() ? b.str() : "", w.size(0));
+  const int64_t out = w.size(0), in = w.size(1), rows = leading_rows(x);
+  Shape ys = x.shape();
+  ys.back() = out;
+  Tensor y = Tensor::empty(ys, x.dtype(), x.device());
+  const void* bp = b.defined() ? b.data_ptr() : nullptr;
+  if (x.device().is_cpu()) {
+    linear_forward_cpu(x.data_ptr(), w.data_ptr(), bp, y.data_ptr(), rows, in, out, x.dtype());
+  } else {
+    TANDEM_CUDA_ONLY(linear_forward_cuda(x.data_ptr(), w.data_ptr(), bp, y.data_ptr(), rows, in, out, x.dtype(),
+                                         x.device().index, stream_of(x)));
+  }
+  if (b.defined()) {
+    if (any_requires_grad({&x, &w, &b})) std::make_shared<LinearBackward>(x, w, true)->connect({&x, &w, &b}, {&y});
+  } else if (any_requires_grad({&x, &w})) {
+    std::make_shared<LinearBackward>(x, w, false)->connect({&x, &w}, {&y});
+  }
+  return y;
+}
+
+}  // namespace tandem
