@@ -1,0 +1,11 @@
+// Subcommands of the `tandem` program. Each add_*_command registers its
+// options and a callback that runs the command and throws tandem::Error on failure.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace tandem::apps {
+
+void add_info_command(CLI::App& app);  // build configuration and devices
+
+}  // namespace tandem::apps

@@ -1,0 +1,25 @@
+// The `tandem` command line. Each subcommand lives in its own file and
+// registers itself here; errors become one line on stderr and exit code 1.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+
+#include "apps/commands.h"
+#include "core/check.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"Tandem: data-parallel training of small transformer text classifiers"};
+  app.require_subcommand(1);
+  tandem::apps::add_info_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const tandem::Error& e) {
+    std::fprintf(stderr, "tandem: error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tandem: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

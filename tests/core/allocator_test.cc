@@ -1,0 +1,75 @@
+#include <gtest/gtest.h>
+
+#include "core/allocator.h"
+#include "core/check.h"
+#include "core/stream.h"
+#include "core/tensor.h"
+#include "tests/testing/gradcheck.h"
+
+namespace tandem {
+namespace {
+
+TEST(HostAllocator, TracksBytesInUseAndPeak) {
+  host_memory::reset_peak();
+  size_t base = host_memory::stats().in_use;
+  {
+    Tensor a = Tensor::empty({1000}, DType::F32);
+    EXPECT_EQ(host_memory::stats().in_use, base + 4000);
+    { Tensor b = Tensor::empty({500}, DType::F64); }
+    EXPECT_EQ(host_memory::stats().in_use, base + 4000);
+    EXPECT_GE(host_memory::stats().peak_in_use, base + 8000);
+  }
+  EXPECT_EQ(host_memory::stats().in_use, base);
+}
+
+TEST(HostAllocator, ZeroBytesNeedNoMemory) {
+  Tensor t = Tensor::empty({0});
+  EXPECT_EQ(t.numel(), 0);
+}
+
+TEST(PinnedAllocator, FallsBackToOrdinaryMemoryWithoutAGpu) {
+  Tensor t = Tensor::empty({16}, DType::F32, Device::cpu(), /*pinned=*/true);
+  EXPECT_EQ(t.storage()->pinned(), cuda::available());
+  t.fill_(1);
+  EXPECT_EQ(t.to_double_vector()[15], 1.0);
+}
+
+TEST(CudaAllocator, SteadyStateLoopReservesNoNewMemory) {
+  TANDEM_REQUIRE_GPU();
+  auto step = [] {
+    Tensor a = Tensor::empty({1 << 20}, DType::F32, Device::cuda(0));
+    Tensor b = Tensor::empty({3 << 18}, DType::F16, Device::cuda(0));
+    a.fill_(1);
+    b.fill_(2);
+  };
+  step();
+  cuda::device_synchronize();
+  size_t reserved = cuda_memory::stats(0).reserved;
+  uint64_t allocations = cuda_memory::stats(0).allocations;
+  for (int i = 0; i < 200; ++i) step();
+  cuda::device_synchronize();
+  EXPECT_EQ(cuda_memory::stats(0).reserved, reserved) << "the pool grew: memory is not being reused";
+  EXPECT_EQ(cuda_memory::stats(0).allocations, allocations + 400);
+}
+
+TEST(CudaAllocator, ReportsBytesInUseAndPeak) {
+  TANDEM_REQUIRE_GPU();
+  cuda_memory::reset_peak(0);
+  size_t base = cuda_memory::stats(0).in_use;
+  {
+    Tensor a = Tensor::empty({1 << 20}, DType::F32, Device::cuda(0));
+    EXPECT_EQ(cuda_memory::stats(0).in_use, base + (4u << 20));
+  }
+  EXPECT_EQ(cuda_memory::stats(0).in_use, base);
+  EXPECT_GE(cuda_memory::stats(0).peak_in_use, base + (4u << 20));
+}
+
+TEST(CudaAllocator, OutOfMemoryIsAnErrorNotACrash) {
+  TANDEM_REQUIRE_GPU();
+  EXPECT_THROW(Tensor::empty({int64_t{1} << 50}, DType::U8, Device::cuda(0)), Error);
+  Tensor ok = Tensor::zeros({4}, DType::F32, Device::cuda(0));  // the device is still usable
+  EXPECT_EQ(ok.to_double_vector()[0], 0.0);
+}
+
+}  // namespace
+}  // namespace tandem

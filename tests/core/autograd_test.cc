@@ -1,0 +1,198 @@
+// The backward engine's contract: gradients, accumulation, hooks, no-grad, and misuse errors.
+#include <gtest/gtest.h>
+
+#include "core/autograd/grad_mode.h"
+#include "core/autograd/node.h"
+#include "core/check.h"
+#include "kernels/elementwise.h"
+#include "kernels/linear.h"
+#include "kernels/reduce.h"
+#include "tests/testing/gradcheck.h"
+
+namespace tandem {
+namespace {
+
+Tensor param(std::vector<double> v, Shape s, const char* name) {
+  Tensor t = Tensor::from_vector(v, s, DType::F64);
+  t.set_requires_grad(true).set_name(name);
+  return t;
+}
+
+bool message_has(const Error& e, const std::string& text) { return std::string(e.what()).find(text) != std::string::npos; }
+
+TEST(Autograd, GradientsAccumulateIntoLeavesAcrossBackwardCalls) {
+  Tensor w = param({1, 2}, {2}, "w");
+  Tensor x = Tensor::from_vector(std::vector<double>{3, 4}, {2}, DType::F64);
+  sum(mul(w, x)).backward();
+  EXPECT_EQ(w.grad().to_double_vector(), (std::vector<double>{3, 4}));
+  sum(mul(w, x)).backward();
+  EXPECT_EQ(w.grad().to_double_vector(), (std::vector<double>{6, 8}));
+  EXPECT_FALSE(x.grad().defined()) << "x does not require grad";
+}
+
+TEST(Autograd, AParameterUsedTwiceGetsTheSumOfBothPaths) {
+  Tensor w = param({2, 3}, {2}, "w");
+  // y = sum(w*w + w) -> dy/dw = 2w + 1
+  sum(add(mul(w, w), w)).backward();
+  EXPECT_EQ(w.grad().to_double_vector(), (std::vector<double>{5, 7}));
+}
+
+TEST(Autograd, PostAccumulateHookFiresOncePerBackwardWithTheCompleteGradient) {
+  Tensor w = param({2, 3}, {2}, "w");
+  int calls = 0;
+  std::vector<double> seen;
+  w.register_post_accumulate_grad_hook([&](Tensor& p) {
+    ++calls;
+    seen = p.grad().to_double_vector();
+  });
+  // w reaches the loss through three paths; the hook must see all three summed.
+  Tensor y = add(add(mul(w, w), w), scale(w, 10));  // dy/dw = 2w + 11
+  sum(y).backward();
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(seen, (std::vector<double>{15, 17}));
+}
+
+TEST(Autograd, HooksFollowTheGraphFromTheLossBackwards) {
+  // A three-layer chain: the last layer's parameters are ready first, as DDP expects.
+  Tensor w1 = param({1, 0, 0, 1}, {2, 2}, "w1");
+  Tensor w2 = param({1, 1, 0, 1}, {2, 2}, "w2");
+  Tensor w3 = param({2, 0, 0, 2}, {2, 2}, "w3");
+  std::vector<std::string> order;
+  for (Tensor* w : {&w1, &w2, &w3})
+    w->register_post_accumulate_grad_hook([&](Tensor& p) { order.push_back(p.name()); });
+  Tensor x = Tensor::from_vector(std::vector<double>{1, 2, 3, 4}, {2, 2}, DType::F64);
+  sum(linear(relu(linear(relu(linear(x, w1)), w2)), w3)).backward();
+  EXPECT_EQ(order, (std::vector<std::string>{"w3", "w2", "w1"}));
+}
+
+TEST(Autograd, RemovedHooksNoLongerFire) {
+  Tensor w = param({1}, {1}, "w");
+  int calls = 0;
+  uint64_t h = w.register_post_accumulate_grad_hook([&](Tensor&) { ++calls; });
+  w.remove_post_accumulate_grad_hook(h);
+  sum(mul(w, w)).backward();
+  EXPECT_EQ(calls, 0);
+}
+
+TEST(Autograd, HooksOnlyOnLeavesThatRequireGrad) {
+  Tensor x = Tensor::zeros({2}, DType::F64);
+  EXPECT_THROW(x.register_post_accumulate_grad_hook([](Tensor&) {}), Error);
+  Tensor w = param({1, 2}, {2}, "w");
+  Tensor y = scale(w, 2);
+  EXPECT_THROW(y.register_post_accumulate_grad_hook([](Tensor&) {}), Error);
+}
+
+TEST(Autograd, NoGradGuardRecordsNothingAndNests) {
+  Tensor w = param({1, 2}, {2}, "w");
+  {
+    NoGradGuard outer;
+    {
+      NoGradGuard inner;
+    }
+    EXPECT_FALSE(GradMode::enabled());
+    Tensor y = mul(w, w);
+    EXPECT_FALSE(y.requires_grad());
+    EXPECT_FALSE(y.grad_fn());
+  }
+  EXPECT_TRUE(GradMode::enabled());
+  EXPECT_TRUE(mul(w, w).requires_grad());
+}
+
+TEST(Autograd, BackwardTwiceThroughFreedBuffersIsAnError) {
+  Tensor w = param({1, 2}, {2}, "w");
+  Tensor loss = sum(mul(w, w));
+  loss.backward();
+  try {
+    loss.backward();
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_TRUE(message_has(e, "second time")) << e.what();
+    EXPECT_TRUE(message_has(e, "retain_graph")) << e.what();
+  }
+}
+
+TEST(Autograd, RetainGraphAllowsASecondBackward) {
+  Tensor w = param({1, 2}, {2}, "w");
+  Tensor loss = sum(mul(w, w));
+  loss.backward(Tensor(), /*retain_graph=*/true);
+  loss.backward();
+  EXPECT_EQ(w.grad().to_double_vector(), (std::vector<double>{4, 8}));
+}
+
+TEST(Autograd, ModifyingASavedTensorInPlaceIsAnError) {
+  Tensor w = param({1, 2}, {2}, "w");
+  Tensor x = Tensor::from_vector(std::vector<double>{3, 4}, {2}, DType::F64);
+  Tensor loss = sum(mul(w, x));
+  x.fill_(0);
+  try {
+    loss.backward();
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_TRUE(message_has(e, "modified in place")) << e.what();
+  }
+}
+
+TEST(Autograd, ImplicitGradientOnlyForOneElementOutputs) {
+  Tensor w = param({1, 2}, {2}, "w");
+  Tensor y = mul(w, w);
+  EXPECT_THROW(y.backward(), Error);
+  y.backward(Tensor::from_vector(std::vector<double>{1, 1}, {2}, DType::F64));
+  EXPECT_EQ(w.grad().to_double_vector(), (std::vector<double>{2, 4}));
+}
+
+TEST(Autograd, BackwardOnATensorWithoutHistoryIsAnError) {
+  Tensor x = Tensor::zeros({1}, DType::F64);
+  EXPECT_THROW(x.backward(), Error);
+}
+
+// A node that returns a gradient of the wrong shape: the engine must name it.
+class BadShapeNode final : public Node {
+ public:
+  std::vector<Tensor> apply(std::vector<Tensor>&&) override { return {Tensor::zeros({3}, DType::F64)}; }
+  std::string name() const override { return "BadShapeBackward"; }
+};
+
+TEST(Autograd, AGradientOfTheWrongShapeIsAnErrorNamingTheNode) {
+  Tensor w = param({1, 2}, {2}, "w");
+  Tensor y = Tensor::zeros({}, DType::F64);
+  std::make_shared<BadShapeNode>()->connect({&w}, {&y});
+  try {
+    y.backward();
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_TRUE(message_has(e, "BadShapeBackward")) << e.what();
+    EXPECT_TRUE(message_has(e, "[3]")) << e.what();
+  }
+}
+
+TEST(Autograd, AnAccumulatedGradientOfTheWrongShapeIsRefused) {
+  Tensor w = param({1, 2}, {2}, "w");
+  EXPECT_THROW(w.set_grad(Tensor::zeros({3}, DType::F64)), Error);
+}
+
+TEST(Autograd, PreSetGradientViewIsAccumulatedIntoInPlace) {
+  // DDP's gradient_as_bucket_view: the grad is a view into a bucket before backward.
+  Tensor w = param({1, 2}, {2}, "w");
+  Tensor bucket = Tensor::zeros({4}, DType::F64);
+  w.set_grad(bucket.view_range(1, {2}));
+  sum(mul(w, w)).backward();
+  EXPECT_EQ(bucket.to_double_vector(), (std::vector<double>{0, 2, 4, 0}));
+}
+
+TEST(Autograd, CastIsDifferentiableAcrossDtypes) {
+  Tensor w = param({1.5, -2}, {2}, "w");
+  Tensor y = sum(cast(scale(cast(w, DType::F32), 3), DType::F64));
+  y.backward();
+  EXPECT_EQ(w.grad().dtype(), DType::F64);
+  EXPECT_EQ(w.grad().to_double_vector(), (std::vector<double>{3, 3}));
+}
+
+TEST(Autograd, ReshapeIsDifferentiable) {
+  Tensor w = param({1, 2, 3, 4, 5, 6}, {6}, "w");
+  Tensor m = Tensor::from_vector(std::vector<double>{1, 0, 0, 1, 1, 1}, {3, 2}, DType::F64);
+  sum(linear(w.reshape({3, 2}), m)).backward();
+  EXPECT_EQ(w.grad().shape(), (Shape{6}));
+}
+
+}  // namespace
+}  // namespace tandem

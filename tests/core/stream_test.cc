@@ -1,0 +1,68 @@
+#include <gtest/gtest.h>
+
+#include "core/check.h"
+#include "core/stream.h"
+#include "core/tensor.h"
+#include "tests/testing/gradcheck.h"
+
+namespace tandem {
+namespace {
+
+TEST(Streams, WithoutAGpuCreatingOneIsAClearError) {
+  if (cuda::available()) GTEST_SKIP() << "a GPU is present";
+  try {
+    cuda::Stream::create(0);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    std::string m = e.what();
+    EXPECT_TRUE(m.find("CUDA") != std::string::npos) << m;
+  }
+}
+
+TEST(Streams, GuardMakesAStreamCurrentForItsScope) {
+  TANDEM_REQUIRE_GPU();
+  cuda::Stream s = cuda::Stream::create(0);
+  EXPECT_EQ(cuda::current_stream(0).handle(), nullptr);
+  {
+    cuda::StreamGuard g(s);
+    EXPECT_EQ(cuda::current_stream(0).handle(), s.handle());
+  }
+  EXPECT_EQ(cuda::current_stream(0).handle(), nullptr);
+}
+
+TEST(Streams, EventOrdersWorkAcrossStreams) {
+  TANDEM_REQUIRE_GPU();
+  cuda::Stream producer = cuda::Stream::create(0), consumer = cuda::Stream::create(0);
+  Tensor t = Tensor::zeros({1 << 22}, DType::F32, Device::cuda(0));
+  cuda::Event done;
+  {
+    cuda::StreamGuard g(producer);
+    t.fill_(3);
+    done.record(producer);
+  }
+  done.block(consumer);
+  Tensor copy;
+  {
+    cuda::StreamGuard g(consumer);
+    copy = t.to(Device::cpu());  // synchronises the consumer stream
+  }
+  EXPECT_EQ(copy.to_double_vector()[(1 << 22) - 1], 3.0);
+}
+
+TEST(Streams, TimingEventsMeasureElapsedTime) {
+  TANDEM_REQUIRE_GPU();
+  cuda::Stream s = cuda::Stream::create(0);
+  cuda::Event a(true), b(true);
+  a.record(s);
+  {
+    cuda::StreamGuard g(s);
+    Tensor t = Tensor::zeros({1 << 24}, DType::F32, Device::cuda(0));
+  }
+  b.record(s);
+  b.synchronize();
+  EXPECT_TRUE(b.query());
+  EXPECT_GE(a.elapsed_ms(b), 0.0f);
+}
+
+}  // namespace
+}  // namespace tandem

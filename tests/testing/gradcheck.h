@@ -1,0 +1,43 @@
+// Test helpers: finite-difference gradient checks, tensor comparison with
+// tolerances, and skipping GPU tests where no GPU is present.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <vector>
+
+#include "core/stream.h"
+#include "core/tensor.h"
+
+namespace tandem::testing {
+
+struct GradcheckOptions {
+  double eps = 1e-6;   // central-difference step
+  double atol = 1e-7;
+  double rtol = 1e-5;
+};
+
+// Checks the gradients that backward computes for every input that requires grad
+// against central finite differences. Inputs must be f64 CPU tensors. The output
+// of f may have any shape: the check differentiates L = sum(f(inputs) * r) for a
+// fixed random r, so every output element contributes.
+::testing::AssertionResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& f,
+                                     const std::vector<Tensor>& inputs, GradcheckOptions options = {});
+
+// |actual - expected| <= atol + rtol * |expected| elementwise (any devices and dtypes);
+// reports the first mismatches and the largest error.
+::testing::AssertionResult all_close(const Tensor& actual, const Tensor& expected, double atol, double rtol);
+
+// An f64 CPU tensor of the given shape with values from the Philox normal stream (seed).
+Tensor random_tensor(const Shape& shape, uint64_t seed, DType dtype = DType::F64, Device device = Device::cpu());
+
+}  // namespace tandem::testing
+
+// GPU tests call this first: without a CUDA device they are skipped with a reason, never failed.
+#define TANDEM_REQUIRE_GPU()                                                                        \
+  do {                                                                                              \
+    if (!::tandem::cuda::available())                                                               \
+      GTEST_SKIP() << (::tandem::cuda::built_with_cuda() ? "no CUDA device present"                 \
+                                                         : "built without CUDA (TANDEM_CUDA=OFF)"); \
+  } while (0)
