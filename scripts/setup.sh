@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs the Debian packages Tandem builds with (only those missing) and
+# builds it in Release into build/. Safe to run again. CUDA is used when
+# /usr/local/cuda (or nvcc on PATH) is present; set TANDEM_CUDA=OFF to skip it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(build-essential cmake ninja-build ccache pkg-config
+          libeigen3-dev libboost-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libfmt-dev
+          libgtest-dev libgmock-dev libbenchmark-dev
+          fortunes fortunes-min)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  sudo_cmd=()
+  [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+launcher=()
+command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+cmake -S . -B "${TANDEM_BUILD_DIR:-build}" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DTANDEM_CUDA="${TANDEM_CUDA:-AUTO}" "${launcher[@]}" >/dev/null
+cmake --build "${TANDEM_BUILD_DIR:-build}" -j"$(nproc)"
