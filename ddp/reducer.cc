@@ -330,6 +330,13 @@ void Reducer::finalize() {
   for (size_t bi = 0; bi < buckets_.size(); ++bi) {
     Bucket& b = buckets_[bi];
     if (b.spec.device.is_cuda()) {
+      // NCCL results are ordered on the comm stream: no host wait. The ring backend
+      // completes device ops from its host thread, so wait for it.
+      if (group_->backend_name() != "nccl") {
+        TANDEM_CHECK(b.reduction.work->wait(options_.timeout),
+                     "DDP (rank {}): timed out after {} ms waiting for the all-reduce of bucket {}", group_->rank(),
+                     options_.timeout.count(), bi);
+      }
       {
         cuda::StreamGuard guard(comm_stream_);
         if (b.reduction.finish) b.reduction.finish();
