@@ -20,10 +20,10 @@
 
 namespace tandem::nn {
 
-// Per-forward settings every module sees: precision, mode and the dropout RNG.
+// Per-forward settings every module sees: precision and the dropout RNG
+// (train/eval mode is the module's own flag, set by Module::train).
 struct ForwardContext {
   DType compute_dtype = DType::F32;  // f32, bf16 or f16; parameters stay f32
-  bool training = false;
   uint64_t seed = 0;  // Philox key for dropout
   uint64_t step = 0;  // the optimizer step: dropout masks differ per step
   uint64_t calls = 0;  // dropout calls so far in this forward
@@ -75,6 +75,19 @@ class Module {
   std::vector<std::pair<std::string, Tensor>> buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
+};
+
+// Children named "0", "1", ... (PyTorch's nn.ModuleList), for stacks of layers.
+class ModuleList : public Module {
+ public:
+  template <class M>
+  std::shared_ptr<M> push_back(std::shared_ptr<M> module) {
+    return register_module(std::to_string(size_++), std::move(module));
+  }
+  int64_t size() const { return size_; }
+
+ private:
+  int64_t size_ = 0;
 };
 
 }  // namespace tandem::nn
