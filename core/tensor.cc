@@ -307,6 +307,18 @@ Tensor& Tensor::fill_(double value) {
   return *this;
 }
 
+void Tensor::set_data(const Tensor& src) {
+  check_defined("set_data");
+  src.check_defined("set_data (source)");
+  TANDEM_CHECK(!impl_->grad_fn, "set_data on {}: only leaf tensors can be re-pointed", str());
+  TANDEM_CHECK(!impl_->requires_grad || is_floating(src.dtype()), "set_data: {} requires grad but the new data is {}",
+               str(), dtype_name(src.dtype()));
+  impl_->storage = src.impl_->storage;
+  impl_->offset_bytes = src.impl_->offset_bytes;
+  impl_->shape = src.impl_->shape;
+  impl_->dtype = src.impl_->dtype;
+}
+
 std::vector<double> Tensor::to_double_vector() const {
   check_defined("to_double_vector");
   Tensor host = device().is_cpu() ? *this : to(Device::cpu());

@@ -107,6 +107,11 @@ class Tensor {
   // the copy is queued on the current stream.
   Tensor& copy_(const Tensor& src);
   Tensor& fill_(double value);
+  // Replaces this tensor's storage, shape and dtype with src's (sharing src's
+  // storage) while keeping its identity: autograd flags, grad, hooks, name.
+  // How a module moves its parameters to a device (PyTorch's `param.data = x`).
+  // Leaves only.
+  void set_data(const Tensor& src);
   Tensor& zero_() { return fill_(0.0); }
 
   // Values as doubles on the host (synchronises with the device); for tests and logging.

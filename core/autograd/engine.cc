@@ -74,11 +74,35 @@ void validate_outputs(const Node& node, const std::vector<Tensor>& out) {
   }
 }
 
+thread_local bool tls_in_backward = false;
+thread_local std::vector<std::function<void()>> tls_callbacks;
+
+// Marks this thread as inside backward; drops unrun callbacks if backward fails.
+struct BackwardScope {
+  BackwardScope() {
+    TANDEM_CHECK(!tls_in_backward, "backward called from inside another backward on the same thread");
+    tls_in_backward = true;
+    tls_callbacks.clear();
+  }
+  ~BackwardScope() {
+    tls_in_backward = false;
+    tls_callbacks.clear();
+  }
+};
+
 }  // namespace
+
+bool in_backward() { return tls_in_backward; }
+
+void queue_backward_callback(std::function<void()> callback) {
+  TANDEM_CHECK(tls_in_backward, "queue_backward_callback outside of a backward pass");
+  tls_callbacks.push_back(std::move(callback));
+}
 
 void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph) {
   TANDEM_CHECK(roots.size() == grads.size(), "backward: {} roots but {} gradients", roots.size(), grads.size());
   NoGradGuard no_grad;  // backward formulas are not themselves recorded
+  BackwardScope scope;
 
   std::unordered_map<Node*, NodeState> state;
   std::vector<std::pair<Edge, Tensor>> root_edges;
@@ -158,6 +182,12 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
         ready.push(e.fn.get());
       }
     }
+  }
+
+  // Callbacks may queue further callbacks; run until none are left.
+  for (size_t i = 0; i < tls_callbacks.size(); ++i) {
+    auto cb = std::move(tls_callbacks[i]);
+    cb();
   }
 }
 

@@ -1,6 +1,7 @@
 // The backward engine's contract: gradients, accumulation, hooks, no-grad, and misuse errors.
 #include <gtest/gtest.h>
 
+#include "core/autograd/engine.h"
 #include "core/autograd/grad_mode.h"
 #include "core/autograd/node.h"
 #include "core/check.h"
@@ -192,6 +193,42 @@ TEST(Autograd, ReshapeIsDifferentiable) {
   Tensor m = Tensor::from_vector(std::vector<double>{1, 0, 0, 1, 1, 1}, {3, 2}, DType::F64);
   sum(linear(w.reshape({3, 2}), m)).backward();
   EXPECT_EQ(w.grad().shape(), (Shape{6}));
+}
+
+TEST(Autograd, QueuedCallbacksRunOnceAfterEveryNodeAndHook) {
+  Tensor w1 = param({1, 2}, {2}, "w1"), w2 = param({3, 4}, {2}, "w2");
+  std::vector<std::string> events;
+  bool queued = false;
+  for (Tensor* w : {&w1, &w2}) {
+    w->register_post_accumulate_grad_hook([&](Tensor& p) {
+      events.push_back(p.name());
+      if (!queued) {
+        queued = true;
+        queue_backward_callback([&] { events.push_back("end"); });
+      }
+    });
+  }
+  sum(add(mul(w1, w1), scale(w2, 2))).backward();
+  ASSERT_EQ(events.size(), 3u);
+  EXPECT_EQ(events.back(), "end");
+  EXPECT_FALSE(in_backward());
+}
+
+TEST(Autograd, QueueingACallbackOutsideBackwardIsAnError) {
+  EXPECT_THROW(queue_backward_callback([] {}), Error);
+}
+
+TEST(Autograd, CallbacksOfAFailedBackwardAreDropped) {
+  Tensor w = param({1, 2}, {2}, "w");
+  int runs = 0;
+  w.register_post_accumulate_grad_hook([&](Tensor&) {
+    queue_backward_callback([&] { ++runs; });
+    TANDEM_FAIL("hook failed");
+  });
+  EXPECT_THROW(sum(mul(w, w)).backward(), Error);
+  EXPECT_EQ(runs, 0);
+  sum(scale(param({1}, {1}, "v"), 2)).backward();  // the next backward starts clean
+  EXPECT_EQ(runs, 0);
 }
 
 }  // namespace

@@ -1,0 +1,71 @@
+// DistributedDataParallel: data parallelism for a Module across the ranks of
+// a ProcessGroup.
+//
+// At construction it checks that every rank has the same parameters (names,
+// shapes, dtypes; the first mismatch is reported on every rank, never a hang)
+// and copies rank 0's parameters and buffers to all ranks. Each training step
+// runs the forward pass through forward(), then loss.backward(): gradients
+// are averaged across ranks by the Reducer while backward runs, and are in
+// param.grad() when backward returns. no_sync() turns synchronisation off for
+// gradient-accumulation micro-steps.
+#pragma once
+
+#include <functional>
+#include <memory>
+
+#include "comm/process_group.h"
+#include "ddp/reducer.h"
+#include "nn/module.h"
+
+namespace tandem::ddp {
+
+struct DDPOptions {
+  double bucket_cap_mb = 25.0;      // 0 = one bucket per parameter
+  double first_bucket_cap_mb = 1.0;
+  bool gradient_as_bucket_view = false;
+  bool find_unused_parameters = false;
+  bool static_graph = false;
+  std::chrono::milliseconds timeout{std::chrono::minutes(5)};
+  CommHook comm_hook;  // empty: plain all-reduce
+};
+
+class DistributedDataParallel {
+ public:
+  DistributedDataParallel(std::shared_ptr<nn::Module> module, std::shared_ptr<comm::ProcessGroup> group,
+                          DDPOptions options = {});
+
+  // Runs `forward` (the model's forward pass, returning its output) with DDP's
+  // bookkeeping around it; with find_unused_parameters the output's graph is
+  // searched for parameters this step does not use.
+  Tensor forward(const std::function<Tensor()>& forward);
+
+  class NoSyncGuard {
+   public:
+    explicit NoSyncGuard(Reducer& r) : reducer_(r), previous_(r.sync()) { r.set_sync(false); }
+    ~NoSyncGuard() { reducer_.set_sync(previous_); }
+    NoSyncGuard(const NoSyncGuard&) = delete;
+    NoSyncGuard& operator=(const NoSyncGuard&) = delete;
+
+   private:
+    Reducer& reducer_;
+    bool previous_;
+  };
+  // Within the guard's scope, backward accumulates gradients locally without communicating.
+  [[nodiscard]] NoSyncGuard no_sync() { return NoSyncGuard(*reducer_); }
+
+  nn::Module& module() { return *module_; }
+  comm::ProcessGroup& group() { return *group_; }
+  const IterationStats& stats() const { return reducer_->last_stats(); }
+  const std::vector<BucketSpec>& buckets() const { return reducer_->buckets(); }
+
+ private:
+  void verify_same_parameters_on_all_ranks();
+  void broadcast_from_rank0();
+
+  std::shared_ptr<nn::Module> module_;
+  std::shared_ptr<comm::ProcessGroup> group_;
+  DDPOptions options_;
+  std::unique_ptr<Reducer> reducer_;
+};
+
+}  // namespace tandem::ddp

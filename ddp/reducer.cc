@@ -1,0 +1,418 @@
+#include "ddp/reducer.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "core/autograd/engine.h"
+#include "core/autograd/grad_mode.h"
+#include "core/autograd/node.h"
+#include "core/check.h"
+#include "kernels/cpu/elementwise_cpu.h"
+
+#if TANDEM_WITH_CUDA
+#include "kernels/cuda/elementwise_cuda.h"
+#endif
+
+namespace tandem::ddp {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+// dst = alpha * src, elementwise, on the tensors' device (current stream).
+void scale_into(const Tensor& dst, const Tensor& src, double alpha) {
+  if (dst.device().is_cpu()) {
+    scale_cpu(src.data_ptr(), dst.data_ptr(), dst.dtype(), dst.numel(), alpha);
+  } else {
+#if TANDEM_WITH_CUDA
+    scale_cuda(src.data_ptr(), dst.data_ptr(), dst.dtype(), dst.numel(), alpha,
+               cuda::current_stream(dst.device().index).handle());
+#endif
+  }
+  dst.bump_version();
+}
+
+bool is_view_into(const Tensor& t, const Tensor& view) {
+  return t.defined() && t.storage() == view.storage() && t.offset_bytes() == view.offset_bytes() &&
+         t.shape() == view.shape();
+}
+
+// Leaves reachable from `outputs` through the autograd graph.
+std::vector<bool> reachable_params(const std::vector<Tensor>& outputs,
+                                   const std::unordered_map<TensorImpl*, int>& index_of, size_t count) {
+  std::vector<bool> used(count, false);
+  std::vector<Node*> stack;
+  std::unordered_map<Node*, bool> seen;
+  auto visit_edge = [&](const Edge& e) {
+    if (!e.valid() || seen[e.fn.get()]) return;
+    seen[e.fn.get()] = true;
+    stack.push_back(e.fn.get());
+  };
+  for (const Tensor& out : outputs) {
+    if (!out.defined() || !out.requires_grad()) continue;
+    if (out.grad_fn()) {
+      visit_edge(Edge{out.grad_fn(), 0});
+    } else if (auto it = index_of.find(out.impl()); it != index_of.end()) {
+      used[static_cast<size_t>(it->second)] = true;  // the output is itself a parameter
+    }
+  }
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    if (auto* acc = dynamic_cast<AccumulateGrad*>(n)) {
+      if (auto leaf = acc->leaf()) {
+        if (auto it = index_of.find(leaf.get()); it != index_of.end()) used[static_cast<size_t>(it->second)] = true;
+      }
+      continue;
+    }
+    for (const Edge& e : n->next_edges()) visit_edge(e);
+  }
+  return used;
+}
+
+}  // namespace
+
+Reducer::Reducer(std::vector<std::pair<std::string, Tensor>> params, std::shared_ptr<comm::ProcessGroup> group,
+                 ReducerOptions options)
+    : group_(std::move(group)), options_(std::move(options)) {
+  TANDEM_CHECK(group_ != nullptr, "DDP: no process group");
+  TANDEM_CHECK(!params.empty(), "DDP: the model has no parameters that require grad");
+  if (!options_.comm_hook) options_.comm_hook = allreduce_hook();
+  for (auto& [name, t] : params) {
+    TANDEM_CHECK(t.requires_grad() && t.is_leaf(), "DDP: parameter '{}' must be a leaf that requires grad", name);
+    Param p;
+    p.name = name;
+    p.tensor = t;
+    params_.push_back(std::move(p));
+    if (t.device().is_cuda()) {
+      TANDEM_CHECK(!has_device_params_ || comm_stream_.device() == t.device().index,
+                   "DDP: parameters on several GPUs ('{}' is on {}); one device per rank is supported", name,
+                   t.device().str());
+      if (!has_device_params_) comm_stream_ = cuda::Stream::create(t.device().index, /*high_priority=*/true);
+      has_device_params_ = true;
+    }
+  }
+  // Gradients become ready roughly in reverse registration order: bucket that way first.
+  std::vector<int> order(params_.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(order.size() - 1 - i);
+  build_buckets(order);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    params_[i].hook = params_[i].tensor.register_post_accumulate_grad_hook(
+        [this, i](Tensor&) { on_gradient_ready(static_cast<int>(i)); });
+  }
+}
+
+Reducer::~Reducer() {
+  for (Param& p : params_) p.tensor.remove_post_accumulate_grad_hook(p.hook);
+}
+
+Tensor Reducer::bucket_view(int index) const {
+  const Param& p = params_[static_cast<size_t>(index)];
+  const Bucket& b = buckets_[static_cast<size_t>(p.bucket)];
+  return b.buffer.view_range(b.offsets[static_cast<size_t>(p.slot)], p.tensor.shape());
+}
+
+void Reducer::build_buckets(const std::vector<int>& order) {
+  NoGradGuard no_grad;
+  std::vector<ParamDesc> descs;
+  for (const Param& p : params_) descs.push_back(ParamDesc{p.tensor.nbytes(), p.tensor.dtype(), p.tensor.device()});
+  layout_ = assign_buckets(descs, order, options_.first_bucket_bytes, options_.bucket_bytes);
+  // Gradients living in the old buckets (gradient_as_bucket_view) move to the new ones.
+  std::vector<Tensor> old_grads;
+  for (const Param& p : params_) old_grads.push_back(p.tensor.grad());
+  buckets_.clear();
+  for (size_t bi = 0; bi < layout_.size(); ++bi) {
+    Bucket b;
+    b.spec = layout_[bi];
+    int64_t elems = 0;
+    for (size_t k = 0; k < b.spec.params.size(); ++k) {
+      Param& p = params_[static_cast<size_t>(b.spec.params[k])];
+      p.bucket = static_cast<int>(bi);
+      p.slot = static_cast<int>(k);
+      b.offsets.push_back(elems);
+      elems += p.tensor.numel();
+    }
+    b.buffer = Tensor::zeros({elems}, b.spec.dtype, b.spec.device);
+    buckets_.push_back(std::move(b));
+  }
+  if (options_.gradient_as_bucket_view) {
+    for (size_t i = 0; i < params_.size(); ++i) {
+      Tensor view = bucket_view(static_cast<int>(i));
+      if (old_grads[i].defined()) view.copy_(old_grads[i]);
+      params_[i].tensor.set_grad(view);
+    }
+  }
+}
+
+void Reducer::rebuild_from_rank0_order() {
+  NoGradGuard no_grad;
+  // Every rank adopts rank 0's order, so all ranks build identical buckets even if
+  // their gradients became ready in different orders.
+  std::vector<int64_t> order(ready_order_.begin(), ready_order_.end());
+  Device where = has_device_params_ ? Device::cuda(comm_stream_.device()) : Device::cpu();
+  Tensor t = Tensor::from_vector(order, {static_cast<int64_t>(order.size())}, DType::I64, where);
+  auto work = group_->broadcast(t, 0);
+  TANDEM_CHECK(work->wait(options_.timeout), "DDP (rank {}): timed out broadcasting the rebuilt bucket order",
+               group_->rank());
+  std::vector<int> adopted;
+  for (int64_t v : t.to_int_vector()) adopted.push_back(static_cast<int>(v));
+  build_buckets(adopted);
+  rebuilt_ = true;
+  rebuild_due_ = false;
+}
+
+void Reducer::prepare_forward() {
+  if (phase_ == Phase::Backward && next_to_launch_ > 0) {
+    // Backward ran no hook on this rank (every parameter unused here) but buckets were
+    // launched for the unused ones: finish the iteration so the ranks stay in step.
+    finalize();
+  }
+  stats_.buckets_rebuilt = false;
+  if (rebuild_due_) {
+    rebuild_from_rank0_order();
+    stats_.buckets_rebuilt = true;
+  }
+  if (options_.gradient_as_bucket_view) {
+    NoGradGuard no_grad;
+    for (size_t i = 0; i < params_.size(); ++i) {
+      Tensor view = bucket_view(static_cast<int>(i));
+      Tensor g = params_[i].tensor.grad();
+      if (is_view_into(g, view)) continue;
+      // zero_grad(set_to_none) or a user-assigned grad: bring it back into the bucket.
+      if (g.defined()) view.copy_(g);
+      else view.zero_();
+      params_[i].tensor.set_grad(view);
+    }
+  }
+  forward_start_ = Clock::now();
+  phase_ = Phase::Forward;
+}
+
+void Reducer::prepare_backward(const std::vector<Tensor>& outputs) {
+  backward_start_ = Clock::now();
+  phase_ = Phase::Backward;
+  for (Param& p : params_) p.ready = p.used = false;
+  for (Bucket& b : buckets_) {
+    b.pending = static_cast<int>(b.spec.params.size());
+    b.launched = false;
+    b.reduction = {};
+  }
+  next_to_launch_ = 0;
+  ready_order_.clear();
+  finalize_queued_ = false;
+  if (!sync_) return;
+
+  if (options_.find_unused_parameters || options_.static_graph) {
+    std::vector<bool> unused;
+    if (options_.static_graph && unused_known_) {
+      unused = static_unused_;
+    } else {
+      std::unordered_map<TensorImpl*, int> index_of;
+      for (size_t i = 0; i < params_.size(); ++i) index_of[params_[i].tensor.impl()] = static_cast<int>(i);
+      std::vector<bool> used = reachable_params(outputs, index_of, params_.size());
+      unused.resize(used.size());
+      for (size_t i = 0; i < used.size(); ++i) unused[i] = !used[i];
+      if (options_.static_graph) {
+        static_unused_ = unused;
+        unused_known_ = true;
+      }
+    }
+    for (size_t i = 0; i < unused.size(); ++i)
+      if (unused[i]) mark_ready(static_cast<int>(i));
+  }
+}
+
+void Reducer::on_gradient_ready(int index) {
+  if (!sync_) return;  // no_sync: gradients accumulate locally
+  Param& p = params_[static_cast<size_t>(index)];
+  TANDEM_CHECK(phase_ == Phase::Backward,
+               "DDP: the gradient of '{}' arrived outside a DDP iteration; run the forward pass through "
+               "DistributedDataParallel::forward",
+               p.name);
+  TANDEM_CHECK(!p.ready,
+               "DDP: parameter '{}' became ready twice in one iteration: {}", p.name,
+               p.used ? "backward ran twice through one forward (use no_sync() to accumulate over micro-steps)"
+                      : "it was found unused by the graph traversal but still received a gradient");
+  p.used = true;
+  if (!finalize_queued_) {
+    finalize_queued_ = true;
+    queue_backward_callback([this] { finalize(); });
+  }
+  mark_ready(index);
+}
+
+void Reducer::mark_ready(int index) {
+  NoGradGuard no_grad;
+  Param& p = params_[static_cast<size_t>(index)];
+  p.ready = true;
+  ready_order_.push_back(index);
+  Tensor view = bucket_view(index);
+  Tensor g = p.tensor.grad();
+  if (options_.gradient_as_bucket_view) {
+    if (!is_view_into(g, view)) {
+      if (g.defined()) view.copy_(g);
+      else view.zero_();
+      p.tensor.set_grad(view);
+    }
+  } else if (p.used && g.defined()) {
+    // Divide before the sum, as PyTorch does: the sum of averages cannot overflow
+    // where the sum of gradients might (f16 compression).
+    scale_into(view, g, 1.0 / group_->size());
+  } else {
+    view.zero_();
+  }
+  Bucket& b = buckets_[static_cast<size_t>(p.bucket)];
+  if (--b.pending == 0) {
+    b.ready_at = Clock::now();
+    launch_ready_buckets();
+  }
+}
+
+void Reducer::launch_ready_buckets() {
+  // Buckets are reduced in index order on every rank: collectives must be issued
+  // in the same sequence everywhere, whatever order gradients arrive in.
+  while (next_to_launch_ < static_cast<int>(buckets_.size()) &&
+         buckets_[static_cast<size_t>(next_to_launch_)].pending == 0) {
+    Bucket& b = buckets_[static_cast<size_t>(next_to_launch_)];
+    if (options_.gradient_as_bucket_view) scale_into(b.buffer, b.buffer, 1.0 / group_->size());
+    GradBucket gb{next_to_launch_, b.buffer};
+    if (b.spec.device.is_cuda()) {
+      // The comm stream must see the gradients the compute stream wrote.
+      cuda::Event written;
+      written.record(cuda::current_stream(b.spec.device.index));
+      written.block(comm_stream_);
+      b.buffer.storage()->record_stream(comm_stream_);
+      cuda::StreamGuard guard(comm_stream_);
+      b.reduction = options_.comm_hook(*group_, gb);
+    } else {
+      b.reduction = options_.comm_hook(*group_, gb);
+    }
+    TANDEM_CHECK(b.reduction.work != nullptr, "DDP: the comm hook returned no work for bucket {}", next_to_launch_);
+    b.launched = true;
+    ++next_to_launch_;
+  }
+}
+
+void Reducer::finalize() {
+  NoGradGuard no_grad;
+  const Clock::time_point end_of_autograd = Clock::now();
+  phase_ = Phase::Idle;
+  if (next_to_launch_ < static_cast<int>(buckets_.size())) {
+    std::vector<std::string> missing;
+    for (const Param& p : params_)
+      if (!p.ready) missing.push_back(p.name);
+    std::string list;
+    for (size_t i = 0; i < missing.size() && i < 5; ++i) list += (i ? ", " : "") + missing[i];
+    if (missing.size() > 5) list += fmt::format(" and {} more", missing.size() - 5);
+    TANDEM_FAIL(
+        "DDP (rank {}): {} parameter(s) received no gradient in this iteration: {}. If parts of the model are "
+        "skipped on some steps or ranks, construct DistributedDataParallel with find_unused_parameters=true",
+        group_->rank(), missing.size(), list);
+  }
+
+  std::vector<int64_t> global_used;
+  const bool track_unused = options_.find_unused_parameters || options_.static_graph;
+  if (track_unused) {
+    std::vector<int64_t> local(params_.size());
+    for (size_t i = 0; i < params_.size(); ++i) local[i] = params_[i].used ? 1 : 0;
+    Device where = has_device_params_ ? Device::cuda(comm_stream_.device()) : Device::cpu();
+    Tensor used = Tensor::from_vector(local, {static_cast<int64_t>(local.size())}, DType::I32, where);
+    auto work = group_->all_reduce(used, comm::ReduceOp::Sum);
+    TANDEM_CHECK(work->wait(options_.timeout), "DDP (rank {}): timed out reducing the used-parameter map",
+                 group_->rank());
+    global_used = used.to_int_vector();
+  }
+
+  for (size_t bi = 0; bi < buckets_.size(); ++bi) {
+    Bucket& b = buckets_[bi];
+    if (b.spec.device.is_cuda()) {
+      // NCCL results are ordered on the comm stream: no host wait. The ring backend
+      // completes device ops from its host thread, so wait for it.
+      if (group_->backend_name() != "nccl") {
+        TANDEM_CHECK(b.reduction.work->wait(options_.timeout),
+                     "DDP (rank {}): timed out after {} ms waiting for the all-reduce of bucket {}", group_->rank(),
+                     options_.timeout.count(), bi);
+      }
+      {
+        cuda::StreamGuard guard(comm_stream_);
+        if (b.reduction.finish) b.reduction.finish();
+      }
+      cuda::Event reduced;
+      reduced.record(comm_stream_);
+      reduced.block(cuda::current_stream(b.spec.device.index));  // no host wait
+    } else {
+      TANDEM_CHECK(b.reduction.work->wait(options_.timeout),
+                   "DDP (rank {}): timed out after {} ms waiting for the all-reduce of bucket {}", group_->rank(),
+                   options_.timeout.count(), bi);
+      if (b.reduction.finish) b.reduction.finish();
+    }
+  }
+
+  if (!options_.gradient_as_bucket_view) {
+    for (size_t i = 0; i < params_.size(); ++i) {
+      if (track_unused && global_used[i] == 0) continue;  // unused everywhere: grad left as it was
+      Tensor view = bucket_view(static_cast<int>(i));
+      Tensor g = params_[i].tensor.grad();
+      if (g.defined()) g.copy_(view);
+      else params_[i].tensor.set_grad(view.clone());
+    }
+  }
+
+  record_stats(end_of_autograd);
+  ++iteration_;
+  if (!rebuilt_ && (!options_.find_unused_parameters || options_.static_graph)) rebuild_due_ = true;
+}
+
+void Reducer::record_stats(Clock::time_point end_of_autograd) {
+  const Clock::time_point done = Clock::now();
+  IterationStats s;
+  s.iteration = iteration_;
+  s.synchronized = true;
+  s.buckets_rebuilt = stats_.buckets_rebuilt;
+  s.forward_ms = ms_between(forward_start_, backward_start_);
+  s.backward_compute_ms = ms_between(backward_start_, end_of_autograd);
+  s.exposed_comm_ms = ms_between(end_of_autograd, done);
+  for (const Param& p : params_) s.unused_params += p.used ? 0 : 1;
+  for (int i : ready_order_) s.ready_order.push_back(params_[static_cast<size_t>(i)].name);
+
+  // Merge the comm intervals; the overlap is their union's part inside [0, compute end].
+  std::vector<std::pair<double, double>> intervals;
+  for (const Bucket& b : buckets_) {
+    BucketStats bs;
+    bs.bytes = b.spec.bytes;
+    bs.num_params = static_cast<int>(b.spec.params.size());
+    bs.ready_ms = ms_between(backward_start_, b.ready_at);
+    const auto& w = b.reduction.work;
+    if (w && w->is_completed()) {
+      bs.comm_start_ms = ms_between(backward_start_, w->start_time());
+      bs.comm_end_ms = ms_between(backward_start_, w->end_time());
+      intervals.emplace_back(bs.comm_start_ms, bs.comm_end_ms);
+    }
+    s.buckets.push_back(bs);
+  }
+  std::sort(intervals.begin(), intervals.end());
+  double overlap = 0, cur_a = 0, cur_b = -1;
+  auto flush = [&] {
+    if (cur_b < cur_a) return;
+    overlap += std::max(0.0, std::min(cur_b, s.backward_compute_ms) - std::max(cur_a, 0.0));
+  };
+  for (auto [a, b] : intervals) {
+    if (a > cur_b) {
+      flush();
+      cur_a = a;
+      cur_b = b;
+    } else {
+      cur_b = std::max(cur_b, b);
+    }
+  }
+  flush();
+  if (!intervals.empty()) s.backward_comm_ms = cur_b - intervals.front().first;  // first start to last end
+  s.overlap_ms = overlap;
+  stats_ = std::move(s);
+}
+
+}  // namespace tandem::ddp

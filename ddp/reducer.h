@@ -1,0 +1,113 @@
+// The Reducer: DDP's gradient bucketer (PyTorch's c10d::Reducer).
+//
+// It groups parameters into flat buckets, hooks every parameter's
+// post-accumulate-grad event, and as soon as every gradient of a bucket is
+// complete launches that bucket's reduction, in bucket order, while backward
+// keeps computing the rest. At the end of backward it waits for all
+// reductions (on the device: the compute stream waits on the comm stream, the
+// host does not block) and leaves the averaged gradients in param.grad().
+//
+// One iteration is: prepare_forward(), the forward pass,
+// prepare_backward(outputs), loss.backward(). DistributedDataParallel drives it.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "comm/process_group.h"
+#include "core/stream.h"
+#include "core/tensor.h"
+#include "ddp/bucket_assignment.h"
+#include "ddp/comm_hook.h"
+#include "ddp/stats.h"
+
+namespace tandem::ddp {
+
+struct ReducerOptions {
+  size_t first_bucket_bytes = 1u << 20;  // PyTorch's default first bucket (1 MiB)
+  size_t bucket_bytes = 25u << 20;       // bucket_cap_mb
+  bool gradient_as_bucket_view = false;
+  bool find_unused_parameters = false;
+  bool static_graph = false;
+  std::chrono::milliseconds timeout{std::chrono::minutes(5)};
+  CommHook comm_hook;  // empty: allreduce_hook()
+};
+
+class Reducer {
+ public:
+  // `params` in registration order (names for messages and stats).
+  Reducer(std::vector<std::pair<std::string, Tensor>> params, std::shared_ptr<comm::ProcessGroup> group,
+          ReducerOptions options);
+  ~Reducer();
+  Reducer(const Reducer&) = delete;
+  Reducer& operator=(const Reducer&) = delete;
+
+  void prepare_forward();
+  void prepare_backward(const std::vector<Tensor>& outputs);
+  // While false (no_sync), backward only accumulates gradients locally.
+  void set_sync(bool sync) { sync_ = sync; }
+  bool sync() const { return sync_; }
+
+  const IterationStats& last_stats() const { return stats_; }
+  const std::vector<BucketSpec>& buckets() const { return layout_; }
+
+ private:
+  enum class Phase { Idle, Forward, Backward };
+  struct Bucket {
+    BucketSpec spec;
+    Tensor buffer;
+    std::vector<int64_t> offsets;  // element offset of each parameter in buffer
+    int pending = 0;
+    bool launched = false;
+    PendingReduction reduction;
+    std::chrono::steady_clock::time_point ready_at;
+  };
+  struct Param {
+    std::string name;
+    Tensor tensor;
+    uint64_t hook = 0;
+    int bucket = -1;
+    int slot = -1;  // index within the bucket
+    bool ready = false;
+    bool used = false;
+  };
+
+  void build_buckets(const std::vector<int>& order);
+  void rebuild_from_rank0_order();
+  void on_gradient_ready(int index);
+  void mark_ready(int index);
+  void launch_ready_buckets();
+  void finalize();
+  Tensor bucket_view(int index) const;
+  void record_stats(std::chrono::steady_clock::time_point end_of_autograd);
+
+  std::vector<Param> params_;
+  std::shared_ptr<comm::ProcessGroup> group_;
+  ReducerOptions options_;
+  std::vector<Bucket> buckets_;
+  std::vector<BucketSpec> layout_;
+  int next_to_launch_ = 0;
+  bool finalize_queued_ = false;
+  Phase phase_ = Phase::Idle;
+  bool sync_ = true;
+  bool has_device_params_ = false;
+  cuda::Stream comm_stream_;
+
+  // Bucket rebuilding (once, after the first synchronised iteration).
+  bool rebuilt_ = false;
+  bool rebuild_due_ = false;
+  std::vector<int> ready_order_;
+
+  // static_graph: the unused set found in the first iteration, reused afterwards.
+  bool unused_known_ = false;
+  std::vector<bool> static_unused_;
+
+  int64_t iteration_ = 0;
+  std::chrono::steady_clock::time_point forward_start_, backward_start_;
+  IterationStats stats_;
+};
+
+}  // namespace tandem::ddp

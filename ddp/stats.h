@@ -1,0 +1,34 @@
+// What one DDP iteration did and how long it took, like PyTorch's DDP logging
+// data. Times are milliseconds; bucket times are relative to the start of
+// backward (the end of forward, as in PyTorch).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tandem::ddp {
+
+struct BucketStats {
+  size_t bytes = 0;
+  int num_params = 0;
+  double ready_ms = 0;       // when its last gradient arrived and it was launched
+  double comm_start_ms = 0;  // when the backend started reducing it
+  double comm_end_ms = 0;    // when the backend finished
+};
+
+struct IterationStats {
+  int64_t iteration = 0;
+  bool synchronized = false;          // false on no_sync micro-steps
+  double forward_ms = 0;
+  double backward_compute_ms = 0;     // start of backward to the end of the autograd pass
+  double backward_comm_ms = 0;        // first bucket's comm start to the last one's end
+  double overlap_ms = 0;              // comm time that ran while backward was still computing
+  double exposed_comm_ms = 0;         // end of the autograd pass to all buckets reduced
+  int unused_params = 0;              // parameters that got no gradient on this rank
+  bool buckets_rebuilt = false;       // this iteration used buckets rebuilt in ready order
+  std::vector<BucketStats> buckets;
+  std::vector<std::string> ready_order;  // parameter names in the order their gradients became ready
+};
+
+}  // namespace tandem::ddp

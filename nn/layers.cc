@@ -1,0 +1,61 @@
+#include "nn/layers.h"
+
+#include <cmath>
+
+#include "core/autograd/grad_mode.h"
+#include "core/check.h"
+#include "kernels/attention.h"
+#include "kernels/elementwise.h"
+#include "kernels/embedding.h"
+#include "kernels/layer_norm.h"
+#include "kernels/linear.h"
+
+namespace tandem::nn {
+
+TokenPositionEmbedding::TokenPositionEmbedding(int64_t vocab_size, int64_t max_seq_len, int64_t d_model, Init& init) {
+  token_ = register_parameter("token.weight", init.normal({vocab_size, d_model}, 0.0, 1.0));
+  position_ = register_parameter("position.weight", init.normal({max_seq_len, d_model}, 0.0, 1.0));
+}
+
+Tensor TokenPositionEmbedding::forward(const Tensor& ids, ForwardContext& ctx) const {
+  // Gather from the f32 tables and cast the [B, S, D] result: cheaper than casting
+  // the whole vocabulary table every step, and the table gradients stay f32.
+  Tensor x = embedding(ids, token_, position_);
+  return x.dtype() == ctx.compute_dtype ? x : cast(x, ctx.compute_dtype);
+}
+
+LayerNorm::LayerNorm(int64_t d, double eps) : eps_(eps) {
+  weight_ = register_parameter("weight", Tensor::full({d}, 1.0));
+  bias_ = register_parameter("bias", Tensor::zeros({d}));
+}
+
+Tensor LayerNorm::forward(const Tensor& x, ForwardContext& ctx) const {
+  // layer_norm reads f32 weights for 16-bit x: no cast, f32 gradients.
+  if (x.dtype() == DType::F64) return layer_norm(x, cast(weight_, DType::F64), cast(bias_, DType::F64), eps_);
+  return layer_norm(x, weight_, bias_, eps_);
+}
+
+MultiheadAttention::MultiheadAttention(int64_t d_model, int64_t n_heads, double dropout, Init& init)
+    : n_heads_(n_heads), dropout_(dropout) {
+  TANDEM_CHECK(n_heads > 0 && d_model % n_heads == 0, "MultiheadAttention: d_model {} is not divisible by {} heads",
+               d_model, n_heads);
+  // Xavier uniform over the packed [3D, D] matrix, as PyTorch's _reset_parameters.
+  const double bound = std::sqrt(6.0 / static_cast<double>(3 * d_model + d_model));
+  in_proj_weight_ = register_parameter("in_proj_weight", init.uniform({3 * d_model, d_model}, bound));
+  in_proj_bias_ = register_parameter("in_proj_bias", Tensor::zeros({3 * d_model}));
+  out_proj_ = register_module("out_proj", std::make_shared<Linear>(d_model, d_model, true, init));
+  NoGradGuard no_grad;
+  Tensor b = out_proj_->bias();
+  b.zero_();  // PyTorch zeroes out_proj.bias
+}
+
+Tensor MultiheadAttention::forward_without_out_bias(const Tensor& x, const Tensor& key_padding_mask,
+                                                    ForwardContext& ctx) const {
+  Tensor qkv = linear(x, as_compute(in_proj_weight_, ctx), as_compute(in_proj_bias_, ctx));
+  const double p = is_training() ? dropout_ : 0.0;
+  const uint64_t stream = ctx.next_dropout_stream();
+  Tensor heads = attention(qkv, key_padding_mask, static_cast<int>(n_heads_), p, ctx.seed, stream);
+  return linear(heads, as_compute(out_proj_->weight(), ctx));
+}
+
+}  // namespace tandem::nn

@@ -1,0 +1,55 @@
+// The layers a transformer text classifier is built from, each a Module whose
+// parameter names and initialisation follow the PyTorch module of the same
+// role, so state dicts carry over:
+//   TokenPositionEmbedding  token.weight [V, D], position.weight [P, D]   (nn.Embedding: N(0, 1))
+//   LayerNorm               weight [D] = 1, bias [D] = 0                   (nn.LayerNorm)
+//   MultiheadAttention      in_proj_weight [3D, D] (Xavier uniform), in_proj_bias [3D] = 0,
+//                           out_proj.weight [D, D] (nn.Linear init), out_proj.bias [D] = 0
+// Forward passes take the ForwardContext (compute dtype, training mode,
+// dropout stream). Parameters are cast to the compute dtype inside forward,
+// except LayerNorm's, which the kernel reads in f32 directly.
+#pragma once
+
+#include "nn/init.h"
+#include "nn/linear.h"
+#include "nn/module.h"
+
+namespace tandem::nn {
+
+class TokenPositionEmbedding : public Module {
+ public:
+  TokenPositionEmbedding(int64_t vocab_size, int64_t max_seq_len, int64_t d_model, Init& init);
+  // ids [B, S] (i32/i64) -> [B, S, D] in the compute dtype; the sum is taken in f32.
+  Tensor forward(const Tensor& ids, ForwardContext& ctx) const;
+
+ private:
+  Tensor token_, position_;
+};
+
+class LayerNorm : public Module {
+ public:
+  explicit LayerNorm(int64_t d, double eps = 1e-5);
+  Tensor forward(const Tensor& x, ForwardContext& ctx) const;
+
+ private:
+  Tensor weight_, bias_;
+  double eps_;
+};
+
+class MultiheadAttention : public Module {
+ public:
+  MultiheadAttention(int64_t d_model, int64_t n_heads, double dropout, Init& init);
+  // Self-attention over x [B, S, D] with key_padding_mask [B, S] u8 (1 = token);
+  // returns the output projection *without* its bias, which the caller fuses
+  // into its bias + dropout + residual epilogue (out_proj_bias()).
+  Tensor forward_without_out_bias(const Tensor& x, const Tensor& key_padding_mask, ForwardContext& ctx) const;
+  const Tensor& out_proj_bias() const { return out_proj_->bias(); }
+
+ private:
+  int64_t n_heads_;
+  double dropout_;
+  Tensor in_proj_weight_, in_proj_bias_;
+  std::shared_ptr<Linear> out_proj_;
+};
+
+}  // namespace tandem::nn

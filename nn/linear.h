@@ -1,0 +1,28 @@
+// nn.Linear: y = x W^T + b with W [out, in] and b [out], initialised like
+// PyTorch (W and b uniform in +-1/sqrt(in)). The f32 master parameters are cast
+// to the context's compute dtype in forward (their gradients come back f32).
+#pragma once
+
+#include "nn/init.h"
+#include "nn/module.h"
+
+namespace tandem::nn {
+
+class Linear : public Module {
+ public:
+  Linear(int64_t in_features, int64_t out_features, bool bias, Init& init);
+  Tensor forward(const Tensor& x, const ForwardContext& ctx) const;
+
+  const Tensor& weight() const { return weight_; }
+  const Tensor& bias() const { return bias_; }  // undefined without bias
+
+ private:
+  // Handles sharing the registered parameters' state.
+  Tensor weight_;
+  Tensor bias_;
+};
+
+// The f32 master parameter as the compute dtype (a differentiable cast, or the tensor itself).
+Tensor as_compute(const Tensor& param, const ForwardContext& ctx);
+
+}  // namespace tandem::nn

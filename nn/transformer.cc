@@ -1,0 +1,101 @@
+#include "nn/transformer.h"
+
+#include "core/check.h"
+#include "kernels/bias_dropout_add.h"
+#include "kernels/elementwise.h"
+#include "kernels/gelu.h"
+#include "kernels/linear.h"
+#include "kernels/pooling.h"
+
+namespace tandem::nn {
+
+Activation parse_activation(const std::string& name) {
+  if (name == "relu") return Activation::Relu;
+  if (name == "gelu") return Activation::Gelu;
+  if (name == "gelu_tanh") return Activation::GeluTanh;
+  TANDEM_FAIL("unknown activation '{}' (relu, gelu, gelu_tanh)", name);
+}
+
+Pooling parse_pooling(const std::string& name) {
+  if (name == "mean") return Pooling::Mean;
+  if (name == "cls") return Pooling::Cls;
+  TANDEM_FAIL("unknown pooling '{}' (mean, cls)", name);
+}
+
+TransformerEncoderLayer::TransformerEncoderLayer(int64_t d_model, int64_t n_heads, int64_t dim_feedforward,
+                                                 double dropout, Activation activation, bool norm_first, Init& init)
+    : dropout_(dropout), activation_(activation), norm_first_(norm_first) {
+  self_attn_ = register_module("self_attn", std::make_shared<MultiheadAttention>(d_model, n_heads, dropout, init));
+  linear1_ = register_module("linear1", std::make_shared<Linear>(d_model, dim_feedforward, true, init));
+  linear2_ = register_module("linear2", std::make_shared<Linear>(dim_feedforward, d_model, true, init));
+  norm1_ = register_module("norm1", std::make_shared<LayerNorm>(d_model));
+  norm2_ = register_module("norm2", std::make_shared<LayerNorm>(d_model));
+}
+
+Tensor TransformerEncoderLayer::self_attention_block(const Tensor& x, const Tensor& residual, const Tensor& mask,
+                                                     ForwardContext& ctx) const {
+  Tensor a = self_attn_->forward_without_out_bias(x, mask, ctx);
+  // dropout1(a + out_proj.bias) + residual, one pass.
+  return bias_dropout_add(a, as_compute(self_attn_->out_proj_bias(), ctx), residual, dropout_, is_training(), ctx.seed,
+                          ctx.next_dropout_stream());
+}
+
+Tensor TransformerEncoderLayer::feed_forward_block(const Tensor& x, const Tensor& residual,
+                                                   ForwardContext& ctx) const {
+  Tensor h = linear(x, as_compute(linear1_->weight(), ctx));
+  Tensor b1 = as_compute(linear1_->bias(), ctx);
+  switch (activation_) {
+    case Activation::Gelu: h = bias_gelu(h, b1, GeluApproximation::None); break;
+    case Activation::GeluTanh: h = bias_gelu(h, b1, GeluApproximation::Tanh); break;
+    case Activation::Relu: h = relu(add_bias(h, b1)); break;
+  }
+  h = dropout(h, dropout_, is_training(), ctx.seed, ctx.next_dropout_stream());
+  Tensor y = linear(h, as_compute(linear2_->weight(), ctx));
+  return bias_dropout_add(y, as_compute(linear2_->bias(), ctx), residual, dropout_, is_training(), ctx.seed,
+                          ctx.next_dropout_stream());
+}
+
+Tensor TransformerEncoderLayer::forward(const Tensor& x, const Tensor& key_padding_mask, ForwardContext& ctx) const {
+  if (norm_first_) {
+    Tensor h = self_attention_block(norm1_->forward(x, ctx), x, key_padding_mask, ctx);
+    return feed_forward_block(norm2_->forward(h, ctx), h, ctx);
+  }
+  Tensor h = norm1_->forward(self_attention_block(x, x, key_padding_mask, ctx), ctx);
+  return norm2_->forward(feed_forward_block(h, h, ctx), ctx);
+}
+
+Encoder::Encoder(const TextClassifierConfig& c, Init& init) {
+  auto layers = register_module("layers", std::make_shared<ModuleList>());
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    layers_.push_back(layers->push_back(std::make_shared<TransformerEncoderLayer>(
+        c.d_model, c.n_heads, c.dim_feedforward, c.dropout, c.activation, c.norm_first, init)));
+  }
+  if (c.norm_first) norm_ = register_module("norm", std::make_shared<LayerNorm>(c.d_model));
+}
+
+Tensor Encoder::forward(const Tensor& x, const Tensor& key_padding_mask, ForwardContext& ctx) const {
+  Tensor h = x;
+  for (const auto& layer : layers_) h = layer->forward(h, key_padding_mask, ctx);
+  return norm_ ? norm_->forward(h, ctx) : h;
+}
+
+TextClassifier::TextClassifier(const TextClassifierConfig& config, uint64_t seed) : config_(config) {
+  const auto& c = config_;
+  TANDEM_CHECK(c.vocab_size > 0 && c.num_classes > 1 && c.max_seq_len > 0 && c.num_layers >= 0,
+               "TextClassifier: invalid configuration (vocab_size {}, num_classes {}, max_seq_len {}, num_layers {})",
+               c.vocab_size, c.num_classes, c.max_seq_len, c.num_layers);
+  Init init(seed);
+  embed_ = register_module("embed", std::make_shared<TokenPositionEmbedding>(c.vocab_size, c.max_seq_len, c.d_model, init));
+  encoder_ = register_module("encoder", std::make_shared<Encoder>(c, init));
+  head_ = register_module("head", std::make_shared<Linear>(c.d_model, c.num_classes, true, init));
+}
+
+Tensor TextClassifier::forward(const Tensor& ids, const Tensor& mask, ForwardContext& ctx) const {
+  Tensor x = embed_->forward(ids, ctx);
+  x = dropout(x, config_.dropout, is_training(), ctx.seed, ctx.next_dropout_stream());
+  Tensor h = encoder_->forward(x, mask, ctx);
+  Tensor pooled = config_.pooling == Pooling::Mean ? masked_mean_pool(h, mask) : first_token_pool(h);
+  return head_->forward(pooled, ctx);
+}
+
+}  // namespace tandem::nn

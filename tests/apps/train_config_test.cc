@@ -1,0 +1,125 @@
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <functional>
+
+#include "apps/train_config.h"
+#include "core/check.h"
+
+namespace tandem::apps {
+namespace {
+
+std::string write_config(const std::string& name, const std::string& text) {
+  std::string path = ::testing::TempDir() + "/" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(TrainConfig, DefaultsFollowHuggingFaceTrainingArguments) {
+  TrainConfig c = load_train_config("", {});
+  EXPECT_EQ(c.per_device_train_batch_size, 8);
+  EXPECT_DOUBLE_EQ(c.learning_rate, 5e-5);
+  EXPECT_DOUBLE_EQ(c.ddp_bucket_cap_mb, 25.0);
+  EXPECT_EQ(c.lr_scheduler_type, "linear");
+  EXPECT_EQ(c.seed, 42);
+}
+
+TEST(TrainConfig, ReadsTopLevelKeysAndSections) {
+  auto path = write_config("a.yaml",
+                           "per_device_train_batch_size: 32\nlearning_rate: 1e-3\nbf16: true\n"
+                           "model:\n  d_model: 256\n  n_heads: 8\ndata:\n  format: fortunes\n  categories: [art, food]\n");
+  TrainConfig c = load_train_config(path, {});
+  EXPECT_EQ(c.per_device_train_batch_size, 32);
+  EXPECT_DOUBLE_EQ(c.learning_rate, 1e-3);
+  EXPECT_TRUE(c.bf16);
+  EXPECT_EQ(c.model.d_model, 256);
+  EXPECT_EQ(c.data.categories, (std::vector<std::string>{"art", "food"}));
+}
+
+TEST(TrainConfig, OverridesApplyAfterTheFileAndReachIntoSections) {
+  auto path = write_config("b.yaml", "learning_rate: 1e-3\nmodel:\n  d_model: 64\n");
+  TrainConfig c = load_train_config(path, {"learning_rate=3e-4", "model.d_model=32", "data.categories=[a, b]"});
+  EXPECT_DOUBLE_EQ(c.learning_rate, 3e-4);
+  EXPECT_EQ(c.model.d_model, 32);
+  EXPECT_EQ(c.data.categories.size(), 2u);
+}
+
+TEST(TrainConfig, UnknownKeyIsAnErrorWithFileLineAndSuggestion) {
+  auto path = write_config("c.yaml", "seed: 1\nlearning_rat: 0.1\n");
+  std::string e = error_of([&] { load_train_config(path, {}); });
+  EXPECT_NE(e.find("c.yaml:2"), std::string::npos) << e;
+  EXPECT_NE(e.find("unknown key 'learning_rat'"), std::string::npos) << e;
+  EXPECT_NE(e.find("did you mean 'learning_rate'"), std::string::npos) << e;
+}
+
+TEST(TrainConfig, KeyOutsideItsSectionSuggestsTheSection) {
+  std::string e = error_of([&] { load_train_config("", {"d_model=3"}); });
+  EXPECT_NE(e.find("did you mean 'model.d_model'"), std::string::npos) << e;
+}
+
+TEST(TrainConfig, WrongTypeIsAnErrorNamingKeyAndExpectedType) {
+  auto path = write_config("d.yaml", "per_device_train_batch_size: many\n");
+  std::string e = error_of([&] { load_train_config(path, {}); });
+  EXPECT_NE(e.find("d.yaml:1"), std::string::npos) << e;
+  EXPECT_NE(e.find("'per_device_train_batch_size' must be an integer, got 'many'"), std::string::npos) << e;
+  EXPECT_NE(error_of([&] { load_train_config("", {"per_device_train_batch_size=1.5"}); }).find("an integer"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { load_train_config("", {"bf16=maybe"}); }).find("true or false"), std::string::npos);
+  EXPECT_NE(error_of([&] { load_train_config("", {"model=3"}); }).find("unknown key 'model'"), std::string::npos);
+}
+
+TEST(TrainConfig, ValueOutsideTheChoicesListsThem) {
+  std::string e = error_of([&] { load_train_config("", {"lr_scheduler_type=step"}); });
+  EXPECT_NE(e.find("must be one of linear, cosine, constant, constant_with_warmup"), std::string::npos) << e;
+}
+
+TEST(TrainConfig, MalformedYamlNamesTheLine) {
+  auto path = write_config("e.yaml", "seed: 1\nmodel: [unclosed\n");
+  std::string e = error_of([&] { load_train_config(path, {}); });
+  EXPECT_NE(e.find("e.yaml:"), std::string::npos) << e;
+  EXPECT_NE(e.find("invalid YAML"), std::string::npos) << e;
+}
+
+TEST(TrainConfig, MissingFileIsAnError) {
+  EXPECT_NE(error_of([] { load_train_config("/nonexistent/x.yaml", {}); }).find("/nonexistent/x.yaml"),
+            std::string::npos);
+}
+
+TEST(TrainConfig, MalformedOverrideIsAnError) {
+  EXPECT_NE(error_of([] { load_train_config("", {"seed"}); }).find("expected key=value"), std::string::npos);
+}
+
+TEST(TrainConfig, ValidationRejectsInconsistentSettings) {
+  TrainConfig c;
+  c.model.d_model = 130;
+  c.model.n_heads = 4;
+  EXPECT_NE(error_of([&] { validate(c); }).find("divisible"), std::string::npos);
+  c = TrainConfig();
+  c.bf16 = c.fp16 = true;
+  EXPECT_NE(error_of([&] { validate(c); }).find("bf16 and fp16"), std::string::npos);
+  c = TrainConfig();
+  c.per_device_train_batch_size = 0;
+  EXPECT_NE(error_of([&] { validate(c); }).find("per_device_train_batch_size"), std::string::npos);
+  EXPECT_NO_THROW(validate(TrainConfig()));
+}
+
+TEST(TrainConfig, ResolvedYamlLoadsBackToTheSameConfig) {
+  TrainConfig c = load_train_config("", {"learning_rate=0.002", "model.n_heads=2", "data.categories=[x, y]", "bf16=true"});
+  auto path = write_config("resolved.yaml", to_yaml(c));
+  TrainConfig back = load_train_config(path, {});
+  EXPECT_EQ(to_yaml(back), to_yaml(c));
+  EXPECT_DOUBLE_EQ(back.learning_rate, 0.002);
+  EXPECT_EQ(back.data.categories, (std::vector<std::string>{"x", "y"}));
+}
+
+}  // namespace
+}  // namespace tandem::apps

@@ -1,0 +1,84 @@
+#include "tests/ddp/ddp_scenario.h"
+
+#include <chrono>
+#include <thread>
+
+#include "core/autograd/grad_mode.h"
+#include "core/autograd/node.h"
+#include "core/random.h"
+#include "kernels/elementwise.h"
+#include "kernels/reduce.h"
+
+namespace tandem::testing {
+
+namespace {
+
+class SleepBackward final : public Node {
+ public:
+  explicit SleepBackward(int ms) : ms_(ms) {}
+  std::vector<Tensor> apply(std::vector<Tensor>&& g) override {
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms_));
+    return {g[0]};
+  }
+  std::string name() const override { return "SleepBackward"; }
+
+ private:
+  int ms_;
+};
+
+Tensor delay_backward(const Tensor& x, int ms) {
+  Tensor out = x.detach();
+  if (any_requires_grad({&x})) std::make_shared<SleepBackward>(ms)->connect({&x}, {&out});
+  return out;
+}
+
+}  // namespace
+
+ScenarioMlp::ScenarioMlp(uint64_t seed) {
+  nn::Init init(seed);
+  fc1_ = register_module("fc1", std::make_shared<nn::Linear>(kScenarioIn, 24, true, init));
+  branch_ = register_module("branch", std::make_shared<nn::Linear>(24, 24, true, init));
+  fc2_ = register_module("fc2", std::make_shared<nn::Linear>(24, 16, true, init));
+  fc3_ = register_module("fc3", std::make_shared<nn::Linear>(16, kScenarioOut, true, init));
+}
+
+Tensor ScenarioMlp::forward(const Tensor& x, bool use_branch, int slow_backward_ms) const {
+  nn::ForwardContext ctx;
+  Tensor h = relu(fc1_->forward(x, ctx));
+  if (slow_backward_ms > 0) h = delay_backward(h, slow_backward_ms);
+  if (use_branch) h = add(h, relu(branch_->forward(h, ctx)));
+  return fc3_->forward(relu(fc2_->forward(h, ctx)), ctx);
+}
+
+namespace {
+Tensor rows(int64_t step, uint64_t stream, int64_t first, int64_t count, int64_t width) {
+  // Element i of the global batch depends only on (step, stream, i): any slice is consistent.
+  Tensor all = Tensor::empty({first + count, width});
+  fill_normal(all, 1000 + static_cast<uint64_t>(step), stream);
+  return all.narrow(first, count).clone();
+}
+}  // namespace
+
+Tensor scenario_inputs(int64_t step, int64_t first, int64_t count) { return rows(step, 0, first, count, kScenarioIn); }
+Tensor scenario_targets(int64_t step, int64_t first, int64_t count) {
+  return rows(step, 1, first, count, kScenarioOut);
+}
+
+Tensor mse(const Tensor& y, const Tensor& t) {
+  Tensor d = add(y, scale(t, -1.0));
+  return mean(mul(d, d));
+}
+
+void sgd_step(nn::Module& m, double lr) {
+  NoGradGuard no_grad;
+  for (auto& [name, p] : m.named_parameters()) {
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    Tensor updated = add(p.detach(), scale(g, -lr));
+    Tensor dst = p.detach();
+    dst.copy_(updated);
+    g.zero_();
+  }
+}
+
+}  // namespace tandem::testing

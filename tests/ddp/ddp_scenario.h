@@ -1,0 +1,42 @@
+// The model, data and training loop shared by the DDP multi-process tests
+// (ddp_worker runs one rank; ddp_test computes the single-process reference).
+//
+// A small MLP whose optional `branch` layer is used only when a step asks for
+// it, trained with plain SGD (p -= lr * grad) on a mean-squared-error loss.
+// The data of step s is a fixed global batch of world * micro_steps * batch
+// rows drawn from Philox; rank r's micro-step m takes its own slice of it, so N
+// ranks with batch B see exactly the rows one process sees with batch N*B.
+#pragma once
+
+#include <string>
+
+#include "core/tensor.h"
+#include "nn/linear.h"
+#include "nn/module.h"
+
+namespace tandem::testing {
+
+class ScenarioMlp : public nn::Module {
+ public:
+  explicit ScenarioMlp(uint64_t seed);
+  // slow_backward_ms > 0 puts an identity between fc1 and the rest whose backward
+  // sleeps that long: the buckets of the upper layers are then reduced while
+  // backward still computes, which makes compute/comm overlap observable.
+  Tensor forward(const Tensor& x, bool use_branch, int slow_backward_ms = 0) const;
+
+ private:
+  std::shared_ptr<nn::Linear> fc1_, branch_, fc2_, fc3_;
+};
+
+constexpr int64_t kScenarioIn = 12;
+constexpr int64_t kScenarioOut = 3;
+
+// Rows [first, first + count) of step `step`'s global batch.
+Tensor scenario_inputs(int64_t step, int64_t first, int64_t count);
+Tensor scenario_targets(int64_t step, int64_t first, int64_t count);
+// mean((y - t)^2)
+Tensor mse(const Tensor& y, const Tensor& t);
+// p -= lr * p.grad for every parameter with a gradient, then clears the gradients in place.
+void sgd_step(nn::Module& m, double lr);
+
+}  // namespace tandem::testing

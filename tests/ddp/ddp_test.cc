@@ -1,0 +1,221 @@
+// DistributedDataParallel across real processes (the launcher starts
+// tests/ddp/ddp_worker ranks over the ring backend on localhost), checked
+// against a single process that trains the same model on the full batch.
+//
+// Tolerance: the ring sums each bucket in a different order than one process
+// sums its batch, so parameters agree to f32 rounding after a few steps:
+// atol 1e-6 + rtol 1e-5. Ranks must agree with each other bit for bit (every
+// rank ends the all-reduce with the same bytes).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "comm/launcher.h"
+#include "core/safetensors.h"
+#include "kernels/elementwise.h"
+#include "kernels/reduce.h"
+#include "tests/ddp/ddp_scenario.h"
+#include "tests/testing/gradcheck.h"
+
+namespace tandem::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Run {
+  comm::LaunchResult result;
+  std::vector<NamedTensors> params;
+  std::vector<nlohmann::json> stats;
+  std::string stderr_text;
+};
+
+class DdpTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           fmt::format("tandem_ddp_{}_{}", ::getpid(), ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  Run run(int world, std::vector<std::string> args) {
+    comm::LaunchOptions o;
+    o.nproc_per_node = world;
+    o.command = {TANDEM_DDP_WORKER};
+    o.command.insert(o.command.end(), args.begin(), args.end());
+    o.command.push_back("--out-dir");
+    o.command.push_back(dir_.string());
+    o.timeout = std::chrono::seconds(90);
+    Run r;
+    o.on_line = [&](int rank, bool is_stderr, const std::string& line) {
+      if (is_stderr) r.stderr_text += fmt::format("[rank {}] {}\n", rank, line);
+    };
+    r.result = comm::launch(o);
+    if (r.result.exit_code == 0) {
+      for (int k = 0; k < world; ++k) {
+        r.params.push_back(load_safetensors((dir_ / fmt::format("params_rank{}.safetensors", k)).string()));
+        std::ifstream in(dir_ / fmt::format("stats_rank{}.json", k));
+        r.stats.push_back(nlohmann::json::parse(in));
+      }
+    }
+    return r;
+  }
+
+  fs::path dir_;
+};
+
+// One process, the whole global batch of every step in one forward (or, when
+// ranks use the branch differently, each rank's slice with its own choice and
+// the losses averaged, which is what DDP's gradient average computes).
+NamedTensors reference(int world, int64_t steps, int64_t batch, int64_t micro, const std::string& branch,
+                       double lr = 0.05) {
+  ScenarioMlp model(1);
+  auto uses = [&](int64_t s, int r) {
+    if (branch == "always") return true;
+    if (branch == "alternate") return (s + r) % 2 == 0;
+    if (branch == "rank0") return r == 0;
+    return false;
+  };
+  for (int64_t s = 0; s < steps; ++s) {
+    const int64_t rows = world * micro * batch;
+    if (branch == "never" || branch == "always") {
+      mse(model.forward(scenario_inputs(s, 0, rows), uses(s, 0)), scenario_targets(s, 0, rows)).backward();
+    } else {
+      Tensor total;
+      for (int r = 0; r < world; ++r) {
+        Tensor l = mse(model.forward(scenario_inputs(s, r * batch, batch), uses(s, r)),
+                       scenario_targets(s, r * batch, batch));
+        total = total.defined() ? add(total, l) : l;
+      }
+      scale(total, 1.0 / world).backward();
+    }
+    sgd_step(model, lr);
+  }
+  return model.state_dict();
+}
+
+void expect_matches_reference(const Run& run, const NamedTensors& ref, double atol = 1e-6, double rtol = 1e-5) {
+  ASSERT_EQ(run.result.exit_code, 0) << run.result.message << "\n" << run.stderr_text;
+  for (size_t r = 0; r < run.params.size(); ++r) {
+    for (const auto& [name, t] : ref.tensors) {
+      const Tensor* got = run.params[r].find(name);
+      ASSERT_NE(got, nullptr) << name;
+      EXPECT_TRUE(all_close(*got, t, atol, rtol)) << "rank " << r << " " << name;
+      if (r > 0) {
+        EXPECT_EQ(got->to_double_vector(), run.params[0].find(name)->to_double_vector())
+            << "ranks 0 and " << r << " disagree on " << name;
+      }
+    }
+  }
+}
+
+TEST_F(DdpTest, TwoThreeAndFourRanksEqualOneProcessWithTheFullBatch) {
+  for (int world : {2, 3, 4}) {
+    SCOPED_TRACE(world);
+    expect_matches_reference(run(world, {"--steps", "3", "--batch", "4"}), reference(world, 3, 4, 1, "never"));
+  }
+}
+
+TEST_F(DdpTest, OneBucketPerParameterEqualsTheFullBatch) {
+  expect_matches_reference(run(2, {"--steps", "3", "--bucket-cap-mb", "0", "--first-bucket-mb", "0"}),
+                           reference(2, 3, 4, 1, "never"));
+}
+
+TEST_F(DdpTest, OneBucketForEverythingEqualsTheFullBatch) {
+  expect_matches_reference(run(3, {"--steps", "3", "--bucket-cap-mb", "100000", "--first-bucket-mb", "100000"}),
+                           reference(3, 3, 4, 1, "never"));
+}
+
+TEST_F(DdpTest, SmallBucketsThatHoldSeveralParametersEqualTheFullBatch) {
+  // ~1 KiB buckets: the 12x24 and 24x24 weights each fill one, biases are grouped.
+  expect_matches_reference(run(2, {"--steps", "3", "--bucket-cap-mb", "0.001", "--first-bucket-mb", "0.0005"}),
+                           reference(2, 3, 4, 1, "never"));
+}
+
+TEST_F(DdpTest, GradientAsBucketViewEqualsTheFullBatch) {
+  for (const char* cap : {"0", "25"}) {
+    SCOPED_TRACE(cap);
+    expect_matches_reference(run(2, {"--steps", "3", "--grad-view", "--bucket-cap-mb", cap}),
+                             reference(2, 3, 4, 1, "never"));
+  }
+}
+
+TEST_F(DdpTest, NoSyncAccumulationOverFourMicroStepsEqualsTheLargeBatch) {
+  for (bool view : {false, true}) {
+    SCOPED_TRACE(view);
+    std::vector<std::string> args = {"--steps", "2", "--micro", "4", "--batch", "3"};
+    if (view) args.push_back("--grad-view");
+    expect_matches_reference(run(2, args), reference(2, 2, 3, 4, "never"));
+  }
+}
+
+TEST_F(DdpTest, FindUnusedParametersHandlesABranchSkippedOnSomeRanksAndSteps) {
+  Run r = run(3, {"--steps", "4", "--find-unused", "--branch", "alternate"});
+  expect_matches_reference(r, reference(3, 4, 4, 1, "alternate"));
+}
+
+TEST_F(DdpTest, FindUnusedParametersWithGradientAsBucketView) {
+  Run r = run(2, {"--steps", "4", "--find-unused", "--grad-view", "--branch", "alternate"});
+  expect_matches_reference(r, reference(2, 4, 4, 1, "alternate"));
+}
+
+TEST_F(DdpTest, StaticGraphWithABranchOnlyOneRankUses) {
+  Run r = run(2, {"--steps", "3", "--static-graph", "--branch", "rank0"});
+  expect_matches_reference(r, reference(2, 3, 4, 1, "rank0"));
+}
+
+TEST_F(DdpTest, WithoutFindUnusedASkippedBranchFailsWithAClearMessageNotAHang) {
+  Run r = run(2, {"--steps", "2", "--branch", "rank0"});
+  EXPECT_NE(r.result.exit_code, 0);
+  EXPECT_NE(r.stderr_text.find("received no gradient"), std::string::npos) << r.stderr_text;
+  EXPECT_NE(r.stderr_text.find("branch.weight"), std::string::npos) << r.stderr_text;
+  EXPECT_NE(r.stderr_text.find("find_unused_parameters=true"), std::string::npos) << r.stderr_text;
+}
+
+TEST_F(DdpTest, DifferentModelsOnTheRanksFailOnEveryRankNamingTheMismatch) {
+  Run r = run(2, {"--steps", "1", "--mismatch"});
+  EXPECT_NE(r.result.exit_code, 0);
+  EXPECT_NE(r.stderr_text.find("the model differs between ranks"), std::string::npos) << r.stderr_text;
+  EXPECT_NE(r.stderr_text.find("fc1.weight f32[24, 12]"), std::string::npos) << r.stderr_text;
+}
+
+TEST_F(DdpTest, BucketsAreRebuiltInReadyOrderAndIdenticalOnAllRanks) {
+  Run r = run(3, {"--steps", "2", "--bucket-cap-mb", "0.001", "--first-bucket-mb", "0.0005"});
+  ASSERT_EQ(r.result.exit_code, 0) << r.stderr_text;
+  for (const auto& s : r.stats) {
+    EXPECT_TRUE(s["buckets_rebuilt"].get<bool>());
+    EXPECT_EQ(s["layout"], r.stats[0]["layout"]);
+  }
+  // The last layer's gradients are ready first, so its parameters lead the first bucket.
+  const auto& order = r.stats[0]["ready_order"];
+  EXPECT_EQ(order.front().get<std::string>().rfind("fc3.", 0), 0u) << order.dump();
+}
+
+TEST_F(DdpTest, EarlyBucketsAreReducedWhileBackwardStillComputes) {
+  // One bucket per parameter, and 300 ms of extra backward below fc1: the upper
+  // layers' buckets must be reduced during that time, not after backward.
+  Run r = run(2, {"--steps", "2", "--bucket-cap-mb", "0", "--first-bucket-mb", "0", "--slow-backward-ms", "300"});
+  ASSERT_EQ(r.result.exit_code, 0) << r.stderr_text;
+  for (const auto& s : r.stats) {
+    const double compute_end = s["backward_compute_ms"].get<double>();
+    const auto& first = s["buckets"][0];
+    EXPECT_LT(first["comm_start_ms"].get<double>(), compute_end) << s.dump();
+    EXPECT_LT(first["comm_end_ms"].get<double>(), compute_end) << s.dump();
+    EXPECT_GT(s["overlap_ms"].get<double>(), 0.0) << s.dump();
+  }
+}
+
+TEST_F(DdpTest, CompressionHooksStayCloseToFullPrecision) {
+  // 16-bit rounding of every rank's contribution: about 1e-3 relative per step.
+  expect_matches_reference(run(2, {"--steps", "3", "--hook", "fp16"}), reference(2, 3, 4, 1, "never"), 1e-3, 1e-2);
+  expect_matches_reference(run(2, {"--steps", "3", "--hook", "bf16"}), reference(2, 3, 4, 1, "never"), 5e-3, 5e-2);
+}
+
+TEST_F(DdpTest, AUserSuppliedCommHookIsUsed) {
+  expect_matches_reference(run(2, {"--steps", "3", "--hook", "user"}), reference(2, 3, 4, 1, "never"));
+}
+
+}  // namespace
+}  // namespace tandem::testing

@@ -1,0 +1,139 @@
+// One rank of the DDP multi-process tests (tests/ddp/ddp_test.cc starts N of
+// them with the launcher). Trains tests/ddp/ddp_scenario.h's MLP for --steps
+// steps under DistributedDataParallel over the ring backend and writes its final
+// parameters (safetensors) and the last iteration's DDP stats (JSON) into --out-dir.
+//
+// Exit 0 on success, 2 on an error (printed on stderr).
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "comm/init.h"
+#include "core/check.h"
+#include "core/safetensors.h"
+#include "ddp/distributed_data_parallel.h"
+#include "kernels/elementwise.h"
+#include "tests/ddp/ddp_scenario.h"
+
+using namespace tandem;
+
+namespace {
+
+bool branch_used(const std::string& mode, int64_t step, int rank) {
+  if (mode == "never") return false;
+  if (mode == "always") return true;
+  if (mode == "alternate") return (step + rank) % 2 == 0;  // differs between ranks on every step
+  if (mode == "rank0") return rank == 0;
+  TANDEM_FAIL("unknown --branch {}", mode);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"DDP test rank"};
+  int64_t steps = 3, batch = 4, micro = 1;
+  double cap_mb = 25, first_cap_mb = 1, lr = 0.05;
+  bool grad_view = false, find_unused = false, static_graph = false, mismatch = false;
+  int slow_backward_ms = 0;
+  std::string branch = "never", hook = "allreduce", out_dir;
+  app.add_option("--steps", steps);
+  app.add_option("--batch", batch);
+  app.add_option("--micro", micro, "micro-steps per optimizer step (no_sync on all but the last)");
+  app.add_option("--bucket-cap-mb", cap_mb);
+  app.add_option("--first-bucket-mb", first_cap_mb);
+  app.add_option("--lr", lr);
+  app.add_flag("--grad-view", grad_view);
+  app.add_flag("--find-unused", find_unused);
+  app.add_flag("--static-graph", static_graph);
+  app.add_flag("--mismatch", mismatch, "rank 1 builds a different model");
+  app.add_option("--slow-backward-ms", slow_backward_ms);
+  app.add_option("--branch", branch);
+  app.add_option("--hook", hook);
+  app.add_option("--out-dir", out_dir, "writes params_rank<R>.safetensors and stats_rank<R>.json there");
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    comm::RankInfo info = comm::rank_info_from_env();
+    comm::ProcessGroupOptions pg_options;
+    pg_options.timeout = std::chrono::seconds(30);
+    auto group = comm::init_process_group("ring", info, pg_options);
+    const int rank = group->rank(), world = group->size();
+
+    std::shared_ptr<nn::Module> model;
+    auto mlp = std::make_shared<testing::ScenarioMlp>(/*seed=*/rank + 1);  // rank 0's weights must win
+    model = mlp;
+    if (mismatch && rank == 1) {
+      class Different : public nn::Module {
+       public:
+        Different() {
+          nn::Init init(1);
+          register_module("fc1", std::make_shared<nn::Linear>(testing::kScenarioIn, 25, true, init));
+        }
+      };
+      model = std::make_shared<Different>();
+    }
+
+    ddp::DDPOptions o;
+    o.bucket_cap_mb = cap_mb;
+    o.first_bucket_cap_mb = first_cap_mb;
+    o.gradient_as_bucket_view = grad_view;
+    o.find_unused_parameters = find_unused;
+    o.static_graph = static_graph;
+    o.timeout = std::chrono::seconds(30);
+    if (hook == "fp16") o.comm_hook = ddp::fp16_compress_hook();
+    else if (hook == "bf16") o.comm_hook = ddp::bf16_compress_hook();
+    else if (hook == "user") {
+      // A user-supplied hook: sums a copy of the bucket and copies it back in
+      // `finish`, exercising both halves of the hook contract.
+      o.comm_hook = [](comm::ProcessGroup& g, ddp::GradBucket& b) {
+        Tensor copy = b.buffer.clone();
+        Tensor target = b.buffer;
+        return ddp::PendingReduction{g.all_reduce(copy, comm::ReduceOp::Sum),
+                                     [copy, target]() mutable { target.copy_(copy); }};
+      };
+    } else if (hook != "allreduce") TANDEM_FAIL("unknown --hook {}", hook);
+    ddp::DistributedDataParallel ddp(model, group, o);
+
+    for (int64_t s = 0; s < steps; ++s) {
+      const bool use_branch = branch_used(branch, s, rank);
+      for (int64_t m = 0; m < micro; ++m) {
+        const int64_t first = (m * world + rank) * batch;
+        Tensor x = testing::scenario_inputs(s, first, batch), t = testing::scenario_targets(s, first, batch);
+        auto step = [&] {
+          Tensor y = ddp.forward([&] { return mlp->forward(x, use_branch, slow_backward_ms); });
+          scale(testing::mse(y, t), 1.0 / static_cast<double>(micro)).backward();
+        };
+        if (m + 1 < micro) {
+          auto guard = ddp.no_sync();
+          step();
+        } else {
+          step();
+        }
+      }
+      testing::sgd_step(*model, lr);
+    }
+
+    if (!out_dir.empty()) {
+      save_safetensors(fmt::format("{}/params_rank{}.safetensors", out_dir, rank), model->state_dict());
+      const auto& st = ddp.stats();
+      nlohmann::json j;
+      j["forward_ms"] = st.forward_ms;
+      j["backward_compute_ms"] = st.backward_compute_ms;
+      j["backward_comm_ms"] = st.backward_comm_ms;
+      j["overlap_ms"] = st.overlap_ms;
+      j["unused_params"] = st.unused_params;
+      j["buckets_rebuilt"] = st.buckets_rebuilt;
+      j["ready_order"] = st.ready_order;
+      for (const auto& b : st.buckets)
+        j["buckets"].push_back({{"bytes", b.bytes}, {"params", b.num_params}, {"ready_ms", b.ready_ms},
+                                {"comm_start_ms", b.comm_start_ms}, {"comm_end_ms", b.comm_end_ms}});
+      for (const auto& b : ddp.buckets()) j["layout"].push_back(b.params);
+      std::ofstream(fmt::format("{}/stats_rank{}.json", out_dir, rank)) << j.dump(2);
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ddp_worker: %s\n", e.what());
+    return 2;
+  }
+}
