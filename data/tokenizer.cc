@@ -56,7 +56,7 @@ char32_t to_lower(char32_t c) {
 // Walks `text` token by token into a reused buffer: no allocation per token in steady state.
 class TokenCursor {
  public:
-  explicit TokenCursor(std::string_view text) : text_(text) {}
+  TokenCursor(std::string_view text, bool lowercase) : text_(text), lowercase_(lowercase) {}
 
   bool next(std::string& token) {
     token.clear();
@@ -78,6 +78,8 @@ class TokenCursor {
         case CharClass::Word:
           if (c == kInvalidCodePoint) {
             token.push_back(text_[pos_]);
+          } else if (!lowercase_) {
+            token.append(text_.substr(pos_, len));
           } else if (c < 0x80) {
             token.push_back(static_cast<char>(to_lower(c)));
           } else {
@@ -92,6 +94,7 @@ class TokenCursor {
 
  private:
   std::string_view text_;
+  bool lowercase_;
   size_t pos_ = 0;
 };
 
@@ -112,7 +115,7 @@ std::vector<std::string> build_vocab(VisitTexts visit, const TokenizerOptions& o
   std::unordered_map<std::string, int64_t, TransparentHash, std::equal_to<>> counts;
   std::string token;
   visit([&](std::string_view text) {
-    TokenCursor cursor(text);
+    TokenCursor cursor(text, options.lowercase);
     while (cursor.next(token)) {
       auto it = counts.find(std::string_view(token));
       if (it == counts.end()) it = counts.emplace(token, 0).first;
@@ -134,31 +137,32 @@ std::vector<std::string> build_vocab(VisitTexts visit, const TokenizerOptions& o
 
 }  // namespace
 
-void for_each_token(std::string_view text, const std::function<void(std::string_view)>& on_token) {
-  TokenCursor cursor(text);
+void for_each_token(std::string_view text, const std::function<void(std::string_view)>& on_token, bool lowercase) {
+  TokenCursor cursor(text, lowercase);
   std::string token;
   while (cursor.next(token)) on_token(token);
 }
 
-std::vector<std::string> basic_tokenize(std::string_view text) {
+std::vector<std::string> basic_tokenize(std::string_view text, bool lowercase) {
   std::vector<std::string> out;
-  for_each_token(text, [&](std::string_view t) { out.emplace_back(t); });
+  for_each_token(text, [&](std::string_view t) { out.emplace_back(t); }, lowercase);
   return out;
 }
 
-Tokenizer::Tokenizer(std::vector<std::string> vocab, bool prepend_cls)
-    : tokens_(std::move(vocab)), prepend_cls_(prepend_cls) {
+Tokenizer::Tokenizer(std::vector<std::string> vocab, bool prepend_cls, bool lowercase)
+    : tokens_(std::move(vocab)), prepend_cls_(prepend_cls), lowercase_(lowercase) {
   ids_.reserve(tokens_.size());
   for (size_t i = 0; i < tokens_.size(); ++i) ids_.emplace(tokens_[i], static_cast<int32_t>(i));
 }
 
 Tokenizer Tokenizer::build(const std::vector<std::string>& texts, const TokenizerOptions& options) {
-  return Tokenizer(build_vocab([&](auto&& f) { for (const auto& t : texts) f(t); }, options), options.prepend_cls);
+  return Tokenizer(build_vocab([&](auto&& f) { for (const auto& t : texts) f(t); }, options), options.prepend_cls,
+                   options.lowercase);
 }
 
 Tokenizer Tokenizer::build(const Dataset& train, const TokenizerOptions& options) {
   return Tokenizer(build_vocab([&](auto&& f) { for (const auto& e : train.examples) f(e.text); }, options),
-                   options.prepend_cls);
+                   options.prepend_cls, options.lowercase);
 }
 
 int32_t Tokenizer::id(std::string_view token) const {
@@ -174,7 +178,7 @@ const std::string& Tokenizer::token(int32_t id) const {
 std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
   std::vector<int32_t> out;
   if (prepend_cls_) out.push_back(kCls);
-  TokenCursor cursor(text);
+  TokenCursor cursor(text, lowercase_);
   std::string token;
   while (cursor.next(token)) out.push_back(id(token));
   return out;
@@ -194,7 +198,7 @@ int64_t Tokenizer::encode_into(std::string_view text, int64_t max_seq_len, DType
   };
   int64_t n = 0;
   if (prepend_cls_) put(n++, kCls);
-  TokenCursor cursor(text);
+  TokenCursor cursor(text, lowercase_);
   std::string token;
   while (n < max_seq_len && cursor.next(token)) put(n++, id(token));
   for (int64_t i = n; i < max_seq_len; ++i) put(i, kPad);
@@ -220,7 +224,7 @@ void Tokenizer::save(const std::filesystem::path& path) const {
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) throw_input_error(tmp.string(), "cannot open for writing");
-    out << kMagic << " 1 prepend_cls=" << (prepend_cls_ ? 1 : 0) << '\n';
+    out << kMagic << " 1 prepend_cls=" << (prepend_cls_ ? 1 : 0) << " lowercase=" << (lowercase_ ? 1 : 0) << '\n';
     for (const auto& t : tokens_) out << t << '\n';
     out.flush();
     if (!out) throw_input_error(tmp.string(), "write failed");
@@ -234,21 +238,25 @@ Tokenizer Tokenizer::load(const std::filesystem::path& path) {
   const std::string text = read_text_file(path);
   std::vector<std::string> vocab;
   std::unordered_map<std::string, int64_t> first_line;
-  bool prepend_cls = true;
+  bool prepend_cls = true, lowercase = true;
   int64_t last = 0;
   for_each_line(text, [&](int64_t number, std::string_view line) {
     last = number;
     const std::string where = location(path, number);
     if (number == 1) {
-      int version = 0, cls = -1;
+      int version = 0, cls = -1, lower = -1;
       std::string header(line);
       char magic[16] = {};
-      if (std::sscanf(header.c_str(), "%12s %d prepend_cls=%d", magic, &version, &cls) != 3 || kMagic != magic)
-        throw_input_error(where, fmt::format("not a Tandem vocabulary: expected '{} 1 prepend_cls=0|1', found '{}'",
+      if (std::sscanf(header.c_str(), "%12s %d prepend_cls=%d lowercase=%d", magic, &version, &cls, &lower) != 4 ||
+          kMagic != magic)
+        throw_input_error(where, fmt::format("not a Tandem vocabulary: expected '{} 1 prepend_cls=0|1 lowercase=0|1', "
+                                             "found '{}'",
                                              kMagic, line));
       if (version != 1) throw_input_error(where, fmt::format("unsupported vocabulary version {} (this build reads 1)", version));
       if (cls != 0 && cls != 1) throw_input_error(where, fmt::format("prepend_cls must be 0 or 1, found {}", cls));
+      if (lower != 0 && lower != 1) throw_input_error(where, fmt::format("lowercase must be 0 or 1, found {}", lower));
       prepend_cls = cls == 1;
+      lowercase = lower == 1;
       return;
     }
     const size_t id = vocab.size();
@@ -258,7 +266,7 @@ Tokenizer Tokenizer::load(const std::filesystem::path& path) {
     } else {
       if (line.empty()) throw_input_error(where, "empty token");
       // A token the tokenizer cannot produce would never be used: the file was edited or is not ours.
-      auto pieces = basic_tokenize(line);
+      auto pieces = basic_tokenize(line, lowercase);
       if (pieces.size() != 1 || pieces[0] != line)
         throw_input_error(where, fmt::format("'{}' is not a single normalized token (tokenizes as {} piece(s))", line,
                                              pieces.size()));
@@ -271,7 +279,7 @@ Tokenizer Tokenizer::load(const std::filesystem::path& path) {
   if (vocab.size() < std::size(kSpecial))
     throw_input_error(location(path, last), fmt::format("the file ends before the special tokens {}, {}, {}",
                                                         kSpecial[0], kSpecial[1], kSpecial[2]));
-  return Tokenizer(std::move(vocab), prepend_cls);
+  return Tokenizer(std::move(vocab), prepend_cls, lowercase);
 }
 
 }  // namespace tandem::data

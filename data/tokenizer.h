@@ -1,8 +1,8 @@
 // Word-level tokenizer with a vocabulary built from the training split.
 //
 // Splitting rules (basic_tokenize):
-//   - lower-case: ASCII, Latin-1, Latin Extended-A, Greek and Cyrillic capitals;
-//     other scripts are kept as they are;
+//   - lower-case (unless lowercase is off): ASCII, Latin-1, Latin Extended-A,
+//     Greek and Cyrillic capitals; other scripts are kept as they are;
 //   - whitespace and control characters separate tokens;
 //   - punctuation is kept, each character its own token: ASCII punctuation
 //     (!"#$%&'()*+,-./:;<=>?@[\]^_`{|}~), Latin-1 signs (¡ « » ¿ § ° ± × ÷ ...)
@@ -13,7 +13,7 @@
 // The vocabulary holds [PAD]=0, [UNK]=1, [CLS]=2, then the training tokens seen
 // at least min_freq times, most frequent first, ties in byte order, cut at
 // max_size entries in all. Special tokens cannot collide with text: "[" and
-// "]" always split off, and text is lower-cased.
+// "]" always split off.
 //
 // A Tokenizer is immutable once built or loaded; its const methods may be
 // called from several loader threads at once.
@@ -34,13 +34,15 @@
 namespace tandem::data {
 
 // Calls on_token for each token of `text`, in order (views valid only during the call).
-void for_each_token(std::string_view text, const std::function<void(std::string_view)>& on_token);
-std::vector<std::string> basic_tokenize(std::string_view text);
+void for_each_token(std::string_view text, const std::function<void(std::string_view)>& on_token,
+                    bool lowercase = true);
+std::vector<std::string> basic_tokenize(std::string_view text, bool lowercase = true);
 
 struct TokenizerOptions {
   int64_t min_freq = 1;     // rarer training tokens map to [UNK]
   int64_t max_size = 0;     // vocabulary entries including the 3 special tokens; 0 = no limit
   bool prepend_cls = true;  // sequences start with [CLS], which the classifier can pool
+  bool lowercase = true;
 };
 
 struct Encoding {
@@ -55,14 +57,15 @@ class Tokenizer {
   static Tokenizer build(const std::vector<std::string>& texts, const TokenizerOptions& options = {});
   static Tokenizer build(const Dataset& train, const TokenizerOptions& options = {});
 
-  // The file is text: a header line "tandem-vocab 1 prepend_cls=<0|1>", then one token
-  // per line, the token on line n having id n - 2. Saving writes a temporary file and
+  // The file is text: a header line "tandem-vocab 1 prepend_cls=<0|1> lowercase=<0|1>", then
+  // one token per line, the token on line n having id n - 2. Saving writes a temporary file and
   // renames it; loading reports problems as "path:line: what is wrong".
   void save(const std::filesystem::path& path) const;
   static Tokenizer load(const std::filesystem::path& path);
 
   int64_t vocab_size() const { return static_cast<int64_t>(tokens_.size()); }
   bool prepend_cls() const { return prepend_cls_; }
+  bool lowercase() const { return lowercase_; }
   int32_t id(std::string_view token) const;  // kUnk when not in the vocabulary
   const std::string& token(int32_t id) const;
 
@@ -74,7 +77,7 @@ class Tokenizer {
   Encoding encode_batch(const std::vector<std::string>& texts, int64_t max_seq_len, DType ids_dtype = DType::I64) const;
 
  private:
-  Tokenizer(std::vector<std::string> vocab, bool prepend_cls);  // vocab starts with the special tokens
+  Tokenizer(std::vector<std::string> vocab, bool prepend_cls, bool lowercase);  // vocab starts with the special tokens
 
   struct Hash {
     using is_transparent = void;
@@ -83,6 +86,7 @@ class Tokenizer {
   std::vector<std::string> tokens_;
   std::unordered_map<std::string, int32_t, Hash, std::equal_to<>> ids_;
   bool prepend_cls_ = true;
+  bool lowercase_ = true;
 };
 
 }  // namespace tandem::data

@@ -1,6 +1,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include <set>
 
 #include "data/dataset.h"
@@ -16,10 +18,10 @@ using testing::error_of;
 Dataset make(const std::vector<int>& per_class) {
   Dataset d;
   for (size_t c = 0; c < per_class.size(); ++c) {
-    d.class_names.push_back("c" + std::to_string(c));
+    d.class_names.push_back(fmt::format("c{}", c));
     for (int i = 0; i < per_class[c]; ++i)
-      d.examples.push_back({"text " + std::to_string(c) + "/" + std::to_string(i), static_cast<int32_t>(c),
-                            "f:" + std::to_string(d.examples.size() + 1)});
+      d.examples.push_back({fmt::format("text {}/{}", c, i), static_cast<int32_t>(c),
+                            fmt::format("f:{}", d.examples.size() + 1)});
   }
   return d;
 }

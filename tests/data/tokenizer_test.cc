@@ -92,6 +92,14 @@ TEST(Tokenizer, EncodeIntoTruncatesPadsAndMasks) {
   EXPECT_EQ(ids32, (std::vector<int32_t>{Tokenizer::kCls, t.id("one"), t.id("two")}));
 }
 
+TEST(Tokenizer, LowerCasingCanBeTurnedOff) {
+  EXPECT_EQ(basic_tokenize("Hello WORLD, Émile", false), (Tokens{"Hello", "WORLD", ",", "Émile"}));
+  Tokenizer t = Tokenizer::build(std::vector<std::string>{"Apple apple"}, {.lowercase = false});
+  EXPECT_EQ(t.vocab_size(), 5);
+  EXPECT_NE(t.id("Apple"), t.id("apple"));
+  EXPECT_EQ(t.encode("APPLE")[1], Tokenizer::kUnk);
+}
+
 TEST(Tokenizer, PrependClsCanBeTurnedOff) {
   Tokenizer t = Tokenizer::build(std::vector<std::string>{"x y"}, {.prepend_cls = false});
   EXPECT_EQ(t.encode("y x"), (std::vector<int32_t>{t.id("y"), t.id("x")}));
@@ -118,11 +126,13 @@ TEST(Tokenizer, EncodeBatchMatchesEncodeRowByRow) {
 
 TEST(Tokenizer, SaveThenLoadGivesTheSameTokenizer) {
   TempDir dir;
-  Tokenizer t = Tokenizer::build(std::vector<std::string>{"Zürich, café: déjà vu!", "vu vu"}, {.prepend_cls = false});
+  Tokenizer t = Tokenizer::build(std::vector<std::string>{"Zürich, café: déjà vu!", "vu vu"},
+                                 {.prepend_cls = false, .lowercase = false});
   t.save(dir.path() / "vocab.txt");
   Tokenizer u = Tokenizer::load(dir.path() / "vocab.txt");
   EXPECT_EQ(u.vocab_size(), t.vocab_size());
   EXPECT_FALSE(u.prepend_cls());
+  EXPECT_FALSE(u.lowercase());
   for (int32_t i = 0; i < t.vocab_size(); ++i) EXPECT_EQ(u.token(i), t.token(i));
   EXPECT_EQ(u.encode("déjà vu in Zürich"), t.encode("déjà vu in Zürich"));
   EXPECT_FALSE(std::filesystem::exists(dir.path() / "vocab.txt.tmp"));
@@ -136,33 +146,33 @@ TEST(TokenizerLoad, WrongHeaderIsAnErrorOnLineOne) {
 
 TEST(TokenizerLoad, UnsupportedVersionIsAnError) {
   TempDir dir;
-  auto p = dir.write("v.txt", "tandem-vocab 2 prepend_cls=1\n[PAD]\n[UNK]\n[CLS]\n");
+  auto p = dir.write("v.txt", "tandem-vocab 2 prepend_cls=1 lowercase=1\n[PAD]\n[UNK]\n[CLS]\n");
   EXPECT_THAT(error_of([&] { Tokenizer::load(p); }), StartsWith(p.string() + ":1: unsupported vocabulary version 2"));
 }
 
 TEST(TokenizerLoad, SpecialTokensMustComeFirst) {
   TempDir dir;
-  auto p = dir.write("v.txt", "tandem-vocab 1 prepend_cls=1\n[PAD]\n[CLS]\n[UNK]\n");
+  auto p = dir.write("v.txt", "tandem-vocab 1 prepend_cls=1 lowercase=1\n[PAD]\n[CLS]\n[UNK]\n");
   EXPECT_THAT(error_of([&] { Tokenizer::load(p); }), StartsWith(p.string() + ":3: expected the special token [UNK] (id 1)"));
 }
 
 TEST(TokenizerLoad, TruncatedFileIsAnError) {
   TempDir dir;
-  auto p = dir.write("v.txt", "tandem-vocab 1 prepend_cls=1\n[PAD]\n");
+  auto p = dir.write("v.txt", "tandem-vocab 1 prepend_cls=1 lowercase=1\n[PAD]\n");
   EXPECT_THAT(error_of([&] { Tokenizer::load(p); }), StartsWith(p.string() + ":2: the file ends before the special tokens"));
 }
 
 TEST(TokenizerLoad, DuplicateTokenNamesBothLines) {
   TempDir dir;
-  auto p = dir.write("v.txt", "tandem-vocab 1 prepend_cls=1\n[PAD]\n[UNK]\n[CLS]\nthe\ncat\nthe\n");
+  auto p = dir.write("v.txt", "tandem-vocab 1 prepend_cls=1 lowercase=1\n[PAD]\n[UNK]\n[CLS]\nthe\ncat\nthe\n");
   EXPECT_THAT(error_of([&] { Tokenizer::load(p); }), StartsWith(p.string() + ":7: duplicate token 'the' (first on line 5)"));
 }
 
 TEST(TokenizerLoad, TokenTheTokenizerCannotProduceIsAnError) {
   TempDir dir;
-  auto upper = dir.write("u.txt", "tandem-vocab 1 prepend_cls=1\n[PAD]\n[UNK]\n[CLS]\nThe\n");
-  auto spaced = dir.write("s.txt", "tandem-vocab 1 prepend_cls=1\n[PAD]\n[UNK]\n[CLS]\nnew york\n");
-  auto empty = dir.write("e.txt", "tandem-vocab 1 prepend_cls=1\n[PAD]\n[UNK]\n[CLS]\n\n");
+  auto upper = dir.write("u.txt", "tandem-vocab 1 prepend_cls=1 lowercase=1\n[PAD]\n[UNK]\n[CLS]\nThe\n");
+  auto spaced = dir.write("s.txt", "tandem-vocab 1 prepend_cls=1 lowercase=1\n[PAD]\n[UNK]\n[CLS]\nnew york\n");
+  auto empty = dir.write("e.txt", "tandem-vocab 1 prepend_cls=1 lowercase=1\n[PAD]\n[UNK]\n[CLS]\n\n");
   EXPECT_THAT(error_of([&] { Tokenizer::load(upper); }), StartsWith(upper.string() + ":5: 'The' is not a single normalized token"));
   EXPECT_THAT(error_of([&] { Tokenizer::load(spaced); }), StartsWith(spaced.string() + ":5: 'new york' is not a single"));
   EXPECT_THAT(error_of([&] { Tokenizer::load(empty); }), StartsWith(empty.string() + ":5: empty token"));
@@ -170,7 +180,7 @@ TEST(TokenizerLoad, TokenTheTokenizerCannotProduceIsAnError) {
 
 TEST(TokenizerLoad, InvalidUtf8AndMissingFileAreErrors) {
   TempDir dir;
-  auto p = dir.write("v.txt", "tandem-vocab 1 prepend_cls=1\n[PAD]\n[UNK]\n[CLS]\nok\n\xE2\x82\n");
+  auto p = dir.write("v.txt", "tandem-vocab 1 prepend_cls=1 lowercase=1\n[PAD]\n[UNK]\n[CLS]\nok\n\xE2\x82\n");
   EXPECT_THAT(error_of([&] { Tokenizer::load(p); }), StartsWith(p.string() + ":6: invalid UTF-8"));
   EXPECT_THAT(error_of([&] { Tokenizer::load(dir.path() / "none.txt"); }), HasSubstr("none.txt: no such file"));
 }
