@@ -7,5 +7,6 @@
 namespace tandem::apps {
 
 void add_info_command(CLI::App& app);  // build configuration and devices
+void add_data_command(CLI::App& app);  // dataset inspection: fortune categories, class counts
 
 }  // namespace tandem::apps
