@@ -32,10 +32,11 @@ std::string length_summary(const data::Dataset& d, int64_t max_seq_len) {
   std::sort(lengths.begin(), lengths.end());
   auto at = [&](double q) { return lengths[static_cast<size_t>(q * static_cast<double>(lengths.size() - 1))]; };
   const auto cut = std::count_if(lengths.begin(), lengths.end(), [&](int64_t n) { return n > max_seq_len; });
-  return fmt::format("  tokens per text ([CLS] included): median {}, p90 {}, p99 {}, max {}; {} of {} ({:.1f}%) "
-                     "longer than max_seq_len {}\n",
-                     at(0.5), at(0.9), at(0.99), lengths.back(), cut, lengths.size(),
-                     100.0 * static_cast<double>(cut) / static_cast<double>(lengths.size()), max_seq_len);
+  return fmt::format(
+      "  tokens per text ([CLS] included): median {}, p90 {}, p99 {}, max {}; {} of {} ({:.1f}%) "
+      "longer than max_seq_len {}\n",
+      at(0.5), at(0.9), at(0.99), lengths.back(), cut, lengths.size(),
+      100.0 * static_cast<double>(cut) / static_cast<double>(lengths.size()), max_seq_len);
 }
 
 }  // namespace

@@ -87,21 +87,29 @@ int main(int argc, char** argv) {
       }
       return std::atoll(argv[++i]);
     };
-    if (!std::strcmp(argv[i], "--texts")) texts = next();
-    else if (!std::strcmp(argv[i], "--seq-len")) seq_len = next();
-    else if (!std::strcmp(argv[i], "--batch")) batch = next();
-    else if (!std::strcmp(argv[i], "--max-workers")) max_workers = static_cast<int>(next());
-    else if (!std::strcmp(argv[i], "--step-us")) step_us = next();
-    else if (!std::strcmp(argv[i], "--fortunes")) fortunes = true;
+    if (!std::strcmp(argv[i], "--texts"))
+      texts = next();
+    else if (!std::strcmp(argv[i], "--seq-len"))
+      seq_len = next();
+    else if (!std::strcmp(argv[i], "--batch"))
+      batch = next();
+    else if (!std::strcmp(argv[i], "--max-workers"))
+      max_workers = static_cast<int>(next());
+    else if (!std::strcmp(argv[i], "--step-us"))
+      step_us = next();
+    else if (!std::strcmp(argv[i], "--fortunes"))
+      fortunes = true;
     else {
-      std::fprintf(stderr, "usage: data_bench [--texts N] [--seq-len S] [--batch B] [--max-workers W] [--step-us U] [--fortunes]\n");
+      std::fprintf(
+          stderr,
+          "usage: data_bench [--texts N] [--seq-len S] [--batch B] [--max-workers W] [--step-us U] [--fortunes]\n");
       return 2;
     }
   }
 
   try {
-    auto dataset = std::make_shared<Dataset>(fortunes ? read_fortunes(default_fortune_categories())
-                                                      : synthetic_corpus(texts, 1));
+    auto dataset =
+        std::make_shared<Dataset>(fortunes ? read_fortunes(default_fortune_categories()) : synthetic_corpus(texts, 1));
     size_t bytes = 0;
     for (const auto& e : dataset->examples) bytes += e.text.size();
     fmt::print("corpus: {} texts, {:.1f} MB ({})\n", dataset->size(), bytes / 1e6,
@@ -129,13 +137,14 @@ int main(int argc, char** argv) {
     std::vector<uint8_t> mask(static_cast<size_t>(seq_len));
     t0 = Clock::now();
     int64_t encoded = 0;
-    for (const auto& e : dataset->examples) encoded += tokenizer->encode_into(e.text, seq_len, DType::I64, ids.data(), mask.data());
+    for (const auto& e : dataset->examples)
+      encoded += tokenizer->encode_into(e.text, seq_len, DType::I64, ids.data(), mask.data());
     const double encode_s = seconds_since(t0);
 
     fmt::print("| stage | time | throughput |\n|---|---|---|\n");
     fmt::print("| UTF-8 validation | {:.2f} ms | {:.0f} MB/s |\n", utf8_s * 1e3, bytes / utf8_s / 1e6);
-    fmt::print("| basic_tokenize ({} tokens) | {:.1f} ms | {:.2f} M tokens/s, {:.0f} MB/s |\n", tokens, tokenize_s * 1e3,
-               tokens / tokenize_s / 1e6, bytes / tokenize_s / 1e6);
+    fmt::print("| basic_tokenize ({} tokens) | {:.1f} ms | {:.2f} M tokens/s, {:.0f} MB/s |\n", tokens,
+               tokenize_s * 1e3, tokens / tokenize_s / 1e6, bytes / tokenize_s / 1e6);
     fmt::print("| build vocabulary ({} entries) | {:.1f} ms | {:.2f} M tokens/s |\n", tokenizer->vocab_size(),
                build_s * 1e3, tokens / build_s / 1e6);
     fmt::print("| encode_into, S={} ({} ids) | {:.1f} ms | {:.0f} k texts/s, {:.2f} M ids/s |\n\n", seq_len, encoded,
@@ -144,7 +153,8 @@ int main(int argc, char** argv) {
 
     auto source = std::make_shared<TextClassificationSource>(dataset, tokenizer, seq_len);
     fmt::print("DataLoader: batch {}, S={}, CPU device, one epoch per row (best of 3)\n\n", batch, seq_len);
-    fmt::print("| workers | step | batches/s | examples/s | mean wait/batch | wait share |\n|---|---|---|---|---|---|\n");
+    fmt::print(
+        "| workers | step | batches/s | examples/s | mean wait/batch | wait share |\n|---|---|---|---|---|---|\n");
     for (int64_t step : {int64_t{0}, step_us}) {
       for (int workers = 0; workers <= max_workers; ++workers) {
         DataLoaderOptions o;
@@ -165,8 +175,8 @@ int main(int argc, char** argv) {
           if (s < best) best = s, best_wait = loader.epoch_stats().wait_seconds;
         }
         fmt::print("| {} | {} | {:.0f} | {:.0f} | {:.1f} us | {:.0f}% |\n", workers,
-                   step ? fmt::format("{} us", step) : std::string("none"), batches / best,
-                   dataset->size() / best, best_wait / batches * 1e6, 100 * best_wait / best);
+                   step ? fmt::format("{} us", step) : std::string("none"), batches / best, dataset->size() / best,
+                   best_wait / batches * 1e6, 100 * best_wait / best);
       }
     }
   } catch (const std::exception& e) {

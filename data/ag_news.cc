@@ -33,13 +33,16 @@ Dataset read_ag_news_csv(const std::filesystem::path& path, const AgNewsOptions&
     if (is_first && !r.fields.empty() && is_header_name(r.fields[0])) return;
     const std::string where = location(path, r.line);
     if (r.fields.size() != 3)
-      throw_input_error(where, fmt::format("expected 3 columns (class, title, description), found {}", r.fields.size()));
+      throw_input_error(where,
+                        fmt::format("expected 3 columns (class, title, description), found {}", r.fields.size()));
     auto label = parse_integer(trim(r.fields[0]));
     if (!label) throw_input_error(where, fmt::format("label '{}' is not an integer", r.fields[0]));
     if (*label < 1 || *label > num_classes)
-      throw_input_error(where, fmt::format("label {} is outside 1..{} (AG News labels are 1-based)", *label, num_classes));
+      throw_input_error(where,
+                        fmt::format("label {} is outside 1..{} (AG News labels are 1-based)", *label, num_classes));
     std::string_view title = trim(r.fields[1]), description = trim(r.fields[2]);
-    if (title.empty() && description.empty()) throw_input_error(where, "empty text (title and description are both empty)");
+    if (title.empty() && description.empty())
+      throw_input_error(where, "empty text (title and description are both empty)");
     std::string joined(title);
     if (!title.empty() && !description.empty()) joined += ' ';
     joined += description;

@@ -13,7 +13,9 @@ void for_each_csv_record(std::string_view text, const std::filesystem::path& pat
   int64_t line = 1;
   size_t i = 0;
   const size_t n = text.size();
-  auto at_record_end = [&](size_t k) { return k >= n || text[k] == '\n' || (text[k] == '\r' && k + 1 < n && text[k + 1] == '\n'); };
+  auto at_record_end = [&](size_t k) {
+    return k >= n || text[k] == '\n' || (text[k] == '\r' && k + 1 < n && text[k + 1] == '\n');
+  };
   auto skip_newline = [&](size_t k) {  // k at '\n', "\r\n" or the end; returns the index after it
     if (k >= n) return n;
     ++line;
@@ -33,8 +35,7 @@ void for_each_csv_record(std::string_view text, const std::filesystem::path& pat
         const int64_t opened_on = line;
         ++i;
         for (;;) {
-          if (i >= n)
-            throw_input_error(location(path, opened_on), "quoted field is never closed (missing '\"')");
+          if (i >= n) throw_input_error(location(path, opened_on), "quoted field is never closed (missing '\"')");
           char c = text[i];
           if (c == '"') {
             if (i + 1 < n && text[i + 1] == '"') {

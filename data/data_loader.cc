@@ -72,8 +72,7 @@ struct DataLoader::Result {
   std::exception_ptr error;
 };
 
-DataLoader::DataLoader(std::shared_ptr<const BatchSource> source, DistributedSampler sampler,
-                       DataLoaderOptions options)
+DataLoader::DataLoader(std::shared_ptr<const BatchSource> source, DistributedSampler sampler, DataLoaderOptions options)
     : source_(std::move(source)), sampler_(std::move(sampler)), options_(options) {
   TANDEM_CHECK(source_, "DataLoader needs a batch source");
   TANDEM_CHECK(source_->size() == sampler_.dataset_size(),
@@ -131,8 +130,7 @@ DataLoader::~DataLoader() {
 }
 
 int64_t DataLoader::batches_for(int64_t samples) const {
-  return options_.drop_last ? samples / options_.batch_size
-                            : (samples + options_.batch_size - 1) / options_.batch_size;
+  return options_.drop_last ? samples / options_.batch_size : (samples + options_.batch_size - 1) / options_.batch_size;
 }
 
 int64_t DataLoader::num_batches() const { return batches_for(sampler_.num_samples()); }
@@ -178,9 +176,8 @@ SamplerState DataLoader::state() const {
   std::lock_guard<std::mutex> lock(mutex_);
   SamplerState s = sampler_.state();
   s.epoch = epoch_;
-  const int64_t handed_out = order_ ? std::min<int64_t>(consumed_ * options_.batch_size,
-                                                        static_cast<int64_t>(order_->size()))
-                                    : 0;
+  const int64_t handed_out =
+      order_ ? std::min<int64_t>(consumed_ * options_.batch_size, static_cast<int64_t>(order_->size())) : 0;
   s.position = start_position_ + handed_out;
   return s;
 }
@@ -199,8 +196,8 @@ void DataLoader::prepare_staging(Slot& slot) {
   // For the CPU device the caller's batch tensors are the staging buffers: never overwrite one it
   // still holds. use_count() is a relaxed read; the fence pairs it with the release of the
   // caller's last reference, so its reads of the old contents happen before our writes.
-  const bool in_use = referenced_elsewhere(slot.ids) || referenced_elsewhere(slot.mask) ||
-                      referenced_elsewhere(slot.labels);
+  const bool in_use =
+      referenced_elsewhere(slot.ids) || referenced_elsewhere(slot.mask) || referenced_elsewhere(slot.labels);
   std::atomic_thread_fence(std::memory_order_acquire);
   if (slot.ids.defined() && !in_use) return;
   const int64_t b = options_.batch_size, s = source_->seq_len();
@@ -241,7 +238,8 @@ DataLoader::Result DataLoader::produce(int64_t k, const std::vector<int64_t>& or
     std::string who = worker >= 0 ? fmt::format("data loader worker {}", worker) : std::string("data loader");
     r.error = std::make_exception_ptr(Error(fmt::format("{}: batch {} of epoch {}: {}", who, k, epoch, e.what())));
   } catch (...) {
-    r.error = std::make_exception_ptr(Error(fmt::format("data loader: batch {} of epoch {}: unknown exception", k, epoch)));
+    r.error =
+        std::make_exception_ptr(Error(fmt::format("data loader: batch {} of epoch {}: unknown exception", k, epoch)));
   }
   return r;
 }
@@ -252,9 +250,8 @@ void DataLoader::worker_main(int worker) {
 #endif
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
-    work_cv_.wait(lock, [&] {
-      return stop_ || (active_ && next_task_ < num_batches_ && next_task_ < consumed_ + capacity_);
-    });
+    work_cv_.wait(
+        lock, [&] { return stop_ || (active_ && next_task_ < num_batches_ && next_task_ < consumed_ + capacity_); });
     if (stop_) return;
     const int64_t k = next_task_++;
     const uint64_t generation = generation_;
@@ -294,9 +291,10 @@ std::optional<Batch> DataLoader::next() {
     if (!ready || stop_) {
       ++generation_;
       active_ = false;
-      TANDEM_FAIL("data loader: batch {} of epoch {} was not ready within {} s ({} workers): a worker is stuck or "
-                  "the source is far too slow",
-                  k, epoch_, options_.timeout_seconds, workers_.size());
+      TANDEM_FAIL(
+          "data loader: batch {} of epoch {} was not ready within {} s ({} workers): a worker is stuck or "
+          "the source is far too slow",
+          k, epoch_, options_.timeout_seconds, workers_.size());
     }
     r = std::move(slot);
     slot = Result{};

@@ -55,9 +55,9 @@ struct DataLoaderOptions {
 };
 
 struct Batch {
-  Tensor ids;     // [b, S] ids_dtype, on the loader's device
-  Tensor mask;    // [b, S] U8, 1 = real token
-  Tensor labels;  // [b] I64
+  Tensor ids;                    // [b, S] ids_dtype, on the loader's device
+  Tensor mask;                   // [b, S] U8, 1 = real token
+  Tensor labels;                 // [b] I64
   std::vector<int64_t> indices;  // the dataset index of each row
   int64_t epoch = 0;
   int64_t index = 0;          // k: the batch's number in its epoch (counting from the resume point)
@@ -106,7 +106,7 @@ class DataLoader {
   DataLoaderOptions options_;
   int64_t capacity_ = 1;  // batches allowed ahead of the consumer
   cuda::Stream copy_stream_;
-  std::vector<std::unique_ptr<Slot>> slots_;  // staging buffers, batch k uses slot k % size
+  std::vector<std::unique_ptr<Slot>> slots_;      // staging buffers, batch k uses slot k % size
   std::vector<std::unique_ptr<Result>> results_;  // finished batches waiting for next(), same indexing
 
   mutable std::mutex mutex_;
@@ -114,7 +114,7 @@ class DataLoader {
   std::condition_variable done_cv_;  // next() waits for a result, cancel waits for idle workers
   bool stop_ = false;
   bool active_ = false;
-  uint64_t generation_ = 0;  // bumped by every start and cancel; stale results are dropped
+  uint64_t generation_ = 0;                            // bumped by every start and cancel; stale results are dropped
   std::shared_ptr<const std::vector<int64_t>> order_;  // this epoch's remaining shard
   int64_t epoch_ = 0;
   int64_t start_position_ = 0;

@@ -36,8 +36,7 @@ void Dataset::validate() const {
 }
 
 std::pair<Dataset, Dataset> split_train_test(const Dataset& dataset, double test_fraction, uint64_t seed) {
-  TANDEM_CHECK(test_fraction >= 0.0 && test_fraction <= 1.0, "test_fraction must be in [0, 1], got {}",
-               test_fraction);
+  TANDEM_CHECK(test_fraction >= 0.0 && test_fraction <= 1.0, "test_fraction must be in [0, 1], got {}", test_fraction);
   std::vector<std::vector<size_t>> by_class(dataset.class_names.size());
   for (size_t i = 0; i < dataset.examples.size(); ++i) {
     int32_t label = dataset.examples[i].label;

@@ -19,8 +19,8 @@ Dataset load_dataset(const DatasetSpec& spec) {
   if (spec.format == "jsonl")
     return read_jsonl(spec.path, JsonlOptions{spec.text_field, spec.label_field, spec.class_names});
   if (spec.format == "tsv")
-    return read_tsv(spec.path, TsvOptions{spec.label_column, spec.text_column, spec.num_columns, spec.header,
-                                          spec.class_names});
+    return read_tsv(spec.path,
+                    TsvOptions{spec.label_column, spec.text_column, spec.num_columns, spec.header, spec.class_names});
   if (spec.format == "fortunes") {
     TANDEM_CHECK(spec.split == "train" || spec.split == "test", "fortunes: split must be 'train' or 'test', got '{}'",
                  spec.split);

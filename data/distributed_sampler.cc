@@ -11,14 +11,15 @@ DistributedSampler::DistributedSampler(int64_t dataset_size, SamplerOptions opti
     : dataset_size_(dataset_size), options_(options) {
   TANDEM_CHECK(options.world_size >= 1, "DistributedSampler: world_size must be at least 1, got {}",
                options.world_size);
-  TANDEM_CHECK(options.rank >= 0 && options.rank < options.world_size,
-               "DistributedSampler: rank {} is outside [0, {})", options.rank, options.world_size);
+  TANDEM_CHECK(options.rank >= 0 && options.rank < options.world_size, "DistributedSampler: rank {} is outside [0, {})",
+               options.rank, options.world_size);
   TANDEM_CHECK(dataset_size >= 1, "DistributedSampler: the dataset is empty");
   const int64_t w = options.world_size;
   num_samples_ = options.drop_last ? dataset_size / w : (dataset_size + w - 1) / w;
-  TANDEM_CHECK(num_samples_ >= 1,
-               "DistributedSampler: {} examples are fewer than the world size {} with drop_last: rank {} would get none",
-               dataset_size, w, options.rank);
+  TANDEM_CHECK(
+      num_samples_ >= 1,
+      "DistributedSampler: {} examples are fewer than the world size {} with drop_last: rank {} would get none",
+      dataset_size, w, options.rank);
 }
 
 void DistributedSampler::set_epoch(int64_t epoch) {

@@ -89,7 +89,8 @@ Dataset read_fortunes(const std::vector<std::string>& categories, const std::fil
     if (ec || name.find('/') != std::string::npos || !is_category_file(entry)) {
       std::vector<std::string> names;
       for (const auto& c : list_fortune_categories(dir)) names.push_back(c.name);
-      throw_input_error(dir.string(), fmt::format("no fortune category '{}' (available: {})", name, fmt::join(names, ", ")));
+      throw_input_error(dir.string(),
+                        fmt::format("no fortune category '{}' (available: {})", name, fmt::join(names, ", ")));
     }
     auto entries = read_fortune_file(path);
     if (entries.empty()) throw_input_error(path.string(), "category has no entries");

@@ -22,12 +22,14 @@ Dataset read_jsonl(const std::filesystem::path& path, const JsonlOptions& option
     } catch (const nlohmann::json::parse_error& e) {
       throw_input_error(where, fmt::format("invalid JSON: {}", e.what()));
     }
-    if (!record.is_object()) throw_input_error(where, fmt::format("expected a JSON object, found {}", record.type_name()));
+    if (!record.is_object())
+      throw_input_error(where, fmt::format("expected a JSON object, found {}", record.type_name()));
 
     auto t = record.find(options.text_field);
     if (t == record.end()) throw_input_error(where, fmt::format("missing text field '{}'", options.text_field));
     if (!t->is_string())
-      throw_input_error(where, fmt::format("text field '{}' must be a string, found {}", options.text_field, t->type_name()));
+      throw_input_error(where,
+                        fmt::format("text field '{}' must be a string, found {}", options.text_field, t->type_name()));
     std::string_view body = trim(t->get_ref<const std::string&>());
     if (body.empty()) throw_input_error(where, fmt::format("empty text in field '{}'", options.text_field));
 

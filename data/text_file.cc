@@ -39,7 +39,8 @@ std::string read_text_file(const std::filesystem::path& path) {
     // Report the line and column of the bad byte: count newlines before it.
     size_t line_start = text.rfind('\n', *bad == 0 ? 0 : *bad - 1);
     line_start = (line_start == std::string::npos || *bad == 0) ? 0 : line_start + 1;
-    int64_t line = 1 + static_cast<int64_t>(std::count(text.begin(), text.begin() + static_cast<ptrdiff_t>(*bad), '\n'));
+    int64_t line =
+        1 + static_cast<int64_t>(std::count(text.begin(), text.begin() + static_cast<ptrdiff_t>(*bad), '\n'));
     throw_input_error(location(path, line),
                       fmt::format("invalid UTF-8 at byte offset {} (column {}, byte 0x{:02X})", *bad + bom,
                                   *bad - line_start + 1, static_cast<unsigned char>(text[*bad])));

@@ -69,7 +69,9 @@ class TokenCursor {
           pos_ += len;
           if (!token.empty()) return true;
           break;
-        case CharClass::Ignore: pos_ += len; break;
+        case CharClass::Ignore:
+          pos_ += len;
+          break;
         case CharClass::Punct:
           if (!token.empty()) return true;  // the punctuation starts the next token
           token.append(text_.substr(pos_, len));
@@ -125,9 +127,8 @@ std::vector<std::string> build_vocab(VisitTexts visit, const TokenizerOptions& o
   std::vector<std::pair<int64_t, std::string_view>> ranked;
   for (const auto& [t, n] : counts)
     if (n >= options.min_freq) ranked.emplace_back(n, t);
-  std::sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) {
-    return a.first != b.first ? a.first > b.first : a.second < b.second;
-  });
+  std::sort(ranked.begin(), ranked.end(),
+            [](const auto& a, const auto& b) { return a.first != b.first ? a.first > b.first : a.second < b.second; });
   size_t keep = ranked.size();
   if (options.max_size > 0) keep = std::min(keep, static_cast<size_t>(options.max_size) - 3);
   std::vector<std::string> vocab(std::begin(kSpecial), std::end(kSpecial));
@@ -145,7 +146,8 @@ void for_each_token(std::string_view text, const std::function<void(std::string_
 
 std::vector<std::string> basic_tokenize(std::string_view text, bool lowercase) {
   std::vector<std::string> out;
-  for_each_token(text, [&](std::string_view t) { out.emplace_back(t); }, lowercase);
+  for_each_token(
+      text, [&](std::string_view t) { out.emplace_back(t); }, lowercase);
   return out;
 }
 
@@ -156,12 +158,20 @@ Tokenizer::Tokenizer(std::vector<std::string> vocab, bool prepend_cls, bool lowe
 }
 
 Tokenizer Tokenizer::build(const std::vector<std::string>& texts, const TokenizerOptions& options) {
-  return Tokenizer(build_vocab([&](auto&& f) { for (const auto& t : texts) f(t); }, options), options.prepend_cls,
-                   options.lowercase);
+  return Tokenizer(build_vocab(
+                       [&](auto&& f) {
+                         for (const auto& t : texts) f(t);
+                       },
+                       options),
+                   options.prepend_cls, options.lowercase);
 }
 
 Tokenizer Tokenizer::build(const Dataset& train, const TokenizerOptions& options) {
-  return Tokenizer(build_vocab([&](auto&& f) { for (const auto& e : train.examples) f(e.text); }, options),
+  return Tokenizer(build_vocab(
+                       [&](auto&& f) {
+                         for (const auto& e : train.examples) f(e.text);
+                       },
+                       options),
                    options.prepend_cls, options.lowercase);
 }
 
@@ -252,7 +262,8 @@ Tokenizer Tokenizer::load(const std::filesystem::path& path) {
         throw_input_error(where, fmt::format("not a Tandem vocabulary: expected '{} 1 prepend_cls=0|1 lowercase=0|1', "
                                              "found '{}'",
                                              kMagic, line));
-      if (version != 1) throw_input_error(where, fmt::format("unsupported vocabulary version {} (this build reads 1)", version));
+      if (version != 1)
+        throw_input_error(where, fmt::format("unsupported vocabulary version {} (this build reads 1)", version));
       if (cls != 0 && cls != 1) throw_input_error(where, fmt::format("prepend_cls must be 0 or 1, found {}", cls));
       if (lower != 0 && lower != 1) throw_input_error(where, fmt::format("lowercase must be 0 or 1, found {}", lower));
       prepend_cls = cls == 1;
@@ -262,7 +273,8 @@ Tokenizer Tokenizer::load(const std::filesystem::path& path) {
     const size_t id = vocab.size();
     if (id < std::size(kSpecial)) {
       if (line != kSpecial[id])
-        throw_input_error(where, fmt::format("expected the special token {} (id {}), found '{}'", kSpecial[id], id, line));
+        throw_input_error(where,
+                          fmt::format("expected the special token {} (id {}), found '{}'", kSpecial[id], id, line));
     } else {
       if (line.empty()) throw_input_error(where, "empty token");
       // A token the tokenizer cannot produce would never be used: the file was edited or is not ours.

@@ -17,8 +17,8 @@ namespace tandem::data {
 struct TsvOptions {
   int64_t label_column = 0;
   int64_t text_column = 1;
-  int64_t num_columns = 2;  // every line must have exactly this many columns
-  bool header = false;      // the first line names the columns and is skipped
+  int64_t num_columns = 2;               // every line must have exactly this many columns
+  bool header = false;                   // the first line names the columns and is skipped
   std::vector<std::string> class_names;  // empty: inferred from the labels
 };
 

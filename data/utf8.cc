@@ -61,13 +61,21 @@ char32_t decode_utf8(std::string_view bytes, size_t i, size_t* length) {
   const size_t n = valid_sequence_length(bytes, i);
   auto byte = [&](size_t k) { return static_cast<char32_t>(static_cast<unsigned char>(bytes[i + k])); };
   switch (n) {
-    case 1: *length = 1; return byte(0);
-    case 2: *length = 2; return ((byte(0) & 0x1F) << 6) | (byte(1) & 0x3F);
-    case 3: *length = 3; return ((byte(0) & 0x0F) << 12) | ((byte(1) & 0x3F) << 6) | (byte(2) & 0x3F);
+    case 1:
+      *length = 1;
+      return byte(0);
+    case 2:
+      *length = 2;
+      return ((byte(0) & 0x1F) << 6) | (byte(1) & 0x3F);
+    case 3:
+      *length = 3;
+      return ((byte(0) & 0x0F) << 12) | ((byte(1) & 0x3F) << 6) | (byte(2) & 0x3F);
     case 4:
       *length = 4;
       return ((byte(0) & 0x07) << 18) | ((byte(1) & 0x3F) << 12) | ((byte(2) & 0x3F) << 6) | (byte(3) & 0x3F);
-    default: *length = 1; return kInvalidCodePoint;
+    default:
+      *length = 1;
+      return kInvalidCodePoint;
   }
 }
 

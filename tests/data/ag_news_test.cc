@@ -1,15 +1,16 @@
+#include "data/ag_news.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "data/ag_news.h"
 #include "tests/data/test_files.h"
 
 namespace tandem::data {
 namespace {
 
+using testing::error_of;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
-using testing::error_of;
 using testing::TempDir;
 
 TEST(AgNews, ReadsOneBasedClassesAndJoinsTitleAndDescription) {
@@ -47,7 +48,8 @@ TEST(AgNews, WrongColumnCountNamesFileAndLine) {
 TEST(AgNews, NonIntegerLabelIsAnError) {
   TempDir dir;
   auto path = dir.write("bad.csv", "\"1\",\"t\",\"d\"\n\"sports\",\"t\",\"d\"\n");
-  EXPECT_THAT(error_of([&] { read_ag_news_csv(path); }), StartsWith(path.string() + ":2: label 'sports' is not an integer"));
+  EXPECT_THAT(error_of([&] { read_ag_news_csv(path); }),
+              StartsWith(path.string() + ":2: label 'sports' is not an integer"));
 }
 
 TEST(AgNews, LabelZeroIsOutOfRangeBecauseClassesAreOneBased) {
@@ -86,7 +88,8 @@ TEST(AgNews, MissingFileIsAnErrorNamingIt) {
 TEST(AgNews, UnterminatedQuoteIsAnError) {
   TempDir dir;
   auto path = dir.write("bad.csv", "\"1\",\"t\",\"d\"\n\"1\",\"t\",\"open\n");
-  EXPECT_THAT(error_of([&] { read_ag_news_csv(path); }), StartsWith(path.string() + ":2: quoted field is never closed"));
+  EXPECT_THAT(error_of([&] { read_ag_news_csv(path); }),
+              StartsWith(path.string() + ":2: quoted field is never closed"));
 }
 
 }  // namespace

@@ -1,15 +1,16 @@
+#include "data/csv.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "data/csv.h"
 #include "tests/data/test_files.h"
 
 namespace tandem::data {
 namespace {
 
+using testing::error_of;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
-using testing::error_of;
 
 std::vector<CsvRecord> parse(std::string_view text) {
   std::vector<CsvRecord> out;

@@ -1,16 +1,17 @@
+#include "data/dataset_spec.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <set>
 
-#include "data/dataset_spec.h"
 #include "tests/data/test_files.h"
 
 namespace tandem::data {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::error_of;
+using ::testing::HasSubstr;
 using testing::TempDir;
 
 TEST(LoadDataset, UnknownFormatIsAnErrorListingTheKnownOnes) {

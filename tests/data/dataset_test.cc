@@ -1,27 +1,27 @@
+#include "data/dataset.h"
+
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <fmt/format.h>
-
 #include <set>
 
-#include "data/dataset.h"
 #include "tests/data/test_files.h"
 
 namespace tandem::data {
 namespace {
 
+using testing::error_of;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
-using testing::error_of;
 
 Dataset make(const std::vector<int>& per_class) {
   Dataset d;
   for (size_t c = 0; c < per_class.size(); ++c) {
     d.class_names.push_back(fmt::format("c{}", c));
     for (int i = 0; i < per_class[c]; ++i)
-      d.examples.push_back({fmt::format("text {}/{}", c, i), static_cast<int32_t>(c),
-                            fmt::format("f:{}", d.examples.size() + 1)});
+      d.examples.push_back(
+          {fmt::format("text {}/{}", c, i), static_cast<int32_t>(c), fmt::format("f:{}", d.examples.size() + 1)});
   }
   return d;
 }

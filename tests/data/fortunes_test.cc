@@ -1,20 +1,22 @@
+#include "data/fortunes.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "data/fortunes.h"
 #include "tests/data/test_files.h"
 
 namespace tandem::data {
 namespace {
 
+using testing::error_of;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
-using testing::error_of;
 using testing::TempDir;
 
 // A fortunes folder laid out like the Debian package's.
 void write_fortunes(const TempDir& dir) {
-  dir.write("fortunes/food", "Eat dessert first.\n%\nA bagel is a doughnut\nwith the sin removed.\n\t\t-- G. Hummel\n%\n");
+  dir.write("fortunes/food",
+            "Eat dessert first.\n%\nA bagel is a doughnut\nwith the sin removed.\n\t\t-- G. Hummel\n%\n");
   dir.write("fortunes/food.dat", std::string("\x00\x00\x00\x02", 4));
   std::filesystem::create_symlink("food", dir.path() / "fortunes/food.u8");
   dir.write("fortunes/science", "%\nE = mc^2\n%\n%\nEntropy isn't what it used to be.\n");
@@ -70,7 +72,9 @@ TEST(Fortunes, UnknownCategoryListsTheAvailableOnes) {
   TempDir dir;
   write_fortunes(dir);
   auto folder = dir.path() / "fortunes";
-  EXPECT_THAT(error_of([&] { read_fortunes({"food", "sports"}, folder); }),
+  EXPECT_THAT(error_of([&] {
+                read_fortunes({"food", "sports"}, folder);
+              }),
               StartsWith(folder.string() + ": no fortune category 'sports' (available: food, science)"));
   EXPECT_THAT(error_of([&] { read_fortunes({"food.dat"}, folder); }), HasSubstr("no fortune category 'food.dat'"));
   EXPECT_THAT(error_of([&] { read_fortunes({"off"}, folder); }), HasSubstr("no fortune category 'off'"));
@@ -79,7 +83,9 @@ TEST(Fortunes, UnknownCategoryListsTheAvailableOnes) {
 TEST(Fortunes, RepeatedCategoryIsAnError) {
   TempDir dir;
   write_fortunes(dir);
-  EXPECT_THAT(error_of([&] { read_fortunes({"food", "food"}, dir.path() / "fortunes"); }),
+  EXPECT_THAT(error_of([&] {
+                read_fortunes({"food", "food"}, dir.path() / "fortunes");
+              }),
               HasSubstr("category 'food' is listed twice"));
 }
 
@@ -87,14 +93,17 @@ TEST(Fortunes, CategoryWithoutEntriesIsAnError) {
   TempDir dir;
   write_fortunes(dir);
   auto empty = dir.write("fortunes/void", "%\n%\n");
-  EXPECT_THAT(error_of([&] { read_fortunes({"food", "void"}, dir.path() / "fortunes"); }),
+  EXPECT_THAT(error_of([&] {
+                read_fortunes({"food", "void"}, dir.path() / "fortunes");
+              }),
               StartsWith(empty.string() + ": category has no entries"));
 }
 
 TEST(Fortunes, MissingFolderSuggestsInstallingThePackage) {
   TempDir dir;
-  EXPECT_THAT(error_of([&] { read_fortunes({"food"}, dir.path() / "none"); }),
-              AllOf(StartsWith((dir.path() / "none").string() + ": no such folder"), HasSubstr("apt-get install fortunes")));
+  EXPECT_THAT(
+      error_of([&] { read_fortunes({"food"}, dir.path() / "none"); }),
+      AllOf(StartsWith((dir.path() / "none").string() + ": no such folder"), HasSubstr("apt-get install fortunes")));
 }
 
 TEST(Fortunes, InvalidUtf8NamesFileAndLine) {

@@ -1,14 +1,15 @@
+#include "data/imdb.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "data/imdb.h"
 #include "tests/data/test_files.h"
 
 namespace tandem::data {
 namespace {
 
-using ::testing::StartsWith;
 using testing::error_of;
+using ::testing::StartsWith;
 using testing::TempDir;
 
 void write_small_imdb(const TempDir& dir) {
@@ -43,13 +44,15 @@ TEST(Imdb, MissingLabelFolderIsAnErrorNamingIt) {
   TempDir dir;
   dir.write("aclImdb/test/neg/1_1.txt", "bad");
   auto pos = dir.path() / "aclImdb/test/pos";
-  EXPECT_THAT(error_of([&] { read_imdb(dir.path() / "aclImdb", "test"); }), StartsWith(pos.string() + ": no such folder"));
+  EXPECT_THAT(error_of([&] { read_imdb(dir.path() / "aclImdb", "test"); }),
+              StartsWith(pos.string() + ": no such folder"));
 }
 
 TEST(Imdb, MissingRootIsAnError) {
   TempDir dir;
   auto neg = dir.path() / "nowhere/train/neg";
-  EXPECT_THAT(error_of([&] { read_imdb(dir.path() / "nowhere", "train"); }), StartsWith(neg.string() + ": no such folder"));
+  EXPECT_THAT(error_of([&] { read_imdb(dir.path() / "nowhere", "train"); }),
+              StartsWith(neg.string() + ": no such folder"));
 }
 
 TEST(Imdb, UnknownSplitIsAnError) {
@@ -71,14 +74,16 @@ TEST(Imdb, UnreadableReviewIsAnErrorNamingThePath) {
   write_small_imdb(dir);
   auto odd = dir.path() / "aclImdb/train/pos/5_8.txt";
   std::filesystem::create_directories(odd);  // a folder where a review file should be
-  EXPECT_THAT(error_of([&] { read_imdb(dir.path() / "aclImdb", "train"); }), StartsWith(odd.string() + ": is a directory"));
+  EXPECT_THAT(error_of([&] { read_imdb(dir.path() / "aclImdb", "train"); }),
+              StartsWith(odd.string() + ": is a directory"));
 }
 
 TEST(Imdb, EmptyReviewIsAnError) {
   TempDir dir;
   write_small_imdb(dir);
   auto empty = dir.write("aclImdb/train/pos/7_7.txt", " <br /> \n");
-  EXPECT_THAT(error_of([&] { read_imdb(dir.path() / "aclImdb", "train"); }), StartsWith(empty.string() + ":1: empty review"));
+  EXPECT_THAT(error_of([&] { read_imdb(dir.path() / "aclImdb", "train"); }),
+              StartsWith(empty.string() + ":1: empty review"));
 }
 
 TEST(Imdb, InvalidUtf8NamesFileLineAndOffset) {

@@ -1,15 +1,16 @@
+#include "data/jsonl.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "data/jsonl.h"
 #include "tests/data/test_files.h"
 
 namespace tandem::data {
 namespace {
 
+using testing::error_of;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
-using testing::error_of;
 using testing::TempDir;
 
 TEST(Jsonl, IntegerLabelsMakeClassesZeroToMax) {
@@ -25,8 +26,9 @@ TEST(Jsonl, IntegerLabelsMakeClassesZeroToMax) {
 
 TEST(Jsonl, StringLabelsBecomeSortedClassNames) {
   TempDir dir;
-  auto path = dir.write("d.jsonl", "{\"text\": \"a\", \"label\": \"sports\"}\n{\"text\": \"b\", \"label\": \"business\"}\n"
-                                   "{\"text\": \"c\", \"label\": \"sports\"}\n");
+  auto path = dir.write("d.jsonl",
+                        "{\"text\": \"a\", \"label\": \"sports\"}\n{\"text\": \"b\", \"label\": \"business\"}\n"
+                        "{\"text\": \"c\", \"label\": \"sports\"}\n");
   Dataset d = read_jsonl(path);
   EXPECT_EQ(d.class_names, (std::vector<std::string>{"business", "sports"}));
   EXPECT_EQ(d.examples[0].label, 1);
@@ -61,7 +63,8 @@ TEST(Jsonl, InvalidJsonNamesFileAndLine) {
 TEST(Jsonl, LineThatIsNotAnObjectIsAnError) {
   TempDir dir;
   auto path = dir.write("d.jsonl", "[\"text\", 0]\n");
-  EXPECT_THAT(error_of([&] { read_jsonl(path); }), StartsWith(path.string() + ":1: expected a JSON object, found array"));
+  EXPECT_THAT(error_of([&] { read_jsonl(path); }),
+              StartsWith(path.string() + ":1: expected a JSON object, found array"));
 }
 
 TEST(Jsonl, MissingTextFieldIsAnError) {
@@ -93,8 +96,9 @@ TEST(Jsonl, FractionalOrBooleanLabelIsAnError) {
   TempDir dir;
   auto floats = dir.write("f.jsonl", "{\"text\": \"a\", \"label\": 1.5}\n");
   auto bools = dir.write("b.jsonl", "{\"text\": \"a\", \"label\": true}\n");
-  EXPECT_THAT(error_of([&] { read_jsonl(floats); }),
-              StartsWith(floats.string() + ":1: label field 'label' must be an integer or a string, found number (1.5)"));
+  EXPECT_THAT(
+      error_of([&] { read_jsonl(floats); }),
+      StartsWith(floats.string() + ":1: label field 'label' must be an integer or a string, found number (1.5)"));
   EXPECT_THAT(error_of([&] { read_jsonl(bools); }), HasSubstr("found boolean"));
 }
 
@@ -109,7 +113,8 @@ TEST(Jsonl, LabelOutsideTheGivenClassesIsAnError) {
   auto index = dir.write("i.jsonl", "{\"text\": \"a\", \"label\": 2}\n");
   auto name = dir.write("n.jsonl", "{\"text\": \"a\", \"label\": \"neutral\"}\n");
   JsonlOptions options{"text", "label", {"neg", "pos"}};
-  EXPECT_THAT(error_of([&] { read_jsonl(index, options); }), StartsWith(index.string() + ":1: label 2 is outside [0, 2)"));
+  EXPECT_THAT(error_of([&] { read_jsonl(index, options); }),
+              StartsWith(index.string() + ":1: label 2 is outside [0, 2)"));
   EXPECT_THAT(error_of([&] { read_jsonl(name, options); }),
               StartsWith(name.string() + ":1: label 'neutral' is not one of the classes (neg, pos)"));
 }
@@ -124,12 +129,14 @@ TEST(Jsonl, MixingIntegerAndNameLabelsIsAnError) {
 TEST(Jsonl, InvalidUtf8NamesLineAndOffset) {
   TempDir dir;
   auto path = dir.write("d.jsonl", "{\"text\": \"a\", \"label\": 1}\n{\"text\": \"\xC3(\", \"label\": 1}\n");
-  EXPECT_THAT(error_of([&] { read_jsonl(path); }), StartsWith(path.string() + ":2: invalid UTF-8 at byte offset 36 (column 11"));
+  EXPECT_THAT(error_of([&] { read_jsonl(path); }),
+              StartsWith(path.string() + ":2: invalid UTF-8 at byte offset 36 (column 11"));
 }
 
 TEST(Jsonl, MissingFileIsAnError) {
   TempDir dir;
-  EXPECT_THAT(error_of([&] { read_jsonl(dir.path() / "x.jsonl"); }), StartsWith((dir.path() / "x.jsonl").string() + ": no such file"));
+  EXPECT_THAT(error_of([&] { read_jsonl(dir.path() / "x.jsonl"); }),
+              StartsWith((dir.path() / "x.jsonl").string() + ": no such file"));
 }
 
 }  // namespace

@@ -15,8 +15,8 @@
 namespace tandem::data {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::error_of;
+using ::testing::HasSubstr;
 
 // Rows anyone can check by hand: ids[j] = 10 * index + j, the first (index % S) + 1 mask bytes
 // set, label = index % 5. `hook` runs first for every example (to throw, block or record).
@@ -218,13 +218,14 @@ TEST(DataLoader, WorkerExceptionReachesTheConsumerAtItsBatch) {
     for (int k = 0; k < 5; ++k) ASSERT_TRUE(loader.next().has_value()) << workers << " workers, batch " << k;
     std::string message = error_of([&] { loader.next(); });
     EXPECT_THAT(message, HasSubstr("batch 5 of epoch 0: example 21 is corrupt")) << workers << " workers";
-    EXPECT_FALSE(loader.next().has_value());  // the epoch is over
+    EXPECT_FALSE(loader.next().has_value());      // the epoch is over
     EXPECT_EQ(run_epoch(loader, 1).size(), 10u);  // and the loader still works
   }
 }
 
 TEST(DataLoader, StoppingEarlyNeitherHangsNorLeaksIntoTheNextEpoch) {
-  auto source = std::make_shared<NumberSource>(200, 2, [](int64_t) { std::this_thread::sleep_for(std::chrono::microseconds(300)); });
+  auto source = std::make_shared<NumberSource>(
+      200, 2, [](int64_t) { std::this_thread::sleep_for(std::chrono::microseconds(300)); });
   DataLoader reference(source, DistributedSampler(200, SamplerOptions{1, 0, true, 1}), with_workers(0, 4));
   auto expected = run_epoch(reference, 1);
 

@@ -15,8 +15,8 @@
 namespace tandem::data {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::error_of;
+using ::testing::HasSubstr;
 
 std::vector<DistributedSampler> all_ranks(int64_t n, int64_t world, bool shuffle, bool drop_last, uint64_t seed = 0,
                                           int64_t epoch = 0) {
@@ -140,7 +140,9 @@ TEST(DistributedSampler, StateRoundTripsAndRefusesAnotherConfiguration) {
 TEST(DistributedSampler, BadConfigurationsAreErrors) {
   EXPECT_THAT(error_of([] { DistributedSampler(10, SamplerOptions{2, 2}); }), HasSubstr("rank 2 is outside [0, 2)"));
   EXPECT_THAT(error_of([] { DistributedSampler(0, SamplerOptions{}); }), HasSubstr("the dataset is empty"));
-  EXPECT_THAT(error_of([] { DistributedSampler(3, SamplerOptions{4, 0, true, 0, true}); }),
+  EXPECT_THAT(error_of([] {
+                DistributedSampler(3, SamplerOptions{4, 0, true, 0, true});
+              }),
               HasSubstr("fewer than the world size 4 with drop_last"));
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <filesystem>
@@ -10,7 +11,6 @@
 #include <functional>
 #include <string>
 #include <string_view>
-#include <unistd.h>
 
 #include "core/check.h"
 

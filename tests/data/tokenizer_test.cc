@@ -1,16 +1,17 @@
+#include "data/tokenizer.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "data/tokenizer.h"
 #include "tests/data/test_files.h"
 
 namespace tandem::data {
 namespace {
 
 using ::testing::ElementsAre;
+using testing::error_of;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
-using testing::error_of;
 using testing::TempDir;
 
 using Tokens = std::vector<std::string>;
@@ -40,7 +41,11 @@ TEST(BasicTokenize, SoftHyphenAndByteOrderMarkAreDropped) {
 }
 
 TEST(BasicTokenize, InvalidUtf8BytesStayInsideWordsWithoutThrowing) {
-  EXPECT_EQ(basic_tokenize("ab\xFF" "cd ef"), (Tokens{"ab\xFF" "cd", "ef"}));
+  EXPECT_EQ(basic_tokenize("ab\xFF"
+                           "cd ef"),
+            (Tokens{"ab\xFF"
+                    "cd",
+                    "ef"}));
 }
 
 TEST(BasicTokenize, SpecialTokenSpellingsCannotComeFromText) {
@@ -70,8 +75,10 @@ TEST(Tokenizer, MinFreqAndMaxSizeLimitTheVocabulary) {
 }
 
 TEST(Tokenizer, BadOptionsAreErrors) {
-  EXPECT_THAT(error_of([] { Tokenizer::build(std::vector<std::string>{"a"}, {.min_freq = 0}); }), HasSubstr("min_freq"));
-  EXPECT_THAT(error_of([] { Tokenizer::build(std::vector<std::string>{"a"}, {.max_size = 2}); }), HasSubstr("max_size"));
+  EXPECT_THAT(error_of([] { Tokenizer::build(std::vector<std::string>{"a"}, {.min_freq = 0}); }),
+              HasSubstr("min_freq"));
+  EXPECT_THAT(error_of([] { Tokenizer::build(std::vector<std::string>{"a"}, {.max_size = 2}); }),
+              HasSubstr("max_size"));
 }
 
 TEST(Tokenizer, UnknownWordsMapToUnk) {
@@ -153,19 +160,22 @@ TEST(TokenizerLoad, UnsupportedVersionIsAnError) {
 TEST(TokenizerLoad, SpecialTokensMustComeFirst) {
   TempDir dir;
   auto p = dir.write("v.txt", "tandem-vocab 1 prepend_cls=1 lowercase=1\n[PAD]\n[CLS]\n[UNK]\n");
-  EXPECT_THAT(error_of([&] { Tokenizer::load(p); }), StartsWith(p.string() + ":3: expected the special token [UNK] (id 1)"));
+  EXPECT_THAT(error_of([&] { Tokenizer::load(p); }),
+              StartsWith(p.string() + ":3: expected the special token [UNK] (id 1)"));
 }
 
 TEST(TokenizerLoad, TruncatedFileIsAnError) {
   TempDir dir;
   auto p = dir.write("v.txt", "tandem-vocab 1 prepend_cls=1 lowercase=1\n[PAD]\n");
-  EXPECT_THAT(error_of([&] { Tokenizer::load(p); }), StartsWith(p.string() + ":2: the file ends before the special tokens"));
+  EXPECT_THAT(error_of([&] { Tokenizer::load(p); }),
+              StartsWith(p.string() + ":2: the file ends before the special tokens"));
 }
 
 TEST(TokenizerLoad, DuplicateTokenNamesBothLines) {
   TempDir dir;
   auto p = dir.write("v.txt", "tandem-vocab 1 prepend_cls=1 lowercase=1\n[PAD]\n[UNK]\n[CLS]\nthe\ncat\nthe\n");
-  EXPECT_THAT(error_of([&] { Tokenizer::load(p); }), StartsWith(p.string() + ":7: duplicate token 'the' (first on line 5)"));
+  EXPECT_THAT(error_of([&] { Tokenizer::load(p); }),
+              StartsWith(p.string() + ":7: duplicate token 'the' (first on line 5)"));
 }
 
 TEST(TokenizerLoad, TokenTheTokenizerCannotProduceIsAnError) {
@@ -173,8 +183,10 @@ TEST(TokenizerLoad, TokenTheTokenizerCannotProduceIsAnError) {
   auto upper = dir.write("u.txt", "tandem-vocab 1 prepend_cls=1 lowercase=1\n[PAD]\n[UNK]\n[CLS]\nThe\n");
   auto spaced = dir.write("s.txt", "tandem-vocab 1 prepend_cls=1 lowercase=1\n[PAD]\n[UNK]\n[CLS]\nnew york\n");
   auto empty = dir.write("e.txt", "tandem-vocab 1 prepend_cls=1 lowercase=1\n[PAD]\n[UNK]\n[CLS]\n\n");
-  EXPECT_THAT(error_of([&] { Tokenizer::load(upper); }), StartsWith(upper.string() + ":5: 'The' is not a single normalized token"));
-  EXPECT_THAT(error_of([&] { Tokenizer::load(spaced); }), StartsWith(spaced.string() + ":5: 'new york' is not a single"));
+  EXPECT_THAT(error_of([&] { Tokenizer::load(upper); }),
+              StartsWith(upper.string() + ":5: 'The' is not a single normalized token"));
+  EXPECT_THAT(error_of([&] { Tokenizer::load(spaced); }),
+              StartsWith(spaced.string() + ":5: 'new york' is not a single"));
   EXPECT_THAT(error_of([&] { Tokenizer::load(empty); }), StartsWith(empty.string() + ":5: empty token"));
 }
 

@@ -1,14 +1,15 @@
+#include "data/tsv.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "data/tsv.h"
 #include "tests/data/test_files.h"
 
 namespace tandem::data {
 namespace {
 
-using ::testing::StartsWith;
 using testing::error_of;
+using ::testing::StartsWith;
 using testing::TempDir;
 
 TEST(Tsv, ReadsLabelTabText) {
@@ -35,13 +36,15 @@ TEST(Tsv, ColumnsAndHeaderAreConfigurable) {
 TEST(Tsv, WrongColumnCountNamesFileAndLine) {
   TempDir dir;
   auto path = dir.write("d.tsv", "1\tok\n0\ttoo\tmany\n");
-  EXPECT_THAT(error_of([&] { read_tsv(path); }), StartsWith(path.string() + ":2: expected 2 tab-separated columns, found 3"));
+  EXPECT_THAT(error_of([&] { read_tsv(path); }),
+              StartsWith(path.string() + ":2: expected 2 tab-separated columns, found 3"));
 }
 
 TEST(Tsv, MissingTabIsAWrongColumnCount) {
   TempDir dir;
   auto path = dir.write("d.tsv", "1 no tab here\n");
-  EXPECT_THAT(error_of([&] { read_tsv(path); }), StartsWith(path.string() + ":1: expected 2 tab-separated columns, found 1"));
+  EXPECT_THAT(error_of([&] { read_tsv(path); }),
+              StartsWith(path.string() + ":1: expected 2 tab-separated columns, found 1"));
 }
 
 TEST(Tsv, EmptyLabelIsAnError) {
@@ -53,7 +56,9 @@ TEST(Tsv, EmptyLabelIsAnError) {
 TEST(Tsv, LabelOutsideTheGivenClassesIsAnError) {
   TempDir dir;
   auto path = dir.write("d.tsv", "1\tok\n5\tfive\n");
-  EXPECT_THAT(error_of([&] { read_tsv(path, TsvOptions{0, 1, 2, false, {"neg", "pos"}}); }),
+  EXPECT_THAT(error_of([&] {
+                read_tsv(path, TsvOptions{0, 1, 2, false, {"neg", "pos"}});
+              }),
               StartsWith(path.string() + ":2: label 5 is outside [0, 2)"));
 }
 
@@ -66,12 +71,14 @@ TEST(Tsv, EmptyTextIsAnError) {
 TEST(Tsv, InvalidUtf8NamesLineAndOffset) {
   TempDir dir;
   auto path = dir.write("d.tsv", "1\tok\n0\tna\xEF\xBF\n");
-  EXPECT_THAT(error_of([&] { read_tsv(path); }), StartsWith(path.string() + ":2: invalid UTF-8 at byte offset 9 (column 5"));
+  EXPECT_THAT(error_of([&] { read_tsv(path); }),
+              StartsWith(path.string() + ":2: invalid UTF-8 at byte offset 9 (column 5"));
 }
 
 TEST(Tsv, MissingFileIsAnError) {
   TempDir dir;
-  EXPECT_THAT(error_of([&] { read_tsv(dir.path() / "none.tsv"); }), StartsWith((dir.path() / "none.tsv").string() + ": no such file"));
+  EXPECT_THAT(error_of([&] { read_tsv(dir.path() / "none.tsv"); }),
+              StartsWith((dir.path() / "none.tsv").string() + ": no such file"));
 }
 
 }  // namespace

@@ -1,9 +1,9 @@
+#include "data/utf8.h"
+
 #include <gtest/gtest.h>
 
 #include <fstream>
 #include <sstream>
-
-#include "data/utf8.h"
 
 namespace tandem::data {
 namespace {
@@ -11,7 +11,8 @@ namespace {
 std::string from_hex(const std::string& hex) {
   std::string out;
   if (hex == "-") return out;
-  for (size_t i = 0; i + 1 < hex.size(); i += 2) out.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+  for (size_t i = 0; i + 1 < hex.size(); i += 2)
+    out.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
   return out;
 }
 
@@ -22,13 +23,13 @@ TEST(Utf8, AcceptsAsciiAndEveryEncodingLength) {
 }
 
 TEST(Utf8, ReportsTheOffsetOfTheFirstBadByte) {
-  EXPECT_EQ(find_invalid_utf8("abc\x80"), 3u);                     // stray continuation byte
-  EXPECT_EQ(find_invalid_utf8("abcdefghij\xC3"), 10u);             // truncated at the end
-  EXPECT_EQ(find_invalid_utf8("x\xC0\x80"), 1u);                   // overlong NUL
-  EXPECT_EQ(find_invalid_utf8("\xE0\x80\xAF"), 0u);                // overlong 3-byte
-  EXPECT_EQ(find_invalid_utf8("ok \xED\xA0\x80"), 3u);             // UTF-16 surrogate
-  EXPECT_EQ(find_invalid_utf8("\xF4\x90\x80\x80"), 0u);            // above U+10FFFF
-  EXPECT_EQ(find_invalid_utf8("\xE2\x82\xAC\xE2\x82"), 3u);        // valid euro, then a truncated one
+  EXPECT_EQ(find_invalid_utf8("abc\x80"), 3u);               // stray continuation byte
+  EXPECT_EQ(find_invalid_utf8("abcdefghij\xC3"), 10u);       // truncated at the end
+  EXPECT_EQ(find_invalid_utf8("x\xC0\x80"), 1u);             // overlong NUL
+  EXPECT_EQ(find_invalid_utf8("\xE0\x80\xAF"), 0u);          // overlong 3-byte
+  EXPECT_EQ(find_invalid_utf8("ok \xED\xA0\x80"), 3u);       // UTF-16 surrogate
+  EXPECT_EQ(find_invalid_utf8("\xF4\x90\x80\x80"), 0u);      // above U+10FFFF
+  EXPECT_EQ(find_invalid_utf8("\xE2\x82\xAC\xE2\x82"), 3u);  // valid euro, then a truncated one
 }
 
 // Python's strict UTF-8 decoder is the reference: tests/fixtures/data/make_fixtures.py.
