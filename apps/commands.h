@@ -6,6 +6,7 @@
 
 namespace tandem::apps {
 
-void add_info_command(CLI::App& app);  // build configuration and devices
+void add_info_command(CLI::App& app);   // build configuration and devices
+void add_train_command(CLI::App& app);  // train a classifier
 
 }  // namespace tandem::apps
