@@ -42,6 +42,7 @@ nlohmann::json state_to_json(const TrainerState& s) {
   }
   j["seed"] = s.seed;
   j["world_size"] = s.world_size;
+  j["class_names"] = s.class_names;
   return j;
 }
 
@@ -68,6 +69,7 @@ TrainerState state_from_json(const nlohmann::json& j, const fs::path& file) {
     }
     s.seed = j.at("seed");
     s.world_size = j.at("world_size");
+    s.class_names = j.at("class_names").get<std::vector<std::string>>();
     return s;
   } catch (const nlohmann::json::exception& e) {
     TANDEM_FAIL("{}: malformed trainer state: {}", file.string(), e.what());

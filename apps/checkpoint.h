@@ -2,7 +2,7 @@
 //   <output_dir>/checkpoint-<step>/
 //     model.safetensors       the model's state dict (loadable by PyTorch's safetensors)
 //     optimizer.safetensors   the optimizer's state (PyTorch's names: state.<i>.exp_avg, ...)
-//     trainer_state.json      step, epoch, sampler position, loss scaler, schedule step, seed
+//     trainer_state.json      step, epoch, sampler position, loss scaler, seed, class names
 //     config.yaml, vocab.txt  what is needed to rebuild the model and its tokenizer
 // A checkpoint is written into a hidden temporary folder and renamed into
 // place, so a crash mid-write leaves the previous checkpoints intact and
@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/safetensors.h"
 #include "data/distributed_sampler.h"
@@ -28,6 +29,7 @@ struct TrainerState {
   std::optional<GradScaler::State> scaler;
   int64_t seed = 0;
   int64_t world_size = 1;
+  std::vector<std::string> class_names;  // label i is class_names[i]
 };
 
 struct Checkpoint {

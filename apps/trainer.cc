@@ -312,6 +312,7 @@ TrainResult train(const TrainConfig& config, std::shared_ptr<comm::ProcessGroup>
   TrainerState state;
   state.seed = config.seed;
   state.world_size = world;
+  state.class_names = train_set->class_names;
   if (!options.resume.empty()) {
     std::optional<fs::path> dir = options.resume == "latest" ? latest_checkpoint(out_dir)
                                                              : std::optional<fs::path>(options.resume);

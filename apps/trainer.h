@@ -15,6 +15,8 @@
 
 #include "apps/train_config.h"
 #include "comm/process_group.h"
+#include "data/data_loader.h"
+#include "nn/transformer.h"
 
 namespace tandem::apps {
 
@@ -39,6 +41,10 @@ struct TrainerOptions {
   std::string resume;  // "" (fresh start), "latest", or a checkpoint folder
   bool quiet = false;  // no progress output (tests)
 };
+
+// Loss, accuracy and per-class accuracy of `model` (eval mode, no grad) over
+// one pass of `loader`.
+EvalResult evaluate(const nn::TextClassifier& model, data::DataLoader& loader, DType compute, int64_t num_classes);
 
 // Runs a whole training job on this rank. `group` is null for a single process.
 TrainResult train(const TrainConfig& config, std::shared_ptr<comm::ProcessGroup> group,
