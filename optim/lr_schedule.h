@@ -5,8 +5,9 @@
 //   constant              1
 //   constant_with_warmup  k / warmup while k < warmup, then 1
 //   linear                k / warmup, then (total - k) / (total - warmup), floored at 0
-//   cosine                k / warmup, then 0.5 * (1 + cos(pi * 2 * num_cycles * progress)),
-//                         progress = (k - warmup) / (total - warmup), floored at 0
+//   cosine                k / warmup, then max(0, 0.5 * (1 + cos(pi * 2 * num_cycles * progress))),
+//                         progress = (k - warmup) / (total - warmup); past the end the
+//                         wave continues, exactly as in transformers
 //
 // Warm-up steps are warmup_steps if positive, else ceil(warmup_ratio * total)
 // (TrainingArguments.get_warmup_steps). LRScheduler applies a schedule to an
