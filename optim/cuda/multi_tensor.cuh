@@ -7,7 +7,8 @@
 // counters and the running chunk count sit in the kernel's parameter block
 // (under the 4 KiB every CUDA version accepts), so no metadata is copied to
 // the device and a list of a few hundred tensors costs a handful of launches.
-// The grid is one wave of resident blocks; block b takes chunks b, b + grid,
+// The grid is one wave of resident blocks (from the occupancy calculator);
+// block b takes chunks b, b + grid,
 // ... in increasing order, so the tensor of a chunk is found by advancing an
 // index, never by searching. The operation (Op) sees one chunk at a time:
 // `prepare` runs when the block moves to a new tensor (AdamW computes its bias
@@ -25,6 +26,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 
@@ -110,17 +112,19 @@ __global__ void __launch_bounds__(kThreads) multi_tensor_kernel(Meta<Depth> meta
   }
 }
 
-// Blocks that fit on the current device at once (kThreads each): the grid of a launch.
-inline int resident_blocks() {
+// Blocks of this kernel that fit on the current device at once: the grid of a launch (one full wave).
+template <int Depth, bool Vec, class Op>
+int resident_blocks() {
   static std::atomic<int> cached[64] = {};
   int dev = 0;
   TANDEM_CUDA_CHECK(cudaGetDevice(&dev));
   int v = dev < 64 ? cached[dev].load(std::memory_order_relaxed) : 0;
   if (v == 0) {
-    int sms = 0, threads = 0;
+    int sms = 0, per_sm = 0;
     TANDEM_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    TANDEM_CUDA_CHECK(cudaDeviceGetAttribute(&threads, cudaDevAttrMaxThreadsPerMultiProcessor, dev));
-    v = sms * (threads / kThreads);
+    TANDEM_CUDA_CHECK(
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, multi_tensor_kernel<Depth, Vec, Op>, kThreads, 0));
+    v = sms * (per_sm > 0 ? per_sm : 1);
     if (dev < 64) cached[dev].store(v, std::memory_order_relaxed);
   }
   return v;
@@ -149,9 +153,13 @@ void apply(const TensorList& list, const Op& op, cudaStream_t stream) {
   auto launch = [&] {
     if (meta.count == 0) return;
     meta.chunk_start[meta.count] = chunks;
-    const int grid = static_cast<int>(chunks < resident_blocks() ? chunks : resident_blocks());
-    if (aligned) multi_tensor_kernel<Depth, true><<<grid, kThreads, 0, stream>>>(meta, op, chunk_base);
-    else multi_tensor_kernel<Depth, false><<<grid, kThreads, 0, stream>>>(meta, op, chunk_base);
+    if (aligned) {
+      const int64_t grid = std::min<int64_t>(chunks, resident_blocks<Depth, true, Op>());
+      multi_tensor_kernel<Depth, true><<<static_cast<int>(grid), kThreads, 0, stream>>>(meta, op, chunk_base);
+    } else {
+      const int64_t grid = std::min<int64_t>(chunks, resident_blocks<Depth, false, Op>());
+      multi_tensor_kernel<Depth, false><<<static_cast<int>(grid), kThreads, 0, stream>>>(meta, op, chunk_base);
+    }
     TANDEM_CUDA_CHECK_LAUNCH();
     chunk_base += chunks;
     chunks = 0;

@@ -33,8 +33,7 @@ void increment_steps_cuda(const TensorList& tensors, const float* found_inf, voi
     list.count = 0;
   };
   for (const TensorListEntry& e : tensors) {
-    if (e.numel == 0) continue;
-    list.step[list.count++] = e.step;
+    list.step[list.count++] = e.step;  // empty tensors count their steps too, as in PyTorch
     if (list.count == kMaxSteps) launch();
   }
   launch();

@@ -8,7 +8,7 @@
 
 namespace tandem {
 
-// Increments *entry.step for every entry of `tensors` with numel > 0; found_inf may be null.
+// Increments *entry.step for every entry of `tensors`; found_inf may be null.
 void increment_steps_cuda(const TensorList& tensors, const float* found_inf, void* stream);
 
 }  // namespace tandem
