@@ -1,8 +1,9 @@
 #include "optim/cpu/adamw_cpu.h"
+#include "optim/cpu/simd_clones.h"
 
 namespace tandem {
 
-void adamw_step_cpu(const TensorList& tensors, const AdamWHyper& hyper, const float* found_inf) {
+TANDEM_SIMD_CLONES void adamw_step_cpu(const TensorList& tensors, const AdamWHyper& hyper, const float* found_inf) {
   if (found_inf != nullptr && *found_inf != 0.0f) return;
   for (const TensorListEntry& e : tensors) {
     *e.step += 1.0f;
