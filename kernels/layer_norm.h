@@ -9,7 +9,7 @@
 // mean and rstd = 1/sqrt(var + eps) for backward, which gives dx, dweight and
 // dbias; dweight and dbias are column sums accumulated in f32 in a fixed order
 // (deterministic on the GPU: per-block partial sums, then one ordered pass).
-// On CUDA, D is limited to 16384.
+// On CUDA, D is limited to 4096.
 #pragma once
 
 #include "core/tensor.h"

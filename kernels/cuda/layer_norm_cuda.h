@@ -1,6 +1,6 @@
 // CUDA layer norm; same contracts as kernels/cpu/layer_norm_cpu.h (f32, f16,
 // bf16 data; parameters of the data's dtype or f32; f32 statistics), queued on
-// `stream`. dim <= 16384.
+// `stream`. dim <= 4096.
 #pragma once
 
 #include <cstdint>
