@@ -231,7 +231,7 @@ void embedding_backward_cuda(const void* dout, const void* ids, DType id_type, v
         TANDEM_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, keys_in.as<uint32_t>(),
                                                           keys.as<uint32_t>(), rows_in.as<int32_t>(),
                                                           rows.as<int32_t>(), static_cast<int>(n), 0, end_bit, s));
-        Scratch temp(device, temp_bytes, s);
+        Scratch temp(device, std::max<size_t>(temp_bytes, 16), s);  // non-null: null means "query the size"
         TANDEM_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp.as<void>(), temp_bytes, keys_in.as<uint32_t>(),
                                                           keys.as<uint32_t>(), rows_in.as<int32_t>(),
                                                           rows.as<int32_t>(), static_cast<int>(n), 0, end_bit, s));

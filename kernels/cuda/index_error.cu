@@ -18,7 +18,7 @@ const char* op_name(int32_t op) {
   }
 }
 
-IndexErrorRecord* g_record = nullptr;
+std::atomic<IndexErrorRecord*> g_record{nullptr};
 std::once_flag g_once;
 
 }  // namespace
@@ -32,14 +32,14 @@ IndexErrorRecord* index_error_record() {
     TANDEM_CUDA_CHECK(cudaHostGetDevicePointer(&device_view, p, 0));
     // Under unified virtual addressing (every 64-bit platform CUDA supports) both views are one address.
     TANDEM_CHECK(device_view == p, "index error record: mapped host memory has a different device address");
-    g_record = static_cast<IndexErrorRecord*>(p);
+    g_record.store(static_cast<IndexErrorRecord*>(p), std::memory_order_release);
   });
-  return g_record;
+  return g_record.load(std::memory_order_acquire);
 }
 
 void raise_pending_index_error_cuda() {
-  if (!g_record) return;  // no kernel has been given the record yet
-  volatile IndexErrorRecord* rec = g_record;
+  volatile IndexErrorRecord* rec = g_record.load(std::memory_order_acquire);
+  if (!rec) return;  // no kernel has been given the record yet
   if (rec->state != 2) return;
   std::atomic_thread_fence(std::memory_order_acquire);
   const int32_t op = rec->op;
