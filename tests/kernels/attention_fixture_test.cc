@@ -1,0 +1,54 @@
+// Attention against PyTorch: tests/fixtures/attention.json holds the output of
+// F.multi_head_attention_forward (identity projections) on packed qkv, and the
+// gradient of out . dout with respect to qkv, in f64, for several shapes with
+// and without padding (written by tests/fixtures/make_attention_fixture.py).
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "kernels/attention.h"
+#include "tests/kernels/attention_testing.h"
+#include "tests/testing/gradcheck.h"
+
+namespace tandem {
+namespace {
+
+using testing::all_close;
+
+nlohmann::json load_fixture() {
+  const std::string path = std::string(TANDEM_FIXTURES_DIR) + "/attention.json";
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot open " + path);
+  return nlohmann::json::parse(in);
+}
+
+class PyTorchFixture : public ::testing::TestWithParam<DType> {};
+
+TEST_P(PyTorchFixture, OutputAndGradientMatchMultiHeadAttention) {
+  const DType t = GetParam();
+  // f64 agrees with PyTorch's f64 to summation order; f32 to f32 rounding of O(1) values.
+  const double tol = t == DType::F64 ? 1e-12 : 2e-5;
+  const nlohmann::json fixture = load_fixture();
+  ASSERT_GE(fixture["cases"].size(), 4u);
+  for (const auto& c : fixture["cases"]) {
+    SCOPED_TRACE(c["name"].get<std::string>());
+    const int64_t B = c["batch"], S = c["seq"], H = c["heads"], Dh = c["head_dim"];
+    Tensor qkv = Tensor::from_vector(c["qkv"].get<std::vector<double>>(), {B, S, 3 * H * Dh}, t);
+    qkv.set_requires_grad(true);
+    Tensor mask = c["lengths"].is_null() ? Tensor() : testing::padding_mask(c["lengths"].get<std::vector<int64_t>>(), S);
+    Tensor out = attention(qkv, mask, static_cast<int>(H));
+    out.backward(Tensor::from_vector(c["dout"].get<std::vector<double>>(), {B, S, H * Dh}, t));
+    EXPECT_TRUE(all_close(out, Tensor::from_vector(c["out"].get<std::vector<double>>(), {B, S, H * Dh}, DType::F64), tol, tol))
+        << "output";
+    EXPECT_TRUE(all_close(qkv.grad(), Tensor::from_vector(c["dqkv"].get<std::vector<double>>(), {B, S, 3 * H * Dh}, DType::F64),
+                          tol, tol))
+        << "gradient";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, PyTorchFixture, ::testing::Values(DType::F64, DType::F32),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+}  // namespace
+}  // namespace tandem
