@@ -19,7 +19,8 @@
 // output at a real position. Gradients at real positions are therefore
 // independent of padded q/k/v as long as the upstream gradient at padded rows
 // is zero (a masked pooling or loss does that). A row whose keys are all padded
-// (an all-padding sequence) outputs zeros and passes zero gradient, not NaN.
+// (an all-padding sequence) outputs zeros and passes zero gradient, not NaN,
+// as PyTorch 2.x does.
 //
 // Dropout with probability dropout_p in [0, 1) drops attention probabilities
 // after the softmax (kept ones scaled by 1/(1-p)), deciding each (b, h, i, j)
