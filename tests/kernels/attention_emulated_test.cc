@@ -3,7 +3,8 @@
 // of kernels/cuda/attention.cu, against the CPU reference: forward output and
 // lse, and the full backward, in f32, bf16 and f16, at odd shapes (one token,
 // partial and multiple 64-row tiles, every padded head width 32/64/128,
-// scalar and 16-byte loads), with padding, an all-padding row and dropout.
+// scalar and 16-byte loads, S up to 512), with padding, an all-padding row and
+// dropout.
 //
 // This checks everything in the kernels but the hardware itself: tiling and
 // indexing, shared-memory layout, fragment bookkeeping (against the PTX ISA's
@@ -159,6 +160,7 @@ const Case kCases[] = {
     {1, 70, 2, 64, {70}, 0.1},           // two key tiles, vector loads, dropout
     {2, 65, 1, 96, {65, 13}, 0.0},       // DP = 128 (32-query inner tiles in dK/dV), padding
     {1, 129, 1, 128, {100}, 0.3},        // three tiles, the largest head dim, dropout
+    {1, 512, 1, 64, {400}, 0.1},         // the longest sequence: eight tiles
 };
 
 INSTANTIATE_TEST_SUITE_P(Cases, EmulatedAttentionKernels,

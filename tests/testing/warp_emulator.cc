@@ -98,6 +98,16 @@ void fiber_main() {
   // Returning resumes uc_link: the scheduler.
 }
 
+// Out of line: getcontext returns twice as far as the compiler knows, which would put the caller's loop at risk.
+[[gnu::noinline]] void make_fiber_context(Fiber& f, ucontext_t& scheduler) {
+  ucontext_t* context = &f.context;
+  getcontext(context);
+  context->uc_stack.ss_sp = f.stack.get();
+  context->uc_stack.ss_size = kStackBytes;
+  context->uc_link = &scheduler;
+  makecontext(context, fiber_main, 0);
+}
+
 void run_block(Block& b, unsigned bx, unsigned by) {
   const int threads = static_cast<int>(b.fibers.size());
   b.block = Barrier{threads, 0, 0};
@@ -106,11 +116,7 @@ void run_block(Block& b, unsigned bx, unsigned by) {
     Fiber& f = b.fibers[static_cast<size_t>(i)];
     f.thread = Dim3{static_cast<unsigned>(i), 0, 0};
     f.done = false;
-    getcontext(&f.context);
-    f.context.uc_stack.ss_sp = f.stack.get();
-    f.context.uc_stack.ss_size = kStackBytes;
-    f.context.uc_link = &b.scheduler;
-    makecontext(&f.context, fiber_main, 0);
+    make_fiber_context(f, b.scheduler);
   }
   int alive = threads;
   while (alive > 0) {
