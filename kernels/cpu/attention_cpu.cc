@@ -46,7 +46,8 @@ Mat<A> dropout_factors(const AttentionShape& s, const AttentionDropout& d, int64
   for (int64_t i = 0; i < s.seq; ++i) {
     for (int64_t j0 = 0; j0 < s.seq; j0 += 4) {
       Philox4 block = philox_block(d.seed, d.offset, attention_dropout_block(bh, i, j0, s.seq));
-      for (int64_t j = j0; j < std::min(j0 + 4, s.seq); ++j) f(i, j) = attention_dropout_keep(block, j, d.p) ? kept : A(0);
+      for (int64_t j = j0; j < std::min(j0 + 4, s.seq); ++j)
+        f(i, j) = attention_dropout_keep(block, j, d.p) ? kept : A(0);
     }
   }
   return f;

@@ -77,7 +77,8 @@ void emulated_backward(const Tensor& qkv, const Tensor& mask, const Tensor& out,
   const Grid grid = grid_for(s);
   const int64_t rows = s.batch * s.seq * s.heads;
   std::vector<float> rowdot(static_cast<size_t>(rows));
-  const bool vec_qkv = vector_loads<T>(qkv.data_ptr(), s.head_dim), vec_dout = vector_loads<T>(dout.data_ptr(), s.head_dim);
+  const bool vec_qkv = vector_loads<T>(qkv.data_ptr(), s.head_dim);
+  const bool vec_dout = vector_loads<T>(dout.data_ptr(), s.head_dim);
   const auto* q = static_cast<const T*>(qkv.data_ptr());
   const auto* o = static_cast<const T*>(out.data_ptr());
   const auto* go = static_cast<const T*>(dout.data_ptr());

@@ -35,16 +35,16 @@ TEST_P(PyTorchFixture, OutputAndGradientMatchMultiHeadAttention) {
   for (const auto& c : fixture["cases"]) {
     SCOPED_TRACE(c["name"].get<std::string>());
     const int64_t B = c["batch"], S = c["seq"], H = c["heads"], Dh = c["head_dim"];
-    Tensor qkv = Tensor::from_vector(c["qkv"].get<std::vector<double>>(), {B, S, 3 * H * Dh}, t);
-    qkv.set_requires_grad(true);
+    const Shape qkv_shape{B, S, 3 * H * Dh}, out_shape{B, S, H * Dh};
+    auto values = [&](const char* key, const Shape& shape, DType dtype) {
+      return Tensor::from_vector(c[key].get<std::vector<double>>(), shape, dtype);
+    };
+    Tensor qkv = values("qkv", qkv_shape, t).set_requires_grad(true);
     Tensor mask = c["lengths"].is_null() ? Tensor() : testing::padding_mask(c["lengths"].get<std::vector<int64_t>>(), S);
     Tensor out = attention(qkv, mask, static_cast<int>(H));
-    out.backward(Tensor::from_vector(c["dout"].get<std::vector<double>>(), {B, S, H * Dh}, t));
-    EXPECT_TRUE(all_close(out, Tensor::from_vector(c["out"].get<std::vector<double>>(), {B, S, H * Dh}, DType::F64), tol, tol))
-        << "output";
-    EXPECT_TRUE(all_close(qkv.grad(), Tensor::from_vector(c["dqkv"].get<std::vector<double>>(), {B, S, 3 * H * Dh}, DType::F64),
-                          tol, tol))
-        << "gradient";
+    out.backward(values("dout", out_shape, t));
+    EXPECT_TRUE(all_close(out, values("out", out_shape, DType::F64), tol, tol)) << "output";
+    EXPECT_TRUE(all_close(qkv.grad(), values("dqkv", qkv_shape, DType::F64), tol, tol)) << "gradient";
   }
 }
 

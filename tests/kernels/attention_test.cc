@@ -86,7 +86,8 @@ TEST_P(PaddingInvariance, PaddedPositionsDoNotChangeRealOutputsOrGradientsByOneB
   Tensor noise = random_tensor({B, S, W}, 6, DType::F32);
   // New q, k and v at the padded positions of row 1.
   for (int64_t i = lengths[1]; i < S; ++i)
-    for (int64_t c = 0; c < W; ++c) changed.data<float>()[(S + i) * W + c] = 10.0f * noise.data<float>()[(S + i) * W + c];
+    for (int64_t c = 0; c < W; ++c)
+      changed.data<float>()[(S + i) * W + c] = 10.0f * noise.data<float>()[(S + i) * W + c];
   // Upstream gradient zero at padded rows, as a masked pooling or loss produces.
   Tensor dout = random_tensor({B, S, H * Dh}, 8, DType::F32);
   for (int64_t i = lengths[1]; i < S; ++i)
