@@ -28,8 +28,12 @@
 // decisions are the same on CPU and GPU and are recomputed in backward.
 // dropout_p = 0 is the exact identity.
 //
-// Differentiable with respect to qkv. On CUDA: f32, f16, bf16, head_dim <= 128,
-// any sequence length (fused flash-style kernels, see kernels/cuda/attention.cu);
+// Differentiable with respect to qkv. Backward keeps qkv, the mask, the
+// softmax normalisers and (on CUDA) the output: modifying the output in place
+// before backward is an error (the saved-tensor version check).
+//
+// On CUDA: f32, f16, bf16, head_dim <= 128, any sequence length (fused
+// flash-style kernels, see kernels/cuda/attention.cu and docs/attention.md);
 // on CPU: every floating dtype, any size.
 #pragma once
 
