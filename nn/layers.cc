@@ -13,14 +13,14 @@
 namespace tandem::nn {
 
 TokenPositionEmbedding::TokenPositionEmbedding(int64_t vocab_size, int64_t max_seq_len, int64_t d_model, Init& init) {
-  token_ = register_parameter("token.weight", init.normal({vocab_size, d_model}, 0.0, 1.0));
-  position_ = register_parameter("position.weight", init.normal({max_seq_len, d_model}, 0.0, 1.0));
+  token_ = register_module("token", std::make_shared<Embedding>(vocab_size, d_model, init));
+  position_ = register_module("position", std::make_shared<Embedding>(max_seq_len, d_model, init));
 }
 
 Tensor TokenPositionEmbedding::forward(const Tensor& ids, ForwardContext& ctx) const {
   // Gather from the f32 tables and cast the [B, S, D] result: cheaper than casting
   // the whole vocabulary table every step, and the table gradients stay f32.
-  Tensor x = embedding(ids, token_, position_);
+  Tensor x = embedding(ids, token_->weight(), position_->weight());
   return x.dtype() == ctx.compute_dtype ? x : cast(x, ctx.compute_dtype);
 }
 

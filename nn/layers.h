@@ -16,6 +16,17 @@
 
 namespace tandem::nn {
 
+// nn.Embedding's parameter holder: weight [num, dim] ~ N(0, 1). The lookup is
+// done by TokenPositionEmbedding, which sums the token and position rows in one kernel.
+class Embedding : public Module {
+ public:
+  Embedding(int64_t num, int64_t dim, Init& init) { weight_ = register_parameter("weight", init.normal({num, dim}, 0.0, 1.0)); }
+  const Tensor& weight() const { return weight_; }
+
+ private:
+  Tensor weight_;
+};
+
 class TokenPositionEmbedding : public Module {
  public:
   TokenPositionEmbedding(int64_t vocab_size, int64_t max_seq_len, int64_t d_model, Init& init);
@@ -23,7 +34,7 @@ class TokenPositionEmbedding : public Module {
   Tensor forward(const Tensor& ids, ForwardContext& ctx) const;
 
  private:
-  Tensor token_, position_;
+  std::shared_ptr<Embedding> token_, position_;
 };
 
 class LayerNorm : public Module {

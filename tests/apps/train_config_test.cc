@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <functional>
 
@@ -119,6 +120,17 @@ TEST(TrainConfig, ResolvedYamlLoadsBackToTheSameConfig) {
   EXPECT_EQ(to_yaml(back), to_yaml(c));
   EXPECT_DOUBLE_EQ(back.learning_rate, 0.002);
   EXPECT_EQ(back.data.categories, (std::vector<std::string>{"x", "y"}));
+}
+
+TEST(TrainConfig, EveryShippedConfigLoadsAndValidates) {
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(TANDEM_CONFIGS_DIR)) {
+    if (e.path().extension() != ".yaml") continue;
+    SCOPED_TRACE(e.path().string());
+    EXPECT_NO_THROW(validate(load_train_config(e.path().string(), {})));
+    ++n;
+  }
+  EXPECT_GE(n, 4);
 }
 
 }  // namespace

@@ -30,7 +30,7 @@ std::vector<DistributedSampler> all_ranks(int64_t n, int64_t world, bool shuffle
 
 // torch.utils.data.DistributedSampler is the reference: tests/fixtures/data/make_fixtures.py.
 TEST(DistributedSampler, UnshuffledShardsMatchPyTorch) {
-  std::ifstream in(std::string(TANDEM_DATA_FIXTURES) + "/sampler_torch.txt");
+  std::ifstream in(std::string(TANDEM_FIXTURES_DIR) + "/data/sampler_torch.txt");
   ASSERT_TRUE(in) << "missing fixture sampler_torch.txt";
   std::string line;
   int cases = 0;

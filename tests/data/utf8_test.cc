@@ -34,7 +34,7 @@ TEST(Utf8, ReportsTheOffsetOfTheFirstBadByte) {
 
 // Python's strict UTF-8 decoder is the reference: tests/fixtures/data/make_fixtures.py.
 TEST(Utf8, AgreesWithPythonsDecoderOnRandomBytes) {
-  std::ifstream in(std::string(TANDEM_DATA_FIXTURES) + "/utf8_cases.txt");
+  std::ifstream in(std::string(TANDEM_FIXTURES_DIR) + "/data/utf8_cases.txt");
   ASSERT_TRUE(in) << "missing fixture utf8_cases.txt";
   std::string line;
   int cases = 0, invalid = 0;

@@ -1,0 +1,101 @@
+// `tandem evaluate` and `tandem predict`: use a saved checkpoint.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <fstream>
+
+#include "apps/commands.h"
+#include "apps/saved_model.h"
+#include "apps/trainer.h"
+#include "core/autograd/grad_mode.h"
+#include "core/check.h"
+#include "data/batch_source.h"
+#include "data/dataset_spec.h"
+
+namespace tandem::apps {
+
+namespace {
+
+DType compute_of(const TrainConfig& c) { return c.bf16 ? DType::BF16 : (c.fp16 ? DType::F16 : DType::F32); }
+
+}  // namespace
+
+void add_evaluate_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("evaluate", "Evaluate a checkpoint on the test split of its data (or another)");
+  auto checkpoint = std::make_shared<std::string>();
+  auto overrides = std::make_shared<std::vector<std::string>>();
+  cmd->add_option("--checkpoint", *checkpoint, "checkpoint folder (output_dir/checkpoint-N)")->required();
+  cmd->add_option("--set", *overrides, "override a saved config key, e.g. --set data.test_path=other.csv");
+  cmd->callback([checkpoint, overrides] {
+    SavedModel s = load_saved_model(*checkpoint, *overrides);
+    data::DatasetSpec spec;
+    const auto& d = s.config.data;
+    spec.format = d.format;
+    spec.split = "test";
+    spec.class_names = s.class_names;
+    spec.text_field = d.text_field;
+    spec.label_field = d.label_field;
+    spec.categories = d.categories;
+    spec.test_fraction = d.test_fraction;
+    spec.split_seed = static_cast<uint64_t>(s.config.seed);
+    spec.path = (d.format == "ag_news" || d.format == "jsonl" || d.format == "tsv") ? d.test_path : d.train_path;
+    auto test = std::make_shared<data::Dataset>(data::load_dataset(spec));
+    test->validate();
+    data::DataLoaderOptions lo;
+    lo.batch_size = s.config.per_device_eval_batch_size;
+    lo.device = s.device;
+    data::SamplerOptions so;
+    so.shuffle = false;
+    data::DataLoader loader(std::make_shared<data::TextClassificationSource>(test, s.tokenizer, s.config.model.max_seq_len),
+                            data::DistributedSampler(test->size(), so), lo);
+    EvalResult r = evaluate(*s.model, loader, compute_of(s.config), static_cast<int64_t>(s.class_names.size()));
+    fmt::print("{} examples: accuracy {:.4f} (majority-class baseline {:.4f}), loss {:.4f}\n", r.examples, r.accuracy,
+               test->majority_fraction(), r.loss);
+    for (size_t k = 0; k < s.class_names.size(); ++k)
+      fmt::print("  {:<16} accuracy {:.4f}\n", s.class_names[k], r.per_class_accuracy[k]);
+  });
+}
+
+void add_predict_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("predict", "Classify texts with a checkpoint");
+  struct Args {
+    std::string checkpoint, input;
+    std::vector<std::string> texts, overrides;
+  };
+  auto args = std::make_shared<Args>();
+  cmd->add_option("--checkpoint", args->checkpoint, "checkpoint folder")->required();
+  cmd->add_option("--text", args->texts, "a text to classify (repeatable)");
+  cmd->add_option("--input", args->input, "a file with one text per line");
+  cmd->add_option("--set", args->overrides, "override a saved config key (e.g. device=cpu)");
+  cmd->callback([args] {
+    std::vector<std::string> texts = args->texts;
+    if (!args->input.empty()) {
+      std::ifstream in(args->input);
+      TANDEM_CHECK(in.good(), "cannot read {}", args->input);
+      for (std::string line; std::getline(in, line);)
+        if (!line.empty()) texts.push_back(line);
+    }
+    TANDEM_CHECK(!texts.empty(), "predict: give --text or --input");
+    SavedModel s = load_saved_model(args->checkpoint, args->overrides);
+    NoGradGuard no_grad;
+    data::Encoding enc = s.tokenizer->encode_batch(texts, s.config.model.max_seq_len);
+    nn::ForwardContext ctx;
+    ctx.compute_dtype = compute_of(s.config);
+    Tensor logits = s.model->forward(enc.ids.to(s.device), enc.mask.to(s.device), ctx);
+    std::vector<double> l = logits.to_double_vector();
+    const size_t c = s.class_names.size();
+    for (size_t i = 0; i < texts.size(); ++i) {
+      // Softmax on the host: a handful of numbers per text.
+      double mx = l[i * c];
+      for (size_t k = 1; k < c; ++k) mx = std::max(mx, l[i * c + k]);
+      double z = 0;
+      for (size_t k = 0; k < c; ++k) z += std::exp(l[i * c + k] - mx);
+      size_t best = 0;
+      for (size_t k = 1; k < c; ++k)
+        if (l[i * c + k] > l[i * c + best]) best = k;
+      fmt::print("{}\t{:.3f}\t{}\n", s.class_names[best], std::exp(l[i * c + best] - mx) / z, texts[i]);
+    }
+  });
+}
+
+}  // namespace tandem::apps

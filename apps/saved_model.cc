@@ -1,0 +1,43 @@
+#include "apps/saved_model.h"
+
+#include "apps/checkpoint.h"
+#include "core/check.h"
+#include "core/stream.h"
+
+namespace tandem::apps {
+
+namespace fs = std::filesystem;
+
+SavedModel load_saved_model(const fs::path& checkpoint, const std::vector<std::string>& overrides) {
+  TANDEM_CHECK(fs::is_directory(checkpoint), "checkpoint folder {} does not exist", checkpoint.string());
+  SavedModel s;
+  s.config = load_train_config((checkpoint / "config.yaml").string(), overrides);
+  validate(s.config);
+  s.tokenizer = std::make_shared<data::Tokenizer>(data::Tokenizer::load(checkpoint / "vocab.txt"));
+  Checkpoint ck = load_checkpoint(checkpoint);
+  s.class_names = ck.state.class_names;
+  TANDEM_CHECK(s.class_names.size() >= 2, "{}: trainer_state.json lists {} classes", checkpoint.string(),
+               s.class_names.size());
+  const auto& m = s.config.model;
+  nn::TextClassifierConfig mc;
+  mc.vocab_size = s.tokenizer->vocab_size();
+  mc.d_model = m.d_model;
+  mc.n_heads = m.n_heads;
+  mc.num_layers = m.num_layers;
+  mc.dim_feedforward = m.dim_feedforward;
+  mc.max_seq_len = m.max_seq_len;
+  mc.num_classes = static_cast<int64_t>(s.class_names.size());
+  mc.dropout = m.dropout;
+  mc.pooling = nn::parse_pooling(m.pooling);
+  mc.activation = nn::parse_activation(m.activation);
+  mc.norm_first = m.norm_first;
+  s.model = std::make_shared<nn::TextClassifier>(mc, 0);
+  s.model->load_state_dict(ck.model);  // strict: a model/config mismatch names the parameter
+  s.device = s.config.device == "cpu" || !cuda::available() ? Device::cpu() : Device::cuda(0);
+  TANDEM_CHECK(s.config.device != "cuda" || cuda::available(), "device cuda requested but no CUDA device is present");
+  s.model->to(s.device);
+  s.model->train(false);
+  return s;
+}
+
+}  // namespace tandem::apps

@@ -1,0 +1,66 @@
+// `tandem train`: one rank of a training job (alone, or under tandem launch,
+// torchrun --no-python, srun or mpirun, which the rank environment reveals).
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "apps/checkpoint.h"
+#include "apps/commands.h"
+#include "apps/trainer.h"
+#include "comm/init.h"
+
+namespace tandem::apps {
+
+void add_train_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("train", "Train a text classifier (with DDP when started by a launcher)");
+  struct Args {
+    std::string config;
+    std::vector<std::string> overrides;
+    std::string resume;
+    bool quiet = false;
+  };
+  auto args = std::make_shared<Args>();
+  cmd->add_option("--config", args->config, "YAML config (keys as in Hugging Face TrainingArguments)");
+  cmd->add_option("--set", args->overrides, "override a key: --set learning_rate=3e-4 --set model.d_model=256");
+  cmd->add_option("--resume", args->resume, "continue from 'latest' or a checkpoint folder");
+  cmd->add_flag("--quiet", args->quiet, "no progress output");
+  cmd->callback([args] {
+    TrainConfig config = load_train_config(args->config, args->overrides);
+    validate(config);
+    comm::RankInfo info = comm::rank_info_from_env();
+    std::shared_ptr<comm::ProcessGroup> group;
+    if (info.world_size > 1) {
+      comm::ProcessGroupOptions o;
+      o.timeout = std::chrono::seconds(config.ddp_timeout);
+      group = comm::init_process_group(config.ddp_backend, info, o);
+    }
+    TrainerOptions options;
+    options.resume = args->resume;
+    options.quiet = args->quiet;
+    TrainResult r = train(config, group, options);
+    if (info.rank != 0) return;
+    nlohmann::json j = {{"steps", r.steps},
+                        {"train_loss", r.train_loss},
+                        {"eval_loss", r.eval.loss},
+                        {"eval_accuracy", r.eval.accuracy},
+                        {"eval_per_class_accuracy", r.eval.per_class_accuracy},
+                        {"class_names", r.class_names},
+                        {"majority_baseline", r.majority_baseline},
+                        {"train_seconds", r.seconds},
+                        {"samples_per_second", r.samples_per_second},
+                        {"world_size", info.world_size},
+                        {"backend", group ? group->backend_name() : "none"}};
+    write_file_atomically(std::filesystem::path(config.output_dir) / "results.json", j.dump(2) + "\n");
+    if (!args->quiet) {
+      fmt::print("\ntest accuracy {:.4f} (majority-class baseline {:.4f}), test loss {:.4f}\n", r.eval.accuracy,
+                 r.majority_baseline, r.eval.loss);
+      for (size_t k = 0; k < r.class_names.size(); ++k)
+        fmt::print("  {:<16} accuracy {:.4f}\n", r.class_names[k], r.eval.per_class_accuracy[k]);
+      fmt::print("{} steps in {:.1f} s ({:.0f} samples/s over {} rank(s)); results in {}/results.json\n", r.steps,
+                 r.seconds, r.samples_per_second, info.world_size, config.output_dir);
+    }
+  });
+}
+
+}  // namespace tandem::apps

@@ -1,0 +1,53 @@
+// The training loop behind `tandem train`.
+//
+// One Trainer per rank: it reads the data, builds the tokenizer (every rank
+// builds the same one from the training split; rank 0 saves it), the model,
+// DistributedDataParallel when there is more than one rank, the optimizer,
+// the schedule and the loss scaler, then trains for the configured epochs or
+// steps. Gradient accumulation uses no_sync on all but the last micro-step; the
+// loss is read back to the host only on logging steps. Rank 0 evaluates,
+// writes metrics (JSONL and CSV), checkpoints and the resolved config.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "apps/train_config.h"
+#include "comm/process_group.h"
+#include "data/data_loader.h"
+#include "nn/transformer.h"
+
+namespace tandem::apps {
+
+struct EvalResult {
+  double loss = 0;
+  double accuracy = 0;
+  std::vector<double> per_class_accuracy;
+  int64_t examples = 0;
+};
+
+struct TrainResult {
+  int64_t steps = 0;
+  double train_loss = 0;  // mean over the last logging window
+  EvalResult eval;
+  double majority_baseline = 0;  // accuracy of always predicting the most frequent test class
+  std::vector<std::string> class_names;
+  double seconds = 0;
+  double samples_per_second = 0;  // this rank's training samples / training time, times world size
+};
+
+struct TrainerOptions {
+  std::string resume;  // "" (fresh start), "latest", or a checkpoint folder
+  bool quiet = false;  // no progress output (tests)
+};
+
+// Loss, accuracy and per-class accuracy of `model` (eval mode, no grad) over
+// one pass of `loader`.
+EvalResult evaluate(const nn::TextClassifier& model, data::DataLoader& loader, DType compute, int64_t num_classes);
+
+// Runs a whole training job on this rank. `group` is null for a single process.
+TrainResult train(const TrainConfig& config, std::shared_ptr<comm::ProcessGroup> group,
+                  const TrainerOptions& options = {});
+
+}  // namespace tandem::apps

@@ -1,0 +1,143 @@
+// Times the attention kernels, forward and backward, and prints achieved TFLOP/s.
+//
+//   attention_bench [--device cpu|cuda] [--dtype f32|bf16|f16] [--dropout P] [--min-seconds T]
+//
+// Calls the raw kernels (kernels/cpu/attention_cpu.h, kernels/cuda/attention_cuda.h)
+// on random qkv without padding, so autograd bookkeeping is not timed. FLOPs are
+// counted the way FlashAttention reports them: forward 4*B*H*S^2*Dh (QK^T and PV),
+// backward 2.5x that (five S x S x Dh products), whatever the kernel actually
+// recomputes. Each size runs once to warm up, then repeats until --min-seconds
+// have passed (at least 3 times); the mean per call is reported. GPU times come
+// from CUDA events on the current stream.
+// bench/pytorch/attention_bench.py prints the same table for PyTorch's SDPA.
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/check.h"
+#include "core/random.h"
+#include "core/stream.h"
+#include "core/tensor.h"
+#include "kernels/cpu/attention_cpu.h"
+
+#if TANDEM_WITH_CUDA
+#include "kernels/cuda/attention_cuda.h"
+#endif
+
+namespace tandem {
+namespace {
+
+struct Options {
+  Device device = Device::cpu();
+  DType dtype = DType::F32;
+  double dropout = 0.0;
+  double min_seconds = 0.5;
+};
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    TANDEM_CHECK(i + 1 < argc, "attention_bench: option {} needs a value", a);
+    const std::string v = argv[++i];
+    if (a == "--device") o.device = parse_device(v);
+    else if (a == "--dtype") o.dtype = parse_dtype(v);
+    else if (a == "--dropout") o.dropout = std::stod(v);
+    else if (a == "--min-seconds") o.min_seconds = std::stod(v);
+    else TANDEM_FAIL("attention_bench: unknown option {} (--device, --dtype, --dropout, --min-seconds)", a);
+  }
+  return o;
+}
+
+// Mean seconds per call of f: one warm-up call, then repeats until min_seconds (at least 3 calls).
+double time_per_call(const Options& o, const std::function<void()>& f) {
+  f();
+  if (o.device.is_cuda()) {
+    cuda::Stream s = cuda::current_stream(o.device.index);
+    cuda::Event start(true), stop(true);
+    int calls = 0;
+    double ms = 0;
+    while (calls < 3 || ms < 1e3 * o.min_seconds) {
+      start.record(s);
+      for (int k = 0; k < 10; ++k) f();
+      stop.record(s);
+      stop.synchronize();
+      ms += start.elapsed_ms(stop);
+      calls += 10;
+    }
+    return ms / 1e3 / calls;
+  }
+  using clock = std::chrono::steady_clock;
+  const auto t0 = clock::now();
+  int calls = 0;
+  double seconds = 0;
+  while (calls < 3 || seconds < o.min_seconds) {
+    f();
+    ++calls;
+    seconds = std::chrono::duration<double>(clock::now() - t0).count();
+  }
+  return seconds / calls;
+}
+
+void run(const Options& o, const AttentionShape& s) {
+  const AttentionDropout d{static_cast<float>(o.dropout), 1, 0};
+  const Shape qkv_shape{s.batch, s.seq, 3 * s.heads * s.head_dim}, out_shape{s.batch, s.seq, s.heads * s.head_dim};
+  Tensor qkv = Tensor::empty(qkv_shape, o.dtype, o.device), dout = Tensor::empty(out_shape, o.dtype, o.device);
+  fill_normal(qkv, 1, 0);
+  fill_normal(dout, 2, 0);
+  Tensor out = Tensor::empty(out_shape, o.dtype, o.device), dqkv = Tensor::empty(qkv_shape, o.dtype, o.device);
+  const DType stats = o.dtype == DType::F64 ? DType::F64 : DType::F32;
+  Tensor lse = Tensor::empty({s.batch, s.heads, s.seq}, stats, o.device);
+
+  std::function<void()> forward, backward;
+  if (o.device.is_cpu()) {
+    forward = [&] { attention_forward_cpu(qkv.data_ptr(), nullptr, out.data_ptr(), lse.data_ptr(), s, d, o.dtype); };
+    backward = [&] {
+      attention_backward_cpu(qkv.data_ptr(), nullptr, lse.data_ptr(), dout.data_ptr(), dqkv.data_ptr(), s, d, o.dtype);
+    };
+  } else {
+#if TANDEM_WITH_CUDA
+    void* stream = cuda::current_stream(o.device.index).handle();
+    forward = [&, stream] {
+      attention_forward_cuda(qkv.data_ptr(), nullptr, out.data_ptr(), lse.data<float>(), s, d, o.dtype, stream);
+    };
+    backward = [&, stream] {
+      attention_backward_cuda(qkv.data_ptr(), nullptr, out.data_ptr(), lse.data<float>(), dout.data_ptr(),
+                              dqkv.data_ptr(), s, d, o.dtype, o.device.index, stream);
+    };
+#else
+    TANDEM_FAIL("attention_bench: --device cuda, but Tandem was built without CUDA");
+#endif
+  }
+  const double fwd = time_per_call(o, forward);
+  const double bwd = time_per_call(o, backward);  // out and lse hold the forward's results
+  const double fwd_flops = 4.0 * double(s.batch * s.heads) * double(s.seq) * double(s.seq) * double(s.head_dim);
+  fmt::print("{:>6} {:>5} {:>6} {:>5} {:>6} {:>7} {:>8} {:>11.3f} {:>10.3f} {:>11.3f} {:>10.3f}\n", o.device.str(),
+             dtype_name(o.dtype), s.batch, s.seq, s.heads, s.head_dim, o.dropout, 1e3 * fwd, fwd_flops / fwd / 1e12,
+             1e3 * bwd, 2.5 * fwd_flops / bwd / 1e12);
+}
+
+}  // namespace
+}  // namespace tandem
+
+int main(int argc, char** argv) {
+  using namespace tandem;
+  try {
+    const Options o = parse(argc, argv);
+    // (batch, seq, heads, head_dim): BERT-base-like shapes at growing sequence lengths, and Dh = 32 / 128.
+    std::vector<AttentionShape> sizes = {{32, 128, 12, 64}, {16, 256, 12, 64}, {8, 512, 12, 64},
+                                         {8, 512, 16, 32},  {8, 512, 6, 128}};
+    if (o.device.is_cuda()) sizes.push_back({64, 512, 12, 64});
+    fmt::print("{:>6} {:>5} {:>6} {:>5} {:>6} {:>7} {:>8} {:>11} {:>10} {:>11} {:>10}\n", "device", "dtype", "batch",
+               "seq", "heads", "head_dim", "dropout", "fwd_ms", "fwd_TFLOPs", "bwd_ms", "bwd_TFLOPs");
+    for (const AttentionShape& s : sizes) run(o, s);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "attention_bench: {}\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,78 @@
+"""PyTorch's F.scaled_dot_product_attention timed like bench/attention_bench.cc,
+for a side-by-side with Tandem's fused kernels.
+
+Same sizes, same packed qkv [B, S, 3*H*Dh] (q|k|v, then heads), no padding,
+same FLOP accounting (forward 4*B*H*S^2*Dh, backward 2.5x), same table. The
+backward is torch.autograd.grad of the output w.r.t. qkv (including the copy
+that unpacks the heads, which Tandem's kernels fuse).
+
+Run: python3 bench/pytorch/attention_bench.py [--device cuda|cpu] [--dtype bf16|f16|f32]
+"""
+import argparse
+import time
+
+import torch
+import torch.nn.functional as F
+
+DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
+
+
+def time_per_call(fn, device, min_seconds):
+    fn()
+    if device == "cuda":
+        torch.cuda.synchronize()
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        calls, ms = 0, 0.0
+        while calls < 3 or ms < 1e3 * min_seconds:
+            start.record()
+            for _ in range(10):
+                fn()
+            stop.record()
+            stop.synchronize()
+            ms += start.elapsed_time(stop)
+            calls += 10
+        return ms / 1e3 / calls
+    t0, calls = time.perf_counter(), 0
+    while calls < 3 or time.perf_counter() - t0 < min_seconds:
+        fn()
+        calls += 1
+    return (time.perf_counter() - t0) / calls
+
+
+def run(args, b, s, h, dh):
+    dtype = DTYPES[args.dtype]
+    qkv = torch.randn(b, s, 3 * h * dh, device=args.device, dtype=dtype, requires_grad=True)
+    dout = torch.randn(b, s, h * dh, device=args.device, dtype=dtype)
+
+    def forward():
+        q, k, v = qkv.view(b, s, 3, h, dh).permute(2, 0, 3, 1, 4)  # each [B, H, S, Dh]
+        out = F.scaled_dot_product_attention(q, k, v, dropout_p=args.dropout)
+        return out.transpose(1, 2).reshape(b, s, h * dh)
+
+    with torch.no_grad():
+        fwd = time_per_call(forward, args.device, args.min_seconds)
+    out = forward()
+    bwd = time_per_call(lambda: torch.autograd.grad(out, qkv, dout, retain_graph=True), args.device, args.min_seconds)
+    flops = 4.0 * b * h * s * s * dh
+    print(f"{args.device:>6} {args.dtype:>5} {b:>6} {s:>5} {h:>6} {dh:>8} {args.dropout:>8} "
+          f"{1e3 * fwd:>11.3f} {flops / fwd / 1e12:>10.3f} {1e3 * bwd:>11.3f} {2.5 * flops / bwd / 1e12:>10.3f}")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--dtype", default="bf16", choices=sorted(DTYPES))
+    p.add_argument("--dropout", type=float, default=0.0)
+    p.add_argument("--min-seconds", type=float, default=0.5)
+    args = p.parse_args()
+    sizes = [(32, 128, 12, 64), (16, 256, 12, 64), (8, 512, 12, 64), (8, 512, 16, 32), (8, 512, 6, 128)]
+    if args.device == "cuda":
+        sizes.append((64, 512, 12, 64))
+    print(f"{'device':>6} {'dtype':>5} {'batch':>6} {'seq':>5} {'heads':>6} {'head_dim':>8} {'dropout':>8} "
+          f"{'fwd_ms':>11} {'fwd_TFLOPs':>10} {'bwd_ms':>11} {'bwd_TFLOPs':>10}")
+    for size in sizes:
+        run(args, *size)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,117 @@
+#include "kernels/attention.h"
+
+#include "core/autograd/node.h"
+#include "core/check.h"
+#include "kernels/attention_params.h"
+#include "kernels/checks.h"
+#include "kernels/cpu/attention_cpu.h"
+#include "kernels/device_stream.h"
+
+#if TANDEM_WITH_CUDA
+#include "kernels/cuda/attention_cuda.h"
+#endif
+
+namespace tandem {
+
+namespace {
+
+const uint8_t* mask_ptr(const Tensor& mask) { return mask.defined() ? mask.data<uint8_t>() : nullptr; }
+
+// Saves qkv, the mask and the softmax normalisers; the CUDA backward also needs the output.
+class AttentionBackward final : public Node {
+ public:
+  AttentionBackward(const Tensor& qkv, const Tensor& mask, const Tensor& out, const Tensor& lse,
+                    const AttentionShape& shape, const AttentionDropout& dropout)
+      : qkv_(qkv),
+        mask_(mask),
+        out_(qkv.device().is_cuda() ? SavedTensor(out) : SavedTensor()),
+        lse_(lse),
+        shape_(shape),
+        dropout_(dropout) {}
+
+  std::vector<Tensor> apply(std::vector<Tensor>&& g) override {
+    Tensor qkv = qkv_.unpack(*this), mask = mask_.unpack(*this), lse = lse_.unpack(*this);
+    const Tensor& dout = g[0];
+    const Shape out_shape{shape_.batch, shape_.seq, shape_.heads * shape_.head_dim};
+    TANDEM_CHECK(dout.defined() && dout.shape() == out_shape && dout.dtype() == qkv.dtype() &&
+                     dout.device() == qkv.device(),
+                 "attention backward: output gradient {} does not match the output ({} {} on {})",
+                 dout.defined() ? dout.str() : "undefined", dtype_name(qkv.dtype()), shape_str(out_shape),
+                 qkv.device().str());
+    Tensor dqkv = Tensor::empty(qkv.shape(), qkv.dtype(), qkv.device());
+    if (qkv.device().is_cpu()) {
+      attention_backward_cpu(qkv.data_ptr(), mask_ptr(mask), lse.data_ptr(), dout.data_ptr(), dqkv.data_ptr(), shape_,
+                             dropout_, qkv.dtype());
+    } else {
+      TANDEM_CUDA_ONLY(attention_backward_cuda(qkv.data_ptr(), mask_ptr(mask), out_.unpack(*this).data_ptr(),
+                                               lse.data<float>(), dout.data_ptr(), dqkv.data_ptr(), shape_, dropout_,
+                                               qkv.dtype(), qkv.device().index, stream_of(qkv)));
+    }
+    return {dqkv};
+  }
+  void release_saved() override {
+    qkv_.release();
+    mask_.release();
+    out_.release();
+    lse_.release();
+  }
+  std::string name() const override { return "AttentionBackward"; }
+
+ private:
+  SavedTensor qkv_, mask_, out_, lse_;
+  AttentionShape shape_;
+  AttentionDropout dropout_;
+};
+
+AttentionShape check_arguments(const Tensor& qkv, const Tensor& mask, int num_heads, double dropout_p) {
+  check_same_device_and_dtype("attention", {&qkv});
+  TANDEM_CHECK(is_floating(qkv.dtype()), "attention: qkv must be a floating type, got {}", qkv.str());
+  TANDEM_CHECK(qkv.dim() == 3, "attention: qkv must be [batch, seq, 3 * heads * head_dim], got {}", qkv.str());
+  TANDEM_CHECK(num_heads >= 1, "attention: num_heads must be >= 1, got {}", num_heads);
+  const int64_t width = qkv.size(2);
+  TANDEM_CHECK(width > 0 && width % (3 * int64_t{num_heads}) == 0,
+               "attention: the last extent of qkv {} must be 3 * num_heads * head_dim with num_heads = {}", qkv.str(),
+               num_heads);
+  AttentionShape s{qkv.size(0), qkv.size(1), num_heads, width / (3 * int64_t{num_heads})};
+  if (mask.defined()) {
+    TANDEM_CHECK(mask.dtype() == DType::U8, "attention: key_padding_mask must be u8 (1 = real token), got {}",
+                 mask.str());
+    TANDEM_CHECK(mask.shape() == Shape({s.batch, s.seq}), "attention: key_padding_mask {} must be [{}, {}]",
+                 mask.str(), s.batch, s.seq);
+    TANDEM_CHECK(mask.device() == qkv.device(), "attention: key_padding_mask is on {} but qkv is on {}",
+                 mask.device().str(), qkv.device().str());
+  }
+  TANDEM_CHECK(dropout_p >= 0.0 && dropout_p < 1.0, "attention: dropout_p must be in [0, 1), got {}", dropout_p);
+  if (qkv.device().is_cuda()) {
+    TANDEM_CHECK(qkv.dtype() != DType::F64, "attention on CUDA: f64 is not supported (f32, f16, bf16)");
+    TANDEM_CHECK(s.head_dim <= kAttentionMaxHeadDimCuda,
+                 "attention on CUDA: head_dim {} (= {} / (3 * {} heads)) exceeds the fused kernels' limit of {}",
+                 s.head_dim, width, num_heads, kAttentionMaxHeadDimCuda);
+  }
+  return s;
+}
+
+}  // namespace
+
+Tensor attention(const Tensor& qkv, const Tensor& key_padding_mask, int num_heads, double dropout_p, uint64_t seed,
+                 uint64_t offset) {
+  const AttentionShape s = check_arguments(qkv, key_padding_mask, num_heads, dropout_p);
+  const AttentionDropout d{static_cast<float>(dropout_p), seed, offset};
+  Tensor out = Tensor::empty({s.batch, s.seq, s.heads * s.head_dim}, qkv.dtype(), qkv.device());
+  const DType stats = qkv.dtype() == DType::F64 ? DType::F64 : DType::F32;
+  Tensor lse = Tensor::empty({s.batch, s.heads, s.seq}, stats, qkv.device());
+  if (out.numel() > 0) {
+    if (qkv.device().is_cpu()) {
+      attention_forward_cpu(qkv.data_ptr(), mask_ptr(key_padding_mask), out.data_ptr(), lse.data_ptr(), s, d,
+                            qkv.dtype());
+    } else {
+      TANDEM_CUDA_ONLY(attention_forward_cuda(qkv.data_ptr(), mask_ptr(key_padding_mask), out.data_ptr(),
+                                              lse.data<float>(), s, d, qkv.dtype(), stream_of(qkv)));
+    }
+  }
+  if (any_requires_grad({&qkv}))
+    std::make_shared<AttentionBackward>(qkv, key_padding_mask, out, lse, s, d)->connect({&qkv}, {&out});
+  return out;
+}
+
+}  // namespace tandem

@@ -1,0 +1,34 @@
+// The epilogue of a transformer sublayer, y = dropout(x + bias) + residual,
+// and its parts: dropout alone and the bias add over the last dimension.
+//
+// Dropout keeps element i (flat, row-major index of x) iff the i-th uniform of
+// the Philox stream (seed, subsequence) is >= p, and scales kept values by
+// 1/(1 - p) (kernels/dropout_mask.h): the mask is bit-identical on the CPU and
+// the GPU. Backward recomputes the mask from (seed, subsequence) instead of
+// storing it: that saves a byte per element of memory and a write + read of it,
+// and costs one Philox block (10 rounds) per 4 elements, cheap next to the
+// memory traffic of the pass. Callers pick a fresh (seed, subsequence) per call
+// (e.g. seed = run seed, subsequence = a counter of dropout calls per step).
+// p = 0 or training = false is the identity: dropout() then returns x itself.
+//
+// x, bias [D] and residual (x's shape) share dtype and device; arithmetic is
+// f32 (f64 for f64) with one rounding per output. The bias gradient is a
+// deterministic f32 column sum.
+#pragma once
+
+#include <cstdint>
+
+#include "core/tensor.h"
+
+namespace tandem {
+
+Tensor dropout(const Tensor& x, double p, bool training, uint64_t seed, uint64_t subsequence);
+
+// x [..., D] + bias [D].
+Tensor add_bias(const Tensor& x, const Tensor& bias);
+
+// dropout(x + bias) + residual; bias and residual may be undefined (left out).
+Tensor bias_dropout_add(const Tensor& x, const Tensor& bias, const Tensor& residual, double p, bool training,
+                        uint64_t seed, uint64_t subsequence);
+
+}  // namespace tandem

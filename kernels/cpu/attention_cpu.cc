@@ -1,0 +1,149 @@
+#include "kernels/cpu/attention_cpu.h"
+
+#include <Eigen/Core>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "core/element.h"
+
+namespace tandem {
+
+namespace {
+
+template <class A>
+using Mat = Eigen::Matrix<A, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+template <class A>
+using Col = Eigen::Matrix<A, Eigen::Dynamic, 1>;
+
+enum Part : int64_t { kQ = 0, kK = 1, kV = 2 };
+
+// Columns [col0, col0 + Dh) of batch row b of a [B, S, width] tensor, as an S x Dh matrix of acc_t.
+template <class T>
+Mat<acc_t<T>> gather(const T* base, const AttentionShape& s, int64_t b, int64_t width, int64_t col0) {
+  Mat<acc_t<T>> m(s.seq, s.head_dim);
+  for (int64_t i = 0; i < s.seq; ++i) {
+    const T* row = base + (b * s.seq + i) * width + col0;
+    for (int64_t c = 0; c < s.head_dim; ++c) m(i, c) = load(row[c]);
+  }
+  return m;
+}
+
+template <class T, class M>
+void scatter(const M& m, T* base, const AttentionShape& s, int64_t b, int64_t width, int64_t col0) {
+  for (int64_t i = 0; i < s.seq; ++i) {
+    T* row = base + (b * s.seq + i) * width + col0;
+    for (int64_t c = 0; c < s.head_dim; ++c) row[c] = store<T>(m(i, c));
+  }
+}
+
+// keep(i, j) / (1 - p) for head bh: what multiplies the probabilities. All ones without dropout.
+template <class A>
+Mat<A> dropout_factors(const AttentionShape& s, const AttentionDropout& d, int64_t bh) {
+  Mat<A> f = Mat<A>::Ones(s.seq, s.seq);
+  if (!d.active()) return f;
+  const A kept = A(1) / (A(1) - A(d.p));
+  for (int64_t i = 0; i < s.seq; ++i) {
+    for (int64_t j0 = 0; j0 < s.seq; j0 += 4) {
+      Philox4 block = philox_block(d.seed, d.offset, attention_dropout_block(bh, i, j0, s.seq));
+      for (int64_t j = j0; j < std::min(j0 + 4, s.seq); ++j)
+        f(i, j) = attention_dropout_keep(block, j, d.p) ? kept : A(0);
+    }
+  }
+  return f;
+}
+
+std::vector<bool> real_keys(const uint8_t* mask, const AttentionShape& s, int64_t b) {
+  std::vector<bool> real(static_cast<size_t>(s.seq), true);
+  if (mask)
+    for (int64_t j = 0; j < s.seq; ++j) real[static_cast<size_t>(j)] = mask[b * s.seq + j] != 0;
+  return real;
+}
+
+template <class T>
+void forward(const T* qkv, const uint8_t* mask, T* out, acc_t<T>* lse, const AttentionShape& s,
+             const AttentionDropout& d) {
+  using A = acc_t<T>;
+  const int64_t H = s.heads, Dh = s.head_dim, S = s.seq, width = 3 * H * Dh;
+  const A scale = A(1) / std::sqrt(A(Dh));
+  const A inf = std::numeric_limits<A>::infinity();
+  for (int64_t b = 0; b < s.batch; ++b) {
+    const std::vector<bool> real = real_keys(mask, s, b);
+    for (int64_t h = 0; h < H; ++h) {
+      const int64_t bh = b * H + h;
+      Mat<A> q = gather(qkv, s, b, width, (kQ * H + h) * Dh);
+      Mat<A> k = gather(qkv, s, b, width, (kK * H + h) * Dh);
+      Mat<A> v = gather(qkv, s, b, width, (kV * H + h) * Dh);
+      Mat<A> p = (q * k.transpose()) * scale;
+      for (int64_t i = 0; i < S; ++i) {
+        A m = -inf;
+        for (int64_t j = 0; j < S; ++j)
+          if (real[static_cast<size_t>(j)]) m = std::max(m, p(i, j));
+        if (m == -inf) {  // every key is padding: no distribution, output 0
+          p.row(i).setZero();
+          lse[bh * S + i] = inf;
+          continue;
+        }
+        A l = 0;
+        for (int64_t j = 0; j < S; ++j) {
+          p(i, j) = real[static_cast<size_t>(j)] ? std::exp(p(i, j) - m) : A(0);
+          l += p(i, j);
+        }
+        p.row(i) /= l;
+        lse[bh * S + i] = m + std::log(l);
+      }
+      Mat<A> o = p.cwiseProduct(dropout_factors<A>(s, d, bh)) * v;
+      scatter(o, out, s, b, H * Dh, h * Dh);
+    }
+  }
+}
+
+template <class T>
+void backward(const T* qkv, const uint8_t* mask, const acc_t<T>* lse, const T* dout, T* dqkv, const AttentionShape& s,
+              const AttentionDropout& d) {
+  using A = acc_t<T>;
+  const int64_t H = s.heads, Dh = s.head_dim, S = s.seq, width = 3 * H * Dh;
+  const A scale = A(1) / std::sqrt(A(Dh));
+  for (int64_t b = 0; b < s.batch; ++b) {
+    const std::vector<bool> real = real_keys(mask, s, b);
+    for (int64_t h = 0; h < H; ++h) {
+      const int64_t bh = b * H + h;
+      Mat<A> q = gather(qkv, s, b, width, (kQ * H + h) * Dh);
+      Mat<A> k = gather(qkv, s, b, width, (kK * H + h) * Dh);
+      Mat<A> v = gather(qkv, s, b, width, (kV * H + h) * Dh);
+      Mat<A> dout_h = gather(dout, s, b, H * Dh, h * Dh);
+      Mat<A> p = (q * k.transpose()) * scale;
+      for (int64_t i = 0; i < S; ++i)
+        for (int64_t j = 0; j < S; ++j)  // lse = +inf (no real key) gives 0 too
+          p(i, j) = real[static_cast<size_t>(j)] ? std::exp(p(i, j) - lse[bh * S + i]) : A(0);
+      const Mat<A> f = dropout_factors<A>(s, d, bh);
+      const Mat<A> dp = (dout_h * v.transpose()).cwiseProduct(f);  // d loss / d softmax output
+      const Mat<A> dv = p.cwiseProduct(f).transpose() * dout_h;
+      const Col<A> rowdot = p.cwiseProduct(dp).rowwise().sum();
+      const Mat<A> ds = p.cwiseProduct(dp.colwise() - rowdot);  // d loss / d scaled score
+      scatter(Mat<A>((ds * k) * scale), dqkv, s, b, width, (kQ * H + h) * Dh);
+      scatter(Mat<A>((ds.transpose() * q) * scale), dqkv, s, b, width, (kK * H + h) * Dh);
+      scatter(dv, dqkv, s, b, width, (kV * H + h) * Dh);
+    }
+  }
+}
+
+}  // namespace
+
+void attention_forward_cpu(const void* qkv, const uint8_t* mask, void* out, void* lse, const AttentionShape& s,
+                           const AttentionDropout& d, DType t) {
+  TANDEM_DISPATCH_FLOAT(t, "attention_forward_cpu", [&] {
+    forward(static_cast<const scalar_t*>(qkv), mask, static_cast<scalar_t*>(out), static_cast<acc_t<scalar_t>*>(lse),
+            s, d);
+  });
+}
+
+void attention_backward_cpu(const void* qkv, const uint8_t* mask, const void* lse, const void* dout, void* dqkv,
+                            const AttentionShape& s, const AttentionDropout& d, DType t) {
+  TANDEM_DISPATCH_FLOAT(t, "attention_backward_cpu", [&] {
+    backward(static_cast<const scalar_t*>(qkv), mask, static_cast<const acc_t<scalar_t>*>(lse),
+             static_cast<const scalar_t*>(dout), static_cast<scalar_t*>(dqkv), s, d);
+  });
+}
+
+}  // namespace tandem

@@ -1,0 +1,31 @@
+// CPU reference for the fused softmax + cross-entropy and for accuracy.
+//
+// logits [n, classes] of float dtype t, labels [n] i32/i64, every label in
+// [0, classes) (the caller checks with first_out_of_range_cpu). Softmax
+// statistics and losses are computed in acc_t (f32 for 16-bit logits).
+#pragma once
+
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace tandem {
+
+// With lse = log sum_c exp(z_c) and smoothing eps (PyTorch's definition: the
+// target is (1 - eps) * onehot(y) + eps / classes):
+//   row_loss[i] = lse - (1 - eps) z_y - (eps / classes) sum_c z_c      (acc_t)
+//   dlogits[i, c] = (softmax(z)_c - (1 - eps) [c == y] - eps / classes) / n   (dtype t; may be null)
+// i.e. the gradient of the mean loss.
+void cross_entropy_forward_cpu(const void* logits, const void* labels, DType label_type, void* row_loss, void* dlogits,
+                               DType t, int64_t n, int64_t classes, double label_smoothing);
+
+// dst[i] = src[i] * g[0]: the saved gradient of the mean loss times the incoming gradient
+// (g has the loss's dtype: f64 for f64 logits, f32 otherwise).
+void scale_by_scalar_cpu(const void* src, const void* g, void* dst, DType t, int64_t n);
+
+// Number of rows whose argmax equals the label. The argmax is the first maximal
+// entry, a NaN counting as larger than any number (torch.argmax's convention).
+int64_t accuracy_count_cpu(const void* logits, const void* labels, DType label_type, DType t, int64_t n,
+                           int64_t classes);
+
+}  // namespace tandem

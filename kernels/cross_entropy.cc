@@ -1,0 +1,105 @@
+#include "kernels/cross_entropy.h"
+
+#include "core/autograd/node.h"
+#include "core/check.h"
+#include "kernels/acc_dtype.h"
+#include "kernels/checks.h"
+#include "kernels/cpu/cross_entropy_cpu.h"
+#include "kernels/cpu/index_range_cpu.h"
+#include "kernels/cpu/reduce_cpu.h"
+#include "kernels/device_stream.h"
+#include "kernels/index_errors.h"
+
+#if TANDEM_WITH_CUDA
+#include "kernels/cuda/cross_entropy_cuda.h"
+#include "kernels/cuda/reduce_cuda.h"
+#endif
+
+namespace tandem {
+
+namespace {
+
+class CrossEntropyBackward final : public Node {
+ public:
+  explicit CrossEntropyBackward(const Tensor& dlogits) : dlogits_(dlogits) {}
+  std::vector<Tensor> apply(std::vector<Tensor>&& g) override {
+    Tensor dl = dlogits_.unpack(*this);
+    Tensor dz = Tensor::empty(dl.shape(), dl.dtype(), dl.device());
+    if (dl.device().is_cpu()) {
+      scale_by_scalar_cpu(dl.data_ptr(), g[0].data_ptr(), dz.data_ptr(), dl.dtype(), dl.numel());
+    } else {
+      TANDEM_CUDA_ONLY(
+          scale_by_scalar_cuda(dl.data_ptr(), g[0].data_ptr(), dz.data_ptr(), dl.dtype(), dl.numel(), stream_of(dl)));
+    }
+    return {dz};
+  }
+  void release_saved() override { dlogits_.release(); }
+  std::string name() const override { return "CrossEntropyBackward"; }
+
+ private:
+  SavedTensor dlogits_;
+};
+
+void check_inputs(const char* op, const Tensor& logits, const Tensor& labels) {
+  check_same_device_and_dtype(op, {&logits});
+  TANDEM_CHECK(is_floating(logits.dtype()), "{}: logits must be floating, got {}", op, logits.str());
+  TANDEM_CHECK(logits.dim() == 2 && logits.size(0) > 0 && logits.size(1) > 0,
+               "{}: logits must be [N, C] with N, C > 0, got {}", op, logits.str());
+  TANDEM_CHECK(labels.defined() && (labels.dtype() == DType::I32 || labels.dtype() == DType::I64),
+               "{}: labels must be i32 or i64, got {}", op, labels.defined() ? labels.str() : "undefined");
+  TANDEM_CHECK(labels.shape() == Shape{logits.size(0)}, "{}: labels {} must be [{}] for logits {}", op, labels.str(),
+               logits.size(0), logits.str());
+  TANDEM_CHECK(labels.device() == logits.device(), "{}: labels are on {} but logits on {}", op,
+               labels.device().str(), logits.device().str());
+  if (labels.device().is_cpu()) {
+    int64_t bad = first_out_of_range_cpu(labels.data_ptr(), labels.dtype(), labels.numel(), logits.size(1));
+    TANDEM_CHECK(bad < 0, "{}: label {} of row {} is outside [0, {}) for {} classes", op,
+                 index_at(labels.data_ptr(), labels.dtype(), bad), bad, logits.size(1), logits.size(1));
+  } else {
+    raise_pending_index_error();
+  }
+}
+
+}  // namespace
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& labels, double label_smoothing) {
+  check_inputs("cross_entropy", logits, labels);
+  TANDEM_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0,
+               "cross_entropy: label_smoothing must be in [0, 1], got {}", label_smoothing);
+  const int64_t n = logits.size(0), classes = logits.size(1);
+  const DType lt = acc_dtype(logits.dtype());
+  const bool need_grad = any_requires_grad({&logits});
+  Tensor row_loss = Tensor::empty({n}, lt, logits.device());
+  Tensor loss = Tensor::empty({}, lt, logits.device());
+  Tensor dlogits = need_grad ? Tensor::empty(logits.shape(), logits.dtype(), logits.device()) : Tensor();
+  void* pd = need_grad ? dlogits.data_ptr() : nullptr;
+  const double inv_n = 1.0 / static_cast<double>(n);
+  if (logits.device().is_cpu()) {
+    cross_entropy_forward_cpu(logits.data_ptr(), labels.data_ptr(), labels.dtype(), row_loss.data_ptr(), pd,
+                              logits.dtype(), n, classes, label_smoothing);
+    sum_cpu(row_loss.data_ptr(), loss.data_ptr(), lt, n, inv_n);
+  } else {
+    TANDEM_CUDA_ONLY({
+      cross_entropy_forward_cuda(logits.data_ptr(), labels.data_ptr(), labels.dtype(), row_loss.data_ptr(), pd,
+                                 logits.dtype(), n, classes, label_smoothing, stream_of(logits));
+      sum_cuda(row_loss.data_ptr(), loss.data_ptr(), lt, n, inv_n, logits.device().index, stream_of(logits));
+    });
+  }
+  if (need_grad) std::make_shared<CrossEntropyBackward>(dlogits)->connect({&logits}, {&loss});
+  return loss;
+}
+
+Tensor accuracy_count(const Tensor& logits, const Tensor& labels) {
+  check_inputs("accuracy_count", logits, labels);
+  const int64_t n = logits.size(0), classes = logits.size(1);
+  if (logits.device().is_cpu()) {
+    int64_t c = accuracy_count_cpu(logits.data_ptr(), labels.data_ptr(), labels.dtype(), logits.dtype(), n, classes);
+    return Tensor::from_vector(std::vector<int64_t>{c}, {}, DType::I64);
+  }
+  Tensor count = Tensor::empty({}, DType::I64, logits.device());
+  TANDEM_CUDA_ONLY(accuracy_count_cuda(logits.data_ptr(), labels.data_ptr(), labels.dtype(), count.data_ptr(),
+                                       logits.dtype(), n, classes, stream_of(logits)));
+  return count;
+}
+
+}  // namespace tandem

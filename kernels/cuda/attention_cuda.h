@@ -1,0 +1,22 @@
+// CUDA attention: fused flash-style forward and backward (kernels/cuda/attention.cu).
+// Same layouts and results as kernels/cpu/attention_cpu.h, with lse always f32;
+// f32, f16 and bf16; head_dim <= kAttentionMaxHeadDimCuda (kernels/attention.h),
+// any sequence length. Queued on `stream` (a cudaStream_t).
+#pragma once
+
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "kernels/attention_params.h"
+
+namespace tandem {
+
+void attention_forward_cuda(const void* qkv, const uint8_t* mask, void* out, float* lse, const AttentionShape& s,
+                            const AttentionDropout& d, DType t, void* stream);
+
+// `out` is the forward's output (the backward needs rowsum(dout * out)).
+void attention_backward_cuda(const void* qkv, const uint8_t* mask, const void* out, const float* lse,
+                             const void* dout, void* dqkv, const AttentionShape& s, const AttentionDropout& d,
+                             DType t, int device, void* stream);
+
+}  // namespace tandem

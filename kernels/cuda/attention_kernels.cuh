@@ -1,0 +1,587 @@
+// The device code of the fused attention kernels (the algorithm, memory
+// traffic and numerics are described in kernels/cuda/attention.cu), plus the
+// launch geometry its two users share.
+//
+// Two translation units include this file:
+//   - kernels/cuda/attention.cu, on the GPU. It first defines the tensor-core
+//     step mma16816<T> (inline PTX) and ATTENTION_SHARED_MEMORY;
+//   - tests/kernels/attention_emulated_test.cc, on the CPU, after
+//     tests/testing/warp_emulator.h, which supplies CPU versions of those and
+//     of the CUDA built-ins used here (threadIdx, __syncthreads, shuffles,
+//     16-bit conversions), so this exact code is tested without a GPU.
+// So nothing here may use a CUDA API or built-in beyond that list.
+#pragma once
+
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+#include "core/check.h"
+#include "core/element.h"
+#include "kernels/attention.h"
+#include "kernels/attention_params.h"
+
+namespace tandem::attention_detail {
+
+constexpr int kWarps = 4;
+constexpr int kThreads = 32 * kWarps;
+constexpr int kRows = 16 * kWarps;  // rows of a block's tile: 16 per warp, the mma's M
+constexpr unsigned kFullMask = 0xffffffffu;
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+// Shared-memory row stride: DP plus 16 bytes. Rows stay 16-byte aligned for
+// vector loads, and the 8 rows a fragment load touches fall in distinct banks.
+template <class T, int DP>
+constexpr int kLd = DP + 16 / static_cast<int>(sizeof(T));
+
+// ---------------------------------------------------------------------------
+// Warp-level tile products. A warp holds a 16 x (8*NT) f32 tile "C" in the
+// accumulator layout of mma.m16n8k16: lane = 4*g + t holds, for each 8-column
+// block n, c[n][0..1] = C[g][8n + 2t + {0,1}] and c[n][2..3] = C[g+8][8n + 2t + {0,1}].
+// 16-bit operands use tensor cores (mma16816<T>, defined by the includer);
+// f32 computes the same elements with FMAs.
+// ---------------------------------------------------------------------------
+
+template <class T>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  uint32_t a, b;
+  if constexpr (std::is_same_v<T, Half>) {
+    a = __half_as_ushort(__float2half_rn(lo));
+    b = __half_as_ushort(__float2half_rn(hi));
+  } else {
+    a = __bfloat16_as_ushort(__float2bfloat16_rn(lo));
+    b = __bfloat16_as_ushort(__float2bfloat16_rn(hi));
+  }
+  return a | (b << 16);  // the lower-indexed element sits in the low half
+}
+
+template <class T>
+__device__ __forceinline__ uint32_t pack_bits(T lo, T hi) {
+  return static_cast<uint32_t>(lo.bits) | (static_cast<uint32_t>(hi.bits) << 16);
+}
+
+template <class T>
+__device__ __forceinline__ uint32_t load_pair(const T* p) {
+  return *reinterpret_cast<const uint32_t*>(p);  // p is 4-byte aligned: even index, even stride
+}
+
+// C[16 x 8NT] += A[16 x K] . B[8NT x K]^T, with A's and B's rows in shared memory (row stride ld).
+template <int NT, int K, class T>
+__device__ __forceinline__ void mma_abt(float (&c)[NT][4], const T* a, const T* b, int ld) {
+  const int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+  // Rolled k loops: fully unrolled, the compiler hoists every operand load and runs out of registers.
+  if constexpr (std::is_same_v<T, float>) {
+#pragma unroll 2
+    for (int k = 0; k < K; ++k) {
+      const float a0 = a[g * ld + k], a1 = a[(g + 8) * ld + k];
+#pragma unroll
+      for (int n = 0; n < NT; ++n) {
+        const float b0 = b[(8 * n + 2 * t) * ld + k], b1 = b[(8 * n + 2 * t + 1) * ld + k];
+        c[n][0] = fmaf(a0, b0, c[n][0]);
+        c[n][1] = fmaf(a0, b1, c[n][1]);
+        c[n][2] = fmaf(a1, b0, c[n][2]);
+        c[n][3] = fmaf(a1, b1, c[n][3]);
+      }
+    }
+  } else {
+#pragma unroll 1
+    for (int k = 0; k < K; k += 16) {
+      uint32_t af[4];
+      af[0] = load_pair(a + g * ld + k + 2 * t);
+      af[1] = load_pair(a + (g + 8) * ld + k + 2 * t);
+      af[2] = load_pair(a + g * ld + k + 2 * t + 8);
+      af[3] = load_pair(a + (g + 8) * ld + k + 2 * t + 8);
+#pragma unroll
+      for (int n = 0; n < NT; ++n) {
+        uint32_t bf[2];
+        bf[0] = load_pair(b + (8 * n + g) * ld + k + 2 * t);
+        bf[1] = load_pair(b + (8 * n + g) * ld + k + 2 * t + 8);
+        mma16816<T>(c[n], af, bf);
+      }
+    }
+  }
+}
+
+// C[16 x 8NT] += P[16 x 8KT] . B[8KT x 8NT]: P is a register tile in the C
+// layout (rounded to T for tensor cores), B's rows in shared memory (stride ld).
+template <int NT, int KT, class T>
+__device__ __forceinline__ void mma_pb(float (&c)[NT][4], const float (&p)[KT][4], const T* b, int ld) {
+  static_assert(KT % 2 == 0, "P must span whole 16-column steps");
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  if constexpr (std::is_same_v<T, float>) {
+    // Row g's P values are spread over the 4 lanes of this quad: lane 4g + src holds columns 2src, 2src+1.
+#pragma unroll
+    for (int kt = 0; kt < KT; ++kt) {
+#pragma unroll
+      for (int src = 0; src < 4; ++src) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const float p0 = __shfl_sync(kFullMask, p[kt][e], (lane & ~3) | src);
+          const float p1 = __shfl_sync(kFullMask, p[kt][2 + e], (lane & ~3) | src);
+          const float* brow = b + (8 * kt + 2 * src + e) * ld + 2 * t;
+#pragma unroll
+          for (int n = 0; n < NT; ++n) {
+            const float b0 = brow[8 * n], b1 = brow[8 * n + 1];
+            c[n][0] = fmaf(p0, b0, c[n][0]);
+            c[n][1] = fmaf(p0, b1, c[n][1]);
+            c[n][2] = fmaf(p1, b0, c[n][2]);
+            c[n][3] = fmaf(p1, b1, c[n][3]);
+          }
+        }
+      }
+    }
+  } else {
+#pragma unroll
+    for (int kc = 0; kc < KT / 2; ++kc) {
+      // The C layout of two adjacent 8-column blocks is exactly the A layout of one 16-column step.
+      uint32_t af[4];
+      af[0] = pack2<T>(p[2 * kc][0], p[2 * kc][1]);
+      af[1] = pack2<T>(p[2 * kc][2], p[2 * kc][3]);
+      af[2] = pack2<T>(p[2 * kc + 1][0], p[2 * kc + 1][1]);
+      af[3] = pack2<T>(p[2 * kc + 1][2], p[2 * kc + 1][3]);
+      const T* b0 = b + (16 * kc + 2 * t) * ld + g;
+#pragma unroll
+      for (int n = 0; n < NT; ++n) {
+        uint32_t bf[2];
+        bf[0] = pack_bits(b0[8 * n], b0[ld + 8 * n]);
+        bf[1] = pack_bits(b0[8 * ld + 8 * n], b0[9 * ld + 8 * n]);
+        mma16816<T>(c[n], af, bf);
+      }
+    }
+  }
+}
+
+// Rows [row0, row0 + R) of a matrix with `seq` rows of stride `stride`, columns
+// [0, dh), into an R x DP shared tile, zero beyond the matrix. With `vec`, the
+// source is 16-byte aligned and dh a multiple of 16 bytes: 16-byte loads.
+template <int R, int DP, class T>
+__device__ __forceinline__ void load_tile(T* dst, const T* src, int64_t stride, int row0, int seq, int dh, bool vec) {
+  constexpr int ld = kLd<T, DP>;
+  if (vec) {
+    constexpr int V = 16 / sizeof(T);
+    constexpr int C = DP / V;
+    for (int idx = threadIdx.x; idx < R * C; idx += kThreads) {
+      const int r = idx / C, col = (idx % C) * V;
+      uint4 v = make_uint4(0, 0, 0, 0);
+      if (row0 + r < seq && col < dh) v = *reinterpret_cast<const uint4*>(src + (row0 + r) * stride + col);
+      *reinterpret_cast<uint4*>(dst + r * ld + col) = v;
+    }
+  } else {
+    for (int idx = threadIdx.x; idx < R * DP; idx += kThreads) {
+      const int r = idx / DP, col = idx % DP;
+      T v{};
+      if (row0 + r < seq && col < dh) v = src[(row0 + r) * stride + col];
+      dst[r * ld + col] = v;
+    }
+  }
+}
+
+__device__ __forceinline__ bool real_key(const uint8_t* mask, int b, int seq, int j) {
+  return j < seq && (mask == nullptr || mask[static_cast<int64_t>(b) * seq + j] != 0);
+}
+
+__device__ __forceinline__ float quad_max(float v) {
+  v = fmaxf(v, __shfl_xor_sync(kFullMask, v, 1));
+  return fmaxf(v, __shfl_xor_sync(kFullMask, v, 2));
+}
+
+__device__ __forceinline__ float quad_sum(float v) {
+  v += __shfl_xor_sync(kFullMask, v, 1);
+  return v + __shfl_xor_sync(kFullMask, v, 2);
+}
+
+// Dropout decisions of one thread's row i for keys j0 + 8n + {0, 1}, n < N (j0 even, so
+// both keys of a pair share a Philox block): bit 2n + c. Rolled loop: one Philox block live at a time.
+template <int N>
+__device__ __forceinline__ uint32_t keep_bits_along_keys(const AttentionDropout& d, int64_t bh, int64_t i, int64_t j0,
+                                                         int64_t seq) {
+  uint32_t bits = 0;
+#pragma unroll 1
+  for (int n = 0; n < N; ++n) {
+    const int64_t j = j0 + 8 * n;
+    const Philox4 blk = philox_block(d.seed, d.offset, attention_dropout_block(bh, i, j, seq));
+    bits |= (static_cast<uint32_t>(attention_dropout_keep(blk, j, d.p)) |
+             static_cast<uint32_t>(attention_dropout_keep(blk, j + 1, d.p)) << 1)
+            << (2 * n);
+  }
+  return bits;
+}
+
+// Dropout decisions of one thread's key row j for queries i0 + 8n + {0, 1}, n < N: bit 2n + c.
+template <int N>
+__device__ __forceinline__ uint32_t keep_bits_along_queries(const AttentionDropout& d, int64_t bh, int64_t i0,
+                                                            int64_t j, int64_t seq) {
+  uint32_t bits = 0;
+#pragma unroll 1
+  for (int n = 0; n < N; ++n)
+    for (int c = 0; c < 2; ++c)
+      bits |= static_cast<uint32_t>(attention_dropout_keep(d, bh, i0 + 8 * n + c, j, seq)) << (2 * n + c);
+  return bits;
+}
+
+struct Params {
+  int seq, heads, dh;
+  float score_scale;  // log2(e) / sqrt(Dh): scores in log2 units
+  float grad_scale;   // 1 / sqrt(Dh)
+  float drop_scale;   // 1 / (1 - p)
+  AttentionDropout drop;
+};
+
+// ---------------------------------------------------------------------------
+// Forward
+// ---------------------------------------------------------------------------
+
+template <class T, int DP>
+__global__ void __launch_bounds__(kThreads, 2)
+    forward_kernel(const T* __restrict__ qkv, const uint8_t* __restrict__ mask, T* __restrict__ out,
+                   float* __restrict__ lse, Params P, bool vec) {
+  constexpr int ld = kLd<T, DP>;
+  constexpr int NC = kRows / 8;  // 8-column blocks of a 64-key tile
+  ATTENTION_SHARED_MEMORY(smem);
+  T* q_s = reinterpret_cast<T*>(smem);
+  T* k_s = q_s + kRows * ld;
+  T* v_s = k_s + kRows * ld;
+  uint8_t* real_s = reinterpret_cast<uint8_t*>(v_s + kRows * ld);
+
+  const int bh = blockIdx.x, b = bh / P.heads, h = bh % P.heads;
+  const int q0 = blockIdx.y * kRows;
+  const int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+  const int64_t stride = int64_t{3} * P.heads * P.dh;
+  const T* q_g = qkv + int64_t{b} * P.seq * stride + int64_t{h} * P.dh;
+  const T* k_g = q_g + int64_t{P.heads} * P.dh;
+  const T* v_g = k_g + int64_t{P.heads} * P.dh;
+
+  load_tile<kRows, DP>(q_s, q_g, stride, q0, P.seq, P.dh, vec);
+  const T* q_w = q_s + warp * 16 * ld;
+
+  float o[DP / 8][4] = {};
+  float m[2] = {-INFINITY, -INFINITY};  // running max (log2 units) of rows g and g+8
+  float l[2] = {0.0f, 0.0f};            // this lane's part of the running denominators
+
+  for (int k0 = 0; k0 < P.seq; k0 += kRows) {
+    __syncthreads();  // every warp is done with the previous K/V tile
+    load_tile<kRows, DP>(k_s, k_g, stride, k0, P.seq, P.dh, vec);
+    load_tile<kRows, DP>(v_s, v_g, stride, k0, P.seq, P.dh, vec);
+    for (int j = threadIdx.x; j < kRows; j += kThreads) real_s[j] = real_key(mask, b, P.seq, k0 + j);
+    __syncthreads();
+
+    float s[NC][4] = {};
+    mma_abt<NC, DP>(s, q_w, k_s, ld);
+
+    float mx[2] = {m[0], m[1]};
+#pragma unroll
+    for (int n = 0; n < NC; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        s[n][e] = real_s[8 * n + 2 * t + (e & 1)] ? s[n][e] * P.score_scale : -INFINITY;
+        mx[e >> 1] = fmaxf(mx[e >> 1], s[n][e]);
+      }
+    float base[2], alpha[2], sum[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      mx[r] = quad_max(mx[r]);
+      base[r] = mx[r] == -INFINITY ? 0.0f : mx[r];  // no real key yet: keep everything at 0, not NaN
+      alpha[r] = exp2f(m[r] - base[r]);
+      m[r] = mx[r];
+    }
+#pragma unroll
+    for (int n = 0; n < NC; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        s[n][e] = exp2f(s[n][e] - base[e >> 1]);
+        sum[e >> 1] += s[n][e];
+      }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) l[r] = l[r] * alpha[r] + sum[r];
+#pragma unroll
+    for (int d = 0; d < DP / 8; ++d)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[d][e] *= alpha[e >> 1];
+
+    if (P.drop.active()) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const uint32_t keep =
+            keep_bits_along_keys<NC>(P.drop, bh, q0 + warp * 16 + g + 8 * r, k0 + 2 * t, P.seq);
+#pragma unroll
+        for (int n = 0; n < NC; ++n)
+#pragma unroll
+          for (int c = 0; c < 2; ++c)
+            if (!((keep >> (2 * n + c)) & 1u)) s[n][2 * r + c] = 0.0f;
+      }
+    }
+    mma_pb<DP / 8, NC>(o, s, v_s, ld);
+  }
+
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const float total = quad_sum(l[r]);
+    const int i = q0 + warp * 16 + g + 8 * r;
+    if (i >= P.seq) continue;
+    const float inv = total > 0.0f ? P.drop_scale / total : 0.0f;
+    T* orow = out + (int64_t{b} * P.seq + i) * (int64_t{P.heads} * P.dh) + int64_t{h} * P.dh;
+#pragma unroll
+    for (int d = 0; d < DP / 8; ++d)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int col = 8 * d + 2 * t + e;
+        if (col < P.dh) orow[col] = store<T>(o[d][2 * r + e] * inv);
+      }
+    if (t == 0) lse[int64_t{bh} * P.seq + i] = total > 0.0f ? (m[r] + log2f(total)) * kLn2 : INFINITY;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Backward
+// ---------------------------------------------------------------------------
+
+// rowdot[b, h, i] = sum_d dout[b, i, h, d] * out[b, i, h, d], one warp per (b, i, h).
+template <class T>
+__global__ void rowdot_kernel(const T* __restrict__ dout, const T* __restrict__ out, float* __restrict__ rowdot,
+                              int64_t rows, int seq, int heads, int dh) {
+  const int64_t row = blockIdx.x * int64_t{kWarps} + (threadIdx.x >> 5);  // (b * S + i) * H + h
+  if (row >= rows) return;  // the whole warp leaves together
+  const int lane = threadIdx.x & 31;
+  float acc = 0.0f;
+  for (int d = lane; d < dh; d += 32) acc += load(dout[row * dh + d]) * load(out[row * dh + d]);
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(kFullMask, acc, o);
+  if (lane == 0) {
+    const int64_t h = row % heads, bi = row / heads, b = bi / seq, i = bi % seq;
+    rowdot[(b * heads + h) * seq + i] = acc;
+  }
+}
+
+// dK and dV for 64 keys per block, streaming BQ queries at a time.
+template <class T, int DP, int BQ>
+__global__ void __launch_bounds__(kThreads, 2)
+    dkdv_kernel(const T* __restrict__ qkv, const uint8_t* __restrict__ mask, const float* __restrict__ lse,
+                const float* __restrict__ rowdot, const T* __restrict__ dout, T* __restrict__ dqkv, Params P,
+                bool vec_qkv, bool vec_dout) {
+  constexpr int ld = kLd<T, DP>;
+  constexpr int NQ = BQ / 8;
+  ATTENTION_SHARED_MEMORY(smem);
+  T* k_s = reinterpret_cast<T*>(smem);
+  T* v_s = k_s + kRows * ld;
+  T* q_s = v_s + kRows * ld;
+  T* do_s = q_s + BQ * ld;
+  float* lse_s = reinterpret_cast<float*>(do_s + BQ * ld);  // log2 units
+  float* rowdot_s = lse_s + BQ;
+
+  const int bh = blockIdx.x, b = bh / P.heads, h = bh % P.heads;
+  const int k0 = blockIdx.y * kRows;
+  const int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+  const int64_t stride = int64_t{3} * P.heads * P.dh, out_stride = int64_t{P.heads} * P.dh;
+  const T* q_g = qkv + int64_t{b} * P.seq * stride + int64_t{h} * P.dh;
+  const T* k_g = q_g + out_stride;
+  const T* v_g = k_g + out_stride;
+  const T* do_g = dout + int64_t{b} * P.seq * out_stride + int64_t{h} * P.dh;
+
+  load_tile<kRows, DP>(k_s, k_g, stride, k0, P.seq, P.dh, vec_qkv);
+  load_tile<kRows, DP>(v_s, v_g, stride, k0, P.seq, P.dh, vec_qkv);
+  const T* k_w = k_s + warp * 16 * ld;
+  const T* v_w = v_s + warp * 16 * ld;
+  int key[2];
+  bool real[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    key[r] = k0 + warp * 16 + g + 8 * r;
+    real[r] = real_key(mask, b, P.seq, key[r]);
+  }
+
+  float dk[DP / 8][4] = {}, dv[DP / 8][4] = {};
+  for (int q0 = 0; q0 < P.seq; q0 += BQ) {
+    __syncthreads();  // every warp is done with the previous query tile
+    load_tile<BQ, DP>(q_s, q_g, stride, q0, P.seq, P.dh, vec_qkv);
+    load_tile<BQ, DP>(do_s, do_g, out_stride, q0, P.seq, P.dh, vec_dout);
+    for (int i = threadIdx.x; i < BQ; i += kThreads) {
+      const bool in = q0 + i < P.seq;  // rows past the end: P = 0
+      lse_s[i] = in ? lse[int64_t{bh} * P.seq + q0 + i] * kLog2e : INFINITY;
+      rowdot_s[i] = in ? rowdot[int64_t{bh} * P.seq + q0 + i] : 0.0f;
+    }
+    __syncthreads();
+
+    float pt[NQ][4] = {}, dst[NQ][4] = {};  // transposed tiles: rows are this warp's keys, columns queries
+    mma_abt<NQ, DP>(pt, k_w, q_s, ld);
+    mma_abt<NQ, DP>(dst, v_w, do_s, ld);
+    uint32_t keep[2] = {~0u, ~0u};
+    if (P.drop.active())
+#pragma unroll
+      for (int r = 0; r < 2; ++r) keep[r] = keep_bits_along_queries<NQ>(P.drop, bh, q0 + 2 * t, key[r], P.seq);
+#pragma unroll
+    for (int n = 0; n < NQ; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = e >> 1, qi = 8 * n + 2 * t + (e & 1);
+        const float p = real[r] ? exp2f(pt[n][e] * P.score_scale - lse_s[qi]) : 0.0f;
+        const float f = (keep[r] >> (2 * n + (e & 1))) & 1u ? P.drop_scale : 0.0f;  // drop_scale = 1 without dropout
+        pt[n][e] = p * f;                                // dropped-out probability
+        dst[n][e] = p * (dst[n][e] * f - rowdot_s[qi]);  // dS^T (before the 1/sqrt(Dh) of dK)
+      }
+    mma_pb<DP / 8, NQ>(dv, pt, do_s, ld);
+    mma_pb<DP / 8, NQ>(dk, dst, q_s, ld);
+  }
+
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    if (key[r] >= P.seq) continue;
+    T* row = dqkv + (int64_t{b} * P.seq + key[r]) * stride + int64_t{h} * P.dh;
+    T* dk_row = row + out_stride;
+    T* dv_row = dk_row + out_stride;
+#pragma unroll
+    for (int d = 0; d < DP / 8; ++d)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int col = 8 * d + 2 * t + e;
+        if (col < P.dh) {
+          dk_row[col] = store<T>(dk[d][2 * r + e] * P.grad_scale);
+          dv_row[col] = store<T>(dv[d][2 * r + e]);
+        }
+      }
+  }
+}
+
+// dQ for 64 queries per block, streaming 64 keys at a time.
+template <class T, int DP>
+__global__ void __launch_bounds__(kThreads, 2)
+    dq_kernel(const T* __restrict__ qkv, const uint8_t* __restrict__ mask, const float* __restrict__ lse,
+              const float* __restrict__ rowdot, const T* __restrict__ dout, T* __restrict__ dqkv, Params P,
+              bool vec_qkv, bool vec_dout) {
+  constexpr int ld = kLd<T, DP>;
+  constexpr int NC = kRows / 8;
+  ATTENTION_SHARED_MEMORY(smem);
+  T* q_s = reinterpret_cast<T*>(smem);
+  T* do_s = q_s + kRows * ld;
+  T* k_s = do_s + kRows * ld;
+  T* v_s = k_s + kRows * ld;
+  uint8_t* real_s = reinterpret_cast<uint8_t*>(v_s + kRows * ld);
+
+  const int bh = blockIdx.x, b = bh / P.heads, h = bh % P.heads;
+  const int q0 = blockIdx.y * kRows;
+  const int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+  const int64_t stride = int64_t{3} * P.heads * P.dh, out_stride = int64_t{P.heads} * P.dh;
+  const T* q_g = qkv + int64_t{b} * P.seq * stride + int64_t{h} * P.dh;
+  const T* k_g = q_g + out_stride;
+  const T* v_g = k_g + out_stride;
+  const T* do_g = dout + int64_t{b} * P.seq * out_stride + int64_t{h} * P.dh;
+
+  load_tile<kRows, DP>(q_s, q_g, stride, q0, P.seq, P.dh, vec_qkv);
+  load_tile<kRows, DP>(do_s, do_g, out_stride, q0, P.seq, P.dh, vec_dout);
+  const T* q_w = q_s + warp * 16 * ld;
+  const T* do_w = do_s + warp * 16 * ld;
+  int query[2];
+  float lse2[2], rd[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    query[r] = q0 + warp * 16 + g + 8 * r;
+    const bool in = query[r] < P.seq;
+    lse2[r] = in ? lse[int64_t{bh} * P.seq + query[r]] * kLog2e : INFINITY;
+    rd[r] = in ? rowdot[int64_t{bh} * P.seq + query[r]] : 0.0f;
+  }
+
+  float dq[DP / 8][4] = {};
+  for (int k0 = 0; k0 < P.seq; k0 += kRows) {
+    __syncthreads();  // every warp is done with the previous K/V tile
+    load_tile<kRows, DP>(k_s, k_g, stride, k0, P.seq, P.dh, vec_qkv);
+    load_tile<kRows, DP>(v_s, v_g, stride, k0, P.seq, P.dh, vec_qkv);
+    for (int j = threadIdx.x; j < kRows; j += kThreads) real_s[j] = real_key(mask, b, P.seq, k0 + j);
+    __syncthreads();
+
+    float s[NC][4] = {}, dp[NC][4] = {};
+    mma_abt<NC, DP>(s, q_w, k_s, ld);
+    mma_abt<NC, DP>(dp, do_w, v_s, ld);
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const uint32_t keep =
+          P.drop.active() ? keep_bits_along_keys<NC>(P.drop, bh, query[r], k0 + 2 * t, P.seq) : ~0u;
+#pragma unroll
+      for (int n = 0; n < NC; ++n)
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          const int e = 2 * r + c;
+          const float p = real_s[8 * n + 2 * t + c] ? exp2f(s[n][e] * P.score_scale - lse2[r]) : 0.0f;
+          const float f = (keep >> (2 * n + c)) & 1u ? P.drop_scale : 0.0f;  // drop_scale = 1 without dropout
+          s[n][e] = p * (dp[n][e] * f - rd[r]);  // dS (before the 1/sqrt(Dh) of dQ)
+        }
+    }
+    mma_pb<DP / 8, NC>(dq, s, k_s, ld);
+  }
+
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    if (query[r] >= P.seq) continue;
+    T* dq_row = dqkv + (int64_t{b} * P.seq + query[r]) * stride + int64_t{h} * P.dh;
+#pragma unroll
+    for (int d = 0; d < DP / 8; ++d)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int col = 8 * d + 2 * t + e;
+        if (col < P.dh) dq_row[col] = store<T>(dq[d][2 * r + e] * P.grad_scale);
+      }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Launch geometry (host)
+// ---------------------------------------------------------------------------
+
+// Calls f(std::integral_constant<int, DP>) with the padded head dimension for dh.
+template <class F>
+void with_padded_dim(int64_t dh, F&& f) {
+  if (dh <= 32) f(std::integral_constant<int, 32>{});
+  else if (dh <= 64) f(std::integral_constant<int, 64>{});
+  else f(std::integral_constant<int, 128>{});
+}
+
+// Whether tiles of `base` (a whole qkv or dout tensor) can be loaded 16 bytes at a time.
+template <class T>
+bool vector_loads(const void* base, int64_t dh) {
+  return (reinterpret_cast<uintptr_t>(base) & 15u) == 0 && dh % (16 / static_cast<int64_t>(sizeof(T))) == 0;
+}
+
+// Queries per inner tile of dkdv_kernel: fewer live registers next to the dK, dV accumulators at DP = 128.
+template <int DP>
+constexpr int kDkdvQueryTile = DP > 64 ? 32 : 64;
+
+template <class T, int DP>
+constexpr size_t forward_smem_bytes() {
+  return 3 * kRows * kLd<T, DP> * sizeof(T) + kRows;
+}
+template <class T, int DP>
+constexpr size_t dkdv_smem_bytes() {
+  constexpr int BQ = kDkdvQueryTile<DP>;
+  return (2 * kRows + 2 * BQ) * kLd<T, DP> * sizeof(T) + 2 * BQ * sizeof(float);
+}
+template <class T, int DP>
+constexpr size_t dq_smem_bytes() {
+  return 4 * kRows * kLd<T, DP> * sizeof(T) + kRows;
+}
+
+inline Params make_params(const AttentionShape& s, const AttentionDropout& d) {
+  TANDEM_CHECK(s.head_dim >= 1 && s.head_dim <= kAttentionMaxHeadDimCuda,
+               "attention on CUDA: head_dim {} is outside the fused kernels' range [1, {}]", s.head_dim,
+               kAttentionMaxHeadDimCuda);
+  TANDEM_CHECK(s.batch * s.heads <= INT_MAX && (s.seq + kRows - 1) / kRows <= 65535,
+               "attention on CUDA: batch * heads = {} or seq = {} is too large for one launch", s.batch * s.heads,
+               s.seq);
+  const double inv_sqrt = 1.0 / std::sqrt(static_cast<double>(s.head_dim));
+  return Params{static_cast<int>(s.seq),
+                static_cast<int>(s.heads),
+                static_cast<int>(s.head_dim),
+                static_cast<float>(inv_sqrt * 1.4426950408889634),
+                1.0f / std::sqrt(static_cast<float>(s.head_dim)),
+                1.0f / (1.0f - d.p),
+                d};
+}
+
+// Grid of every attention kernel but rowdot: (batch * heads, 64-row tiles).
+struct Grid {
+  unsigned x, y;
+};
+inline Grid grid_for(const AttentionShape& s) {
+  return {static_cast<unsigned>(s.batch * s.heads), static_cast<unsigned>((s.seq + kRows - 1) / kRows)};
+}
+
+}  // namespace tandem::attention_detail

@@ -1,0 +1,17 @@
+// CUDA y = dropout(x + bias) + residual and its backward; same contracts as
+// kernels/cpu/bias_dropout_add_cpu.h (the same keep mask, bit for bit), queued on `stream`.
+#pragma once
+
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace tandem {
+
+void bias_dropout_add_forward_cuda(const void* x, const void* bias, const void* residual, void* y, DType t,
+                                   int64_t rows, int64_t dim, float p, uint64_t seed, uint64_t subsequence,
+                                   void* stream);
+void bias_dropout_add_backward_cuda(const void* dy, void* dx, void* dbias, DType t, int64_t rows, int64_t dim, float p,
+                                    uint64_t seed, uint64_t subsequence, int device, void* stream);
+
+}  // namespace tandem

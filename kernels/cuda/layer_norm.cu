@@ -1,0 +1,300 @@
+// Layer norm over the last dimension on the GPU, forward and backward.
+//
+// Layout: a group of Tx threads (a multiple of 32) owns one row and keeps it in
+// registers: each thread holds C vectors of V elements (V * C <= 16), so the
+// row is read from memory once; a block holds Ty groups. Row statistics are
+// group-wide f32 sums (warp shuffles, then the warps' partials added in a fixed
+// order through shared memory), two-pass: the mean, then sum((x - mean)^2).
+//
+// Forward traffic: read x, write y (+ 8 bytes/row of mean/rstd); weight and
+// bias are re-read per row from L1/L2. Backward traffic: read x and dy, write
+// dx, plus the dweight/dbias partials (kernels/cuda/column_sum.cuh): a group
+// walks the rows of one slot, prefetching the next row's x and dy while it
+// reduces the current one, and accumulates dy * xhat and dy per column in
+// registers. Both are memory bound.
+//
+// Numerics: f32 statistics and arithmetic for f32/f16/bf16 data, 1/sqrtf (IEEE
+// rounded, not rsqrtf) as on the CPU, one rounding per output; parameters are
+// read as f32 or as the data type (w_f32). dweight/dbias are deterministic.
+#include "core/cuda_check.h"
+#include "core/element.h"
+#include "kernels/cuda/column_sum.cuh"
+#include "kernels/cuda/layer_norm_cuda.h"
+#include "kernels/cuda/row_vectors.cuh"
+
+namespace tandem {
+
+namespace {
+
+constexpr int kMaxThreads = 256;
+constexpr int kMaxGroups = kMaxThreads / 32;  // Ty
+
+// Sum over the Tx threads of this thread's group; every thread of the block must call it.
+__device__ __forceinline__ float2 group_sum2(float2 v, float (*scratch)[2][32]) {
+  v.x = warp_sum(v.x);
+  v.y = warp_sum(v.y);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  if (lane == 0) {
+    scratch[threadIdx.y][0][warp] = v.x;
+    scratch[threadIdx.y][1][warp] = v.y;
+  }
+  __syncthreads();
+  float2 t = make_float2(0.0f, 0.0f);
+  for (int k = 0; k < warps; ++k) {
+    t.x += scratch[threadIdx.y][0][k];
+    t.y += scratch[threadIdx.y][1][k];
+  }
+  __syncthreads();  // scratch is reused by the next call
+  return t;
+}
+
+template <int V, class W>
+__device__ __forceinline__ void load_param(const void* p, int64_t col, float (&out)[V]) {
+  load_vec<V>(static_cast<const W*>(p) + col, out);
+}
+
+template <int V, class T>
+__device__ __forceinline__ void load_param_any(const void* p, bool f32, int64_t col, float (&out)[V]) {
+  if (f32) load_param<V, float>(p, col, out);
+  else load_param<V, T>(p, col, out);
+}
+
+template <class T, int V, int C>
+__global__ void __launch_bounds__(kMaxThreads) layer_norm_forward_kernel(const T* __restrict__ x, const void* __restrict__ w,
+                                          const void* __restrict__ b, bool w_f32, T* __restrict__ y,
+                                          float* __restrict__ mean_out, float* __restrict__ rstd_out, int64_t rows,
+                                          int64_t dim, float eps) {
+  __shared__ float scratch[kMaxGroups][2][32];
+  const int64_t row = blockIdx.x * static_cast<int64_t>(blockDim.y) + threadIdx.y;
+  const bool active = row < rows;
+  const int64_t nvec = dim / V;
+  float xv[C][V];
+  float s = 0.0f;
+#pragma unroll
+  for (int k = 0; k < C; ++k) {
+    const int64_t c = threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
+    if (active && c < nvec) load_vec<V>(x + row * dim + c * V, xv[k]);
+    else fill(xv[k], 0.0f);
+#pragma unroll
+    for (int j = 0; j < V; ++j) s += xv[k][j];
+  }
+  const float mean = group_sum2(make_float2(s, 0.0f), scratch).x / static_cast<float>(dim);
+  float q = 0.0f;
+#pragma unroll
+  for (int k = 0; k < C; ++k) {
+    const int64_t c = threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
+    if (c < nvec)
+#pragma unroll
+      for (int j = 0; j < V; ++j) q += (xv[k][j] - mean) * (xv[k][j] - mean);
+  }
+  const float var = group_sum2(make_float2(q, 0.0f), scratch).x / static_cast<float>(dim);
+  const float rstd = 1.0f / sqrtf(var + eps);
+  if (!active) return;
+#pragma unroll
+  for (int k = 0; k < C; ++k) {
+    const int64_t c = threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
+    if (c >= nvec) continue;
+    float wv[V], bv[V], out[V];
+    load_param_any<V, T>(w, w_f32, c * V, wv);
+    load_param_any<V, T>(b, w_f32, c * V, bv);
+#pragma unroll
+    for (int j = 0; j < V; ++j) out[j] = (xv[k][j] - mean) * rstd * wv[j] + bv[j];
+    store_vec<V>(y + row * dim + c * V, out);
+  }
+  if (threadIdx.x == 0) {
+    if (mean_out) mean_out[row] = mean;
+    if (rstd_out) rstd_out[row] = rstd;
+  }
+}
+
+template <class T, int V, int C>
+__global__ void __launch_bounds__(kMaxThreads) layer_norm_backward_kernel(const T* __restrict__ dy, const T* __restrict__ x,
+                                           const void* __restrict__ w, bool w_f32, const float* __restrict__ mean,
+                                           const float* __restrict__ rstd, T* __restrict__ dx,
+                                           float* __restrict__ partial_w, float* __restrict__ partial_b, int64_t rows,
+                                           int64_t dim, int64_t slots) {
+  __shared__ float scratch[kMaxGroups][2][32];
+  const int64_t slot = blockIdx.x * static_cast<int64_t>(blockDim.y) + threadIdx.y;
+  const int64_t nvec = dim / V;
+  const int64_t iters = (rows + slots - 1) / slots;  // the same for every group: group_sum2 needs all threads
+  const float inv_dim = 1.0f / static_cast<float>(dim);
+
+  float wv[C][V], acc_w[C][V], acc_b[C][V];
+#pragma unroll
+  for (int k = 0; k < C; ++k) {
+    const int64_t c = threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
+    if (c < nvec) load_param_any<V, T>(w, w_f32, c * V, wv[k]);
+    else fill(wv[k], 0.0f);
+    fill(acc_w[k], 0.0f);
+    fill(acc_b[k], 0.0f);
+  }
+
+  float xa[C][V], ga[C][V];
+  auto load_row = [&](int64_t it, float (&xr)[C][V], float (&gr)[C][V]) {
+    const int64_t row = slot + it * slots;
+    const bool active = slot < slots && row < rows;
+#pragma unroll
+    for (int k = 0; k < C; ++k) {
+      const int64_t c = threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
+      if (active && c < nvec) {
+        load_vec<V>(x + row * dim + c * V, xr[k]);
+        load_vec<V>(dy + row * dim + c * V, gr[k]);
+      } else {
+        fill(xr[k], 0.0f);
+        fill(gr[k], 0.0f);
+      }
+    }
+  };
+  load_row(0, xa, ga);
+  for (int64_t it = 0; it < iters; ++it) {
+    float xn[C][V], gn[C][V];
+    if (it + 1 < iters) load_row(it + 1, xn, gn);  // in flight while this row is reduced
+    const int64_t row = slot + it * slots;
+    const bool active = slot < slots && row < rows;
+    const float mu = active ? mean[row] : 0.0f, rs = active ? rstd[row] : 0.0f;
+    float sg = 0.0f, sgx = 0.0f;
+#pragma unroll
+    for (int k = 0; k < C; ++k)
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        const float xhat = (xa[k][j] - mu) * rs;
+        const float g = ga[k][j] * wv[k][j];
+        sg += g;
+        sgx += g * xhat;
+        acc_w[k][j] += ga[k][j] * xhat;
+        acc_b[k][j] += ga[k][j];
+      }
+    const float2 sums = group_sum2(make_float2(sg, sgx), scratch);
+    if (dx && active) {
+      const float mg = sums.x * inv_dim, mgx = sums.y * inv_dim;
+#pragma unroll
+      for (int k = 0; k < C; ++k) {
+        const int64_t c = threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
+        if (c >= nvec) continue;
+        float out[V];
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          const float xhat = (xa[k][j] - mu) * rs;
+          out[j] = rs * (ga[k][j] * wv[k][j] - mg - xhat * mgx);
+        }
+        store_vec<V>(dx + row * dim + c * V, out);
+      }
+    }
+    if (it + 1 < iters) {
+#pragma unroll
+      for (int k = 0; k < C; ++k)
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          xa[k][j] = xn[k][j];
+          ga[k][j] = gn[k][j];
+        }
+    }
+  }
+  if (slot >= slots) return;
+#pragma unroll
+  for (int k = 0; k < C; ++k) {
+    const int64_t c = threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
+    if (c >= nvec) continue;
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      if (partial_w) partial_w[slot * dim + c * V + j] = acc_w[k][j];
+      if (partial_b) partial_b[slot * dim + c * V + j] = acc_b[k][j];
+    }
+  }
+}
+
+// How a row is spread over a group: V-wide vectors, C per thread, Tx threads per row, Ty rows per block.
+struct Layout {
+  int v, c, tx, ty;
+};
+
+// At most 256 threads per block: the backward kernel needs up to ~190 registers per thread
+// when V * C = 16, and 256 of them fit an SM's 64K registers.
+Layout layout_for(int64_t dim, int v) {
+  const int64_t nvec = dim / v;
+  const int max_c = 16 / v;
+  int c = 1;
+  while (c < max_c && (nvec + c - 1) / c > kMaxThreads) c *= 2;
+  const int64_t tx = round_up_32((nvec + c - 1) / c);
+  TANDEM_CHECK(tx <= kMaxThreads, "layer_norm on CUDA supports rows of at most 4096 elements, got {}", dim);
+  const int t = static_cast<int>(tx);
+  return Layout{v, c, t, kMaxThreads / t};
+}
+
+// Calls f.template operator()<V, C>() for the (V, C) of the layout; V is 1 or kVec16<T>.
+template <class T, class F>
+void with_layout(const Layout& l, F&& f) {
+  constexpr int VV = kVec16<T>;
+  auto by_c = [&](auto v_tag) {
+    constexpr int V = decltype(v_tag)::value;
+    switch (l.c) {
+      case 1: f.template operator()<V, 1>(); break;
+      case 2: if constexpr (16 / V >= 2) f.template operator()<V, 2>(); break;
+      case 4: if constexpr (16 / V >= 4) f.template operator()<V, 4>(); break;
+      case 8: if constexpr (16 / V >= 8) f.template operator()<V, 8>(); break;
+      case 16: if constexpr (16 / V >= 16) f.template operator()<V, 16>(); break;
+      default: TANDEM_FAIL("layer_norm: no kernel for {} vectors per thread", l.c);
+    }
+  };
+  if (l.v == VV) by_c(std::integral_constant<int, VV>{});
+  else by_c(std::integral_constant<int, 1>{});
+}
+
+}  // namespace
+
+void layer_norm_forward_cuda(const void* x, const void* weight, const void* bias, void* y, void* mean, void* rstd,
+                             int64_t rows, int64_t dim, double eps, DType t, DType wt, void* stream) {
+  if (rows == 0) return;
+  const bool w_f32 = wt == DType::F32;
+  TANDEM_DISPATCH_FLOAT_NO_F64(t, "layer_norm_forward_cuda", [&] {
+    const size_t wsize = w_f32 ? 4 : sizeof(scalar_t);
+    const bool vec = rows_vectorizable(dim, sizeof(scalar_t), {x, y}) &&
+                     aligned_to(weight, wsize * kVec16<scalar_t>) && aligned_to(bias, wsize * kVec16<scalar_t>);
+    const Layout l = layout_for(dim, vec ? kVec16<scalar_t> : 1);
+    with_layout<scalar_t>(l, [&]<int V, int C>() {
+      layer_norm_forward_kernel<scalar_t, V, C>
+          <<<blocks_for(rows, l.ty, INT32_MAX), dim3(l.tx, l.ty), 0, static_cast<cudaStream_t>(stream)>>>(
+              static_cast<const scalar_t*>(x), weight, bias, w_f32, static_cast<scalar_t*>(y),
+              static_cast<float*>(mean), static_cast<float*>(rstd), rows, dim, static_cast<float>(eps));
+      TANDEM_CUDA_CHECK_LAUNCH();
+    });
+  });
+}
+
+void layer_norm_backward_cuda(const void* dy, const void* x, const void* weight, const void* mean, const void* rstd,
+                              void* dx, void* dweight, void* dbias, int64_t rows, int64_t dim, DType t, DType wt,
+                              int device, void* stream) {
+  auto s = static_cast<cudaStream_t>(stream);
+  const bool w_f32 = wt == DType::F32;
+  const int64_t slots = column_sum_slots(rows);
+  PartialSums partial(device, (dweight || dbias) && rows > 0 ? slots : 0, dim, 2, s);
+  float* pw = dweight ? partial.get(0) : nullptr;
+  float* pb = dbias ? partial.get(1) : nullptr;
+  TANDEM_DISPATCH_FLOAT_NO_F64(t, "layer_norm_backward_cuda", [&] {
+    if (rows > 0) {
+      const size_t wsize = w_f32 ? 4 : sizeof(scalar_t);
+      const bool vec = rows_vectorizable(dim, sizeof(scalar_t), {x, dy, dx}) &&
+                       aligned_to(weight, wsize * kVec16<scalar_t>);
+      const Layout l = layout_for(dim, vec ? kVec16<scalar_t> : 1);
+      with_layout<scalar_t>(l, [&]<int V, int C>() {
+        layer_norm_backward_kernel<scalar_t, V, C><<<blocks_for(slots, l.ty, INT32_MAX), dim3(l.tx, l.ty), 0, s>>>(
+            static_cast<const scalar_t*>(dy), static_cast<const scalar_t*>(x), weight, w_f32,
+            static_cast<const float*>(mean), static_cast<const float*>(rstd), static_cast<scalar_t*>(dx), pw, pb, rows,
+            dim, slots);
+        TANDEM_CUDA_CHECK_LAUNCH();
+      });
+    }
+    for (auto [out, part] : {std::pair{dweight, pw}, std::pair{dbias, pb}}) {
+      if (!out) continue;
+      if (rows == 0) {
+        TANDEM_CUDA_CHECK(cudaMemsetAsync(out, 0, static_cast<size_t>(dim) * (w_f32 ? 4 : sizeof(scalar_t)), s));
+      } else if (w_f32) {
+        column_sum_finish(part, slots, dim, static_cast<float*>(out), s);
+      } else {
+        column_sum_finish(part, slots, dim, static_cast<scalar_t*>(out), s);
+      }
+    }
+  });
+}
+
+}  // namespace tandem

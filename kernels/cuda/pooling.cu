@@ -1,0 +1,186 @@
+// Sequence pooling on the GPU: masked mean and first-token, forward and backward.
+//
+// Masked mean forward: a block owns 32 vector columns of one sequence and 16
+// sequence lanes; lane l sums positions l, l + 16, ... (four loads in flight),
+// skipping padding without reading it, then the 16 lane sums are added in lane
+// order through shared memory (deterministic). Traffic: the real tokens' rows
+// once, the mask once per column block. Backward and first-token pooling are
+// row copies / broadcasts over [B*S, D] with 16-byte vectors: write dx once,
+// read dy rows from cache. All memory bound. Numerics: f32 sums, division by
+// the f32 count (exact up to 2^24 tokens), one rounding per output.
+#include "core/cuda_check.h"
+#include "core/element.h"
+#include "kernels/cuda/pooling_cuda.h"
+#include "kernels/cuda/row_vectors.cuh"
+
+namespace tandem {
+
+namespace {
+
+constexpr int kLanes = 16;  // 32 x 16 threads: fits the 16-bit kernel's ~72 registers per thread
+constexpr int kBatch = 4;
+
+template <class T, int V>
+__global__ void __launch_bounds__(32 * kLanes) masked_mean_forward_kernel(const T* __restrict__ x, const uint8_t* __restrict__ mask,
+                                           T* __restrict__ y, float* __restrict__ count, int64_t seq, int64_t dim) {
+  __shared__ float lane_sums[kLanes][32 * V];
+  __shared__ float lane_counts[kLanes];
+  const int64_t b = blockIdx.y;
+  const int64_t c = blockIdx.x * 32ll + threadIdx.x;
+  const bool valid = c * V < dim;
+  float acc[V];
+  fill(acc, 0.0f);
+  float n = 0.0f;
+  for (int64_t s0 = threadIdx.y; s0 < seq; s0 += kLanes * kBatch) {
+    bool real[kBatch];
+    float v[kBatch][V];
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int64_t s = s0 + u * kLanes;
+      real[u] = s < seq && mask[b * seq + s] != 0;
+      if (real[u] && valid) load_vec<V>(x + (b * seq + s) * dim + c * V, v[u]);
+    }
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      if (!real[u]) continue;
+      n += 1.0f;
+      if (valid)
+#pragma unroll
+        for (int k = 0; k < V; ++k) acc[k] += v[u][k];
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < V; ++k) lane_sums[threadIdx.y][threadIdx.x * V + k] = acc[k];
+  if (threadIdx.x == 0) lane_counts[threadIdx.y] = n;
+  __syncthreads();
+  if (threadIdx.y != 0) return;
+  float total = 0.0f;
+  for (int l = 0; l < kLanes; ++l) total += lane_counts[l];
+  if (blockIdx.x == 0 && threadIdx.x == 0) count[b] = total;
+  if (!valid) return;
+  float out[V];
+#pragma unroll
+  for (int k = 0; k < V; ++k) {
+    float t = 0.0f;
+    for (int l = 0; l < kLanes; ++l) t += lane_sums[l][threadIdx.x * V + k];
+    out[k] = total > 0.0f ? t / total : 0.0f;
+  }
+  store_vec<V>(y + b * dim + c * V, out);
+}
+
+// dx[r] = mask[r] ? dy[r / seq] / count[r / seq] : 0 over rows r of [batch * seq, dim].
+template <class T, int V>
+__global__ void masked_mean_backward_kernel(const T* __restrict__ dy, const uint8_t* __restrict__ mask,
+                                            const float* __restrict__ count, T* __restrict__ dx, int64_t rows,
+                                            int64_t seq, int64_t dim) {
+  const int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (c * V >= dim) return;
+  for (int64_t r = blockIdx.y * static_cast<int64_t>(blockDim.y) + threadIdx.y; r < rows;
+       r += static_cast<int64_t>(gridDim.y) * blockDim.y) {
+    float v[V];
+    if (mask[r]) {
+      const int64_t b = r / seq;
+      load_vec<V>(dy + b * dim + c * V, v);
+      const float n = count[b];
+#pragma unroll
+      for (int k = 0; k < V; ++k) v[k] /= n;
+    } else {
+      fill(v, 0.0f);
+    }
+    store_vec<V>(dx + r * dim + c * V, v);
+  }
+}
+
+// y[b] = x[b * seq] (forward, rows = batch) or dx[r] = r % seq == 0 ? dy[r / seq] : 0 (backward, rows = batch * seq).
+template <class T, int V, bool Backward>
+__global__ void first_token_kernel(const T* __restrict__ src, T* __restrict__ dst, int64_t rows, int64_t seq,
+                                   int64_t dim) {
+  const int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (c * V >= dim) return;
+  for (int64_t r = blockIdx.y * static_cast<int64_t>(blockDim.y) + threadIdx.y; r < rows;
+       r += static_cast<int64_t>(gridDim.y) * blockDim.y) {
+    float v[V];
+    if (!Backward) load_vec<V>(src + r * seq * dim + c * V, v);
+    else if (r % seq == 0) load_vec<V>(src + (r / seq) * dim + c * V, v);
+    else fill(v, 0.0f);
+    store_vec<V>(dst + r * dim + c * V, v);
+  }
+}
+
+template <class T, class F>
+void with_width(bool vec, F&& f) {
+  if (vec) f.template operator()<kVec16<T>>();
+  else f.template operator()<1>();
+}
+
+// Grid for the row kernels: column blocks across, rows strided (about 4 rows per thread).
+dim3 row_grid(int64_t nvec, int64_t rows, dim3 block) {
+  return dim3(blocks_for(nvec, block.x, INT32_MAX), blocks_for(rows, block.y * 4, 65535));
+}
+
+}  // namespace
+
+void masked_mean_pool_forward_cuda(const void* x, const uint8_t* mask, void* y, void* count, DType t, int64_t batch,
+                                   int64_t seq, int64_t dim, void* stream) {
+  if (batch == 0) return;
+  TANDEM_CHECK(batch <= 65535, "masked_mean_pool on CUDA: batch {} exceeds 65535", batch);
+  TANDEM_DISPATCH_FLOAT_NO_F64(t, "masked_mean_pool_forward_cuda", [&] {
+    const bool vec = rows_vectorizable(dim, sizeof(scalar_t), {x, y});
+    with_width<scalar_t>(vec, [&]<int V>() {
+      const dim3 grid(blocks_for(dim / V, 32, INT32_MAX), static_cast<unsigned>(batch));
+      masked_mean_forward_kernel<scalar_t, V><<<grid, dim3(32, kLanes), 0, static_cast<cudaStream_t>(stream)>>>(
+          static_cast<const scalar_t*>(x), mask, static_cast<scalar_t*>(y), static_cast<float*>(count), seq, dim);
+      TANDEM_CUDA_CHECK_LAUNCH();
+    });
+  });
+}
+
+void masked_mean_pool_backward_cuda(const void* dy, const uint8_t* mask, const void* count, void* dx, DType t,
+                                    int64_t batch, int64_t seq, int64_t dim, void* stream) {
+  const int64_t rows = batch * seq;
+  if (rows == 0 || dim == 0) return;
+  TANDEM_DISPATCH_FLOAT_NO_F64(t, "masked_mean_pool_backward_cuda", [&] {
+    const bool vec = rows_vectorizable(dim, sizeof(scalar_t), {dy, dx});
+    with_width<scalar_t>(vec, [&]<int V>() {
+      const dim3 block = column_block(dim / V, rows);
+      masked_mean_backward_kernel<scalar_t, V>
+          <<<row_grid(dim / V, rows, block), block, 0, static_cast<cudaStream_t>(stream)>>>(
+              static_cast<const scalar_t*>(dy), mask, static_cast<const float*>(count), static_cast<scalar_t*>(dx),
+              rows, seq, dim);
+      TANDEM_CUDA_CHECK_LAUNCH();
+    });
+  });
+}
+
+void first_token_pool_forward_cuda(const void* x, void* y, DType t, int64_t batch, int64_t seq, int64_t dim,
+                                   void* stream) {
+  if (batch == 0 || dim == 0) return;
+  TANDEM_DISPATCH_FLOAT_NO_F64(t, "first_token_pool_forward_cuda", [&] {
+    const bool vec = rows_vectorizable(dim, sizeof(scalar_t), {x, y});
+    with_width<scalar_t>(vec, [&]<int V>() {
+      const dim3 block = column_block(dim / V, batch);
+      first_token_kernel<scalar_t, V, false>
+          <<<row_grid(dim / V, batch, block), block, 0, static_cast<cudaStream_t>(stream)>>>(
+              static_cast<const scalar_t*>(x), static_cast<scalar_t*>(y), batch, seq, dim);
+      TANDEM_CUDA_CHECK_LAUNCH();
+    });
+  });
+}
+
+void first_token_pool_backward_cuda(const void* dy, void* dx, DType t, int64_t batch, int64_t seq, int64_t dim,
+                                    void* stream) {
+  const int64_t rows = batch * seq;
+  if (rows == 0 || dim == 0) return;
+  TANDEM_DISPATCH_FLOAT_NO_F64(t, "first_token_pool_backward_cuda", [&] {
+    const bool vec = rows_vectorizable(dim, sizeof(scalar_t), {dy, dx});
+    with_width<scalar_t>(vec, [&]<int V>() {
+      const dim3 block = column_block(dim / V, rows);
+      first_token_kernel<scalar_t, V, true>
+          <<<row_grid(dim / V, rows, block), block, 0, static_cast<cudaStream_t>(stream)>>>(
+              static_cast<const scalar_t*>(dy), static_cast<scalar_t*>(dx), rows, seq, dim);
+      TANDEM_CUDA_CHECK_LAUNCH();
+    });
+  });
+}
+
+}  // namespace tandem

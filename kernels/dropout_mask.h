@@ -1,0 +1,32 @@
+// Which elements dropout keeps: one definition for the CPU reference and the
+// CUDA kernels, so the mask is bit-identical on both for the same stream.
+//
+// Element i of a tensor (flat, row-major index) is kept iff the i-th uniform
+// of the Philox stream (seed, subsequence) is >= p, where the uniform is word
+// i % 4 of Philox block i / 4 with 24 random bits (core/philox.h) and p is
+// compared as a float. Kept elements are multiplied by 1 / (1 - p), computed
+// in float; p = 1 keeps nothing and scales by 0 (no inf * 0).
+#pragma once
+
+#include <cstdint>
+
+#include "core/philox.h"
+
+namespace tandem {
+
+TANDEM_HD inline float dropout_scale(float p) { return p < 1.0f ? 1.0f / (1.0f - p) : 0.0f; }
+
+// Keep bits of elements 4*block .. 4*block + 3 (bit k for element 4*block + k).
+TANDEM_HD inline unsigned dropout_keep4(uint64_t seed, uint64_t subsequence, uint64_t block, float p) {
+  Philox4 r = philox_block(seed, subsequence, block);
+  unsigned bits = 0;
+  for (int k = 0; k < 4; ++k) bits |= (uint_to_unit_float(r.v[k]) >= p ? 1u : 0u) << k;
+  return bits;
+}
+
+// The same decision for one element (a quarter of a Philox block; tests and scalar tails).
+TANDEM_HD inline bool dropout_keep(uint64_t seed, uint64_t subsequence, uint64_t i, float p) {
+  return philox_uniform(seed, subsequence, i) >= p;
+}
+
+}  // namespace tandem

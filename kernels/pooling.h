@@ -1,0 +1,17 @@
+// Sequence pooling of encoder states x [B, S, D] into one vector per sequence.
+//
+// masked_mean_pool(x, mask): mask [B, S] u8, nonzero for real tokens and 0 for
+// padding; y[b] = the mean of x[b, s] over the real tokens, summed in f32 (f64
+// for f64) and divided by their count. A row with no real token gives zeros
+// (and zero gradient), never NaN. first_token_pool(x) = x[:, 0, :], the [CLS]
+// pooling of BERT-style classifiers (needs S >= 1).
+#pragma once
+
+#include "core/tensor.h"
+
+namespace tandem {
+
+Tensor masked_mean_pool(const Tensor& x, const Tensor& mask);
+Tensor first_token_pool(const Tensor& x);
+
+}  // namespace tandem

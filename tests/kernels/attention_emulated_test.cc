@@ -1,0 +1,193 @@
+// The CUDA attention kernels' own device code (kernels/cuda/attention_kernels.cuh),
+// run on the CPU under tests/testing/warp_emulator.h with the launch geometry
+// of kernels/cuda/attention.cu, against the CPU reference: forward output and
+// lse, and the full backward, in f32, bf16 and f16, at odd shapes (one token,
+// partial and multiple 64-row tiles, every padded head width 32/64/128,
+// scalar and 16-byte loads, S up to 512), with padding, an all-padding row and
+// dropout.
+//
+// This checks everything in the kernels but the hardware itself: tiling and
+// indexing, shared-memory layout, fragment bookkeeping (against the PTX ISA's
+// mma.m16n8k16 layouts, as the emulator implements them), the online softmax,
+// masking, dropout, barrier placement (a divergent barrier is an error), and
+// the 16-bit roundings. Tolerances are those of attention_parity_test.cc.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "tests/testing/warp_emulator.h"  // first: CUDA keywords and built-ins for the device code
+
+#include "kernels/attention.h"
+#include "kernels/cpu/attention_cpu.h"
+#include "kernels/cuda/attention_kernels.cuh"
+#include "tests/kernels/attention_testing.h"
+#include "tests/testing/gradcheck.h"
+
+namespace tandem {
+namespace {
+
+using namespace attention_detail;
+using testing::all_close;
+using testing::padding_mask;
+using testing::random_tensor;
+
+struct Tol {
+  double atol, rtol;
+};
+
+Tol output_tolerance(DType t) {
+  switch (t) {
+    case DType::BF16: return {2e-2, 2e-2};
+    case DType::F16: return {3e-3, 3e-3};
+    default: return {1e-5, 1e-4};
+  }
+}
+
+Tol gradient_tolerance(DType t) {
+  switch (t) {
+    case DType::BF16: return {5e-2, 3e-2};
+    case DType::F16: return {8e-3, 5e-3};
+    default: return {1e-4, 1e-3};
+  }
+}
+
+const uint8_t* mask_ptr(const Tensor& mask) { return mask.defined() ? mask.data<uint8_t>() : nullptr; }
+
+// attention_forward_cuda's launch, run by the emulator.
+template <class T>
+void emulated_forward(const Tensor& qkv, const Tensor& mask, Tensor& out, Tensor& lse, const AttentionShape& s,
+                      const AttentionDropout& d) {
+  const Params params = make_params(s, d);
+  const Grid grid = grid_for(s);
+  with_padded_dim(s.head_dim, [&](auto dp) {
+    constexpr int DP = decltype(dp)::value;
+    warp_emulator::launch(grid.x, grid.y, kThreads, forward_smem_bytes<T, DP>(), [&] {
+      forward_kernel<T, DP>(static_cast<const T*>(qkv.data_ptr()), mask_ptr(mask), static_cast<T*>(out.data_ptr()),
+                            lse.data<float>(), params, vector_loads<T>(qkv.data_ptr(), s.head_dim));
+    });
+  });
+}
+
+// attention_backward_cuda's launches, run by the emulator.
+template <class T>
+void emulated_backward(const Tensor& qkv, const Tensor& mask, const Tensor& out, const Tensor& lse, const Tensor& dout,
+                       Tensor& dqkv, const AttentionShape& s, const AttentionDropout& d) {
+  const Params params = make_params(s, d);
+  const Grid grid = grid_for(s);
+  const int64_t rows = s.batch * s.seq * s.heads;
+  std::vector<float> rowdot(static_cast<size_t>(rows));
+  const bool vec_qkv = vector_loads<T>(qkv.data_ptr(), s.head_dim);
+  const bool vec_dout = vector_loads<T>(dout.data_ptr(), s.head_dim);
+  const auto* q = static_cast<const T*>(qkv.data_ptr());
+  const auto* o = static_cast<const T*>(out.data_ptr());
+  const auto* go = static_cast<const T*>(dout.data_ptr());
+  auto* dq = static_cast<T*>(dqkv.data_ptr());
+  warp_emulator::launch(static_cast<unsigned>((rows + kWarps - 1) / kWarps), 1, kThreads, 0, [&] {
+    rowdot_kernel<T>(go, o, rowdot.data(), rows, params.seq, params.heads, params.dh);
+  });
+  with_padded_dim(s.head_dim, [&](auto dp) {
+    constexpr int DP = decltype(dp)::value;
+    warp_emulator::launch(grid.x, grid.y, kThreads, dkdv_smem_bytes<T, DP>(), [&] {
+      dkdv_kernel<T, DP, kDkdvQueryTile<DP>>(q, mask_ptr(mask), lse.data<float>(), rowdot.data(), go, dq, params,
+                                             vec_qkv, vec_dout);
+    });
+    warp_emulator::launch(grid.x, grid.y, kThreads, dq_smem_bytes<T, DP>(), [&] {
+      dq_kernel<T, DP>(q, mask_ptr(mask), lse.data<float>(), rowdot.data(), go, dq, params, vec_qkv, vec_dout);
+    });
+  });
+}
+
+struct Case {
+  int64_t batch, seq, heads, head_dim;
+  std::vector<int64_t> lengths;  // empty: no mask
+  double dropout;
+};
+
+std::string case_name(const Case& c) {
+  std::string n = "B" + std::to_string(c.batch) + "_S" + std::to_string(c.seq) + "_H" + std::to_string(c.heads) +
+                  "_Dh" + std::to_string(c.head_dim);
+  if (!c.lengths.empty()) n += "_padded";
+  if (c.dropout > 0) n += "_dropout";
+  return n;
+}
+
+// The softmax normalisers agree to f32 rounding, and are +inf exactly for the rows with no real key.
+::testing::AssertionResult same_lse(const Tensor& got, const Tensor& expected) {
+  const std::vector<double> a = got.to_double_vector(), e = expected.to_double_vector();
+  for (size_t i = 0; i < a.size(); ++i) {
+    const bool ok = std::isinf(e[i]) ? a[i] == e[i] : std::fabs(a[i] - e[i]) <= 1e-5 * (1 + std::fabs(e[i]));
+    if (!ok) return ::testing::AssertionFailure() << "lse[" << i << "] = " << a[i] << ", expected " << e[i];
+  }
+  return ::testing::AssertionSuccess();
+}
+
+void PrintTo(const Case& c, std::ostream* os) { *os << case_name(c); }
+
+class EmulatedAttentionKernels : public ::testing::TestWithParam<std::tuple<DType, Case>> {};
+
+TEST_P(EmulatedAttentionKernels, MatchTheCpuReference) {
+  const auto& [t, c] = GetParam();
+  const AttentionShape s{c.batch, c.seq, c.heads, c.head_dim};
+  const AttentionDropout d{static_cast<float>(c.dropout), 31, 4};
+  const Shape out_shape{s.batch, s.seq, s.heads * s.head_dim};
+  Tensor qkv = random_tensor({s.batch, s.seq, 3 * s.heads * s.head_dim}, 1, t);
+  Tensor mask = c.lengths.empty() ? Tensor() : padding_mask(c.lengths, s.seq);
+  Tensor dout = random_tensor(out_shape, 2, t);
+
+  Tensor out_ref = Tensor::empty(out_shape, t), lse_ref = Tensor::empty({s.batch, s.heads, s.seq}, DType::F32);
+  Tensor dqkv_ref = Tensor::empty(qkv.shape(), t);
+  attention_forward_cpu(qkv.data_ptr(), mask_ptr(mask), out_ref.data_ptr(), lse_ref.data_ptr(), s, d, t);
+  attention_backward_cpu(qkv.data_ptr(), mask_ptr(mask), lse_ref.data_ptr(), dout.data_ptr(), dqkv_ref.data_ptr(), s, d,
+                         t);
+
+  Tensor out = Tensor::empty(out_shape, t), lse = Tensor::empty({s.batch, s.heads, s.seq}, DType::F32);
+  Tensor dqkv = Tensor::empty(qkv.shape(), t);
+  dqkv.fill_(std::nan(""));  // every element must be written
+  TANDEM_DISPATCH_FLOAT_NO_F64(t, "emulated attention", [&] {
+    emulated_forward<scalar_t>(qkv, mask, out, lse, s, d);
+    emulated_backward<scalar_t>(qkv, mask, out, lse, dout, dqkv, s, d);
+  });
+  const Tol fo = output_tolerance(t), go = gradient_tolerance(t);
+  EXPECT_TRUE(all_close(out, out_ref, fo.atol, fo.rtol)) << "forward";
+  EXPECT_TRUE(same_lse(lse, lse_ref));
+  EXPECT_TRUE(all_close(dqkv, dqkv_ref, go.atol, go.rtol)) << "gradient";
+}
+
+const Case kCases[] = {
+    {1, 1, 1, 7, {}, 0.0},               // one token, scalar loads, DP = 32
+    {2, 7, 3, 20, {7, 3}, 0.0},          // padding; 16-bit scalar loads, f32 vector loads
+    {3, 7, 2, 33, {7, 0, 5}, 0.2},       // an all-padding row and dropout, DP = 64
+    {1, 70, 2, 64, {70}, 0.1},           // two key tiles, vector loads, dropout
+    {2, 65, 1, 96, {65, 13}, 0.0},       // DP = 128 (32-query inner tiles in dK/dV), padding
+    {1, 129, 1, 128, {100}, 0.3},        // three tiles, the largest head dim, dropout
+    {1, 512, 1, 64, {400}, 0.1},         // the longest sequence: eight tiles
+};
+
+INSTANTIATE_TEST_SUITE_P(Cases, EmulatedAttentionKernels,
+                         ::testing::Combine(::testing::Values(DType::F32, DType::BF16, DType::F16),
+                                            ::testing::ValuesIn(kCases)),
+                         [](const auto& info) {
+                           return std::string(dtype_name(std::get<0>(info.param))) + "_" +
+                                  case_name(std::get<1>(info.param));
+                         });
+
+TEST(WarpEmulator, ReportsABarrierThatPartOfTheBlockSkips) {
+  EXPECT_THROW(warp_emulator::launch(1, 1, 64, 0,
+                                     [] {
+                                       if (threadIdx.x < 32) __syncthreads();
+                                     }),
+               std::runtime_error);
+}
+
+TEST(WarpEmulator, ShufflesExchangeWithinAWarpOnly) {
+  std::vector<float> got(64);
+  warp_emulator::launch(1, 1, 64, 0, [&] {
+    const float mine = static_cast<float>(threadIdx.x);
+    got[threadIdx.x] = __shfl_xor_sync(0xffffffffu, mine, 1) + 100.0f * __shfl_sync(0xffffffffu, mine, 3);
+  });
+  for (unsigned i = 0; i < 64; ++i) EXPECT_EQ(got[i], float(i ^ 1u) + 100.0f * float((i & ~31u) + 3)) << i;
+}
+
+}  // namespace
+}  // namespace tandem

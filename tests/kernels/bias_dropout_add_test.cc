@@ -1,0 +1,118 @@
+// dropout, add_bias and bias_dropout_add: the keep mask is the Philox definition,
+// kept values are scaled, identities, gradients against finite differences.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "core/philox.h"
+#include "kernels/bias_dropout_add.h"
+#include "kernels/elementwise.h"
+#include "tests/testing/errors.h"
+#include "tests/testing/gradcheck.h"
+
+namespace tandem {
+namespace {
+
+using testing::all_close;
+using testing::gradcheck;
+using testing::random_tensor;
+
+constexpr uint64_t kSeed = 1234, kSub = 7;
+
+TEST(Dropout, KeepsExactlyTheElementsWhosePhiloxUniformIsAtLeastP) {
+  Tensor x = Tensor::full({5, 103}, 1.0, DType::F32);
+  std::vector<double> y = dropout(x, 0.3, true, kSeed, kSub).to_double_vector();
+  const float scale = 1.0f / (1.0f - 0.3f);
+  for (size_t i = 0; i < y.size(); ++i) {
+    bool keep = philox_uniform(kSeed, kSub, i) >= 0.3f;
+    ASSERT_EQ(y[i], keep ? static_cast<double>(scale) : 0.0) << "element " << i;
+  }
+}
+
+TEST(Dropout, KeepsAboutOneMinusPOfTheElements) {
+  const int64_t n = 200000;
+  std::vector<double> y = dropout(Tensor::full({n}, 1.0), 0.1, true, 99, 0).to_double_vector();
+  double kept = 0;
+  for (double v : y) kept += v != 0.0;
+  // Binomial(n, 0.9): standard deviation sqrt(n * 0.09) = 134; allow 5 sigma.
+  EXPECT_NEAR(kept, 0.9 * n, 5 * std::sqrt(n * 0.09));
+}
+
+TEST(Dropout, AnotherSubsequenceGivesAnotherMask) {
+  Tensor x = Tensor::full({1000}, 1.0);
+  EXPECT_NE(dropout(x, 0.5, true, kSeed, 1).to_double_vector(), dropout(x, 0.5, true, kSeed, 2).to_double_vector());
+  EXPECT_EQ(dropout(x, 0.5, true, kSeed, 1).to_double_vector(), dropout(x, 0.5, true, kSeed, 1).to_double_vector());
+}
+
+TEST(Dropout, ZeroProbabilityAndEvalModeReturnTheInputItself) {
+  Tensor x = random_tensor({4, 4}, 1);
+  EXPECT_TRUE(dropout(x, 0.0, true, kSeed, kSub).is_same(x));
+  EXPECT_TRUE(dropout(x, 0.5, false, kSeed, kSub).is_same(x));
+}
+
+TEST(Dropout, ProbabilityOneGivesZerosNotNan) {
+  for (double v : dropout(random_tensor({64}, 2, DType::F32), 1.0, true, kSeed, kSub).to_double_vector())
+    EXPECT_EQ(v, 0.0);
+}
+
+TEST(Dropout, BackwardUsesTheForwardMask) {
+  Tensor x = random_tensor({3, 37}, 3, DType::F32).set_requires_grad(true);
+  Tensor y = dropout(x, 0.4, true, kSeed, kSub);
+  y.backward(Tensor::full({3, 37}, 1.0));
+  std::vector<double> yv = y.to_double_vector(), xv = x.to_double_vector(), g = x.grad().to_double_vector();
+  const double scale = 1.0f / (1.0f - 0.4f);
+  for (size_t i = 0; i < g.size(); ++i) EXPECT_EQ(g[i], yv[i] == 0.0 ? 0.0 : scale) << i << " x=" << xv[i];
+}
+
+TEST(Dropout, GradientMatchesFiniteDifferences) {
+  EXPECT_TRUE(gradcheck([](const auto& in) { return dropout(in[0], 0.25, true, kSeed, kSub); },
+                        {random_tensor({4, 9}, 4).set_requires_grad(true)}));
+}
+
+TEST(Dropout, ProbabilityOutsideZeroOneIsAnError) {
+  EXPECT_TRUE(testing::throws_error_containing([] { dropout(random_tensor({2}, 1), 1.5, true, 0, 0); },
+                                               "must be in [0, 1], got 1.5"));
+}
+
+TEST(AddBias, AddsTheBiasToEveryRow) {
+  Tensor x = Tensor::from_vector(std::vector<double>{1, 2, 3, 4, 5, 6}, {2, 3}, DType::F64);
+  Tensor b = Tensor::from_vector(std::vector<double>{10, 20, 30}, {3}, DType::F64);
+  EXPECT_EQ(add_bias(x, b).to_double_vector(), (std::vector<double>{11, 22, 33, 14, 25, 36}));
+}
+
+TEST(AddBias, GradientsMatchFiniteDifferences) {
+  EXPECT_TRUE(gradcheck([](const auto& in) { return add_bias(in[0], in[1]); },
+                        {random_tensor({2, 3, 5}, 5).set_requires_grad(true), random_tensor({5}, 6).set_requires_grad(true)}));
+}
+
+TEST(BiasDropoutAdd, EqualsTheUnfusedOps) {
+  Tensor x = random_tensor({6, 11}, 7), b = random_tensor({11}, 8), r = random_tensor({6, 11}, 9);
+  Tensor unfused = add(dropout(add_bias(x, b), 0.2, true, kSeed, kSub), r);
+  EXPECT_TRUE(all_close(bias_dropout_add(x, b, r, 0.2, true, kSeed, kSub), unfused, 1e-15, 1e-15));
+}
+
+TEST(BiasDropoutAdd, GradientsOfAllThreeInputsMatchFiniteDifferences) {
+  EXPECT_TRUE(gradcheck([](const auto& in) { return bias_dropout_add(in[0], in[1], in[2], 0.3, true, kSeed, kSub); },
+                        {random_tensor({5, 6}, 10).set_requires_grad(true), random_tensor({6}, 11).set_requires_grad(true),
+                         random_tensor({5, 6}, 12).set_requires_grad(true)}));
+}
+
+TEST(BiasDropoutAdd, GradientsInEvalModeMatchFiniteDifferences) {
+  EXPECT_TRUE(gradcheck([](const auto& in) { return bias_dropout_add(in[0], in[1], in[2], 0.3, false, kSeed, kSub); },
+                        {random_tensor({5, 6}, 13).set_requires_grad(true), random_tensor({6}, 14).set_requires_grad(true),
+                         random_tensor({5, 6}, 15).set_requires_grad(true)}));
+}
+
+TEST(BiasDropoutAdd, ResidualWithoutBiasGradientsMatchFiniteDifferences) {
+  EXPECT_TRUE(gradcheck([](const auto& in) { return bias_dropout_add(in[0], Tensor(), in[1], 0.5, true, 3, 4); },
+                        {random_tensor({2, 7}, 16).set_requires_grad(true), random_tensor({2, 7}, 17).set_requires_grad(true)}));
+}
+
+TEST(BiasDropoutAdd, ResidualOfAnotherShapeIsAnError) {
+  EXPECT_TRUE(testing::throws_error_containing(
+      [] { bias_dropout_add(random_tensor({2, 3}, 1), Tensor(), random_tensor({3, 2}, 2), 0.1, true, 0, 0); },
+      "shapes [2, 3] and [3, 2] differ"));
+}
+
+}  // namespace
+}  // namespace tandem

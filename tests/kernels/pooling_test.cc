@@ -1,0 +1,82 @@
+// masked_mean_pool and first_token_pool: values, padding, gradients against finite differences.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "kernels/pooling.h"
+#include "tests/testing/errors.h"
+#include "tests/testing/gradcheck.h"
+
+namespace tandem {
+namespace {
+
+using testing::gradcheck;
+using testing::random_tensor;
+
+Tensor mask_of(const std::vector<int64_t>& v, const Shape& s) { return Tensor::from_vector(v, s, DType::U8); }
+
+TEST(MaskedMeanPool, AveragesOnlyTheRealTokens) {
+  // x[b, s, d] = 100 b + 10 s + d; batch 0 keeps s = 0, 2; batch 1 keeps s = 1.
+  std::vector<double> xs;
+  for (int b = 0; b < 2; ++b)
+    for (int s = 0; s < 3; ++s)
+      for (int d = 0; d < 2; ++d) xs.push_back(100 * b + 10 * s + d);
+  Tensor x = Tensor::from_vector(xs, {2, 3, 2}, DType::F32);
+  Tensor y = masked_mean_pool(x, mask_of({1, 0, 1, 0, 1, 0}, {2, 3}));
+  EXPECT_EQ(y.to_double_vector(), (std::vector<double>{10, 11, 110, 111}));
+}
+
+TEST(MaskedMeanPool, AllPaddingRowGivesZerosAndZeroGradient) {
+  Tensor x = random_tensor({2, 4, 3}, 1, DType::F32).set_requires_grad(true);
+  Tensor y = masked_mean_pool(x, mask_of({1, 1, 0, 0, 0, 0, 0, 0}, {2, 4}));
+  std::vector<double> v = y.to_double_vector();
+  for (size_t d = 0; d < 3; ++d) {
+    EXPECT_FALSE(std::isnan(v[3 + d]));
+    EXPECT_EQ(v[3 + d], 0.0);
+  }
+  y.backward(Tensor::full({2, 3}, 1.0));
+  std::vector<double> g = x.grad().to_double_vector();
+  for (size_t i = 12; i < 24; ++i) EXPECT_EQ(g[i], 0.0);
+  EXPECT_EQ(g[0], 0.5);  // batch 0: two real tokens
+}
+
+TEST(MaskedMeanPool, GradientMatchesFiniteDifferencesWithPadding) {
+  // Row 0: three of five real (padding at the end); row 1: one real token in the middle; row 2: all padding.
+  Tensor mask = mask_of({1, 1, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0}, {3, 5});
+  EXPECT_TRUE(gradcheck([&](const auto& in) { return masked_mean_pool(in[0], mask); },
+                        {random_tensor({3, 5, 4}, 2).set_requires_grad(true)}));
+}
+
+TEST(MaskedMeanPool, NonzeroMaskValuesCountAsReal) {
+  Tensor x = Tensor::from_vector(std::vector<double>{2, 4}, {1, 2, 1}, DType::F64);
+  EXPECT_EQ(masked_mean_pool(x, mask_of({7, 255}, {1, 2})).item(), 3.0);
+}
+
+TEST(MaskedMeanPool, MaskOfTheWrongShapeIsAnError) {
+  EXPECT_TRUE(testing::throws_error_containing(
+      [] { masked_mean_pool(random_tensor({2, 3, 4}, 1), mask_of({1, 1, 1}, {1, 3})); }, "must be [batch, seq]"));
+}
+
+TEST(MaskedMeanPool, NonU8MaskIsAnError) {
+  EXPECT_TRUE(testing::throws_error_containing(
+      [] { masked_mean_pool(random_tensor({1, 2, 4}, 1), Tensor::full({1, 2}, 1.0)); }, "mask must be u8"));
+}
+
+TEST(FirstTokenPool, TakesPositionZeroOfEverySequence) {
+  std::vector<double> xs;
+  for (int i = 0; i < 2 * 3 * 2; ++i) xs.push_back(i);
+  Tensor y = first_token_pool(Tensor::from_vector(xs, {2, 3, 2}, DType::BF16));
+  EXPECT_EQ(y.to_double_vector(), (std::vector<double>{0, 1, 6, 7}));
+}
+
+TEST(FirstTokenPool, GradientMatchesFiniteDifferences) {
+  EXPECT_TRUE(gradcheck([](const auto& in) { return first_token_pool(in[0]); },
+                        {random_tensor({2, 4, 3}, 3).set_requires_grad(true)}));
+}
+
+TEST(FirstTokenPool, EmptySequenceIsAnError) {
+  EXPECT_TRUE(testing::throws_error_containing([] { first_token_pool(Tensor::zeros({2, 0, 3})); }, "has no tokens"));
+}
+
+}  // namespace
+}  // namespace tandem

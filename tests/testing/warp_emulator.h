@@ -1,0 +1,122 @@
+// A CPU stand-in for the parts of the CUDA execution model that
+// kernels/cuda/attention_kernels.cuh uses, so that exact device code runs and
+// is tested on a machine without a GPU.
+//
+// launch() runs the blocks of a grid one after another. Inside a block every
+// thread is a fiber (ucontext) on the calling thread; fibers switch only at
+// __syncthreads and at warp-collective operations (shuffles, mma), where each
+// waits until all participants have arrived, so lanes meet exactly where they
+// meet on hardware. A barrier that can never complete (threads diverging around
+// __syncthreads, part of a warp skipping a collective) fails the launch with an
+// error instead of hanging. Shared memory is a fresh heap buffer per block,
+// filled with 0xff bytes (NaN as any float type) so reads of never-written
+// shared memory show up in results; under AddressSanitizer, reads past it fault.
+//
+// What it supplies, in the global namespace: the CUDA keywords as no-ops,
+// threadIdx/blockIdx, uint4/make_uint4, __syncthreads, __shfl_sync and
+// __shfl_xor_sync (float), the __half/__nv_bfloat16 conversions, and
+// mma16816<T> (mma.sync.m16n8k16.row.col, f32 accumulate), which places
+// operands by the fragment layouts of the PTX ISA ("Matrix Fragments for
+// mma.m16n8k16 with floating point type"). What it cannot show: timing, races
+// between threads that hardware would interleave differently (fibers only
+// switch at barriers), and the tensor core's internal rounding.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <type_traits>
+
+#include "core/half.h"
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __align__(n) alignas(n)
+#define ATTENTION_SHARED_MEMORY(name) unsigned char* name = ::warp_emulator::shared_memory()
+
+namespace warp_emulator {
+
+struct Dim3 {
+  unsigned x = 0, y = 0, z = 0;
+};
+
+// Runs kernel() once per thread of every block of a grid_x x grid_y grid, blocks of `threads`
+// (a multiple of 32) threads with `shared_bytes` of dynamic shared memory. Throws on deadlock.
+void launch(unsigned grid_x, unsigned grid_y, int threads, size_t shared_bytes, const std::function<void()>& kernel);
+
+// Inside launch(): the block's dynamic shared memory; this warp's barrier; exchange slots of this warp.
+unsigned char* shared_memory();
+void block_barrier();
+void warp_barrier();
+float* warp_float_slots();     // 32 floats
+uint32_t* warp_word_slots();   // 32 x 6 words: an mma's A (4) and B (2) registers per lane
+
+}  // namespace warp_emulator
+
+inline thread_local warp_emulator::Dim3 threadIdx, blockIdx;
+
+struct alignas(16) uint4 {
+  uint32_t x, y, z, w;
+};
+inline uint4 make_uint4(uint32_t x, uint32_t y, uint32_t z, uint32_t w) { return {x, y, z, w}; }
+
+inline void __syncthreads() { warp_emulator::block_barrier(); }
+
+inline float __shfl_sync(unsigned /*mask: kernels always pass all lanes*/, float v, int src_lane) {
+  float* slots = warp_emulator::warp_float_slots();
+  const unsigned lane = threadIdx.x & 31;
+  slots[lane] = v;
+  warp_emulator::warp_barrier();
+  const float r = slots[src_lane & 31];
+  warp_emulator::warp_barrier();  // everyone has read before the slots are reused
+  return r;
+}
+
+inline float __shfl_xor_sync(unsigned mask, float v, int lane_mask) {
+  return __shfl_sync(mask, v, static_cast<int>(threadIdx.x & 31) ^ lane_mask);
+}
+
+struct __half {
+  uint16_t bits;
+};
+struct __nv_bfloat16 {
+  uint16_t bits;
+};
+inline __half __float2half_rn(float f) { return {tandem::float_to_f16_bits(f)}; }
+inline unsigned short __half_as_ushort(__half h) { return h.bits; }
+inline __nv_bfloat16 __float2bfloat16_rn(float f) { return {tandem::float_to_bf16_bits(f)}; }
+inline unsigned short __bfloat16_as_ushort(__nv_bfloat16 h) { return h.bits; }
+
+// D = A B + C for one warp: A 16x16, B 16x8 (16-bit T), C/D 16x8 f32, in the PTX fragment layouts:
+// lane = 4g + t; A regs {row g | g+8} x {cols 2t,2t+1 | 2t+8,2t+9} as a[0]=(g,lo) a[1]=(g+8,lo)
+// a[2]=(g,hi) a[3]=(g+8,hi); B regs b[0] = rows 2t,2t+1 of column g, b[1] = rows 2t+8,2t+9;
+// C c[0..1] = row g, columns 2t, 2t+1; c[2..3] = row g+8. Lower-indexed element in the low 16 bits.
+template <class T>
+void mma16816(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  static_assert(std::is_same_v<T, tandem::Half> || std::is_same_v<T, tandem::BFloat16>);
+  auto value = [](uint32_t reg, int half) {
+    const auto bits = static_cast<uint16_t>(reg >> (16 * half));
+    if constexpr (std::is_same_v<T, tandem::Half>) return tandem::f16_bits_to_float(bits);
+    else return tandem::bf16_bits_to_float(bits);
+  };
+  uint32_t* slots = warp_emulator::warp_word_slots();
+  const int lane = static_cast<int>(threadIdx.x & 31);
+  for (int r = 0; r < 4; ++r) slots[6 * lane + r] = a[r];
+  for (int r = 0; r < 2; ++r) slots[6 * lane + 4 + r] = b[r];
+  warp_emulator::warp_barrier();
+  const int g = lane >> 2, t = lane & 3;
+  for (int e = 0; e < 4; ++e) {
+    const int row = g + 8 * (e >> 1), col = 2 * t + (e & 1);
+    double sum = 0;
+    for (int k = 0; k < 16; ++k) {
+      const int a_lane = 4 * (row & 7) + ((k & 7) >> 1), a_reg = (row >> 3) + 2 * (k >> 3);
+      const int b_lane = 4 * col + ((k & 7) >> 1), b_reg = k >> 3;
+      sum += double(value(slots[6 * a_lane + a_reg], k & 1)) * double(value(slots[6 * b_lane + 4 + b_reg], k & 1));
+    }
+    c[e] = static_cast<float>(double(c[e]) + sum);
+  }
+  warp_emulator::warp_barrier();
+}
