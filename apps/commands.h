@@ -6,7 +6,8 @@
 
 namespace tandem::apps {
 
-void add_info_command(CLI::App& app);   // build configuration and devices
+void add_info_command(CLI::App& app);      // build configuration and devices
+void add_data_command(CLI::App& app);      // dataset inspection: fortune categories, class counts
 void add_train_command(CLI::App& app);     // train a classifier
 void add_evaluate_command(CLI::App& app);  // evaluate a checkpoint
 void add_predict_command(CLI::App& app);   // classify texts with a checkpoint

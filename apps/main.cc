@@ -10,6 +10,7 @@ int main(int argc, char** argv) {
   CLI::App app{"Tandem: data-parallel training of small transformer text classifiers"};
   app.require_subcommand(1);
   tandem::apps::add_info_command(app);
+  tandem::apps::add_data_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

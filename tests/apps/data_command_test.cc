@@ -1,0 +1,58 @@
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "apps/commands.h"
+#include "tests/data/test_files.h"
+
+namespace tandem::apps {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+using data::testing::error_of;
+using data::testing::TempDir;
+
+// Runs `tandem <args>` with only the data command registered; returns what it printed.
+std::string run(std::vector<std::string> args) {
+  CLI::App app;
+  add_data_command(app);
+  std::vector<const char*> argv{"tandem"};
+  for (const auto& a : args) argv.push_back(a.c_str());
+  ::testing::internal::CaptureStdout();
+  try {
+    app.parse(static_cast<int>(argv.size()), const_cast<char**>(argv.data()));
+  } catch (...) {
+    ::testing::internal::GetCapturedStdout();
+    throw;
+  }
+  return ::testing::internal::GetCapturedStdout();
+}
+
+TEST(DataCommand, SummaryPrintsClassCountsBaselineAndLengths) {
+  TempDir dir;
+  auto path = dir.write("d.tsv", "pos\tgood film\npos\tgreat film\nneg\tdull\n");
+  std::string out = run({"data", "summary", "--format", "tsv", "--path", path.string(), "--max-seq-len", "2"});
+  EXPECT_THAT(out, HasSubstr("tsv train: 3 examples, 2 classes"));
+  EXPECT_THAT(out, HasSubstr("majority-class baseline accuracy: 66.7%"));
+  EXPECT_THAT(out, HasSubstr("2 of 3 (66.7%) longer than max_seq_len 2"));
+}
+
+TEST(DataCommand, SummaryReportsTheBadRecord) {
+  TempDir dir;
+  auto path = dir.write("d.tsv", "pos\tgood film\nneg\n");
+  EXPECT_THAT(error_of([&] { run({"data", "summary", "--format", "tsv", "--path", path.string()}); }),
+              StartsWith(path.string() + ":2: expected 2 tab-separated columns, found 1"));
+}
+
+TEST(DataCommand, FortunesListsCategoriesWithCounts) {
+  TempDir dir;
+  dir.write("f/food", "a\n%\nb\n%\n");
+  dir.write("f/food.dat", "index");
+  std::string out = run({"data", "fortunes", "--dir", (dir.path() / "f").string()});
+  EXPECT_THAT(out, HasSubstr("1 fortune categories"));
+  EXPECT_THAT(out, HasSubstr("food"));
+  EXPECT_THAT(out, HasSubstr("demo categories: computers, food, politics, sports, startrek"));
+}
+
+}  // namespace
+}  // namespace tandem::apps
