@@ -241,6 +241,7 @@ TrainResult train(const TrainConfig& config, std::shared_ptr<comm::ProcessGroup>
   tok_options.min_freq = config.data.vocab_min_freq;
   tok_options.max_size = config.data.vocab_max_size;
   tok_options.prepend_cls = true;
+  tok_options.lowercase = config.data.lowercase;
   auto tokenizer = std::make_shared<data::Tokenizer>(data::Tokenizer::build(*train_set, tok_options));
   const fs::path vocab_file = out_dir / "vocab.txt";
   if (main_rank) tokenizer->save(vocab_file);
