@@ -7,5 +7,7 @@
 namespace tandem::apps {
 
 void add_info_command(CLI::App& app);  // build configuration and devices
+void add_launch_command(CLI::App& app);  // one process per rank (comm/launcher.h)
+void add_bench_allreduce_command(CLI::App& bench);  // under `tandem bench`: nccl-tests style all_reduce table
 
 }  // namespace tandem::apps

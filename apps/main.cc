@@ -10,6 +10,8 @@ int main(int argc, char** argv) {
   CLI::App app{"Tandem: data-parallel training of small transformer text classifiers"};
   app.require_subcommand(1);
   tandem::apps::add_info_command(app);
+  tandem::apps::add_launch_command(app);
+  tandem::apps::add_bench_allreduce_command(*app.add_subcommand("bench", "Benchmarks")->require_subcommand(1));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -137,7 +137,7 @@ std::shared_ptr<Work> RingProcessGroup::enqueue(const std::string& name, std::ve
   {
     std::lock_guard<std::mutex> lock(mutex_);
     TANDEM_CHECK(!stopping_, "{}: the process group is shutting down", name);
-    queue_.push_back(Task{work, std::move(body)});
+    queue_.push_back(Task{work, std::move(body), op_count_++});
   }
   cv_.notify_one();
   return work;
@@ -157,27 +157,42 @@ void RingProcessGroup::run_loop() {
       task.work->mark_failed("the process group failed earlier and cannot be used: " + broken_);
     } else {
       task.work->mark_started();
+      std::string what = task.work->op_name() + " #" + std::to_string(task.seq) + " on rank " + std::to_string(rank());
       try {
-        task.body();
+        task.body(what);
         task.work->mark_completed();
+      } catch (const PeerTimeout& e) {
+        task.work->mark_failed(fail_group(e.what(), task.seq, true));
       } catch (const std::exception& e) {
-        task.work->mark_failed(fail_group(e.what()));
+        task.work->mark_failed(fail_group(e.what(), task.seq, false));
       }
     }
     task.work->release_tensors();
   }
 }
 
-std::string RingProcessGroup::fail_group(const std::string& what) {
-  std::string mine = "rank " + std::to_string(rank()) + ": " + what;
+std::string RingProcessGroup::fail_group(const std::string& error, uint64_t seq, bool timed_out) {
+  std::string what = error;
   std::string first;
-  if (size() > 1) {
-    try {
-      first = store_->compare_set(prefix_ + "abort", "", mine);
-    } catch (const std::exception&) {
-      // The store may be gone with the process that hosted it; the local error still stands.
+  try {
+    if (timed_out && size() > 1) {
+      // Everyone stuck in this op times out at about the same time and checks
+      // in here; whoever does not is the rank that never reached it.
+      const std::string base = prefix_ + "stuck/" + std::to_string(seq) + "/";
+      store_->set(base + std::to_string(rank()), "1");
+      std::vector<std::string> keys;
+      for (int r = 0; r < size(); ++r) keys.push_back(base + std::to_string(r));
+      auto window = std::min(options_.timeout, std::chrono::milliseconds(2000));
+      std::vector<std::string> missing = store_->wait(keys, window);
+      std::string ranks;
+      for (const auto& k : missing) ranks += (ranks.empty() ? "" : ", ") + k.substr(base.size());
+      if (!ranks.empty()) what += "; rank(s) " + ranks + " did not reach this collective";
     }
+    if (size() > 1) first = store_->compare_set(prefix_ + "abort", "", "rank " + std::to_string(rank()) + ": " + what);
+  } catch (const std::exception&) {
+    // The store may be gone with the process that hosted it; the local error still stands.
   }
+  const std::string mine = "rank " + std::to_string(rank()) + ": " + what;
   right_.shutdown();
   left_.shutdown();
   broken_ = what;
@@ -289,9 +304,8 @@ std::shared_ptr<Work> RingProcessGroup::all_reduce(Tensor& t, ReduceOp op) { ret
 
 std::shared_ptr<Work> RingProcessGroup::all_reduce(const Tensor& in, Tensor& out, ReduceOp op) {
   check_all_reduce(in, out);
-  std::string what = "all_reduce #" + std::to_string(op_count_++) + " on rank " + std::to_string(rank());
   auto ready = mark_ready_if_cuda(in);
-  return enqueue("all_reduce", {in, out}, [this, in, out, op, ready, what] {
+  return enqueue("all_reduce", {in, out}, [this, in, out, op, ready](const std::string& what) {
     if (is_cuda(in)) {
 #if TANDEM_WITH_CUDA
       staging_->wait_ready(ready, options_.timeout);
@@ -310,9 +324,8 @@ std::shared_ptr<Work> RingProcessGroup::all_reduce(const Tensor& in, Tensor& out
 
 std::shared_ptr<Work> RingProcessGroup::broadcast(Tensor& t, int root) {
   check_broadcast(t, root);
-  std::string what = "broadcast #" + std::to_string(op_count_++) + " on rank " + std::to_string(rank());
   auto ready = mark_ready_if_cuda(t);
-  return enqueue("broadcast", {t}, [this, t, root, ready, what] {
+  return enqueue("broadcast", {t}, [this, t, root, ready](const std::string& what) {
     if (is_cuda(t)) {
 #if TANDEM_WITH_CUDA
       staging_->wait_ready(ready, options_.timeout);
@@ -329,9 +342,8 @@ std::shared_ptr<Work> RingProcessGroup::broadcast(Tensor& t, int root) {
 
 std::shared_ptr<Work> RingProcessGroup::all_gather(const Tensor& in, Tensor& out) {
   check_all_gather(in, out);
-  std::string what = "all_gather #" + std::to_string(op_count_++) + " on rank " + std::to_string(rank());
   auto ready = mark_ready_if_cuda(in);
-  return enqueue("all_gather", {in, out}, [this, in, out, ready, what] {
+  return enqueue("all_gather", {in, out}, [this, in, out, ready](const std::string& what) {
     const size_t b = in.nbytes();
     if (is_cuda(in)) {
 #if TANDEM_WITH_CUDA
@@ -351,9 +363,8 @@ std::shared_ptr<Work> RingProcessGroup::all_gather(const Tensor& in, Tensor& out
 
 std::shared_ptr<Work> RingProcessGroup::reduce_scatter(const Tensor& in, Tensor& out, ReduceOp op) {
   check_reduce_scatter(in, out);
-  std::string what = "reduce_scatter #" + std::to_string(op_count_++) + " on rank " + std::to_string(rank());
   auto ready = mark_ready_if_cuda(in);
-  return enqueue("reduce_scatter", {in, out}, [this, in, out, op, ready, what] {
+  return enqueue("reduce_scatter", {in, out}, [this, in, out, op, ready](const std::string& what) {
     const size_t b = out.nbytes();
     char* buf = nullptr;
     std::vector<char> work;
@@ -379,9 +390,8 @@ std::shared_ptr<Work> RingProcessGroup::reduce_scatter(const Tensor& in, Tensor&
 }
 
 std::shared_ptr<Work> RingProcessGroup::barrier() {
-  std::string what = "barrier #" + std::to_string(op_count_++) + " on rank " + std::to_string(rank());
   Tensor token = Tensor::full({1}, 1.0, DType::I32);
-  return enqueue("barrier", {token}, [this, token, what] {
+  return enqueue("barrier", {token}, [this, token](const std::string& what) {
     ring_all_reduce(static_cast<char*>(token.data_ptr()), DType::I32, 1, ReduceOp::Sum, what);
     int got = *token.data<int32_t>();
     TANDEM_CHECK(got == size(), "{}: {} ranks arrived, expected {}", what, got, size());

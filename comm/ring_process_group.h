@@ -25,7 +25,6 @@
 // After a failure the group refuses further ops.
 #pragma once
 
-#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -58,12 +57,13 @@ class RingProcessGroup final : public ProcessGroup {
   std::shared_ptr<Work> barrier() override;
 
  private:
-  // Body of an op on the comm thread; CUDA staging is done around it.
-  using Body = std::function<void()>;
+  // Body of an op on the comm thread; `what` names it in errors ("all_reduce #12 on rank 3").
+  using Body = std::function<void(const std::string& what)>;
   std::shared_ptr<Work> enqueue(const std::string& name, std::vector<Tensor> tensors, Body body);
   void run_loop();
   void rendezvous();
-  std::string fail_group(const std::string& what);  // returns the message for the Work
+  // Records the failure, tears the ring down; returns the message for the Work.
+  std::string fail_group(const std::string& error, uint64_t seq, bool timed_out);
 
   // Host-buffer collectives (comm thread only).
   void ring_all_reduce(char* buf, DType dtype, int64_t count, ReduceOp op, const std::string& what);
@@ -89,11 +89,12 @@ class RingProcessGroup final : public ProcessGroup {
   struct Task {
     std::shared_ptr<Work> work;
     Body body;
+    uint64_t seq = 0;  // position in this group's op sequence, the same on every rank
   };
   std::deque<Task> queue_;
   bool stopping_ = false;
   std::string broken_;  // first failure; set on the comm thread only
-  std::atomic<uint64_t> op_count_{0};  // numbers ops in error messages
+  uint64_t op_count_ = 0;  // ops issued (under mutex_): numbers them in error messages
   std::thread thread_;
 };
 

@@ -102,11 +102,9 @@ void ring_transfer(const RingLink& link, const std::vector<RingSend>& sends, con
       continue;
     }
     if (rc == 0) {
-      if (recv_slot >= 0)
-        fail(link.left_name, "sent nothing for " + std::to_string(idle_timeout.count()) +
-                                 " ms (timeout; is that rank alive and running the same collective?)");
-      fail(link.right_name, "accepted nothing for " + std::to_string(idle_timeout.count()) +
-                                " ms (timeout; is that rank alive and running the same collective?)");
+      throw PeerTimeout(std::string(__FILE__) + ":" + std::to_string(__LINE__) + ": " + what + ": " +
+                        (recv_slot >= 0 ? link.left_name + " sent" : link.right_name + " accepted") + " nothing for " +
+                        std::to_string(idle_timeout.count()) + " ms");
     }
     if (send_slot >= 0 && (fds[send_slot].revents & (POLLRDHUP | POLLHUP | POLLERR)))
       fail(link.right_name, "closed the connection (the process died or gave up)");

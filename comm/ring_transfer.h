@@ -25,8 +25,15 @@
 #include <vector>
 
 #include "comm/socket.h"
+#include "core/check.h"
 
 namespace tandem::comm {
+
+// Thrown when nothing moved for the idle timeout (as opposed to a closed connection).
+class PeerTimeout : public Error {
+ public:
+  using Error::Error;
+};
 
 struct RingSend {
   const char* data;

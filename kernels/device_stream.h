@@ -3,6 +3,7 @@
 // build without CUDA.
 #pragma once
 
+#include "core/check.h"
 #include "core/stream.h"
 #include "core/tensor.h"
 
