@@ -4,6 +4,7 @@
 #include <random>
 
 #include "comm/host_reduce.h"
+#include "comm/stuck_ranks.h"
 #include "core/check.h"
 
 #if TANDEM_WITH_CUDA
@@ -176,16 +177,8 @@ std::string RingProcessGroup::fail_group(const std::string& error, uint64_t seq,
   std::string first;
   try {
     if (timed_out && size() > 1) {
-      // Everyone stuck in this op times out at about the same time and checks
-      // in here; whoever does not is the rank that never reached it.
-      const std::string base = prefix_ + "stuck/" + std::to_string(seq) + "/";
-      store_->set(base + std::to_string(rank()), "1");
-      std::vector<std::string> keys;
-      for (int r = 0; r < size(); ++r) keys.push_back(base + std::to_string(r));
-      auto window = std::min(options_.timeout, std::chrono::milliseconds(2000));
-      std::vector<std::string> missing = store_->wait(keys, window);
-      std::string ranks;
-      for (const auto& k : missing) ranks += (ranks.empty() ? "" : ", ") + k.substr(base.size());
+      std::string ranks = ranks_not_at_op(*store_, prefix_, seq, rank(), size(),
+                                          std::min(options_.timeout, std::chrono::milliseconds(2000)));
       if (!ranks.empty()) what += "; rank(s) " + ranks + " did not reach this collective";
     }
     if (size() > 1) first = store_->compare_set(prefix_ + "abort", "", "rank " + std::to_string(rank()) + ": " + what);
