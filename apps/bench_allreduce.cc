@@ -115,7 +115,7 @@ class Bench {
   struct Result {
     double us = 0, algbw = 0, busbw = 0;
     int64_t wrong = 0;
-    std::string str() const { return fmt::format("{:8.2f}  {:6.2f}  {:6.2f}  {:5}", us, algbw, busbw, wrong); }
+    std::string str() const { return fmt::format("{:10.2f}  {:6.2f}  {:6.2f}  {:6}", us, algbw, busbw, wrong); }
   };
 
   Tensor make_input(int64_t count) const {
@@ -177,10 +177,10 @@ class Bench {
     std::printf("# tandem bench allreduce: backend %s, %d ranks, dtype %s, op %s, device %s, iters %d, warmup %d\n#\n",
                 pg_.backend_name().c_str(), pg_.size(), nccl_type_name(dtype_),
                 std::string(comm::reduce_op_name(op_)).c_str(), device_.str().c_str(), o_.iters, o_.warmup);
-    std::printf("# %10s  %12s  %8s  %6s  %6s  %32s  %32s\n", "", "", "", "", "", "out-of-place", "in-place");
-    std::printf("# %10s  %12s  %8s  %6s  %6s  %8s  %6s  %6s  %5s  %8s  %6s  %6s  %5s\n", "size", "count", "type",
+    std::printf("# %10s  %12s  %8s  %6s  %6s  %34s  %34s\n", "", "", "", "", "", "out-of-place", "in-place");
+    std::printf("# %10s  %12s  %8s  %6s  %6s  %10s  %6s  %6s  %6s  %10s  %6s  %6s  %6s\n", "size", "count", "type",
                 "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
-    std::printf("# %10s  %12s  %8s  %6s  %6s  %8s  %6s  %6s  %5s  %8s  %6s  %6s  %5s\n", "(B)", "(elements)", "", "",
+    std::printf("# %10s  %12s  %8s  %6s  %6s  %10s  %6s  %6s  %6s  %10s  %6s  %6s  %6s\n", "(B)", "(elements)", "", "",
                 "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
     std::fflush(stdout);
   }

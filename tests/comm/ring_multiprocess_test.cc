@@ -3,7 +3,9 @@
 // naming the rank at fault instead of a hang.
 #include <gtest/gtest.h>
 
+#include "core/stream.h"
 #include "tests/comm/run_job.h"
+#include "tests/testing/gradcheck.h"
 
 namespace tandem {
 namespace {
@@ -16,6 +18,12 @@ TEST_P(RingCollectives, EveryCollectiveDtypeAndSizeMatchesTheReference) {
   auto run = run_job(GetParam(), {TANDEM_COMM_WORKER, "collectives", "--backend", "ring"});
   EXPECT_EQ(run.result.exit_code, 0) << run.result.message << "\n" << run.output();
   for (int r = 0; r < GetParam(); ++r) EXPECT_NE(run.output_of(r).find(", 0 wrong"), std::string::npos) << run.output();
+}
+
+TEST(RingCollectivesOnGpu, RanksSharingOneGpuReduceCudaTensors) {
+  TANDEM_REQUIRE_GPU();  // NCCL refuses two ranks on one GPU; the ring stages through pinned host memory
+  auto run = run_job(2, {TANDEM_COMM_WORKER, "collectives", "--backend", "ring", "--device", "cuda"});
+  EXPECT_EQ(run.result.exit_code, 0) << run.result.message << "\n" << run.output();
 }
 
 INSTANTIATE_TEST_SUITE_P(WorldSizes, RingCollectives, ::testing::Values(2, 3, 4),
