@@ -6,26 +6,26 @@ namespace tandem::comm {
 
 namespace {
 
+// `d` may alias `a` (in place); `b` is always a separate buffer.
 template <class T>
-void sum(T* __restrict d, const T* __restrict s, int64_t n) {
+void sum(T* d, const T* a, const T* __restrict b, int64_t n) {
   if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
-    for (int64_t i = 0; i < n; ++i) d[i] = from_float<T>(to_float(d[i]) + to_float(s[i]));
+    for (int64_t i = 0; i < n; ++i) d[i] = from_float<T>(to_float(a[i]) + to_float(b[i]));
   } else {
-    for (int64_t i = 0; i < n; ++i) d[i] += s[i];
+    for (int64_t i = 0; i < n; ++i) d[i] = static_cast<T>(a[i] + b[i]);
   }
 }
 
 template <class T>
-void max(T* __restrict d, const T* __restrict s, int64_t n) {
+void max(T* d, const T* a, const T* __restrict b, int64_t n) {
   if constexpr (std::is_integral_v<T>) {
-    for (int64_t i = 0; i < n; ++i) d[i] = d[i] > s[i] ? d[i] : s[i];
+    for (int64_t i = 0; i < n; ++i) d[i] = a[i] > b[i] ? a[i] : b[i];
     return;
   }
   for (int64_t i = 0; i < n; ++i) {
-    auto a = load(d[i]);
-    auto b = load(s[i]);
-    if (a != a) continue;  // NaN stays
-    if (b != b || b > a) d[i] = s[i];
+    auto x = load(a[i]);
+    auto y = load(b[i]);
+    d[i] = (x != x || !(y != y || y > x)) ? a[i] : b[i];  // NaN wins, from either side
   }
 }
 
@@ -42,12 +42,13 @@ void divide(T* d, int64_t n, int divisor) {
 
 }  // namespace
 
-void host_reduce(void* dst, const void* src, DType dtype, int64_t n, ReduceOp op) {
+void host_reduce(void* dst, const void* a, const void* b, DType dtype, int64_t n, ReduceOp op) {
   TANDEM_DISPATCH_ALL(dtype, "host_reduce", [&] {
     auto* d = static_cast<scalar_t*>(dst);
-    auto* s = static_cast<const scalar_t*>(src);
-    if (op == ReduceOp::Max) max(d, s, n);
-    else sum(d, s, n);
+    auto* x = static_cast<const scalar_t*>(a);
+    auto* y = static_cast<const scalar_t*>(b);
+    if (op == ReduceOp::Max) max(d, x, y, n);
+    else sum(d, x, y, n);
   });
 }
 

@@ -202,19 +202,26 @@ void RingProcessGroup::transfer(const std::vector<RingSend>& sends, const std::v
 
 // --- the algorithms on host buffers ---------------------------------------------
 
-void RingProcessGroup::ring_all_reduce(char* buf, DType dtype, int64_t count, ReduceOp op, const std::string& what) {
+void RingProcessGroup::ring_all_reduce(const char* src, char* buf, DType dtype, int64_t count, ReduceOp op,
+                                       const std::string& what) {
   const int n = size(), r = rank();
-  if (n == 1 || count == 0) return;
+  if (count == 0) return;
+  if (n == 1) {
+    if (src != buf) std::memcpy(buf, src, static_cast<size_t>(count) * dtype_size(dtype));
+    return;
+  }
   const size_t esz = dtype_size(dtype);
   const Segments seg = split(count, n, esz);
   auto mod = [n](int x) { return ((x % n) + n) % n; };
   std::vector<RingSend> sends;
   std::vector<RingRecv> recvs;
   // Reduce-scatter: at step s send segment r-s, receive and reduce r-s-1; after
-  // n-1 steps this rank holds the full reduction of segment r+1.
+  // n-1 steps this rank holds the full reduction of segment r+1. Out of place,
+  // the first send reads the input and each reduction writes src + received
+  // into buf, so the input is never copied.
   for (int s = 0; s < n - 1; ++s) {
     int out = mod(r - s), in = mod(r - s - 1);
-    sends.push_back({buf + seg.off[out], seg.len[out], s - 1});
+    sends.push_back({(s == 0 ? src : buf) + seg.off[out], seg.len[out], s - 1});
     recvs.push_back({buf + seg.off[in], seg.len[in], true});
   }
   // All-gather: forward each finished segment around the ring.
@@ -225,9 +232,9 @@ void RingProcessGroup::ring_all_reduce(char* buf, DType dtype, int64_t count, Re
   }
   const size_t last_reduce = static_cast<size_t>(n - 2);
   transfer(sends, recvs,
-           [&](size_t i, char* dst, const char* src, size_t bytes) {
+           [&](size_t i, char* dst, const char* received, size_t bytes) {
              auto elems = static_cast<int64_t>(bytes / esz);
-             host_reduce(dst, src, dtype, elems, op);
+             host_reduce(dst, src + (dst - buf), received, dtype, elems, op);
              if (op == ReduceOp::Avg && i == last_reduce) host_divide(dst, dtype, elems, n);
            },
            what);
@@ -273,9 +280,9 @@ void RingProcessGroup::ring_reduce_scatter(char* buf, DType dtype, int64_t count
   }
   const size_t last_reduce = static_cast<size_t>(n - 2);
   transfer(sends, recvs,
-           [&](size_t i, char* dst, const char* src, size_t bytes) {
+           [&](size_t i, char* dst, const char* received, size_t bytes) {
              auto elems = static_cast<int64_t>(bytes / esz);
-             host_reduce(dst, src, dtype, elems, op);
+             host_reduce(dst, dst, received, dtype, elems, op);
              if (op == ReduceOp::Avg && i == last_reduce) host_divide(dst, dtype, elems, n);
            },
            what);
@@ -304,14 +311,13 @@ std::shared_ptr<Work> RingProcessGroup::all_reduce(const Tensor& in, Tensor& out
       staging_->wait_ready(ready, options_.timeout);
       char* buf = staging_->host_buffer(in.nbytes());
       staging_->to_host(in, buf);
-      ring_all_reduce(buf, in.dtype(), in.numel(), op, what);
+      ring_all_reduce(buf, buf, in.dtype(), in.numel(), op, what);
       staging_->to_device(buf, out);
 #endif
       return;
     }
-    char* buf = static_cast<char*>(out.data_ptr());
-    if (buf != in.data_ptr() && in.nbytes() > 0) std::memcpy(buf, in.data_ptr(), in.nbytes());
-    ring_all_reduce(buf, in.dtype(), in.numel(), op, what);
+    ring_all_reduce(static_cast<const char*>(in.data_ptr()), static_cast<char*>(out.data_ptr()), in.dtype(),
+                    in.numel(), op, what);
   });
 }
 
@@ -385,7 +391,8 @@ std::shared_ptr<Work> RingProcessGroup::reduce_scatter(const Tensor& in, Tensor&
 std::shared_ptr<Work> RingProcessGroup::barrier() {
   Tensor token = Tensor::full({1}, 1.0, DType::I32);
   return enqueue("barrier", {token}, [this, token](const std::string& what) {
-    ring_all_reduce(static_cast<char*>(token.data_ptr()), DType::I32, 1, ReduceOp::Sum, what);
+    auto* p = static_cast<char*>(token.data_ptr());
+    ring_all_reduce(p, p, DType::I32, 1, ReduceOp::Sum, what);
     int got = *token.data<int32_t>();
     TANDEM_CHECK(got == size(), "{}: {} ranks arrived, expected {}", what, got, size());
   });

@@ -66,7 +66,8 @@ class RingProcessGroup final : public ProcessGroup {
   std::string fail_group(const std::string& error, uint64_t seq, bool timed_out);
 
   // Host-buffer collectives (comm thread only).
-  void ring_all_reduce(char* buf, DType dtype, int64_t count, ReduceOp op, const std::string& what);
+  // buf = op over ranks of src; src == buf is in place (src is only read).
+  void ring_all_reduce(const char* src, char* buf, DType dtype, int64_t count, ReduceOp op, const std::string& what);
   void ring_broadcast(char* buf, size_t bytes, int root, const std::string& what);
   void ring_all_gather(char* buf, size_t bytes_per_rank, const std::string& what);
   void ring_reduce_scatter(char* buf, DType dtype, int64_t count_per_rank, ReduceOp op, const std::string& what);
