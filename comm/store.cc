@@ -115,13 +115,15 @@ bool Store::check(const std::vector<std::string>& keys) {
   wire::Writer w;
   w.u8(static_cast<uint8_t>(Op::Check)).i64(static_cast<int64_t>(keys.size()));
   for (const auto& k : keys) w.bytes(k);
-  wire::Reader r(request(w.frame(), {}));
+  std::string reply = request(w.frame(), {});
+  wire::Reader r(reply);
   r.u8();
   return r.i64() != 0;
 }
 
 bool Store::remove(const std::string& key) {
-  wire::Reader r(request(wire::Writer().u8(static_cast<uint8_t>(Op::Delete)).bytes(key).frame(), {}));
+  std::string reply = request(wire::Writer().u8(static_cast<uint8_t>(Op::Delete)).bytes(key).frame(), {});
+  wire::Reader r(reply);
   r.u8();
   return r.i64() != 0;
 }

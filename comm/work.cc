@@ -9,7 +9,10 @@ Work::Work(std::string op_name, std::vector<Tensor> tensors)
 
 bool Work::wait(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mutex_);
-  cv_.wait_for(lock, timeout, [&] { return state_ != State::Pending; });
+  auto done = [&] { return state_ != State::Pending; };
+  // now() + milliseconds::max() would overflow: treat absurd timeouts as "forever".
+  if (timeout >= std::chrono::hours(24 * 365)) cv_.wait(lock, done);
+  else cv_.wait_for(lock, timeout, done);
   if (state_ == State::Failed) TANDEM_FAIL("{} failed: {}", op_name_, error_);
   return state_ == State::Completed;
 }
