@@ -32,6 +32,8 @@ struct BenchOptions {
   std::string dtype = "f32", op = "sum", device = "cpu";
   bool check = true;
   double timeout_s = 300;
+  std::string ring_chunk = "256K";
+  std::string ring_socket_buffer = "0";
 };
 
 size_t parse_size(const std::string& text) {
@@ -209,10 +211,15 @@ void add_bench_allreduce_command(CLI::App& bench) {
   cmd->add_option("--device", o->device, "cpu or cuda")->capture_default_str();
   cmd->add_option("-c,--check", o->check, "Check results (1) or not (0)")->capture_default_str();
   cmd->add_option("--timeout", o->timeout_s, "Seconds before a collective counts as hung")->capture_default_str();
+  cmd->add_option("--ring-chunk", o->ring_chunk, "ring: pipeline chunk size")->capture_default_str();
+  cmd->add_option("--ring-socket-buffer", o->ring_socket_buffer, "ring: SO_SNDBUF/SO_RCVBUF (0: kernel autotuning)")
+      ->capture_default_str();
   cmd->callback([o] {
     comm::RankInfo info = comm::rank_info_from_env();
     comm::ProcessGroupOptions po;
     po.timeout = std::chrono::milliseconds(static_cast<int64_t>(o->timeout_s * 1000));
+    po.ring_chunk_bytes = parse_size(o->ring_chunk);
+    po.ring_socket_buffer_bytes = static_cast<int>(parse_size(o->ring_socket_buffer));
     Device device = parse_device(o->device);
     if (device.is_cuda()) {
       device = Device::cuda(info.local_rank % std::max(1, cuda::device_count()));
