@@ -11,6 +11,11 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   tandem::apps::add_info_command(app);
   tandem::apps::add_data_command(app);
+  tandem::apps::add_train_command(app);
+  tandem::apps::add_evaluate_command(app);
+  tandem::apps::add_predict_command(app);
+  tandem::apps::add_launch_command(app);
+  tandem::apps::add_bench_allreduce_command(*app.add_subcommand("bench", "Benchmarks")->require_subcommand(1));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -7,6 +7,7 @@
 namespace tandem {
 
 void convert_host(const void* src, DType src_type, void* dst, DType dst_type, int64_t n) {
+  if (n == 0) return;  // empty tensors may have null data; memcpy(nullptr, nullptr, 0) is undefined
   if (src_type == dst_type) {
     std::memcpy(dst, src, static_cast<size_t>(n) * dtype_size(src_type));
     return;

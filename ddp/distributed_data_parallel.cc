@@ -1,7 +1,6 @@
 #include "ddp/distributed_data_parallel.h"
 
 #include <algorithm>
-#include <cstring>
 #include <map>
 #include <sstream>
 
@@ -69,14 +68,17 @@ void DistributedDataParallel::verify_same_parameters_on_all_ranks() {
                "DDP (rank {}): timed out exchanging parameter lists with the other ranks", group_->rank());
   std::vector<int64_t> all_lens = lens.to_int_vector();
   int64_t max_len = *std::max_element(all_lens.begin(), all_lens.end());
-  Tensor text = Tensor::zeros({max_len}, DType::U8);
-  std::memcpy(text.data_ptr(), mine.data(), mine.size());
-  text = text.to(where);
-  Tensor texts = Tensor::zeros({world * max_len}, DType::U8, where);
+  // One character per i32 element: every backend gathers i32 (byte tensors are not a collective dtype).
+  std::vector<int64_t> chars(static_cast<size_t>(max_len), 0);
+  for (size_t i = 0; i < mine.size(); ++i) chars[i] = static_cast<unsigned char>(mine[i]);
+  Tensor text = Tensor::from_vector(chars, {max_len}, DType::I32, where);
+  Tensor texts = Tensor::zeros({world * max_len}, DType::I32, where);
   TANDEM_CHECK(group_->all_gather(text, texts)->wait(options_.timeout),
                "DDP (rank {}): timed out exchanging parameter lists with the other ranks", group_->rank());
-  Tensor host = texts.to(Device::cpu());
-  const char* base = static_cast<const char*>(host.data_ptr());
+  std::vector<int64_t> gathered = texts.to_int_vector();
+  std::string all(gathered.size(), '\0');
+  for (size_t i = 0; i < gathered.size(); ++i) all[i] = static_cast<char>(gathered[i]);
+  const char* base = all.data();
 
   auto lines_of = [&](int r) {
     return split_lines(std::string(base + r * max_len, static_cast<size_t>(all_lens[static_cast<size_t>(r)])));

@@ -8,6 +8,8 @@
 // rank ends the all-reduce with the same bytes).
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -24,7 +26,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Run {
+struct RanksRun {
   comm::LaunchResult result;
   std::vector<NamedTensors> params;
   std::vector<nlohmann::json> stats;
@@ -40,7 +42,7 @@ class DdpTest : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  Run run(int world, std::vector<std::string> args) {
+  RanksRun launch_ranks(int world, std::vector<std::string> args) {
     comm::LaunchOptions o;
     o.nproc_per_node = world;
     o.command = {TANDEM_DDP_WORKER};
@@ -48,7 +50,7 @@ class DdpTest : public ::testing::Test {
     o.command.push_back("--out-dir");
     o.command.push_back(dir_.string());
     o.timeout = std::chrono::seconds(90);
-    Run r;
+    RanksRun r;
     o.on_line = [&](int rank, bool is_stderr, const std::string& line) {
       if (is_stderr) r.stderr_text += fmt::format("[rank {}] {}\n", rank, line);
     };
@@ -96,7 +98,7 @@ NamedTensors reference(int world, int64_t steps, int64_t batch, int64_t micro, c
   return model.state_dict();
 }
 
-void expect_matches_reference(const Run& run, const NamedTensors& ref, double atol = 1e-6, double rtol = 1e-5) {
+void expect_matches_reference(const RanksRun& run, const NamedTensors& ref, double atol = 1e-6, double rtol = 1e-5) {
   ASSERT_EQ(run.result.exit_code, 0) << run.result.message << "\n" << run.stderr_text;
   for (size_t r = 0; r < run.params.size(); ++r) {
     for (const auto& [name, t] : ref.tensors) {
@@ -114,31 +116,31 @@ void expect_matches_reference(const Run& run, const NamedTensors& ref, double at
 TEST_F(DdpTest, TwoThreeAndFourRanksEqualOneProcessWithTheFullBatch) {
   for (int world : {2, 3, 4}) {
     SCOPED_TRACE(world);
-    expect_matches_reference(run(world, {"--steps", "3", "--batch", "4"}), reference(world, 3, 4, 1, "never"));
+    expect_matches_reference(launch_ranks(world, {"--steps", "3", "--batch", "4"}), reference(world, 3, 4, 1, "always"));
   }
 }
 
 TEST_F(DdpTest, OneBucketPerParameterEqualsTheFullBatch) {
-  expect_matches_reference(run(2, {"--steps", "3", "--bucket-cap-mb", "0", "--first-bucket-mb", "0"}),
-                           reference(2, 3, 4, 1, "never"));
+  expect_matches_reference(launch_ranks(2, {"--steps", "3", "--bucket-cap-mb", "0", "--first-bucket-mb", "0"}),
+                           reference(2, 3, 4, 1, "always"));
 }
 
 TEST_F(DdpTest, OneBucketForEverythingEqualsTheFullBatch) {
-  expect_matches_reference(run(3, {"--steps", "3", "--bucket-cap-mb", "100000", "--first-bucket-mb", "100000"}),
-                           reference(3, 3, 4, 1, "never"));
+  expect_matches_reference(launch_ranks(3, {"--steps", "3", "--bucket-cap-mb", "100000", "--first-bucket-mb", "100000"}),
+                           reference(3, 3, 4, 1, "always"));
 }
 
 TEST_F(DdpTest, SmallBucketsThatHoldSeveralParametersEqualTheFullBatch) {
   // ~1 KiB buckets: the 12x24 and 24x24 weights each fill one, biases are grouped.
-  expect_matches_reference(run(2, {"--steps", "3", "--bucket-cap-mb", "0.001", "--first-bucket-mb", "0.0005"}),
-                           reference(2, 3, 4, 1, "never"));
+  expect_matches_reference(launch_ranks(2, {"--steps", "3", "--bucket-cap-mb", "0.001", "--first-bucket-mb", "0.0005"}),
+                           reference(2, 3, 4, 1, "always"));
 }
 
 TEST_F(DdpTest, GradientAsBucketViewEqualsTheFullBatch) {
   for (const char* cap : {"0", "25"}) {
     SCOPED_TRACE(cap);
-    expect_matches_reference(run(2, {"--steps", "3", "--grad-view", "--bucket-cap-mb", cap}),
-                             reference(2, 3, 4, 1, "never"));
+    expect_matches_reference(launch_ranks(2, {"--steps", "3", "--grad-view", "--bucket-cap-mb", cap}),
+                             reference(2, 3, 4, 1, "always"));
   }
 }
 
@@ -147,27 +149,34 @@ TEST_F(DdpTest, NoSyncAccumulationOverFourMicroStepsEqualsTheLargeBatch) {
     SCOPED_TRACE(view);
     std::vector<std::string> args = {"--steps", "2", "--micro", "4", "--batch", "3"};
     if (view) args.push_back("--grad-view");
-    expect_matches_reference(run(2, args), reference(2, 2, 3, 4, "never"));
+    expect_matches_reference(launch_ranks(2, args), reference(2, 2, 3, 4, "always"));
   }
 }
 
 TEST_F(DdpTest, FindUnusedParametersHandlesABranchSkippedOnSomeRanksAndSteps) {
-  Run r = run(3, {"--steps", "4", "--find-unused", "--branch", "alternate"});
+  RanksRun r = launch_ranks(3, {"--steps", "4", "--find-unused", "--branch", "alternate"});
   expect_matches_reference(r, reference(3, 4, 4, 1, "alternate"));
 }
 
+TEST_F(DdpTest, FindUnusedParametersLeavesAParameterNoRankUsesWithoutGradient) {
+  RanksRun r = launch_ranks(2, {"--steps", "3", "--find-unused", "--branch", "never"});
+  expect_matches_reference(r, reference(2, 3, 4, 1, "never"));
+  ASSERT_FALSE(r.stats.empty());
+  EXPECT_EQ(r.stats[0]["unused_params"].get<int>(), 2);  // branch.weight and branch.bias
+}
+
 TEST_F(DdpTest, FindUnusedParametersWithGradientAsBucketView) {
-  Run r = run(2, {"--steps", "4", "--find-unused", "--grad-view", "--branch", "alternate"});
+  RanksRun r = launch_ranks(2, {"--steps", "4", "--find-unused", "--grad-view", "--branch", "alternate"});
   expect_matches_reference(r, reference(2, 4, 4, 1, "alternate"));
 }
 
 TEST_F(DdpTest, StaticGraphWithABranchOnlyOneRankUses) {
-  Run r = run(2, {"--steps", "3", "--static-graph", "--branch", "rank0"});
+  RanksRun r = launch_ranks(2, {"--steps", "3", "--static-graph", "--branch", "rank0"});
   expect_matches_reference(r, reference(2, 3, 4, 1, "rank0"));
 }
 
 TEST_F(DdpTest, WithoutFindUnusedASkippedBranchFailsWithAClearMessageNotAHang) {
-  Run r = run(2, {"--steps", "2", "--branch", "rank0"});
+  RanksRun r = launch_ranks(2, {"--steps", "2", "--branch", "rank0"});
   EXPECT_NE(r.result.exit_code, 0);
   EXPECT_NE(r.stderr_text.find("received no gradient"), std::string::npos) << r.stderr_text;
   EXPECT_NE(r.stderr_text.find("branch.weight"), std::string::npos) << r.stderr_text;
@@ -175,14 +184,14 @@ TEST_F(DdpTest, WithoutFindUnusedASkippedBranchFailsWithAClearMessageNotAHang) {
 }
 
 TEST_F(DdpTest, DifferentModelsOnTheRanksFailOnEveryRankNamingTheMismatch) {
-  Run r = run(2, {"--steps", "1", "--mismatch"});
+  RanksRun r = launch_ranks(2, {"--steps", "1", "--mismatch"});
   EXPECT_NE(r.result.exit_code, 0);
   EXPECT_NE(r.stderr_text.find("the model differs between ranks"), std::string::npos) << r.stderr_text;
   EXPECT_NE(r.stderr_text.find("fc1.weight f32[24, 12]"), std::string::npos) << r.stderr_text;
 }
 
 TEST_F(DdpTest, BucketsAreRebuiltInReadyOrderAndIdenticalOnAllRanks) {
-  Run r = run(3, {"--steps", "2", "--bucket-cap-mb", "0.001", "--first-bucket-mb", "0.0005"});
+  RanksRun r = launch_ranks(3, {"--steps", "2", "--bucket-cap-mb", "0.001", "--first-bucket-mb", "0.0005"});
   ASSERT_EQ(r.result.exit_code, 0) << r.stderr_text;
   for (const auto& s : r.stats) {
     EXPECT_TRUE(s["buckets_rebuilt"].get<bool>());
@@ -196,7 +205,7 @@ TEST_F(DdpTest, BucketsAreRebuiltInReadyOrderAndIdenticalOnAllRanks) {
 TEST_F(DdpTest, EarlyBucketsAreReducedWhileBackwardStillComputes) {
   // One bucket per parameter, and 300 ms of extra backward below fc1: the upper
   // layers' buckets must be reduced during that time, not after backward.
-  Run r = run(2, {"--steps", "2", "--bucket-cap-mb", "0", "--first-bucket-mb", "0", "--slow-backward-ms", "300"});
+  RanksRun r = launch_ranks(2, {"--steps", "2", "--bucket-cap-mb", "0", "--first-bucket-mb", "0", "--slow-backward-ms", "300"});
   ASSERT_EQ(r.result.exit_code, 0) << r.stderr_text;
   for (const auto& s : r.stats) {
     const double compute_end = s["backward_compute_ms"].get<double>();
@@ -209,12 +218,12 @@ TEST_F(DdpTest, EarlyBucketsAreReducedWhileBackwardStillComputes) {
 
 TEST_F(DdpTest, CompressionHooksStayCloseToFullPrecision) {
   // 16-bit rounding of every rank's contribution: about 1e-3 relative per step.
-  expect_matches_reference(run(2, {"--steps", "3", "--hook", "fp16"}), reference(2, 3, 4, 1, "never"), 1e-3, 1e-2);
-  expect_matches_reference(run(2, {"--steps", "3", "--hook", "bf16"}), reference(2, 3, 4, 1, "never"), 5e-3, 5e-2);
+  expect_matches_reference(launch_ranks(2, {"--steps", "3", "--hook", "fp16"}), reference(2, 3, 4, 1, "always"), 1e-3, 1e-2);
+  expect_matches_reference(launch_ranks(2, {"--steps", "3", "--hook", "bf16"}), reference(2, 3, 4, 1, "always"), 5e-3, 5e-2);
 }
 
 TEST_F(DdpTest, AUserSuppliedCommHookIsUsed) {
-  expect_matches_reference(run(2, {"--steps", "3", "--hook", "user"}), reference(2, 3, 4, 1, "never"));
+  expect_matches_reference(launch_ranks(2, {"--steps", "3", "--hook", "user"}), reference(2, 3, 4, 1, "always"));
 }
 
 }  // namespace

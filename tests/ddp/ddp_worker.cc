@@ -36,7 +36,7 @@ int main(int argc, char** argv) {
   double cap_mb = 25, first_cap_mb = 1, lr = 0.05;
   bool grad_view = false, find_unused = false, static_graph = false, mismatch = false;
   int slow_backward_ms = 0;
-  std::string branch = "never", hook = "allreduce", out_dir;
+  std::string branch = "always", hook = "allreduce", out_dir;
   app.add_option("--steps", steps);
   app.add_option("--batch", batch);
   app.add_option("--micro", micro, "micro-steps per optimizer step (no_sync on all but the last)");

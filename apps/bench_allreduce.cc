@@ -1,0 +1,233 @@
+// `tandem bench allreduce`: all_reduce bandwidth in the nccl-tests format.
+//
+// Run one process per rank, e.g.
+//   tandem launch --nproc-per-node 4 -- tandem bench allreduce -b 8 -e 256M -f 2
+// Rank 0 prints, per size: the time of one all_reduce (the slowest rank's
+// mean over --iters back-to-back ops), algbw = bytes / time, busbw = algbw x
+// 2(n-1)/n (the bytes each rank's link really carries in a ring, so numbers
+// are comparable across world sizes), and #wrong, the elements that differ
+// from the closed-form expected result in a separate checked run; out of
+// place, then in place.
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fmt/format.h>
+#include <memory>
+
+#include "apps/commands.h"
+#include "comm/init.h"
+#include "core/check.h"
+#include "core/stream.h"
+#include "core/tensor.h"
+
+namespace tandem::apps {
+
+namespace {
+
+struct BenchOptions {
+  std::string backend = "ring";
+  std::string min_bytes = "8", max_bytes = "256M";
+  double step_factor = 2;
+  int iters = 20, warmup = 5;
+  std::string dtype = "f32", op = "sum", device = "cpu";
+  bool check = true;
+  double timeout_s = 300;
+  std::string ring_chunk = "256K";
+  std::string ring_socket_buffer = "0";
+};
+
+size_t parse_size(const std::string& text) {
+  TANDEM_CHECK(!text.empty(), "empty size");
+  size_t unit = 1;
+  std::string digits = text;
+  switch (std::toupper(static_cast<unsigned char>(text.back()))) {
+    case 'K': unit = 1ull << 10; digits.pop_back(); break;
+    case 'M': unit = 1ull << 20; digits.pop_back(); break;
+    case 'G': unit = 1ull << 30; digits.pop_back(); break;
+    default: break;
+  }
+  TANDEM_CHECK(!digits.empty() && digits.find_first_not_of("0123456789") == std::string::npos,
+               "'{}' is not a size (like 8, 64K, 256M, 1G)", text);
+  return std::stoull(digits) * unit;
+}
+
+const char* nccl_type_name(DType d) {
+  switch (d) {
+    case DType::F32: return "float";
+    case DType::F64: return "double";
+    case DType::F16: return "half";
+    case DType::BF16: return "bfloat16";
+    case DType::I32: return "int32";
+    case DType::I64: return "int64";
+    default: return "?";
+  }
+}
+
+// Rank r's input element i and the expected reduction: small integers, exact in every dtype.
+double input_value(int rank, int64_t i) { return static_cast<double>((rank + i) % 5); }
+
+double expected_value(comm::ReduceOp op, int world, DType d, int64_t i) {
+  double sum = 0, max = 0;
+  for (int r = 0; r < world; ++r) {
+    sum += input_value(r, i);
+    max = std::max(max, input_value(r, i));
+  }
+  if (op == comm::ReduceOp::Max) return max;
+  if (op == comm::ReduceOp::Sum) return sum;
+  return (d == DType::I32 || d == DType::I64) ? std::trunc(sum / world) : sum / world;
+}
+
+class Bench {
+ public:
+  Bench(comm::ProcessGroup& pg, const BenchOptions& o, Device device)
+      : pg_(pg), o_(o), device_(device), dtype_(parse_dtype(o.dtype)), op_(comm::parse_reduce_op(o.op)) {}
+
+  void run() {
+    const size_t esz = dtype_size(dtype_);
+    const size_t lo = parse_size(o_.min_bytes), hi = parse_size(o_.max_bytes);
+    TANDEM_CHECK(lo >= 1 && lo <= hi && o_.step_factor > 1, "sizes: need 1 <= minbytes <= maxbytes and stepfactor > 1");
+    header();
+    double bus_sum = 0;
+    int rows = 0;
+    int64_t wrong_total = 0;
+    for (double bytes = static_cast<double>(lo); bytes <= static_cast<double>(hi) * 1.0000001; bytes *= o_.step_factor) {
+      const int64_t count = static_cast<int64_t>(static_cast<size_t>(bytes) / esz);
+      if (count == 0) continue;
+      Tensor in = make_input(count), out = Tensor::zeros({count}, dtype_, device_);
+      Result oop = measure(in, out, false), ip = measure(in, in, true);
+      wrong_total += oop.wrong + ip.wrong;
+      bus_sum += oop.busbw + ip.busbw;
+      rows += 2;
+      if (pg_.rank() == 0) {
+        size_t nbytes = static_cast<size_t>(count) * esz;
+        std::printf("%12zu  %12lld  %8s  %6s  %6d  %s  %s\n", nbytes, static_cast<long long>(count),
+                    nccl_type_name(dtype_), std::string(comm::reduce_op_name(op_)).c_str(), -1, oop.str().c_str(),
+                    ip.str().c_str());
+        std::fflush(stdout);
+      }
+    }
+    if (pg_.rank() == 0) {
+      std::printf("# Out of bounds values : %lld %s\n", static_cast<long long>(wrong_total), wrong_total ? "FAILED" : "OK");
+      std::printf("# Avg bus bandwidth    : %g\n#\n", rows ? bus_sum / rows : 0.0);
+    }
+    TANDEM_CHECK(wrong_total == 0, "bench allreduce: {} wrong elements", wrong_total);
+  }
+
+ private:
+  struct Result {
+    double us = 0, algbw = 0, busbw = 0;
+    int64_t wrong = 0;
+    std::string str() const { return fmt::format("{:10.2f}  {:6.2f}  {:6.2f}  {:6}", us, algbw, busbw, wrong); }
+  };
+
+  Tensor make_input(int64_t count) const {
+    std::vector<double> v(static_cast<size_t>(count));
+    for (int64_t i = 0; i < count; ++i) v[static_cast<size_t>(i)] = input_value(pg_.rank(), i);
+    return Tensor::from_vector(v, {count}, dtype_, device_);
+  }
+
+  void wait(const std::shared_ptr<comm::Work>& w) const {
+    TANDEM_CHECK(w->wait(std::chrono::milliseconds(static_cast<int64_t>(o_.timeout_s * 1000))),
+                 "bench allreduce: an all_reduce did not finish within {} s", o_.timeout_s);
+  }
+
+  // Slowest rank's value (the time of a collective is the time of its last rank).
+  double max_over_ranks(double v) const {
+    Tensor t = Tensor::full({1}, v, DType::F64, device_);
+    wait(pg_.all_reduce(t, comm::ReduceOp::Max));
+    return t.item();
+  }
+
+  Result measure(Tensor& in, Tensor& out, bool in_place) {
+    Tensor scratch_in = in_place ? in.clone() : in;
+    Tensor& target = in_place ? scratch_in : out;
+    for (int i = 0; i < o_.warmup; ++i) wait(pg_.all_reduce(scratch_in, target, op_));
+    wait(pg_.barrier());
+    auto t0 = std::chrono::steady_clock::now();
+    std::shared_ptr<comm::Work> last;
+    for (int i = 0; i < o_.iters; ++i) last = pg_.all_reduce(scratch_in, target, op_);
+    wait(last);
+    if (device_.is_cuda()) cuda::current_stream(device_.index).synchronize();
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / o_.iters;
+    Result r;
+    seconds = max_over_ranks(seconds);
+    const double n = pg_.size();
+    r.us = seconds * 1e6;
+    r.algbw = static_cast<double>(in.nbytes()) / seconds / 1e9;
+    r.busbw = r.algbw * 2 * (n - 1) / n;
+    if (o_.check) {
+      Tensor fresh = make_input(in.numel());
+      Tensor& dst = in_place ? fresh : out;
+      wait(pg_.all_reduce(fresh, dst, op_));
+      std::vector<double> got = dst.to_double_vector();
+      int64_t wrong = 0;
+      for (int64_t i = 0; i < in.numel(); ++i)
+        if (got[static_cast<size_t>(i)] != static_cast<double>(Tensor::from_vector(
+                                                 std::vector<double>{expected_value(op_, pg_.size(), dtype_, i)}, {1},
+                                                 dtype_)
+                                                 .item()))
+          ++wrong;
+      Tensor w = Tensor::full({1}, static_cast<double>(wrong), DType::F64, device_);
+      wait(pg_.all_reduce(w, comm::ReduceOp::Sum));
+      r.wrong = static_cast<int64_t>(w.item());
+    }
+    return r;
+  }
+
+  void header() const {
+    if (pg_.rank() != 0) return;
+    std::printf("# tandem bench allreduce: backend %s, %d ranks, dtype %s, op %s, device %s, iters %d, warmup %d\n#\n",
+                pg_.backend_name().c_str(), pg_.size(), nccl_type_name(dtype_),
+                std::string(comm::reduce_op_name(op_)).c_str(), device_.str().c_str(), o_.iters, o_.warmup);
+    std::printf("# %10s  %12s  %8s  %6s  %6s  %34s  %34s\n", "", "", "", "", "", "out-of-place", "in-place");
+    std::printf("# %10s  %12s  %8s  %6s  %6s  %10s  %6s  %6s  %6s  %10s  %6s  %6s  %6s\n", "size", "count", "type",
+                "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
+    std::printf("# %10s  %12s  %8s  %6s  %6s  %10s  %6s  %6s  %6s  %10s  %6s  %6s  %6s\n", "(B)", "(elements)", "", "",
+                "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+    std::fflush(stdout);
+  }
+
+  comm::ProcessGroup& pg_;
+  const BenchOptions& o_;
+  Device device_;
+  DType dtype_;
+  comm::ReduceOp op_;
+};
+
+}  // namespace
+
+void add_bench_allreduce_command(CLI::App& bench) {
+  auto* cmd = bench.add_subcommand("allreduce", "all_reduce bandwidth table in the nccl-tests format (run under "
+                                                "tandem launch)");
+  auto o = std::make_shared<BenchOptions>();
+  cmd->add_option("--backend", o->backend, "ring, nccl or auto")->capture_default_str();
+  cmd->add_option("-b,--minbytes", o->min_bytes, "Smallest size (8, 64K, 1M, ...)")->capture_default_str();
+  cmd->add_option("-e,--maxbytes", o->max_bytes, "Largest size")->capture_default_str();
+  cmd->add_option("-f,--stepfactor", o->step_factor, "Size multiplier between rows")->capture_default_str();
+  cmd->add_option("-n,--iters", o->iters, "Timed iterations per size")->capture_default_str();
+  cmd->add_option("-w,--warmup_iters", o->warmup, "Untimed iterations per size")->capture_default_str();
+  cmd->add_option("-d,--datatype", o->dtype, "f32, f16, bf16, i32, i64, f64")->capture_default_str();
+  cmd->add_option("-o,--op", o->op, "sum, avg or max")->capture_default_str();
+  cmd->add_option("--device", o->device, "cpu or cuda")->capture_default_str();
+  cmd->add_option("-c,--check", o->check, "Check results (1) or not (0)")->capture_default_str();
+  cmd->add_option("--timeout", o->timeout_s, "Seconds before a collective counts as hung")->capture_default_str();
+  cmd->add_option("--ring-chunk", o->ring_chunk, "ring: pipeline chunk size")->capture_default_str();
+  cmd->add_option("--ring-socket-buffer", o->ring_socket_buffer, "ring: SO_SNDBUF/SO_RCVBUF (0: kernel autotuning)")
+      ->capture_default_str();
+  cmd->callback([o] {
+    comm::RankInfo info = comm::rank_info_from_env();
+    comm::ProcessGroupOptions po;
+    po.timeout = std::chrono::milliseconds(static_cast<int64_t>(o->timeout_s * 1000));
+    po.ring_chunk_bytes = parse_size(o->ring_chunk);
+    po.ring_socket_buffer_bytes = static_cast<int>(parse_size(o->ring_socket_buffer));
+    Device device = parse_device(o->device);
+    if (device.is_cuda()) {
+      device = Device::cuda(info.local_rank % std::max(1, cuda::device_count()));
+      cuda::set_device(device.index);
+    }
+    auto pg = comm::init_process_group(o->backend, info, po);
+    Bench(*pg, *o, device).run();
+  });
+}
+
+}  // namespace tandem::apps

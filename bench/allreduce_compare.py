@@ -1,0 +1,194 @@
+"""Side-by-side all_reduce bandwidth on this machine: Tandem's ring vs Open
+MPI's MPI_Allreduce (Debian's openmpi: its default shared-memory transport,
+and TCP over loopback like ours) vs PyTorch's gloo all_reduce, float32 sum.
+Also measures the two ceilings a TCP ring on one host runs into: memcpy
+bandwidth and single-stream loopback TCP throughput. Writes a markdown
+report. Not run in CI.
+
+  python3 bench/allreduce_compare.py --tandem build/apps/tandem \
+      --out docs/results/allreduce_ring_vs_mpi_gloo.md
+"""
+import argparse
+import datetime
+import os
+import platform
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def parse_size(text):
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    return int(text[:-1]) * units[text[-1].upper()] if text[-1].upper() in units else int(text)
+
+
+def run(cmd, env=None, timeout=1800):
+    print("+", " ".join(cmd), file=sys.stderr, flush=True)
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    if out.returncode != 0:
+        sys.exit(f"command failed ({out.returncode}): {' '.join(cmd)}\n{out.stdout}\n{out.stderr}")
+    return out.stdout
+
+
+def pairs(text):
+    """'bytes time_us' lines -> {bytes: time_us}."""
+    return {int(b): float(t) for b, t in (l.split() for l in text.splitlines() if l.strip() and l[0].isdigit())}
+
+
+def tandem_times(args, n):
+    cmd = [args.tandem, "launch", "--nproc-per-node", str(n), "--", args.tandem, "bench", "allreduce",
+           "-b", args.min, "-e", args.max, "-f", "2", "-n", str(args.iters), "-w", str(args.warmup)]
+    text = run(cmd)
+    oop, ip = {}, {}
+    for line in text.splitlines():
+        f = line.split()
+        if len(f) == 13 and f[0].isdigit():
+            oop[int(f[0])], ip[int(f[0])] = float(f[5]), float(f[9])
+            assert f[8] == "0" and f[12] == "0", f"wrong results reported: {line}"
+    return oop, ip, text
+
+
+def mpi_times(args, n, exe, transport):
+    cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(n), "--bind-to", "none"]
+    if transport == "tcp":
+        cmd += ["--mca", "btl", "tcp,self", "--mca", "btl_tcp_if_include", "lo", "--mca", "pml", "ob1"]
+    cmd += [exe, str(parse_size(args.min)), str(parse_size(args.max)), str(args.iters), str(args.warmup)]
+    return pairs(run(cmd))
+
+
+def gloo_times(args, n):
+    cmd = [sys.executable, os.path.join(HERE, "gloo_allreduce.py"), str(n), str(parse_size(args.min)),
+           str(parse_size(args.max)), str(args.iters), str(args.warmup)]
+    return pairs(run(cmd))
+
+
+def memcpy_gbps(nbytes=256 << 20, reps=10):
+    a = np.ones(nbytes // 8)
+    b = np.empty_like(a)
+    np.copyto(b, a)
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        np.copyto(b, a)
+    return nbytes * reps / (time.perf_counter() - t0) / 1e9
+
+
+def loopback_gbps(nbytes=2 << 30, chunk=4 << 20):
+    """One TCP stream over 127.0.0.1 between two threads (the copies happen in the kernel, outside the GIL)."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    def sink():
+        conn, _ = srv.accept()
+        buf = bytearray(chunk)
+        view = memoryview(buf)
+        left = nbytes
+        while left > 0:
+            left -= conn.recv_into(view, min(chunk, left))
+        conn.close()
+    t = threading.Thread(target=sink)
+    t.start()
+    c = socket.create_connection(srv.getsockname())
+    data = bytes(chunk)
+    t0 = time.perf_counter()
+    for _ in range(nbytes // chunk):
+        c.sendall(data)
+    t.join()
+    elapsed = time.perf_counter() - t0
+    c.close()
+    srv.close()
+    return nbytes / elapsed / 1e9
+
+
+def busbw(nbytes, us, n):
+    return nbytes / (us * 1e-6) / 1e9 * 2 * (n - 1) / n
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--tandem", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--nprocs", type=int, nargs="+", default=[2, 4])
+    p.add_argument("--min", default="1K")
+    p.add_argument("--max", default="64M")
+    p.add_argument("--iters", type=int, default=20)
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--repeat", type=int, default=3,
+                   help="runs of each implementation, interleaved; the best time per size is kept")
+    args = p.parse_args()
+
+    tmp = tempfile.mkdtemp()
+    mpi_exe = os.path.join(tmp, "mpi_allreduce")
+    run(["mpicc", "-O2", "-o", mpi_exe, os.path.join(HERE, "mpi_allreduce.c")])
+
+    lscpu = run(["lscpu"])
+    model = re.search(r"Model name:\s*(.*)", lscpu).group(1).strip()
+    mem_bw, tcp_bw = memcpy_gbps(), loopback_gbps()
+    ompi = run(["mpirun", "--allow-run-as-root", "--version"]).splitlines()[0]
+    import torch
+    lines = [
+        "# all_reduce: Tandem ring vs Open MPI vs PyTorch gloo",
+        "",
+        f"- date: {datetime.datetime.now().strftime('%Y-%m-%d %H:%M')}",
+        f"- machine: {model}, {os.cpu_count()} CPUs (`nproc` = {os.cpu_count()}), {platform.platform()}",
+        f"- software: {ompi}; torch {torch.__version__} (gloo); Tandem Release build",
+        f"- command: `python3 bench/allreduce_compare.py {' '.join(sys.argv[1:])}`",
+        f"- float32 sum, {args.warmup} warm-up + {args.iters} timed calls per size; time = slowest rank's mean;"
+        " busbw = bytes/time x 2(n-1)/n in GB/s",
+        f"- each implementation ran {args.repeat} times, interleaved (the machine is shared, so runs are noisy); "
+        "the table keeps each one's best time per size",
+        f"- ceilings measured here: memcpy {mem_bw:.1f} GB/s (one thread, 256 MiB), "
+        f"loopback TCP {tcp_bw:.1f} GB/s (one stream, 2 GiB)",
+        "",
+    ]
+    raw = []
+    def best(runs):
+        out = {}
+        for r in runs:
+            for k, v in r.items():
+                out[k] = min(v, out.get(k, v))
+        return out
+
+    for n in args.nprocs:
+        runs = {"oop": [], "ip": [], "gloo": [], "sm": [], "tcp": []}
+        for _ in range(args.repeat):
+            oop_r, ip_r, text = tandem_times(args, n)
+            runs["oop"].append(oop_r)
+            runs["ip"].append(ip_r)
+            runs["gloo"].append(gloo_times(args, n))
+            runs["sm"].append(mpi_times(args, n, mpi_exe, "default"))
+            runs["tcp"].append(mpi_times(args, n, mpi_exe, "tcp"))
+        raw.append((n, text))
+        oop, ip, gloo, mpi_sm, mpi_tcp = (best(runs[k]) for k in ("oop", "ip", "gloo", "sm", "tcp"))
+        lines += [f"## {n} ranks (busbw, GB/s)", "",
+                  "| size | tandem ring (out of place) | tandem ring (in place) | gloo (in place) | ring / gloo |"
+                  " Open MPI (shared memory) | Open MPI (TCP loopback) |",
+                  "|---:|---:|---:|---:|---:|---:|---:|"]
+        for size in sorted(oop):
+            best = max(busbw(size, oop[size], n), busbw(size, ip[size], n))
+            g = busbw(size, gloo[size], n) if size in gloo else float("nan")
+            cells = [f"{size}", f"{busbw(size, oop[size], n):.3f}", f"{busbw(size, ip[size], n):.3f}", f"{g:.3f}",
+                     f"{busbw(size, ip[size], n) / g:.2f}x" if g == g else "-",
+                     f"{busbw(size, mpi_sm[size], n):.3f}" if size in mpi_sm else "-",
+                     f"{busbw(size, mpi_tcp[size], n):.3f}" if size in mpi_tcp else "-"]
+            lines.append("| " + " | ".join(cells) + " |")
+        lines.append("")
+    lines += ["## Raw `tandem bench allreduce` output (last run)", ""]
+    for n, text in raw:
+        lines += [f"{n} ranks:", "", "```", text.rstrip(), "```", ""]
+    with open(args.out, "w") as f:
+        f.write("\n".join(lines))
+    shutil.rmtree(tmp)
+    print(f"wrote {args.out}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,63 @@
+#include "comm/init.h"
+
+#include "comm/ring_process_group.h"
+#include "core/check.h"
+#include "core/stream.h"
+
+#if TANDEM_WITH_CUDA
+#include "comm/nccl_process_group.h"
+#endif
+
+namespace tandem::comm {
+
+bool has_own_gpu(const RankInfo& info) {
+  return cuda::built_with_cuda() && cuda::device_count() >= info.local_world_size;
+}
+
+std::shared_ptr<Store> connect_store(const RankInfo& info, std::chrono::milliseconds timeout) {
+  StoreOptions so;
+  so.timeout = timeout;
+  so.token = info.store_token;
+  if (info.world_size == 1 && !info.store_hosted_externally) return Store::host("127.0.0.1", 0, so);
+  if (info.rank == 0 && !info.store_hosted_externally) return Store::host(info.master_addr, info.store_port, so);
+  return std::make_shared<Store>(info.master_addr, info.store_port, so);
+}
+
+namespace {
+std::string choose_auto(Store& store, const RankInfo& info, const ProcessGroupOptions& options) {
+  const std::string prefix = "auto/" + options.group_name + "/";
+  store.set(prefix + std::to_string(info.rank), has_own_gpu(info) ? "nccl" : "ring");
+  std::vector<std::string> keys;
+  for (int r = 0; r < info.world_size; ++r) keys.push_back(prefix + std::to_string(r));
+  std::vector<std::string> missing = store.wait(keys, options.timeout);
+  TANDEM_CHECK(missing.empty(), "backend 'auto': {} rank(s) did not report within {} ms (first missing: {})",
+               missing.size(), options.timeout.count(), missing.empty() ? "" : missing[0]);
+  for (const auto& k : keys)
+    if (store.get(k) != "nccl") return "ring";
+  return "nccl";
+}
+}  // namespace
+
+std::shared_ptr<ProcessGroup> make_process_group(const std::string& backend, std::shared_ptr<Store> store,
+                                                 const RankInfo& info, ProcessGroupOptions options) {
+  TANDEM_CHECK(backend == "ring" || backend == "nccl" || backend == "auto",
+               "unknown process group backend '{}' (ring, nccl, auto)", backend);
+  std::string chosen = backend == "auto" ? choose_auto(*store, info, options) : backend;
+  if (chosen == "ring") return std::make_shared<RingProcessGroup>(std::move(store), info.rank, info.world_size, options);
+#if TANDEM_WITH_CUDA
+  TANDEM_CHECK(cuda::device_count() > info.local_rank,
+               "backend 'nccl': local rank {} needs its own GPU but {} CUDA device(s) are present (use 'ring' to "
+               "share GPUs)",
+               info.local_rank, cuda::device_count());
+  return std::make_shared<NcclProcessGroup>(std::move(store), info.rank, info.world_size, info.local_rank, options);
+#else
+  TANDEM_FAIL("backend 'nccl': Tandem was built without CUDA (use 'ring')");
+#endif
+}
+
+std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend, const RankInfo& info,
+                                                 ProcessGroupOptions options) {
+  return make_process_group(backend, connect_store(info, options.timeout), info, std::move(options));
+}
+
+}  // namespace tandem::comm

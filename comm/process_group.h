@@ -1,0 +1,80 @@
+// ProcessGroup: the collectives every backend provides.
+//
+// All ops are asynchronous: they return a Work at once and run in issue
+// order. The caller must not touch the tensors until the Work completes (the
+// Work holds them, so they stay alive). Every rank must issue the same ops in
+// the same order with matching dtypes and sizes.
+//
+//   all_reduce(t, op)            t = op over ranks of t                (in place)
+//   all_reduce(in, out, op)      out = op over ranks of in             (out of place)
+//   broadcast(t, root)           t = root's t
+//   all_gather(in, out)          out[r*n:(r+1)*n] = rank r's in        (out has world*n elements)
+//   reduce_scatter(in, out, op)  out = op over ranks of in[rank*n:(rank+1)*n]  (in has world*n)
+//   barrier()                    completes once every rank issued it
+//
+// Avg is the sum divided by the world size, computed once on the summed
+// value (integers: truncated toward zero). 16-bit floats are reduced in f32.
+//
+// CUDA tensors: the op is ordered after the work queued on the caller's
+// *current* stream of the tensor's device (core/stream.h current_stream) at
+// the time of the call; DDP makes its comm stream current with a StreamGuard.
+// For nccl the op is enqueued on that stream; ring copies through pinned host
+// memory on its own stream. When the Work completes, the result is visible to
+// the issuing stream.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "comm/work.h"
+#include "core/tensor.h"
+
+namespace tandem::comm {
+
+enum class ReduceOp { Sum, Avg, Max };
+
+struct ProcessGroupOptions {
+  // Rendezvous deadline, and how long an op may go without moving a byte
+  // (ring) or without finishing (nccl) before it fails.
+  std::chrono::milliseconds timeout{300000};
+  std::string group_name = "default";  // store keys are scoped by it: one name per group in a job
+  size_t ring_chunk_bytes = 256 << 10;  // ring: reduce granularity (the pipeline's unit)
+  int ring_socket_buffer_bytes = 0;     // ring: SO_SNDBUF/SO_RCVBUF; 0 keeps the kernel's autotuning
+};
+
+std::string_view reduce_op_name(ReduceOp op);  // "sum", "avg", "max"
+ReduceOp parse_reduce_op(std::string_view name);
+
+class ProcessGroup {
+ public:
+  virtual ~ProcessGroup() = default;
+  ProcessGroup(const ProcessGroup&) = delete;
+  ProcessGroup& operator=(const ProcessGroup&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  virtual std::string backend_name() const = 0;
+
+  virtual std::shared_ptr<Work> all_reduce(Tensor& t, ReduceOp op) = 0;
+  virtual std::shared_ptr<Work> all_reduce(const Tensor& in, Tensor& out, ReduceOp op) = 0;
+  virtual std::shared_ptr<Work> broadcast(Tensor& t, int root) = 0;
+  virtual std::shared_ptr<Work> all_gather(const Tensor& in, Tensor& out) = 0;
+  virtual std::shared_ptr<Work> reduce_scatter(const Tensor& in, Tensor& out, ReduceOp op) = 0;
+  virtual std::shared_ptr<Work> barrier() = 0;
+
+ protected:
+  ProcessGroup(int rank, int size);
+
+  // Argument checks shared by the backends; each throws Error naming the op and the tensors.
+  void check_all_reduce(const Tensor& in, const Tensor& out) const;
+  void check_broadcast(const Tensor& t, int root) const;
+  void check_all_gather(const Tensor& in, const Tensor& out) const;
+  void check_reduce_scatter(const Tensor& in, const Tensor& out) const;
+
+ private:
+  int rank_;
+  int size_;
+};
+
+}  // namespace tandem::comm

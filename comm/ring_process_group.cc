@@ -1,0 +1,401 @@
+#include "comm/ring_process_group.h"
+
+#include <cstring>
+#include <random>
+
+#include "comm/host_reduce.h"
+#include "comm/stuck_ranks.h"
+#include "core/check.h"
+
+#if TANDEM_WITH_CUDA
+#include "comm/cuda_staging.h"
+#endif
+
+namespace tandem::comm {
+
+namespace {
+
+constexpr uint32_t kMagic = 0x4d444e54;  // "TNDM"
+constexpr size_t kHelloBytes = 16;       // magic, rank (u32), nonce (u64), little-endian
+
+void put_le(unsigned char* p, uint64_t v, int bytes) {
+  for (int i = 0; i < bytes; ++i) p[i] = static_cast<unsigned char>(v >> (8 * i));
+}
+uint64_t get_le(const unsigned char* p, int bytes) {
+  uint64_t v = 0;
+  for (int i = 0; i < bytes; ++i) v |= static_cast<uint64_t>(p[i]) << (8 * i);
+  return v;
+}
+
+// Byte offsets and lengths of n near-equal segments of `count` elements.
+struct Segments {
+  std::vector<size_t> off, len;
+};
+Segments split(int64_t count, int n, size_t esz) {
+  Segments s;
+  const int64_t base = count / n, rem = count % n;
+  for (int i = 0; i < n; ++i) {
+    int64_t first = i * base + std::min<int64_t>(i, rem);
+    s.off.push_back(static_cast<size_t>(first) * esz);
+    s.len.push_back(static_cast<size_t>(base + (i < rem ? 1 : 0)) * esz);
+  }
+  return s;
+}
+
+bool is_cuda(const Tensor& t) { return t.device().is_cuda(); }
+
+}  // namespace
+
+RingProcessGroup::RingProcessGroup(std::shared_ptr<Store> store, int rank, int size, ProcessGroupOptions options)
+    : ProcessGroup(rank, size),
+      store_(std::move(store)),
+      options_(std::move(options)),
+      prefix_("ring/" + options_.group_name + "/") {
+  TANDEM_CHECK(store_ != nullptr, "ring process group: no store");
+  TANDEM_CHECK(options_.ring_chunk_bytes > 0 && options_.ring_chunk_bytes % 8 == 0,
+               "ring chunk size {} must be a positive multiple of 8 bytes", options_.ring_chunk_bytes);
+#if TANDEM_WITH_CUDA
+  staging_ = std::make_shared<CudaStaging>();
+#endif
+  if (size > 1) rendezvous();
+  thread_ = std::thread([this] { run_loop(); });
+}
+
+RingProcessGroup::~RingProcessGroup() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void RingProcessGroup::rendezvous() {
+  const int n = size(), r = rank();
+  const auto deadline = deadline_after(options_.timeout);
+  const std::string host = store_->local_address();
+  Socket listener = Socket::listen(host, 0);
+  auto addr_key = [&](int i) { return prefix_ + "addr/" + std::to_string(i); };
+  store_->set(addr_key(r), join_host_port(host, listener.local_port()));
+
+  // Any rank's random proposal wins; all then share it.
+  std::random_device rd;
+  uint64_t proposal = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+  uint64_t nonce = std::stoull(store_->compare_set(prefix_ + "nonce", "", std::to_string(proposal)));
+
+  std::vector<std::string> keys;
+  for (int i = 0; i < n; ++i) keys.push_back(addr_key(i));
+  std::vector<std::string> missing = store_->wait(keys, options_.timeout);
+  if (!missing.empty()) {
+    std::string ranks;
+    for (const auto& k : missing) ranks += (ranks.empty() ? "" : ", ") + k.substr(k.rfind('/') + 1);
+    TANDEM_FAIL("ring rendezvous of group '{}' timed out after {} ms on rank {}: rank(s) {} of world size {} never "
+                "arrived",
+                options_.group_name, options_.timeout.count(), r, ranks, n);
+  }
+
+  const int right = (r + 1) % n, left = (r + n - 1) % n;
+  std::string right_addr = store_->get(keys[right]), left_addr = store_->get(keys[left]);
+  std::string right_host;
+  int right_port = 0;
+  split_host_port(right_addr, &right_host, &right_port);
+  std::string right_name = "rank " + std::to_string(right) + " (right neighbour, " + right_addr + ")";
+  std::string left_name = "rank " + std::to_string(left) + " (left neighbour, " + left_addr + ")";
+
+  right_ = Socket::connect(right_host, right_port, deadline, right_name);
+  unsigned char hello[kHelloBytes];
+  put_le(hello, kMagic, 4);
+  put_le(hello + 4, static_cast<uint64_t>(r), 4);
+  put_le(hello + 8, nonce, 8);
+  right_.send_all(hello, kHelloBytes, deadline, right_name);
+
+  for (;;) {
+    Socket s = listener.accept(deadline);
+    TANDEM_CHECK(s.valid(), "ring rendezvous of group '{}': {} did not connect within {} ms", options_.group_name,
+                 left_name, options_.timeout.count());
+    unsigned char got[kHelloBytes];
+    try {
+      s.recv_all(got, kHelloBytes, std::min(deadline, deadline_after(std::chrono::seconds(5))), "a ring peer");
+    } catch (const Error&) {
+      continue;  // not one of ours: drop it and keep listening
+    }
+    if (get_le(got, 4) == kMagic && get_le(got + 8, 8) == nonce && get_le(got + 4, 4) == static_cast<uint64_t>(left)) {
+      left_ = std::move(s);
+      break;
+    }
+  }
+  if (options_.ring_socket_buffer_bytes > 0) {
+    right_.set_buffer_sizes(options_.ring_socket_buffer_bytes);
+    left_.set_buffer_sizes(options_.ring_socket_buffer_bytes);
+  }
+  link_ = RingLink{right_.fd(), left_.fd(), right_name, left_name};
+}
+
+std::shared_ptr<Work> RingProcessGroup::enqueue(const std::string& name, std::vector<Tensor> tensors, Body body) {
+  for (const Tensor& t : tensors)
+    TANDEM_CHECK(!is_cuda(t) || cuda::built_with_cuda(), "{} on {}: Tandem was built without CUDA", name, t.str());
+  auto work = std::make_shared<Work>(name, std::move(tensors));
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    TANDEM_CHECK(!stopping_, "{}: the process group is shutting down", name);
+    queue_.push_back(Task{work, std::move(body), op_count_++});
+  }
+  cv_.notify_one();
+  return work;
+}
+
+void RingProcessGroup::run_loop() {
+  for (;;) {
+    Task task;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;
+      task = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    if (!broken_.empty()) {
+      task.work->mark_failed("the process group failed earlier and cannot be used: " + broken_);
+    } else {
+      task.work->mark_started();
+      std::string what = task.work->op_name() + " #" + std::to_string(task.seq) + " on rank " + std::to_string(rank());
+      try {
+        task.body(what);
+        task.work->mark_completed();
+      } catch (const PeerTimeout& e) {
+        task.work->mark_failed(fail_group(e.what(), task.seq, true));
+      } catch (const std::exception& e) {
+        task.work->mark_failed(fail_group(e.what(), task.seq, false));
+      }
+    }
+    task.work->release_tensors();
+  }
+}
+
+std::string RingProcessGroup::fail_group(const std::string& error, uint64_t seq, bool timed_out) {
+  std::string what = error;
+  std::string first;
+  try {
+    if (timed_out && size() > 1) {
+      std::string ranks = ranks_not_at_op(*store_, prefix_, seq, rank(), size(),
+                                          std::min(options_.timeout, std::chrono::milliseconds(2000)));
+      if (!ranks.empty()) what += "; rank(s) " + ranks + " did not reach this collective";
+    }
+    if (size() > 1) first = store_->compare_set(prefix_ + "abort", "", "rank " + std::to_string(rank()) + ": " + what);
+  } catch (const std::exception&) {
+    // The store may be gone with the process that hosted it; the local error still stands.
+  }
+  const std::string mine = "rank " + std::to_string(rank()) + ": " + what;
+  right_.shutdown();
+  left_.shutdown();
+  broken_ = what;
+  if (!first.empty() && first != mine) return what + " [the first failure in this group: " + first + "]";
+  return what;
+}
+
+void RingProcessGroup::transfer(const std::vector<RingSend>& sends, const std::vector<RingRecv>& recvs,
+                                const RingReduceFn& reduce, const std::string& what) {
+  RingTransferOptions o;
+  o.chunk_bytes = options_.ring_chunk_bytes;
+  ring_transfer(link_, sends, recvs, reduce, scratch_, o, options_.timeout, what);
+}
+
+// --- the algorithms on host buffers ---------------------------------------------
+
+void RingProcessGroup::ring_all_reduce(const char* src, char* buf, DType dtype, int64_t count, ReduceOp op,
+                                       const std::string& what) {
+  const int n = size(), r = rank();
+  if (count == 0) return;
+  if (n == 1) {
+    if (src != buf) std::memcpy(buf, src, static_cast<size_t>(count) * dtype_size(dtype));
+    return;
+  }
+  const size_t esz = dtype_size(dtype);
+  const Segments seg = split(count, n, esz);
+  auto mod = [n](int x) { return ((x % n) + n) % n; };
+  std::vector<RingSend> sends;
+  std::vector<RingRecv> recvs;
+  // Reduce-scatter: at step s send segment r-s, receive and reduce r-s-1; after
+  // n-1 steps this rank holds the full reduction of segment r+1. Out of place,
+  // the first send reads the input and each reduction writes src + received
+  // into buf, so the input is never copied.
+  for (int s = 0; s < n - 1; ++s) {
+    int out = mod(r - s), in = mod(r - s - 1);
+    sends.push_back({(s == 0 ? src : buf) + seg.off[out], seg.len[out], s - 1});
+    recvs.push_back({buf + seg.off[in], seg.len[in], true});
+  }
+  // All-gather: forward each finished segment around the ring.
+  for (int t = 0; t < n - 1; ++t) {
+    int out = mod(r + 1 - t), in = mod(r - t);
+    sends.push_back({buf + seg.off[out], seg.len[out], n - 2 + t});
+    recvs.push_back({buf + seg.off[in], seg.len[in], false});
+  }
+  const size_t last_reduce = static_cast<size_t>(n - 2);
+  transfer(sends, recvs,
+           [&](size_t i, char* dst, const char* received, size_t bytes) {
+             auto elems = static_cast<int64_t>(bytes / esz);
+             host_reduce(dst, src + (dst - buf), received, dtype, elems, op);
+             if (op == ReduceOp::Avg && i == last_reduce) host_divide(dst, dtype, elems, n);
+           },
+           what);
+}
+
+void RingProcessGroup::ring_broadcast(char* buf, size_t bytes, int root, const std::string& what) {
+  const int n = size();
+  if (n == 1 || bytes == 0) return;
+  const int pos = (rank() - root + n) % n;  // distance from the root along the ring
+  std::vector<RingSend> sends;
+  std::vector<RingRecv> recvs;
+  if (pos != 0) recvs.push_back({buf, bytes, false});
+  if (pos != n - 1) sends.push_back({buf, bytes, pos == 0 ? -1 : 0});  // forward as it arrives
+  transfer(sends, recvs, nullptr, what);
+}
+
+void RingProcessGroup::ring_all_gather(char* buf, size_t b, const std::string& what) {
+  const int n = size(), r = rank();
+  if (n == 1 || b == 0) return;
+  auto mod = [n](int x) { return ((x % n) + n) % n; };
+  std::vector<RingSend> sends;
+  std::vector<RingRecv> recvs;
+  for (int t = 0; t < n - 1; ++t) {
+    sends.push_back({buf + mod(r - t) * b, b, t - 1});
+    recvs.push_back({buf + mod(r - t - 1) * b, b, false});
+  }
+  transfer(sends, recvs, nullptr, what);
+}
+
+void RingProcessGroup::ring_reduce_scatter(char* buf, DType dtype, int64_t count, ReduceOp op,
+                                           const std::string& what) {
+  const int n = size(), r = rank();
+  const size_t esz = dtype_size(dtype), b = static_cast<size_t>(count) * esz;
+  if (count == 0) return;
+  if (n == 1) return;
+  auto mod = [n](int x) { return ((x % n) + n) % n; };
+  std::vector<RingSend> sends;
+  std::vector<RingRecv> recvs;
+  // Shifted by one from all_reduce's schedule so that rank r ends up owning segment r.
+  for (int s = 0; s < n - 1; ++s) {
+    sends.push_back({buf + mod(r - s - 1) * b, b, s - 1});
+    recvs.push_back({buf + mod(r - s - 2) * b, b, true});
+  }
+  const size_t last_reduce = static_cast<size_t>(n - 2);
+  transfer(sends, recvs,
+           [&](size_t i, char* dst, const char* received, size_t bytes) {
+             auto elems = static_cast<int64_t>(bytes / esz);
+             host_reduce(dst, dst, received, dtype, elems, op);
+             if (op == ReduceOp::Avg && i == last_reduce) host_divide(dst, dtype, elems, n);
+           },
+           what);
+}
+
+// --- the ops ----------------------------------------------------------------------
+
+namespace {
+std::shared_ptr<void> mark_ready_if_cuda(const Tensor& t) {
+#if TANDEM_WITH_CUDA
+  if (is_cuda(t)) return CudaStaging::mark_ready(t.device().index);
+#endif
+  (void)t;
+  return nullptr;
+}
+}  // namespace
+
+std::shared_ptr<Work> RingProcessGroup::all_reduce(Tensor& t, ReduceOp op) { return all_reduce(t, t, op); }
+
+std::shared_ptr<Work> RingProcessGroup::all_reduce(const Tensor& in, Tensor& out, ReduceOp op) {
+  check_all_reduce(in, out);
+  auto ready = mark_ready_if_cuda(in);
+  return enqueue("all_reduce", {in, out}, [this, in, out, op, ready](const std::string& what) {
+    if (is_cuda(in)) {
+#if TANDEM_WITH_CUDA
+      staging_->wait_ready(ready, options_.timeout);
+      char* buf = staging_->host_buffer(in.nbytes());
+      staging_->to_host(in, buf);
+      ring_all_reduce(buf, buf, in.dtype(), in.numel(), op, what);
+      staging_->to_device(buf, out);
+#endif
+      return;
+    }
+    ring_all_reduce(static_cast<const char*>(in.data_ptr()), static_cast<char*>(out.data_ptr()), in.dtype(),
+                    in.numel(), op, what);
+  });
+}
+
+std::shared_ptr<Work> RingProcessGroup::broadcast(Tensor& t, int root) {
+  check_broadcast(t, root);
+  auto ready = mark_ready_if_cuda(t);
+  return enqueue("broadcast", {t}, [this, t, root, ready](const std::string& what) {
+    if (is_cuda(t)) {
+#if TANDEM_WITH_CUDA
+      staging_->wait_ready(ready, options_.timeout);
+      char* buf = staging_->host_buffer(t.nbytes());
+      if (rank() == root) staging_->to_host(t, buf);
+      ring_broadcast(buf, t.nbytes(), root, what);
+      if (rank() != root) staging_->to_device(buf, t);
+#endif
+      return;
+    }
+    ring_broadcast(static_cast<char*>(t.data_ptr()), t.nbytes(), root, what);
+  });
+}
+
+std::shared_ptr<Work> RingProcessGroup::all_gather(const Tensor& in, Tensor& out) {
+  check_all_gather(in, out);
+  auto ready = mark_ready_if_cuda(in);
+  return enqueue("all_gather", {in, out}, [this, in, out, ready](const std::string& what) {
+    const size_t b = in.nbytes();
+    if (is_cuda(in)) {
+#if TANDEM_WITH_CUDA
+      staging_->wait_ready(ready, options_.timeout);
+      char* buf = staging_->host_buffer(out.nbytes());
+      staging_->to_host(in, buf + rank() * b);
+      ring_all_gather(buf, b, what);
+      staging_->to_device(buf, out);
+#endif
+      return;
+    }
+    char* buf = static_cast<char*>(out.data_ptr());
+    if (b > 0 && buf + rank() * b != in.data_ptr()) std::memmove(buf + rank() * b, in.data_ptr(), b);
+    ring_all_gather(buf, b, what);
+  });
+}
+
+std::shared_ptr<Work> RingProcessGroup::reduce_scatter(const Tensor& in, Tensor& out, ReduceOp op) {
+  check_reduce_scatter(in, out);
+  auto ready = mark_ready_if_cuda(in);
+  return enqueue("reduce_scatter", {in, out}, [this, in, out, op, ready](const std::string& what) {
+    const size_t b = out.nbytes();
+    char* buf = nullptr;
+    std::vector<char> work;
+    if (is_cuda(in)) {
+#if TANDEM_WITH_CUDA
+      staging_->wait_ready(ready, options_.timeout);
+      buf = staging_->host_buffer(in.nbytes());
+      staging_->to_host(in, buf);
+#endif
+    } else {
+      work.assign(static_cast<const char*>(in.data_ptr()), static_cast<const char*>(in.data_ptr()) + in.nbytes());
+      buf = work.data();
+    }
+    ring_reduce_scatter(buf, in.dtype(), out.numel(), op, what);
+    if (is_cuda(out)) {
+#if TANDEM_WITH_CUDA
+      staging_->to_device(buf + rank() * b, out);
+#endif
+    } else if (b > 0) {
+      std::memcpy(out.data_ptr(), buf + rank() * b, b);
+    }
+  });
+}
+
+std::shared_ptr<Work> RingProcessGroup::barrier() {
+  Tensor token = Tensor::full({1}, 1.0, DType::I32);
+  return enqueue("barrier", {token}, [this, token](const std::string& what) {
+    auto* p = static_cast<char*>(token.data_ptr());
+    ring_all_reduce(p, p, DType::I32, 1, ReduceOp::Sum, what);
+    int got = *token.data<int32_t>();
+    TANDEM_CHECK(got == size(), "{}: {} ranks arrived, expected {}", what, got, size());
+  });
+}
+
+}  // namespace tandem::comm

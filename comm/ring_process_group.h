@@ -1,0 +1,102 @@
+// The `ring` backend: collectives over TCP written from scratch.
+//
+// Ranks form a ring (rank r sends to r+1 and receives from r-1, one TCP
+// connection per direction). all_reduce is the bandwidth-optimal ring:
+// reduce-scatter then all-gather, 2(n-1) steps each moving 1/n of the
+// buffer, pipelined chunk by chunk across steps (comm/ring_transfer.h);
+// all_gather, reduce_scatter and broadcast are the matching halves and a
+// pipelined chain. Buffers of any size work: segments differ by at most one
+// element and may be empty.
+//
+// Every op runs on one comm thread owned by the group, in issue order, so the
+// issuing thread keeps computing. CUDA tensors are staged through pinned
+// host memory (comm/cuda_staging.h).
+//
+// Rendezvous (in the constructor, through the store, keys under
+// "ring/<group>/"): each rank listens on the interface it reaches the store
+// with, publishes its address, waits for all the others (a timeout names the
+// ranks that never arrived), then connects right and accepts left; a
+// per-group random nonce in the handshake rejects stray connections.
+//
+// Failure: a peer that closes its connection or moves no byte for
+// options.timeout fails the op with an Error naming it; the group then
+// records the first failure in the store and shuts its sockets, so every rank
+// fails promptly (and says where the failure started) instead of hanging.
+// After a failure the group refuses further ops.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "comm/process_group.h"
+#include "comm/ring_transfer.h"
+#include "comm/socket.h"
+#include "comm/store.h"
+
+namespace tandem::comm {
+
+class CudaStaging;
+
+class RingProcessGroup final : public ProcessGroup {
+ public:
+  RingProcessGroup(std::shared_ptr<Store> store, int rank, int size, ProcessGroupOptions options = {});
+  ~RingProcessGroup() override;
+
+  std::string backend_name() const override { return "ring"; }
+
+  std::shared_ptr<Work> all_reduce(Tensor& t, ReduceOp op) override;
+  std::shared_ptr<Work> all_reduce(const Tensor& in, Tensor& out, ReduceOp op) override;
+  std::shared_ptr<Work> broadcast(Tensor& t, int root) override;
+  std::shared_ptr<Work> all_gather(const Tensor& in, Tensor& out) override;
+  std::shared_ptr<Work> reduce_scatter(const Tensor& in, Tensor& out, ReduceOp op) override;
+  std::shared_ptr<Work> barrier() override;
+
+ private:
+  // Body of an op on the comm thread; `what` names it in errors ("all_reduce #12 on rank 3").
+  using Body = std::function<void(const std::string& what)>;
+  std::shared_ptr<Work> enqueue(const std::string& name, std::vector<Tensor> tensors, Body body);
+  void run_loop();
+  void rendezvous();
+  // Records the failure, tears the ring down; returns the message for the Work.
+  std::string fail_group(const std::string& error, uint64_t seq, bool timed_out);
+
+  // Host-buffer collectives (comm thread only).
+  // buf = op over ranks of src; src == buf is in place (src is only read).
+  void ring_all_reduce(const char* src, char* buf, DType dtype, int64_t count, ReduceOp op, const std::string& what);
+  void ring_broadcast(char* buf, size_t bytes, int root, const std::string& what);
+  void ring_all_gather(char* buf, size_t bytes_per_rank, const std::string& what);
+  void ring_reduce_scatter(char* buf, DType dtype, int64_t count_per_rank, ReduceOp op, const std::string& what);
+  void transfer(const std::vector<RingSend>& sends, const std::vector<RingRecv>& recvs, const RingReduceFn& reduce,
+                const std::string& what);
+
+  // A pointer to host bytes of `t`: the tensor's own for CPU, staged for CUDA.
+  char* host_view(const Tensor& t);
+
+  std::shared_ptr<Store> store_;
+  ProcessGroupOptions options_;
+  std::string prefix_;  // "ring/<group>/"
+  Socket right_, left_;
+  RingLink link_;
+  std::vector<char> scratch_;
+  std::shared_ptr<CudaStaging> staging_;  // CUDA builds only
+
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  struct Task {
+    std::shared_ptr<Work> work;
+    Body body;
+    uint64_t seq = 0;  // position in this group's op sequence, the same on every rank
+  };
+  std::deque<Task> queue_;
+  bool stopping_ = false;
+  std::string broken_;  // first failure; set on the comm thread only
+  uint64_t op_count_ = 0;  // ops issued (under mutex_): numbers them in error messages
+  std::thread thread_;
+};
+
+}  // namespace tandem::comm

@@ -1,0 +1,92 @@
+// Backend choice and the nccl backend at world size 1 (GPU tests skip
+// without a GPU; multi-rank GPU coverage uses the ring backend, see
+// ring_multiprocess_test.cc).
+#include <gtest/gtest.h>
+
+#include "comm/init.h"
+#include "core/check.h"
+#include "core/stream.h"
+#include "tests/testing/gradcheck.h"
+
+namespace tandem::comm {
+namespace {
+
+using namespace std::chrono_literals;
+
+ProcessGroupOptions quick() {
+  ProcessGroupOptions o;
+  o.timeout = 20000ms;
+  return o;
+}
+
+TEST(Backends, AutoPicksNcclOnlyWhenEveryRankHasItsOwnGpu) {
+  RankInfo info;  // rank 0 of 1
+  auto pg = init_process_group("auto", info, quick());
+  EXPECT_EQ(pg->backend_name(), has_own_gpu(info) ? "nccl" : "ring");
+  RankInfo crowded;
+  crowded.local_world_size = cuda::device_count() + 1;  // more local ranks than GPUs
+  crowded.world_size = crowded.local_world_size;
+  EXPECT_FALSE(has_own_gpu(crowded));
+}
+
+TEST(Backends, AnUnknownBackendIsNamedInTheError) {
+  try {
+    init_process_group("mpi", RankInfo{}, quick());
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown process group backend 'mpi'"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Backends, NcclWithoutCudaIsAClearError) {
+  if (cuda::built_with_cuda()) GTEST_SKIP() << "this build has CUDA";
+  try {
+    init_process_group("nccl", RankInfo{}, quick());
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("built without CUDA"), std::string::npos) << e.what();
+  }
+}
+
+TEST(NcclBackend, EveryOpRunsOnTheCurrentStreamAndStampsItsWork) {
+  TANDEM_REQUIRE_GPU();
+  auto pg = init_process_group("nccl", RankInfo{}, quick());
+  ASSERT_EQ(pg->backend_name(), "nccl");
+  cuda::Stream s = cuda::Stream::create(0);
+  cuda::StreamGuard guard(s);
+  Tensor t = Tensor::from_vector(std::vector<double>{1, -2, 3}, {3}, DType::F32, Device::cuda(0));
+  auto w = pg->all_reduce(t, ReduceOp::Avg);
+  ASSERT_TRUE(w->wait(20000ms));
+  EXPECT_LE(w->start_time(), w->end_time());
+  EXPECT_NE(w->start_time(), Work::Clock::time_point{});
+  EXPECT_EQ(t.to_double_vector(), (std::vector<double>{1, -2, 3}));
+  Tensor out = Tensor::zeros({3}, DType::F32, Device::cuda(0));
+  ASSERT_TRUE(pg->all_gather(t, out)->wait(20000ms));
+  EXPECT_EQ(out.to_double_vector(), (std::vector<double>{1, -2, 3}));
+  Tensor part = Tensor::zeros({3}, DType::F32, Device::cuda(0));
+  ASSERT_TRUE(pg->reduce_scatter(out, part, ReduceOp::Max)->wait(20000ms));
+  EXPECT_EQ(part.to_double_vector(), (std::vector<double>{1, -2, 3}));
+  Tensor h = Tensor::from_vector(std::vector<double>{0.5, 1.5}, {2}, DType::BF16, Device::cuda(0));
+  ASSERT_TRUE(pg->broadcast(h, 0)->wait(20000ms));
+  EXPECT_EQ(h.to_double_vector(), (std::vector<double>{0.5, 1.5}));
+  ASSERT_TRUE(pg->barrier()->wait(20000ms));
+}
+
+TEST(NcclBackend, CpuTensorsAreRejected) {
+  TANDEM_REQUIRE_GPU();
+  auto pg = init_process_group("nccl", RankInfo{}, quick());
+  Tensor t = Tensor::zeros({3});
+  EXPECT_THROW(pg->all_reduce(t, ReduceOp::Sum), Error);
+}
+
+TEST(RingBackend, CudaTensorsAreStagedThroughHostMemory) {
+  TANDEM_REQUIRE_GPU();
+  auto pg = init_process_group("ring", RankInfo{}, quick());
+  Tensor in = Tensor::from_vector(std::vector<double>{1, 2, 3, 4}, {4}, DType::F16, Device::cuda(0));
+  Tensor out = Tensor::zeros({4}, DType::F16, Device::cuda(0));
+  ASSERT_TRUE(pg->all_reduce(in, out, ReduceOp::Sum)->wait(20000ms));
+  EXPECT_EQ(out.to_double_vector(), (std::vector<double>{1, 2, 3, 4}));
+}
+
+}  // namespace
+}  // namespace tandem::comm
