@@ -70,7 +70,7 @@ ProbeResult run_trial(const std::function<int64_t()>& body, int64_t memory_limit
     return r;
   }
   if (memory_limit > 0 && r.peak_bytes > memory_limit) {
-    r.error = fmt::format("peak {:.1f} MiB is over the limit of {:.1f} MiB", static_cast<double>(r.peak_bytes) / (1 << 20),
+    r.error = fmt::format("peak {:.2f} MiB is over the limit of {:.2f} MiB", static_cast<double>(r.peak_bytes) / (1 << 20),
                           static_cast<double>(memory_limit) / (1 << 20));
     return r;
   }

@@ -120,32 +120,88 @@ BenchMeta current_meta(const std::string& command) {
   return m;
 }
 
+json to_json(const RunFacts& f) {
+  return {{"label", f.label},
+          {"config", f.config},
+          {"overrides", f.overrides},
+          {"device", f.device},
+          {"backend", f.backend},
+          {"world_size", f.world_size},
+          {"per_device_batch", f.per_device_batch},
+          {"gradient_accumulation_steps", f.gradient_accumulation_steps},
+          {"seq_len", f.seq_len},
+          {"logging_steps", f.logging_steps},
+          {"save_steps", f.save_steps},
+          {"dataloader_num_workers", f.dataloader_num_workers},
+          {"dataloader_pin_memory", f.dataloader_pin_memory},
+          {"precision", f.precision},
+          {"comm_hook", f.comm_hook},
+          {"bucket_cap_mb", f.bucket_cap_mb},
+          {"one_bucket", f.one_bucket},
+          {"bucket_bytes", f.bucket_bytes},
+          {"num_parameters", f.num_parameters},
+          {"train_examples", f.train_examples},
+          {"synthetic_data", f.synthetic_data}};
+}
+
+RunFacts facts_from_json(const json& f) {
+  RunFacts r;
+  r.label = f.at("label").get<std::string>();
+  r.config = f.at("config").get<std::string>();
+  r.overrides = f.at("overrides").get<std::vector<std::string>>();
+  r.device = f.at("device").get<std::string>();
+  r.backend = f.at("backend").get<std::string>();
+  r.world_size = f.at("world_size").get<int>();
+  r.per_device_batch = f.at("per_device_batch").get<int64_t>();
+  r.gradient_accumulation_steps = f.at("gradient_accumulation_steps").get<int64_t>();
+  r.seq_len = f.at("seq_len").get<int64_t>();
+  r.logging_steps = f.at("logging_steps").get<int64_t>();
+  r.save_steps = f.at("save_steps").get<int64_t>();
+  r.dataloader_num_workers = f.at("dataloader_num_workers").get<int64_t>();
+  r.dataloader_pin_memory = f.at("dataloader_pin_memory").get<bool>();
+  r.precision = f.at("precision").get<std::string>();
+  r.comm_hook = f.at("comm_hook").get<std::string>();
+  r.bucket_cap_mb = f.at("bucket_cap_mb").get<double>();
+  r.one_bucket = f.at("one_bucket").get<bool>();
+  r.bucket_bytes = f.at("bucket_bytes").get<std::vector<int64_t>>();
+  r.num_parameters = f.at("num_parameters").get<int64_t>();
+  r.train_examples = f.at("train_examples").get<int64_t>();
+  r.synthetic_data = f.at("synthetic_data").get<bool>();
+  TANDEM_CHECK(r.world_size >= 1 && r.per_device_batch >= 1 && r.gradient_accumulation_steps >= 1,
+               "world_size, per_device_batch and gradient_accumulation_steps must be positive");
+  return r;
+}
+
+json to_json(const std::vector<StepSample>& samples) {
+  json j;
+  for (const SampleField& f : kSampleFields) {
+    std::vector<double> column;
+    for (const StepSample& s : samples) column.push_back(s.*(f.field));
+    j[f.name] = column;
+  }
+  std::vector<bool> logging;
+  for (const StepSample& s : samples) logging.push_back(s.logging_step);
+  j["logging_step"] = logging;
+  return j;
+}
+
+std::vector<StepSample> samples_from_json(const json& j) {
+  const std::vector<bool> logging = j.at("logging_step").get<std::vector<bool>>();
+  std::vector<StepSample> out(logging.size());
+  for (size_t i = 0; i < out.size(); ++i) out[i].logging_step = logging[i];
+  for (const SampleField& f : kSampleFields) {
+    const std::vector<double> column = j.at(f.name).get<std::vector<double>>();
+    TANDEM_CHECK(column.size() == out.size(), "samples: column {} has {} values, logging_step has {}", f.name,
+                 column.size(), out.size());
+    for (size_t i = 0; i < out.size(); ++i) out[i].*(f.field) = column[i];
+  }
+  return out;
+}
+
 json to_json(const Profile& p) {
-  const RunFacts& f = p.facts;
-  json facts = {{"label", f.label},
-                {"config", f.config},
-                {"overrides", f.overrides},
-                {"device", f.device},
-                {"backend", f.backend},
-                {"world_size", f.world_size},
-                {"per_device_batch", f.per_device_batch},
-                {"gradient_accumulation_steps", f.gradient_accumulation_steps},
-                {"seq_len", f.seq_len},
-                {"logging_steps", f.logging_steps},
-                {"save_steps", f.save_steps},
-                {"dataloader_num_workers", f.dataloader_num_workers},
-                {"dataloader_pin_memory", f.dataloader_pin_memory},
-                {"precision", f.precision},
-                {"comm_hook", f.comm_hook},
-                {"bucket_cap_mb", f.bucket_cap_mb},
-                {"one_bucket", f.one_bucket},
-                {"bucket_bytes", f.bucket_bytes},
-                {"num_parameters", f.num_parameters},
-                {"train_examples", f.train_examples},
-                {"synthetic_data", f.synthetic_data}};
   json median;
   for (const SampleField& s : kSampleFields) median[s.name] = p.median.*(s.field);
-  return {{"facts", facts},
+  return {{"facts", to_json(p.facts)},
           {"warmup_steps", p.warmup_steps},
           {"median", median},
           {"step_ms", {{"n", p.step_ms.n}, {"median", p.step_ms.median}, {"p10", p.step_ms.p10}, {"p90", p.step_ms.p90},
@@ -160,31 +216,7 @@ json to_json(const Profile& p) {
 Profile profile_from_json(const json& j, const std::string& where) {
   try {
     Profile p;
-    const json& f = j.at("facts");
-    RunFacts& r = p.facts;
-    r.label = f.at("label").get<std::string>();
-    r.config = f.at("config").get<std::string>();
-    r.overrides = f.at("overrides").get<std::vector<std::string>>();
-    r.device = f.at("device").get<std::string>();
-    r.backend = f.at("backend").get<std::string>();
-    r.world_size = f.at("world_size").get<int>();
-    r.per_device_batch = f.at("per_device_batch").get<int64_t>();
-    r.gradient_accumulation_steps = f.at("gradient_accumulation_steps").get<int64_t>();
-    r.seq_len = f.at("seq_len").get<int64_t>();
-    r.logging_steps = f.at("logging_steps").get<int64_t>();
-    r.save_steps = f.at("save_steps").get<int64_t>();
-    r.dataloader_num_workers = f.at("dataloader_num_workers").get<int64_t>();
-    r.dataloader_pin_memory = f.at("dataloader_pin_memory").get<bool>();
-    r.precision = f.at("precision").get<std::string>();
-    r.comm_hook = f.at("comm_hook").get<std::string>();
-    r.bucket_cap_mb = f.at("bucket_cap_mb").get<double>();
-    r.one_bucket = f.at("one_bucket").get<bool>();
-    r.bucket_bytes = f.at("bucket_bytes").get<std::vector<int64_t>>();
-    r.num_parameters = f.at("num_parameters").get<int64_t>();
-    r.train_examples = f.at("train_examples").get<int64_t>();
-    r.synthetic_data = f.at("synthetic_data").get<bool>();
-    TANDEM_CHECK(r.world_size >= 1 && r.per_device_batch >= 1 && r.gradient_accumulation_steps >= 1,
-                 "world_size, per_device_batch and gradient_accumulation_steps must be positive");
+    p.facts = facts_from_json(j.at("facts"));
     p.warmup_steps = j.at("warmup_steps").get<int>();
     const json& m = j.at("median");
     for (const SampleField& s : kSampleFields) p.median.*(s.field) = m.at(s.name).get<double>();

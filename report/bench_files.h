@@ -80,6 +80,11 @@ struct BatchSearch {
 
 nlohmann::json to_json(const Profile& p);
 Profile profile_from_json(const nlohmann::json& j, const std::string& where);
+nlohmann::json to_json(const RunFacts& f);
+RunFacts facts_from_json(const nlohmann::json& j);
+// Samples as columns ({"step_ms": [...], ...}), the ranks' raw output.
+nlohmann::json to_json(const std::vector<StepSample>& samples);
+std::vector<StepSample> samples_from_json(const nlohmann::json& j);
 
 nlohmann::json to_json(const BucketsBench& b);
 nlohmann::json to_json(const ScalingBench& b);

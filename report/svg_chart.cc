@@ -54,6 +54,15 @@ struct Frame {
   double py(double y) const { return y0 + h - (y - ylo) / (yhi - ylo) * h; }
 };
 
+// Raises the top of the y range so that a legend of `entries` lines in the
+// plot's top right corner sits above the data (plot_h: the plot's height in pixels).
+void room_for_legend(double lo, double& hi, size_t entries, double plot_h) {
+  if (entries < 2 || hi <= lo) return;
+  const double legend_px = 14 + 16 * static_cast<double>(entries);
+  const double share = std::min(0.6, legend_px / plot_h);
+  hi = lo + (hi - lo) / (1 - share);
+}
+
 void widen(double& lo, double& hi) {
   if (lo == hi) {
     const double pad = lo == 0 ? 1 : std::abs(lo) * 0.1;
@@ -147,6 +156,7 @@ std::string render(const LineChart& c, double panel_x, double w, double h) {
   if (yr.empty()) yr = {0, 1};
   if (c.y_from_zero) yr.lo = std::min(yr.lo, 0.0);
   widen(yr.lo, yr.hi);
+  room_for_legend(yr.lo, yr.hi, c.series.size(), h - kTop - kBottom);
   if (!c.log_x) widen(xr.lo, xr.hi);
   if (c.log_x && xr.lo == xr.hi) {
     xr.lo /= 2;
@@ -209,8 +219,9 @@ std::string render(const BarChart& c, double panel_x, double w, double h) {
     for (const Series& s : c.overlays) yr.add(s.y[k]);
   }
   for (const ReferenceLine& r : c.reference_lines) yr.add(r.y);
-  yr.hi *= 1.08;  // room for value labels
   widen(yr.lo, yr.hi);
+  yr.hi += (yr.hi - yr.lo) * 0.08;  // room for value labels
+  room_for_legend(yr.lo, yr.hi, c.bars.size() + c.overlays.size(), h - kTop - kBottom);
   const std::vector<double> yt = nice_ticks(yr.lo, yr.hi);
   Frame f{panel_x + kLeft, kTop, w - kLeft - kRight, h - kTop - kBottom, 0, static_cast<double>(std::max<size_t>(n, 1)),
           yt.front(), yt.back()};
@@ -282,14 +293,12 @@ std::vector<double> nice_ticks(double lo, double hi, int target) {
   if (lo == hi) widen(lo, hi);
   const double raw = (hi - lo) / (target - 1);
   const double mag = std::pow(10.0, std::floor(std::log10(raw)));
-  double step = mag;
-  for (double m : {1.0, 2.0, 5.0, 10.0}) {
-    step = m * mag;
-    if (step >= raw) break;
-  }
-  const double first = std::floor(lo / step + 1e-9) * step, last = std::ceil(hi / step - 1e-9) * step;
+  const double r = raw / mag;  // in [1, 10)
+  const double step = (r < 1.5 ? 1.0 : r < 3 ? 2.0 : r < 7 ? 5.0 : 10.0) * mag;
+  const int64_t first = static_cast<int64_t>(std::floor(lo / step + 1e-9));
+  const int64_t last = static_cast<int64_t>(std::ceil(hi / step - 1e-9));
   std::vector<double> ticks;
-  for (double t = first; t <= last + step * 0.5; t += step) ticks.push_back(std::abs(t) < step * 1e-9 ? 0.0 : t);
+  for (int64_t i = first; i <= last; ++i) ticks.push_back(static_cast<double>(i) * step);
   return ticks;
 }
 
