@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <numeric>
 
 #include "apps/commands.h"
@@ -46,6 +47,36 @@ void export_split(const data::TextClassificationSource& source, const fs::path& 
   write_npy(dir / (split + "_labels.npy"), "<i8", {n}, labels.data(), labels.size() * sizeof(int64_t));
 }
 
+// What the PyTorch twin needs to build the same model and optimizer.
+nlohmann::json model_json(const TrainConfig& c) {
+  const ModelConfig& m = c.model;
+  return {{"d_model", m.d_model},     {"n_heads", m.n_heads}, {"num_layers", m.num_layers},
+          {"dim_feedforward", m.dim_feedforward}, {"max_seq_len", m.max_seq_len}, {"dropout", m.dropout},
+          {"pooling", m.pooling},     {"activation", m.activation}, {"norm_first", m.norm_first}};
+}
+
+nlohmann::json training_json(const TrainConfig& c) {
+  return {{"per_device_train_batch_size", c.per_device_train_batch_size},
+          {"gradient_accumulation_steps", c.gradient_accumulation_steps},
+          {"optim", c.optim},
+          {"learning_rate", c.learning_rate},
+          {"weight_decay", c.weight_decay},
+          {"adam_beta1", c.adam_beta1},
+          {"adam_beta2", c.adam_beta2},
+          {"adam_epsilon", c.adam_epsilon},
+          {"momentum", c.momentum},
+          {"max_grad_norm", c.max_grad_norm},
+          {"label_smoothing_factor", c.label_smoothing_factor},
+          {"bf16", c.bf16},
+          {"fp16", c.fp16},
+          {"seed", c.seed},
+          {"logging_steps", c.logging_steps},
+          {"ddp_bucket_cap_mb", c.ddp_bucket_cap_mb},
+          {"ddp_static_graph", c.ddp_static_graph},
+          {"ddp_gradient_as_bucket_view", c.ddp_gradient_as_bucket_view},
+          {"ddp_find_unused_parameters", c.ddp_find_unused_parameters}};
+}
+
 void run(const Args& a) {
   const TrainConfig config = load_train_config(a.config, a.overrides);
   validate(config);
@@ -73,7 +104,9 @@ void run(const Args& a) {
                                          {"seq_len", config.model.max_seq_len},
                                          {"pad_id", data::Tokenizer::kPad},
                                          {"train_examples", train_set->size()},
-                                         {"test_examples", test_set->size()}});
+                                         {"test_examples", test_set->size()},
+                                         {"model", model_json(config)},
+                                         {"training", training_json(config)}});
   fmt::print("wrote {} training and {} test examples ({} tokens each, vocabulary {}) to {}\n", train_set->size(),
              test_set->size(), config.model.max_seq_len, tokenizer->vocab_size(), dir.string());
 }

@@ -31,6 +31,13 @@ std::string cpu_model() {
   return "unknown";
 }
 
+double load_average() {
+  std::ifstream in("/proc/loadavg");
+  double one = 0;
+  in >> one;
+  return one;
+}
+
 double memory_gib() {
   std::ifstream in("/proc/meminfo");
   std::string key;
@@ -66,7 +73,7 @@ json meta_json(const BenchMeta& m) {
           {"command", m.command},
           {"tandem_version", m.tandem_version},
           {"machine", {{"cpu", m.machine.cpu}, {"cores", m.machine.cores}, {"memory_gib", m.machine.memory_gib},
-                       {"gpu", m.machine.gpu}}}};
+                       {"gpu", m.machine.gpu}, {"load_average", m.machine.load_average}}}};
 }
 
 BenchMeta meta_from(const json& j) {
@@ -80,6 +87,7 @@ BenchMeta meta_from(const json& j) {
   m.machine.cores = mm.at("cores").get<int>();
   m.machine.memory_gib = mm.at("memory_gib").get<double>();
   m.machine.gpu = mm.at("gpu").get<std::string>();
+  m.machine.load_average = mm.at("load_average").get<double>();
   return m;
 }
 
@@ -116,6 +124,7 @@ BenchMeta current_meta(const std::string& command) {
   m.machine.cpu = cpu_model();
   m.machine.cores = static_cast<int>(std::thread::hardware_concurrency());
   m.machine.memory_gib = memory_gib();
+  m.machine.load_average = load_average();
   if (cuda::available()) m.machine.gpu = fmt::format("{} CUDA device(s)", cuda::device_count());
   return m;
 }

@@ -23,6 +23,7 @@ struct Machine {
   int cores = 0;       // online CPUs
   double memory_gib = 0;
   std::string gpu;     // "" when none
+  double load_average = 0;  // 1-minute load average when the run started (others' work on a shared machine)
 };
 
 struct BenchMeta {

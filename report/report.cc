@@ -254,9 +254,9 @@ std::vector<fs::path> write_report(const ReportInputs& in, const fs::path& out_d
   txt += fmt::format("Generated {} by: {}\n\n", in.date, in.command);
 
   auto provenance = [&](const char* file, const BenchMeta& m) {
-    txt += fmt::format("  {}: {} on {} ({} cores, {:.0f} GiB{})\n    command: {}\n", file, m.date, m.machine.cpu,
-                       m.machine.cores, m.machine.memory_gib, m.machine.gpu.empty() ? "" : ", " + m.machine.gpu,
-                       m.command);
+    txt += fmt::format("  {}: {} on {} ({} cores, {:.0f} GiB{}; load average {:.1f} at the start)\n    command: {}\n",
+                       file, m.date, m.machine.cpu, m.machine.cores, m.machine.memory_gib,
+                       m.machine.gpu.empty() ? "" : ", " + m.machine.gpu, m.machine.load_average, m.command);
   };
   txt += "Inputs:\n";
   if (b.scaling) provenance("scaling.json", b.scaling->meta);
