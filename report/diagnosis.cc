@@ -18,6 +18,7 @@ const char* finding_name(Finding f) {
     case Finding::PoorScaling: return "poor scaling";
     case Finding::Oversubscribed: return "oversubscribed cores";
     case Finding::Balanced: return "balanced";
+    case Finding::Noisy: return "noisy measurement";
   }
   return "?";
 }
@@ -240,6 +241,23 @@ std::optional<Advice> oversubscribed(const DiagnosisInput& in) {
                   "no more ranks than the cores can run alongside their comm threads"}}};
 }
 
+std::optional<Advice> noisy(const DiagnosisInput& in, const Thresholds& t) {
+  const Profile& p = in.profile;
+  std::vector<std::string> why;
+  if (p.step_ms.median > 0 && (p.step_ms.p90 - p.step_ms.p10) > t.noisy_spread * p.step_ms.median)
+    why.push_back(fmt::format("step times spread from {:.1f} to {:.1f} ms (p10-p90) around a median of {:.1f} ms",
+                              p.step_ms.p10, p.step_ms.p90, p.step_ms.median));
+  if (in.host_cores > 0 && in.load_average >= t.busy_load * in.host_cores)
+    why.push_back(fmt::format("the machine's load average was {:.1f} on {} cores when the run started (other work)",
+                              in.load_average, in.host_cores));
+  if (why.empty()) return std::nullopt;
+  std::string summary = "Noisy measurement: " + why.front();
+  for (size_t i = 1; i < why.size(); ++i) summary += "; " + why[i];
+  summary += ". Differences smaller than the spread are not findings.";
+  return Advice{Finding::Noisy, summary,
+                {{"--rounds", "", "repeat the sweep more times (interleaved) or run on an idle machine"}}};
+}
+
 }  // namespace
 
 std::vector<Advice> diagnose(const DiagnosisInput& in, const Thresholds& t) {
@@ -267,6 +285,7 @@ std::vector<Advice> diagnose(const DiagnosisInput& in, const Thresholds& t) {
       a.suggestions.push_back({"bf16", "true", "compute-bound on a GPU: bf16 tensor-core GEMMs are the next lever"});
     out.insert(out.begin(), std::move(a));
   }
+  add(noisy(in, t));
   return out;
 }
 

@@ -26,6 +26,9 @@
 //   oversubscribed  CPU ranks whose threads (compute, loader workers, comm)
 //                   outnumber the cores: scaling then measures core sharing.
 //   balanced        none of the bottlenecks above.
+//   noisy           a measurement note, not a bottleneck: the step time's
+//                   p10-p90 spread > 30% of its median, or the machine's load
+//                   average at the start >= 75% of its cores (others' work).
 #pragma once
 
 #include <optional>
@@ -46,6 +49,8 @@ struct Thresholds {
   int64_t small_model_parameters = 10'000'000;
   double poor_efficiency = 0.70;
   double bucket_gain = 0.03;  // a bucket size must beat the current one by this fraction (and the noise)
+  double noisy_spread = 0.30;  // (p90 - p10) / median of the step time
+  double busy_load = 0.75;     // load average / cores
 };
 
 // The bucket sweep, reduced to what the advice needs.
@@ -67,12 +72,23 @@ struct ScalingFacts {
 struct DiagnosisInput {
   Profile profile;  // the run to diagnose (normally the largest world size)
   int host_cores = 0;  // CPU cores the ranks share (0: unknown)
+  double load_average = 0;  // the machine's 1-minute load average when the run started
   std::optional<ScalingFacts> scaling;
   std::optional<BucketSweepFacts> buckets;
   int64_t max_batch_that_fits = 0;  // from find-batch-size (0: unknown)
 };
 
-enum class Finding { CommBound, DataBound, SyncPoints, SmallBatch, NegativeScaling, PoorScaling, Oversubscribed, Balanced };
+enum class Finding {
+  CommBound,
+  DataBound,
+  SyncPoints,
+  SmallBatch,
+  NegativeScaling,
+  PoorScaling,
+  Oversubscribed,
+  Balanced,
+  Noisy
+};
 const char* finding_name(Finding f);  // "comm-bound", "data-bound", ...
 
 struct Suggestion {

@@ -222,6 +222,7 @@ DiagnosisInput diagnosis_input(const BenchFolder& bench) {
       return a.facts.world_size < b.facts.world_size;
     });
     in.host_cores = bench.scaling->meta.machine.cores;
+    in.load_average = bench.scaling->meta.machine.load_average;
     std::vector<ScalingRow> rows = scaling_table(cases);
     if (rows.size() > 1) in.scaling = ScalingFacts{rows.back().world_size, rows.back().speedup, rows.back().efficiency};
     have = true;
@@ -233,12 +234,14 @@ DiagnosisInput diagnosis_input(const BenchFolder& bench) {
       for (const Profile& p : bench.buckets->cases)
         if (!p.facts.one_bucket && p.facts.bucket_cap_mb == bench.buckets->current_cap_mb) in.profile = p;
       in.host_cores = bench.buckets->meta.machine.cores;
+      in.load_average = bench.buckets->meta.machine.load_average;
       have = true;
     }
   }
   if (!have && bench.step && !bench.step->cases.empty()) {
     in.profile = bench.step->cases.front();
     in.host_cores = bench.step->meta.machine.cores;
+    in.load_average = bench.step->meta.machine.load_average;
     have = true;
   }
   TANDEM_CHECK(have, "no bench results to diagnose: run tandem bench scaling, buckets or step first");
@@ -297,11 +300,17 @@ std::vector<fs::path> write_report(const ReportInputs& in, const fs::path& out_d
                        p0.facts.world_size, p0.facts.backend, p0.facts.gradient_mb(), p0.facts.num_parameters,
                        b.buckets->current_cap_mb);
     txt += text_table(t);
-    txt += fmt::format("  fastest: {} ({:.1f} ms per step; its p10-p90 half-spread is {:.1f} ms){}\n\n", f.best_label,
+    txt += fmt::format("  fastest: {} ({:.1f} ms per step; its p10-p90 half-spread is {:.1f} ms){}\n", f.best_label,
                        f.best_step_ms, f.noise_ms,
                        f.current_step_ms > 0 ? fmt::format("; the config's {:g} MB: {:.1f} ms", f.current_cap_mb,
                                                            f.current_step_ms)
                                              : "");
+    if (f.current_step_ms > 0)
+      txt += f.current_step_ms - f.best_step_ms > f.noise_ms
+                 ? fmt::format("  {} beats the config's size by more than the noise.\n\n", f.best_label)
+                 : "  the difference is within the noise: no bucket size is measurably better here.\n\n";
+    else
+      txt += "\n";
     if (!tex.empty()) tex += "\n";
     Table lt{{"Bucket cap (MB)", "Buckets", "Step (ms)", "Exposed comm (ms)", "Overlap", "Compute/comm"}, {}, "lrrrrr"};
     for (const auto& row : t.rows) lt.rows.push_back({row[0], row[1], row[2], row[6], row[7], row[8]});

@@ -1,6 +1,7 @@
 // The diagnosis on synthetic profiles: each kind of bottleneck gets its own
 // finding and names the knobs a user would turn.
 #include "report/diagnosis.h"
+#include "report/stats.h"
 
 #include <gtest/gtest.h>
 
@@ -238,6 +239,26 @@ TEST(Diagnosis, MoreCpuThreadsThanCoresIsOversubscribed) {
   in.profile.facts.device = "cuda";
   in.host_cores = 2;
   EXPECT_FALSE(has(diagnose(in), Finding::Oversubscribed));
+}
+
+TEST(Diagnosis, WideStepSpreadIsANoisyMeasurementButNotABottleneck) {
+  Profile p = profile(100, 1, 40, 50, 20, 2, 18);
+  p.step_ms = summarize({70, 100, 160});  // p10 76, p90 148
+  const auto advice = diagnose(input(p));
+  EXPECT_TRUE(has(advice, Finding::Noisy));
+  EXPECT_TRUE(has(advice, Finding::Balanced));
+}
+
+TEST(Diagnosis, BusyMachineIsANoisyMeasurement) {
+  Profile p = profile(100, 1, 40, 50, 20, 2, 18);
+  p.step_ms = summarize({99, 100, 101});
+  DiagnosisInput in = input(p);
+  EXPECT_FALSE(has(diagnose(in), Finding::Noisy));
+  in.host_cores = 2;
+  in.profile.facts.dataloader_num_workers = 0;
+  in.profile.facts.world_size = 1;
+  in.load_average = 9;
+  EXPECT_TRUE(has(diagnose(in), Finding::Noisy));
 }
 
 TEST(Diagnosis, FormattedAdviceNamesEveryKnob) {
