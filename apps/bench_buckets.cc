@@ -30,7 +30,7 @@ struct Args {
   int nproc = 2;
   std::string caps = "0.5,1,5,10,25,50,100,one";
   int warmup = 5, steps = 20, rounds = 2;
-  std::string backend = "ring";
+  std::string backend;  // "": the config's ddp_backend
   bool synthetic = false;
   std::string out = "bench_results";
   double timeout_s = 1800;
@@ -58,7 +58,7 @@ void run(const Args& a) {
   require_not_launched("bench buckets");
   TANDEM_CHECK(a.nproc >= 2, "bench buckets: --nproc must be at least 2 (buckets exist only with DDP)");
   std::vector<std::string> overrides = a.overrides;
-  overrides.push_back("ddp_backend=" + a.backend);
+  if (!a.backend.empty()) overrides.push_back("ddp_backend=" + a.backend);
   const TrainConfig config = load_train_config(a.config, overrides);
   validate(config);
   WorkerSpec spec;
@@ -72,7 +72,7 @@ void run(const Args& a) {
   spec.synthetic = a.synthetic;
   spec.out_dir = (std::filesystem::path(a.out) / "buckets_run").string();
   fmt::print("# tandem bench buckets: {} ranks, {} backend, {} sizes x {} rounds x {} timed steps (after {} warm-up)\n",
-             a.nproc, a.backend, spec.cases.size(), a.rounds, a.steps, a.warmup);
+             a.nproc, config.ddp_backend, spec.cases.size(), a.rounds, a.steps, a.warmup);
   std::fflush(stdout);
 
   report::BucketsBench b;
@@ -114,7 +114,7 @@ void add_bench_buckets_command(CLI::App& bench) {
   cmd->add_option("--warmup", a->warmup, "Untimed steps per size")->capture_default_str();
   cmd->add_option("--steps", a->steps, "Timed steps per size and round")->capture_default_str();
   cmd->add_option("--rounds", a->rounds, "Repeats of the whole sweep, in rotated order")->capture_default_str();
-  cmd->add_option("--backend", a->backend, "ring, nccl or auto")->capture_default_str();
+  cmd->add_option("--backend", a->backend, "ring, nccl or auto (default: the config's ddp_backend)");
   cmd->add_flag("--synthetic", a->synthetic, "Random full-length sequences instead of the config's data");
   cmd->add_option("--out", a->out, "Folder for buckets.json")->capture_default_str();
   cmd->add_option("--timeout", a->timeout_s, "Seconds before the run counts as hung")->capture_default_str();

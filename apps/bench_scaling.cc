@@ -35,7 +35,7 @@ struct Args {
   std::string mode = "weak";
   int64_t global_batch = 0;
   int warmup = 5, steps = 20, rounds = 2;
-  std::string backend = "ring";
+  std::string backend;  // "": the config's ddp_backend
   bool synthetic = false;
   bool train = false;
   std::string out = "bench_results";
@@ -72,7 +72,7 @@ void run(const Args& a) {
   TANDEM_CHECK(a.rounds >= 1, "--rounds must be at least 1");
   const std::vector<int> sizes = world_sizes(a);
   std::vector<std::string> base = a.overrides;
-  base.push_back("ddp_backend=" + a.backend);
+  if (!a.backend.empty()) base.push_back("ddp_backend=" + a.backend);
   const TrainConfig config = load_train_config(a.config, base);
   validate(config);
   if (a.mode == "strong") {
@@ -81,7 +81,7 @@ void run(const Args& a) {
       TANDEM_CHECK(a.global_batch % n == 0, "--global-batch {} is not divisible by {} ranks", a.global_batch, n);
   }
   fmt::print("# tandem bench scaling ({}): world sizes {}, {} backend, {} timed steps x {} rounds (after {} warm-up)\n",
-             a.mode, fmt::join(sizes, ","), a.backend, a.steps, a.rounds, a.warmup);
+             a.mode, fmt::join(sizes, ","), config.ddp_backend, a.steps, a.rounds, a.warmup);
   std::fflush(stdout);
 
   report::ScalingBench b;
@@ -153,7 +153,7 @@ void add_bench_scaling_command(CLI::App& bench) {
   cmd->add_option("--warmup", a->warmup, "Untimed steps per world size")->capture_default_str();
   cmd->add_option("--steps", a->steps, "Timed steps per world size and round")->capture_default_str();
   cmd->add_option("--rounds", a->rounds, "Repeats of the sweep, in rotated order")->capture_default_str();
-  cmd->add_option("--backend", a->backend, "ring, nccl or auto")->capture_default_str();
+  cmd->add_option("--backend", a->backend, "ring, nccl or auto (default: the config's ddp_backend)");
   cmd->add_flag("--synthetic", a->synthetic, "Random full-length sequences instead of the config's data");
   cmd->add_flag("--train", a->train, "Also run the config's full training at each world size");
   cmd->add_option("--out", a->out, "Folder for scaling.json")->capture_default_str();

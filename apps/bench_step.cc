@@ -24,7 +24,7 @@ struct Args {
   int nproc = 1;
   std::string precisions = "fp32,bf16,fp16";
   int warmup = 5, steps = 20, rounds = 2;
-  std::string backend = "ring";
+  std::string backend;  // "": the config's ddp_backend
   bool synthetic = false;
   std::string out = "bench_results";
   double timeout_s = 1800;
@@ -33,7 +33,7 @@ struct Args {
 void run(const Args& a) {
   require_not_launched("bench step");
   std::vector<std::string> overrides = a.overrides;
-  overrides.push_back("ddp_backend=" + a.backend);
+  if (!a.backend.empty()) overrides.push_back("ddp_backend=" + a.backend);
   const TrainConfig config = load_train_config(a.config, overrides);
   validate(config);
   WorkerSpec spec;
@@ -86,7 +86,7 @@ void add_bench_step_command(CLI::App& bench) {
   cmd->add_option("--warmup", a->warmup, "Untimed steps per precision")->capture_default_str();
   cmd->add_option("--steps", a->steps, "Timed steps per precision and round")->capture_default_str();
   cmd->add_option("--rounds", a->rounds, "Repeats, in rotated order")->capture_default_str();
-  cmd->add_option("--backend", a->backend, "ring, nccl or auto (with --nproc > 1)")->capture_default_str();
+  cmd->add_option("--backend", a->backend, "ring, nccl or auto with --nproc > 1 (default: the config's ddp_backend)");
   cmd->add_flag("--synthetic", a->synthetic, "Random full-length sequences instead of the config's data");
   cmd->add_option("--out", a->out, "Folder for step.json")->capture_default_str();
   cmd->add_option("--timeout", a->timeout_s, "Seconds before the run counts as hung")->capture_default_str();
