@@ -285,6 +285,8 @@ report::RunFacts StepRunner::facts(const StepCase& c) const {
   f.one_bucket = c.one_bucket;
   f.bucket_bytes = s.bucket_bytes;
   f.num_parameters = s.model->num_parameters();
+  f.vocab_size = s.model->config().vocab_size;
+  f.d_model = s.model->config().d_model;
   f.train_examples = s.train_examples;
   f.synthetic_data = s.options.synthetic;
   return f;

@@ -149,6 +149,8 @@ json to_json(const RunFacts& f) {
           {"one_bucket", f.one_bucket},
           {"bucket_bytes", f.bucket_bytes},
           {"num_parameters", f.num_parameters},
+          {"vocab_size", f.vocab_size},
+          {"d_model", f.d_model},
           {"train_examples", f.train_examples},
           {"synthetic_data", f.synthetic_data}};
 }
@@ -174,6 +176,8 @@ RunFacts facts_from_json(const json& f) {
   r.one_bucket = f.at("one_bucket").get<bool>();
   r.bucket_bytes = f.at("bucket_bytes").get<std::vector<int64_t>>();
   r.num_parameters = f.at("num_parameters").get<int64_t>();
+  r.vocab_size = f.at("vocab_size").get<int64_t>();
+  r.d_model = f.at("d_model").get<int64_t>();
   r.train_examples = f.at("train_examples").get<int64_t>();
   r.synthetic_data = f.at("synthetic_data").get<bool>();
   TANDEM_CHECK(r.world_size >= 1 && r.per_device_batch >= 1 && r.gradient_accumulation_steps >= 1,

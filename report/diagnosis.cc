@@ -89,6 +89,13 @@ std::optional<Advice> comm_bound(const DiagnosisInput& in, const Thresholds& t) 
                              "when a larger batch does not fit: micro-steps under no_sync skip the all-reduce, one "
                              "all-reduce per k micro-batches"});
   }
+  if (f.embedding_share() > t.embedding_share)
+    a.suggestions.push_back(
+        {"data.vocab_max_size", std::to_string(std::max<int64_t>(1000, f.vocab_size / 4)),
+         fmt::format("the token embedding ({} x {}) is {} of the gradients, and its gradient is the last one "
+                     "backward produces, so its all-reduce cannot overlap the backward pass; a smaller vocabulary "
+                     "shrinks what is sent",
+                     f.vocab_size, f.d_model, pct(f.embedding_share()))});
   if (f.num_parameters > 0 && f.num_parameters < t.small_model_parameters)
     a.suggestions.push_back(
         {"model size", "",

@@ -9,8 +9,11 @@
 //                   more than the noise), ddp_comm_hook (bf16/fp16 compression
 //                   halves the bytes; bf16 autocast does not: gradients stay
 //                   f32), gradient_accumulation_steps (no_sync: one all-reduce
-//                   per k micro-batches), per_device_train_batch_size, and the
-//                   model size when the model is small (< 10 M parameters).
+//                   per k micro-batches), per_device_train_batch_size, the
+//                   model size when the model is small (< 10 M parameters),
+//                   and data.vocab_max_size when the token embedding is more
+//                   than half the gradients (its gradient comes last in
+//                   backward, so its all-reduce cannot be hidden).
 //   data-bound      waiting for the DataLoader > 10% of the step. Knobs:
 //                   dataloader_num_workers, dataloader_pin_memory (CUDA).
 //   sync points     a logging step costs a host synchronisation: flagged when
@@ -47,6 +50,7 @@ struct Thresholds {
   int64_t cuda_min_logging_steps = 5;    // CUDA without a measurement: logging this often is a sync point
   int64_t small_batch = 32;              // per-device batch below this is "small"
   int64_t small_model_parameters = 10'000'000;
+  double embedding_share = 0.5;  // token embedding / all parameters above this: suggest a smaller vocabulary
   double poor_efficiency = 0.70;
   double bucket_gain = 0.03;  // a bucket size must beat the current one by this fraction (and the noise)
   double noisy_spread = 0.30;  // (p90 - p10) / median of the step time

@@ -54,11 +54,16 @@ struct RunFacts {
   bool one_bucket = false;           // every gradient in one bucket (first bucket included)
   std::vector<int64_t> bucket_bytes;  // DDP's buckets in launch order (empty on one rank)
   int64_t num_parameters = 0;
+  int64_t vocab_size = 0;  // the token embedding is vocab_size x d_model of the parameters
+  int64_t d_model = 0;
   int64_t train_examples = 0;  // examples in one epoch (all ranks)
   bool synthetic_data = false;
 
   int64_t samples_per_step() const { return per_device_batch * gradient_accumulation_steps * world_size; }
   double gradient_mb() const { return static_cast<double>(num_parameters) * 4.0 / (1 << 20); }
+  double embedding_share() const {
+    return num_parameters > 0 ? static_cast<double>(vocab_size * d_model) / static_cast<double>(num_parameters) : 0;
+  }
 };
 
 struct Profile {

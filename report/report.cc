@@ -85,13 +85,20 @@ Table scaling_rows(const ScalingBench& s) {
   return t;
 }
 
+std::string bucket_sizes_mb(const std::vector<int64_t>& bytes) {
+  std::vector<std::string> parts;
+  for (int64_t b : bytes) parts.push_back(fmt::format("{:.2f}", static_cast<double>(b) / (1 << 20)));
+  return parts.empty() ? "-" : fmt::format("{}", fmt::join(parts, "+"));
+}
+
 Table bucket_rows(const BucketsBench& b) {
-  Table t{{"bucket_cap_mb", "buckets", "step ms", "step p10-p90", "samples/s", "comm ms", "exposed ms", "overlap",
+  Table t{{"bucket_cap_mb", "buckets", "bucket MiB", "step ms", "step p10-p90", "samples/s", "comm ms", "exposed ms", "overlap",
            "compute/comm"},
           {},
-          "lrrrrrrrr"};
+          "lrlrrrrrrr"};
   for (const Profile& p : b.cases)
-    t.rows.push_back({cap_label(p), std::to_string(p.facts.bucket_bytes.size()), f1(p.median.step_ms),
+    t.rows.push_back({cap_label(p), std::to_string(p.facts.bucket_bytes.size()), bucket_sizes_mb(p.facts.bucket_bytes),
+                      f1(p.median.step_ms),
                       fmt::format("{:.1f}-{:.1f}", p.step_ms.p10, p.step_ms.p90), f1(p.samples_per_second),
                       f1(p.median.comm_ms), f1(p.median.exposed_comm_ms), pct(overlap_fraction(p)),
                       ratio(compute_comm_ratio(p))});
@@ -282,6 +289,20 @@ std::vector<fs::path> write_report(const ReportInputs& in, const fs::path& out_d
                        p0.facts.precision, b.scaling->cases.back().facts.backend, p0.step_ms.n / std::max(1, b.scaling->rounds),
                        p0.warmup_steps, b.scaling->rounds);
     txt += text_table(t) + "\n";
+    if (b.scaling->rounds > 1) {
+      // Drift on a shared machine shows as rounds that disagree.
+      txt += "  median step ms of each round (in the order run):";
+      for (const Profile& p : b.scaling->cases) {
+        const size_t per = p.step_samples_ms.size() / static_cast<size_t>(b.scaling->rounds);
+        std::vector<std::string> medians;
+        for (size_t r = 0; per > 0 && r < static_cast<size_t>(b.scaling->rounds); ++r)
+          medians.push_back(f1(summarize({p.step_samples_ms.begin() + static_cast<std::ptrdiff_t>(r * per),
+                                          p.step_samples_ms.begin() + static_cast<std::ptrdiff_t>((r + 1) * per)})
+                                   .median));
+        txt += fmt::format(" {} rank(s): {};", p.facts.world_size, fmt::join(medians, ", "));
+      }
+      txt.back() = '\n';
+    }
     txt += "  speedup = samples/s at N ranks / samples/s at 1 rank (T1/TN per sample); efficiency = speedup / N.\n"
            "  compute = forward + backward autograd pass; comm = all-reduce time; exposed = all-reduce time after "
            "backward ended.\n\n";
@@ -305,6 +326,18 @@ std::vector<fs::path> write_report(const ReportInputs& in, const fs::path& out_d
                        f.current_step_ms > 0 ? fmt::format("; the config's {:g} MB: {:.1f} ms", f.current_cap_mb,
                                                            f.current_step_ms)
                                              : "");
+    // Sizes that produce the same buckets measure the same thing twice.
+    size_t distinct = 0;
+    for (size_t i = 0; i < b.buckets->cases.size(); ++i) {
+      bool seen = false;
+      for (size_t k = 0; k < i; ++k) seen |= b.buckets->cases[k].facts.bucket_bytes == b.buckets->cases[i].facts.bucket_bytes;
+      distinct += seen ? 0 : 1;
+    }
+    if (distinct < b.buckets->cases.size())
+      txt += fmt::format("  {} sizes give only {} distinct bucket layouts (the first bucket is 1 MiB, a parameter "
+                         "larger than the cap fills a bucket alone, and a cap above the {:.2f} MB of gradients changes "
+                         "nothing): sizes with the same layout differ only by noise.\n",
+                         b.buckets->cases.size(), distinct, p0.facts.gradient_mb());
     if (f.current_step_ms > 0)
       txt += f.current_step_ms - f.best_step_ms > f.noise_ms
                  ? fmt::format("  {} beats the config's size by more than the noise.\n\n", f.best_label)
@@ -313,7 +346,7 @@ std::vector<fs::path> write_report(const ReportInputs& in, const fs::path& out_d
       txt += "\n";
     if (!tex.empty()) tex += "\n";
     Table lt{{"Bucket cap (MB)", "Buckets", "Step (ms)", "Exposed comm (ms)", "Overlap", "Compute/comm"}, {}, "lrrrrr"};
-    for (const auto& row : t.rows) lt.rows.push_back({row[0], row[1], row[2], row[6], row[7], row[8]});
+    for (const auto& row : t.rows) lt.rows.push_back({row[0], row[1], row[3], row[7], row[8], row[9]});
     tex += to_latex(lt, fmt::format("DDP bucket size sweep, {} ranks", p0.facts.world_size), "tab:tandem-buckets");
   }
   if (b.step) {

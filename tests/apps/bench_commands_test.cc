@@ -71,6 +71,8 @@ TEST_F(BenchCommands, BucketSweepMeasuresEverySizeOnTwoRanks) {
   const report::Profile& one = f.buckets->cases[1];
   EXPECT_EQ(small.facts.world_size, 2);
   EXPECT_EQ(small.facts.backend, "ring");
+  EXPECT_EQ(small.facts.vocab_size, 200000);  // synthetic data: the vocabulary is data.vocab_max_size
+  EXPECT_EQ(small.facts.d_model, 16);
   EXPECT_GT(small.facts.bucket_bytes.size(), 1u);
   EXPECT_EQ(one.facts.bucket_bytes.size(), 1u);
   EXPECT_TRUE(one.facts.one_bucket);

@@ -37,6 +37,8 @@ Profile example_profile(int world) {
   p.facts.per_device_batch = 16;
   p.facts.bucket_bytes = {1048576, 500000};
   p.facts.num_parameters = 387077;
+  p.facts.vocab_size = 4933;
+  p.facts.d_model = 64;
   p.warmup_steps = 5;
   p.median.step_ms = 80;
   p.median.exposed_comm_ms = 3.5;
@@ -67,6 +69,8 @@ TEST_F(BenchFiles, BucketSweepRoundTrips) {
   const Profile& p = f.buckets->cases[0];
   EXPECT_EQ(p.facts.overrides, b.cases[0].facts.overrides);
   EXPECT_EQ(p.facts.bucket_bytes, b.cases[0].facts.bucket_bytes);
+  EXPECT_EQ(p.facts.vocab_size, 4933);
+  EXPECT_EQ(p.facts.d_model, 64);
   EXPECT_DOUBLE_EQ(p.median.exposed_comm_ms, 3.5);
   EXPECT_DOUBLE_EQ(p.step_ms.p90, b.cases[0].step_ms.p90);
   EXPECT_EQ(p.peak_memory_bytes, 12345678);

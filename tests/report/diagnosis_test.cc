@@ -91,6 +91,18 @@ TEST(Diagnosis, SmallCommBoundModelGetsModelSizeAdvice) {
   EXPECT_NE(knob(a, "model size"), std::nullopt);
 }
 
+TEST(Diagnosis, EmbeddingDominatedGradientsSuggestASmallerVocabulary) {
+  Profile p = comm_bound_profile();
+  p.facts.vocab_size = 30000;  // seed 001's AG News: 30000 x 128 of ~4.2 M parameters
+  p.facts.d_model = 128;
+  p.facts.num_parameters = 4'200'000;
+  const std::optional<Suggestion> s = knob(get(diagnose(input(p)), Finding::CommBound), "data.vocab_max_size");
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->value, "7500");
+  p.facts.num_parameters = 40'000'000;  // the embedding is a tenth: not the lever
+  EXPECT_FALSE(knob(get(diagnose(input(p)), Finding::CommBound), "data.vocab_max_size").has_value());
+}
+
 TEST(Diagnosis, CompressedHookIsNotSuggestedTwice) {
   Profile p = comm_bound_profile();
   p.facts.comm_hook = "bf16";
