@@ -166,6 +166,24 @@ class MetricsWriter {
   std::ofstream jsonl_, train_csv_, eval_csv_;
 };
 
+// FNV-1a over every parameter's bytes, gathered from all ranks.
+std::vector<int64_t> weight_checksums(const nn::Module& model, comm::ProcessGroup* group) {
+  uint64_t h = 1469598103934665603ull;
+  for (const auto& [name, p] : model.named_parameters()) {
+    Tensor host = p.detach().to(Device::cpu());
+    const auto* bytes = static_cast<const unsigned char*>(host.data_ptr());
+    for (size_t i = 0; i < host.nbytes(); ++i) h = (h ^ bytes[i]) * 1099511628211ull;
+  }
+  const int64_t mine = static_cast<int64_t>(h);
+  if (!group) return {mine};
+  Device where = model.named_parameters().front().second.device();
+  Tensor in = Tensor::from_vector(std::vector<int64_t>{mine}, {1}, DType::I64, where);
+  Tensor out = Tensor::zeros({group->size()}, DType::I64, where);
+  TANDEM_CHECK(group->all_gather(in, out)->wait(std::chrono::minutes(5)),
+               "rank {}: timed out gathering the final weight checksums", group->rank());
+  return out.to_int_vector();
+}
+
 }  // namespace
 
 EvalResult evaluate(const nn::TextClassifier& model, data::DataLoader& loader, DType compute, int64_t num_classes) {
@@ -387,7 +405,9 @@ TrainResult train(const TrainConfig& config, std::shared_ptr<comm::ProcessGroup>
   int64_t step = state.global_step;
   const int64_t first_epoch = state.epoch;
   int64_t last_epoch = first_epoch, last_position = 0;
-  bool done = step >= total_steps;
+  const int64_t stop_at =
+      options.stop_after_steps > 0 ? std::min(total_steps, step + options.stop_after_steps) : total_steps;
+  bool done = step >= stop_at;
   nn::ForwardContext ctx;
   ctx.compute_dtype = compute;
   ctx.seed = static_cast<uint64_t>(config.seed) * 1000003u + static_cast<uint64_t>(rank);
@@ -435,7 +455,7 @@ TrainResult train(const TrainConfig& config, std::shared_ptr<comm::ProcessGroup>
       optimizer->zero_grad(!config.ddp_gradient_as_bucket_view);
       ++step;
       state.global_step = step;
-      done = step >= total_steps;
+      done = step >= stop_at;
 
       if (step % config.logging_steps == 0 || done) {
         // The one host synchronisation of a logging step.
@@ -493,9 +513,13 @@ TrainResult train(const TrainConfig& config, std::shared_ptr<comm::ProcessGroup>
   result.steps = step;
   result.seconds = seconds_since(train_start);
   result.samples_per_second = static_cast<double>(trained_samples * world) / std::max(result.seconds, 1e-9);
+  result.stopped_early = step < total_steps;
+  result.weight_checksums = weight_checksums(*model, group.get());
   if (main_rank) {
-    result.eval = run_eval(step, static_cast<double>(step) / static_cast<double>(steps_per_epoch));
-    result.majority_baseline = test_set->majority_fraction();
+    if (!result.stopped_early) {
+      result.eval = run_eval(step, static_cast<double>(step) / static_cast<double>(steps_per_epoch));
+      result.majority_baseline = test_set->majority_fraction();
+    }
     save(last_epoch, last_position);
   }
   return result;
