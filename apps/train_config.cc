@@ -199,15 +199,16 @@ std::string where_of(const std::string& file, const YAML::Node& node) {
 }
 
 void apply_map(TrainConfig& c, const YAML::Node& map, const std::string& prefix, const std::string& file) {
-  for (auto it = map.begin(); it != map.end(); ++it) {
-    const std::string key = prefix + it->first.as<std::string>();
-    const YAML::Node& value = it->second;
+  for (const auto& entry : map) {
+    // Copies: yaml-cpp's iterator hands out a temporary pair, so references into it dangle.
+    const YAML::Node key_node = entry.first, value = entry.second;
+    const std::string key = prefix + key_node.as<std::string>();
     if ((key == "model" || key == "data") && prefix.empty()) {
-      if (!value.IsMap()) throw Error(fmt::format("{}: section '{}' must be a map", where_of(file, it->first), key));
+      if (!value.IsMap()) throw Error(fmt::format("{}: section '{}' must be a map", where_of(file, key_node), key));
       apply_map(c, value, key + ".", file);
       continue;
     }
-    find_field(key, where_of(file, it->first)).set(c, value, where_of(file, value));
+    find_field(key, where_of(file, key_node)).set(c, value, where_of(file, value));
   }
 }
 
