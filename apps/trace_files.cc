@@ -20,7 +20,9 @@ std::vector<fs::path> find_rank_traces(const std::vector<fs::path>& inputs) {
   for (const fs::path& in : inputs) {
     TANDEM_CHECK(fs::exists(in), "trace: {} does not exist", in.string());
     if (!fs::is_directory(in)) {
-      found.emplace_back(-1, in);
+      std::smatch m;
+      const std::string file = in.filename().string();
+      found.emplace_back(std::regex_match(file, m, name) ? std::stol(m[1]) : -1, in);
       continue;
     }
     size_t before = found.size();

@@ -42,11 +42,13 @@ TrainProfiler::TrainProfiler(const TrainConfig& config, Context context)
       origin_(profile::ClockOrigin::now()) {
   if (config_.trace) trace_ = std::make_unique<profile::Trace>(ctx_.rank, ctx_.world_size, origin_);
   // The exposed communication wait starts where the autograd pass ends and DDP starts waiting for buckets.
+  // (A rank on which backward reached no parameter finishes the iteration from the next forward: that
+  // wait stays in forward.)
   if (ctx_.ddp) {
     ctx_.ddp->set_autograd_end_hook([this] {
       if (!steps_.in_step()) return;
       synced_ = true;
-      steps_.enter(Phase::CommWait);
+      if (steps_.current() == Phase::BackwardCompute) steps_.enter(Phase::CommWait);
     });
   }
 }
@@ -84,7 +86,7 @@ void TrainProfiler::end_step(bool host_synced) {
   if (ctx_.ddp && synced_) {
     // NCCL may still be finishing this step's all-reduces: their times are read only
     // where the host has waited anyway, or inside the window (which asked for it).
-    const ddp::IterationStats& st = host_synced || detailed_ ? ctx_.ddp->complete_stats() : ctx_.ddp->stats();
+    const ddp::IterationStats& st = (host_synced || detailed_) ? ctx_.ddp->complete_stats() : ctx_.ddp->stats();
     if (st.comm_complete) {
       const profile::CommSample c = profile::comm_sample(st);
       steps_.add_comm(c.busy_ms, c.overlap_ms);
