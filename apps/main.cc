@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   tandem::apps::add_evaluate_command(app);
   tandem::apps::add_predict_command(app);
   tandem::apps::add_launch_command(app);
+  tandem::apps::add_trace_command(app);
   tandem::apps::add_bench_allreduce_command(*app.add_subcommand("bench", "Benchmarks")->require_subcommand(1));
   try {
     app.parse(argc, argv);

@@ -6,7 +6,10 @@
 // the schedule and the loss scaler, then trains for the configured epochs or
 // steps. Gradient accumulation uses no_sync on all but the last micro-step; the
 // loss is read back to the host only on logging steps. Rank 0 evaluates,
-// writes metrics (JSONL and CSV), checkpoints and the resolved config.
+// writes metrics (JSONL and CSV), checkpoints and the resolved config. Each
+// step is timed phase by phase (TrainProfiler, docs/profiling.md): the phase
+// times join the metrics, and profile_steps / trace add per-rank profiles
+// and a timeline.
 #pragma once
 
 #include <memory>
