@@ -204,14 +204,16 @@ std::string where_of(const std::string& file, const YAML::Node& node) {
 
 void apply_map(TrainConfig& c, const YAML::Node& map, const std::string& prefix, const std::string& file) {
   for (auto it = map.begin(); it != map.end(); ++it) {
-    const std::string key = prefix + it->first.as<std::string>();
-    const YAML::Node& value = it->second;
+    // Copies: it-> points into a temporary proxy that dies with the full expression (ASan).
+    const YAML::Node name = it->first;
+    const YAML::Node value = it->second;
+    const std::string key = prefix + name.as<std::string>();
     if ((key == "model" || key == "data") && prefix.empty()) {
-      if (!value.IsMap()) throw Error(fmt::format("{}: section '{}' must be a map", where_of(file, it->first), key));
+      if (!value.IsMap()) throw Error(fmt::format("{}: section '{}' must be a map", where_of(file, name), key));
       apply_map(c, value, key + ".", file);
       continue;
     }
-    find_field(key, where_of(file, it->first)).set(c, value, where_of(file, value));
+    find_field(key, where_of(file, name)).set(c, value, where_of(file, value));
   }
 }
 
