@@ -14,5 +14,12 @@ void add_predict_command(CLI::App& app);   // classify texts with a checkpoint
 void add_launch_command(CLI::App& app);    // one process per rank (comm/launcher.h)
 void add_trace_command(CLI::App& app);     // timeline traces: merge the ranks' files
 void add_bench_allreduce_command(CLI::App& bench);  // under `tandem bench`: nccl-tests style all_reduce table
+void add_bench_buckets_command(CLI::App& bench);    // under `tandem bench`: step time per ddp_bucket_cap_mb
+void add_bench_scaling_command(CLI::App& bench);    // under `tandem bench`: samples/s, speedup, efficiency per world size
+void add_bench_step_command(CLI::App& bench);       // under `tandem bench`: step throughput and memory per precision
+void add_bench_export_data_command(CLI::App& bench);  // under `tandem bench`: tokenized data for the PyTorch twin
+void add_bench_worker_command(CLI::App& bench);     // under `tandem bench`, hidden: one rank of a benchmark
+void add_find_batch_size_command(CLI::App& app);    // the largest per-device batch that fits in memory
+void add_report_command(CLI::App& app);             // CSV, LaTeX, plots and diagnosis from bench results
 
 }  // namespace tandem::apps

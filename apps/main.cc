@@ -16,7 +16,15 @@ int main(int argc, char** argv) {
   tandem::apps::add_predict_command(app);
   tandem::apps::add_launch_command(app);
   tandem::apps::add_trace_command(app);
-  tandem::apps::add_bench_allreduce_command(*app.add_subcommand("bench", "Benchmarks")->require_subcommand(1));
+  auto* bench = app.add_subcommand("bench", "Benchmarks")->require_subcommand(1);
+  tandem::apps::add_bench_allreduce_command(*bench);
+  tandem::apps::add_bench_buckets_command(*bench);
+  tandem::apps::add_bench_scaling_command(*bench);
+  tandem::apps::add_bench_step_command(*bench);
+  tandem::apps::add_bench_export_data_command(*bench);
+  tandem::apps::add_bench_worker_command(*bench);
+  tandem::apps::add_find_batch_size_command(app);
+  tandem::apps::add_report_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

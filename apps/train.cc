@@ -2,11 +2,8 @@
 // torchrun --no-python, srun or mpirun, which the rank environment reveals).
 #include <fmt/format.h>
 
-#include <filesystem>
-#include <nlohmann/json.hpp>
-
-#include "apps/checkpoint.h"
 #include "apps/commands.h"
+#include "apps/train_results.h"
 #include "apps/trainer.h"
 #include "comm/init.h"
 
@@ -44,20 +41,7 @@ void add_train_command(CLI::App& app) {
     options.stop_after_steps = args->stop_after;
     TrainResult r = train(config, group, options);
     if (info.rank != 0) return;
-    nlohmann::json j = {{"steps", r.steps},
-                        {"train_loss", r.train_loss},
-                        {"eval_loss", r.eval.loss},
-                        {"eval_accuracy", r.eval.accuracy},
-                        {"eval_per_class_accuracy", r.eval.per_class_accuracy},
-                        {"class_names", r.class_names},
-                        {"majority_baseline", r.majority_baseline},
-                        {"train_seconds", r.seconds},
-                        {"samples_per_second", r.samples_per_second},
-                        {"world_size", info.world_size},
-                        {"stopped_early", r.stopped_early},
-                        {"weight_checksums", r.weight_checksums},
-                        {"backend", group ? group->backend_name() : "none"}};
-    write_file_atomically(std::filesystem::path(config.output_dir) / "results.json", j.dump(2) + "\n");
+    write_train_results(config.output_dir, r, info.world_size, group ? group->backend_name() : "none");
     if (r.stopped_early) {
       if (!args->quiet) fmt::print("\nstopped after step {}; continue with --resume latest\n", r.steps);
       return;

@@ -11,6 +11,7 @@
 
 #include "apps/checkpoint.h"
 #include "apps/train_profiler.h"
+#include "apps/train_setup.h"
 #include "core/autograd/grad_mode.h"
 #include "core/check.h"
 #include "core/stream.h"
@@ -37,75 +38,6 @@ using profile::Phase;
 namespace {
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-Device pick_device(const TrainConfig& c, int local_rank) {
-  if (c.device == "cpu") return Device::cpu();
-  if (c.device == "cuda") {
-    TANDEM_CHECK(cuda::available(), "config: device is cuda but no CUDA device is present{}",
-                 cuda::built_with_cuda() ? "" : " (this build has no CUDA)");
-  }
-  if (!cuda::available()) return Device::cpu();
-  return Device::cuda(local_rank % cuda::device_count());
-}
-
-DType compute_dtype(const TrainConfig& c) { return c.bf16 ? DType::BF16 : (c.fp16 ? DType::F16 : DType::F32); }
-
-data::DatasetSpec dataset_spec(const TrainConfig& c, const std::string& split,
-                               const std::vector<std::string>& class_names) {
-  data::DatasetSpec s;
-  s.format = c.data.format;
-  s.split = split;
-  s.class_names = class_names;
-  s.text_field = c.data.text_field;
-  s.label_field = c.data.label_field;
-  s.categories = c.data.categories;
-  s.test_fraction = c.data.test_fraction;
-  s.split_seed = static_cast<uint64_t>(c.seed);
-  if (c.data.format == "imdb") {
-    s.path = c.data.train_path;  // the aclImdb folder holds both splits
-  } else if (c.data.format == "fortunes") {
-    s.path = c.data.train_path;  // empty: the Debian package's folder
-  } else {
-    s.path = split == "train" ? c.data.train_path : c.data.test_path;
-    TANDEM_CHECK(!s.path.empty(), "config: data.{}_path is required for format {}", split, c.data.format);
-  }
-  return s;
-}
-
-// Weight decay for matrices only: biases and LayerNorm weights are not decayed
-// (the usual transformer recipe, as in Hugging Face's Trainer).
-std::vector<std::vector<Tensor>> decay_groups(const nn::Module& model) {
-  std::vector<Tensor> decay, no_decay;
-  for (const auto& [name, p] : model.named_parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
-  return {decay, no_decay};
-}
-
-std::unique_ptr<Optimizer> make_optimizer(const TrainConfig& c, const nn::Module& model) {
-  auto groups = decay_groups(model);
-  if (c.optim == "sgd") {
-    SGDOptions o;
-    o.lr = c.learning_rate;
-    o.momentum = c.momentum;
-    o.weight_decay = c.weight_decay;
-    SGDOptions nd = o;
-    nd.weight_decay = 0;
-    return std::make_unique<SGD>(std::vector<SGD::ParamGroup>{{groups[0], o}, {groups[1], nd}});
-  }
-  AdamWOptions o;
-  o.lr = c.learning_rate;
-  o.betas = {c.adam_beta1, c.adam_beta2};
-  o.eps = c.adam_epsilon;
-  o.weight_decay = c.weight_decay;
-  AdamWOptions nd = o;
-  nd.weight_decay = 0;
-  return std::make_unique<AdamW>(std::vector<AdamW::ParamGroup>{{groups[0], o}, {groups[1], nd}});
-}
-
-ddp::CommHook comm_hook(const std::string& name) {
-  if (name == "fp16") return ddp::fp16_compress_hook();
-  if (name == "bf16") return ddp::bf16_compress_hook();
-  return ddp::allreduce_hook();
-}
 
 NamedTensors to_named(const Optimizer::StateDict& state) {
   NamedTensors out;
@@ -308,31 +240,14 @@ TrainResult train(const TrainConfig& config, std::shared_ptr<comm::ProcessGroup>
                                 loader_options);
 
   // --- model, DDP, optimizer --------------------------------------------------------------
-  nn::TextClassifierConfig mc;
-  mc.vocab_size = tokenizer->vocab_size();
-  mc.d_model = config.model.d_model;
-  mc.n_heads = config.model.n_heads;
-  mc.num_layers = config.model.num_layers;
-  mc.dim_feedforward = config.model.dim_feedforward;
-  mc.max_seq_len = config.model.max_seq_len;
-  mc.num_classes = train_set->num_classes();
-  mc.dropout = config.model.dropout;
-  mc.pooling = nn::parse_pooling(config.model.pooling);
-  mc.activation = nn::parse_activation(config.model.activation);
-  mc.norm_first = config.model.norm_first;
+  const nn::TextClassifierConfig mc = model_config(config, tokenizer->vocab_size(), train_set->num_classes());
   auto model = std::make_shared<nn::TextClassifier>(mc, static_cast<uint64_t>(config.seed));
   model->to(device);
   model->train(true);
 
   std::unique_ptr<ddp::DistributedDataParallel> ddp;
   if (group && world > 1) {
-    ddp::DDPOptions d;
-    d.bucket_cap_mb = config.ddp_bucket_cap_mb;
-    d.gradient_as_bucket_view = config.ddp_gradient_as_bucket_view;
-    d.find_unused_parameters = config.ddp_find_unused_parameters;
-    d.static_graph = config.ddp_static_graph;
-    d.timeout = std::chrono::seconds(config.ddp_timeout);
-    d.comm_hook = comm_hook(config.ddp_comm_hook);
+    const ddp::DDPOptions d = ddp_options(config);
     ddp = std::make_unique<ddp::DistributedDataParallel>(model, group, d);
   }
   auto optimizer = make_optimizer(config, *model);

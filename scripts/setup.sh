@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 
 packages=(build-essential cmake ninja-build ccache pkg-config
           libeigen3-dev libboost-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libfmt-dev
-          libgtest-dev libgmock-dev libbenchmark-dev iproute2
+          libgtest-dev libgmock-dev libbenchmark-dev libxml2-dev iproute2
           fortunes fortunes-min)
 missing=()
 for p in "${packages[@]}"; do

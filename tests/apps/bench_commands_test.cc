@@ -1,0 +1,156 @@
+// The bench commands end to end, as a user runs them: real ranks started by
+// the launcher on a tiny model with synthetic data (a few seconds). Times are
+// never asserted; what is checked is the shape of what was measured.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "report/bench_files.h"
+#include "tests/report/xml_check.h"
+
+namespace tandem::apps {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct CommandRun {
+  int status = -1;
+  std::string output;
+};
+
+CommandRun run(const std::string& args) {
+  CommandRun r;
+  const std::string cmd = std::string(TANDEM_BINARY) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, p)) r.output.append(buf, n);
+  r.status = pclose(p);
+  return r;
+}
+
+std::string read(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+class BenchCommands : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("tandem_bench_cmd_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    config_ = (dir_ / "tiny.yaml").string();
+    std::ofstream(config_) << "per_device_train_batch_size: 4\nlogging_steps: 2\nsave_steps: 0\n"
+                              "dataloader_num_workers: 0\ndevice: cpu\n"
+                              "model:\n  d_model: 16\n  n_heads: 2\n  num_layers: 1\n  dim_feedforward: 32\n"
+                              "  max_seq_len: 8\ndata:\n  vocab_max_size: 200000\n";
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string common() const {
+    return "--config " + config_ + " --synthetic --warmup 1 --steps 3 --rounds 1 --out " + dir_.string();
+  }
+  fs::path dir_;
+  std::string config_;
+};
+
+TEST_F(BenchCommands, BucketSweepMeasuresEverySizeOnTwoRanks) {
+  // 200000 x 16 f32 embedding = 12.2 MB of gradients: 1 MB caps make several buckets.
+  const CommandRun r = run("bench buckets --nproc 2 --caps 1,one " + common());
+  ASSERT_EQ(r.status, 0) << r.output;
+  report::BenchFolder f = report::read_bench_folder(dir_);
+  ASSERT_TRUE(f.buckets.has_value());
+  ASSERT_EQ(f.buckets->cases.size(), 2u);
+  const report::Profile& small = f.buckets->cases[0];
+  const report::Profile& one = f.buckets->cases[1];
+  EXPECT_EQ(small.facts.world_size, 2);
+  EXPECT_EQ(small.facts.backend, "ring");
+  EXPECT_EQ(small.facts.vocab_size, 200000);  // synthetic data: the vocabulary is data.vocab_max_size
+  EXPECT_EQ(small.facts.d_model, 16);
+  EXPECT_GT(small.facts.bucket_bytes.size(), 1u);
+  EXPECT_EQ(one.facts.bucket_bytes.size(), 1u);
+  EXPECT_TRUE(one.facts.one_bucket);
+  int64_t total = 0;
+  for (int64_t b : one.facts.bucket_bytes) total += b;
+  EXPECT_EQ(total, one.facts.num_parameters * 4);  // every f32 gradient in the one bucket
+  EXPECT_EQ(small.step_ms.n, 3u);
+  EXPECT_GT(small.median.comm_ms, 0);
+  EXPECT_GT(small.samples_per_second, 0);
+  EXPECT_NE(r.output.find("fastest:"), std::string::npos) << r.output;
+}
+
+TEST_F(BenchCommands, ScalingThenReportWritesTablesPlotsAndDiagnosis) {
+  const CommandRun s = run("bench scaling --max-ranks 2 " + common());
+  ASSERT_EQ(s.status, 0) << s.output;
+  report::BenchFolder f = report::read_bench_folder(dir_);
+  ASSERT_TRUE(f.scaling.has_value());
+  ASSERT_EQ(f.scaling->cases.size(), 2u);
+  EXPECT_EQ(f.scaling->cases[0].facts.world_size, 1);
+  EXPECT_EQ(f.scaling->cases[0].facts.backend, "none");
+  EXPECT_EQ(f.scaling->cases[1].facts.world_size, 2);
+  EXPECT_GT(f.scaling->cases[1].median.comm_ms, 0);
+
+  const CommandRun rep = run("report --quiet --bench " + dir_.string() + " --out " + (dir_ / "report").string());
+  ASSERT_EQ(rep.status, 0) << rep.output;
+  const std::string text = read(dir_ / "report" / "report.txt");
+  EXPECT_NE(text.find("Diagnosis of the 2-rank profile"), std::string::npos) << text;
+  EXPECT_GT(testing::count_xml_elements(read(dir_ / "report" / "speedup_efficiency.svg"), "rect"), 0);
+  EXPECT_TRUE(fs::exists(dir_ / "report" / "summary.tex"));
+}
+
+TEST_F(BenchCommands, StepMeasuresEachPrecisionWithItsPeakMemory) {
+  const CommandRun r = run("bench step --precisions fp32,bf16 " + common());
+  ASSERT_EQ(r.status, 0) << r.output;
+  report::BenchFolder f = report::read_bench_folder(dir_);
+  ASSERT_TRUE(f.step.has_value());
+  ASSERT_EQ(f.step->cases.size(), 2u);
+  EXPECT_EQ(f.step->cases[0].facts.precision, "fp32");
+  EXPECT_EQ(f.step->cases[1].facts.precision, "bf16");
+  // At least the f32 parameters, their gradients and AdamW's two moments.
+  for (const report::Profile& p : f.step->cases) EXPECT_GE(p.peak_memory_bytes, 4 * p.facts.num_parameters * 4);
+}
+
+TEST_F(BenchCommands, FindBatchSizeStopsWhereTheMemoryLimitIsCrossed) {
+  const CommandRun r = run("find-batch-size --config " + config_ +
+                    " --set data.vocab_max_size=1000 --start 4 --max-batch 4096 --memory-limit 16M --out " + dir_.string());
+  ASSERT_EQ(r.status, 0) << r.output;
+  report::BenchFolder f = report::read_bench_folder(dir_);
+  ASSERT_TRUE(f.batch_search.has_value());
+  const report::BatchSearch& s = *f.batch_search;
+  ASSERT_GT(s.max_batch, 0) << r.output;
+  bool saw_max_fit = false, saw_next_fail = false;
+  for (const report::BatchTrial& t : s.trials) {
+    if (t.fits) {
+      EXPECT_LE(t.peak_bytes, s.memory_limit_bytes);
+    }
+    if (t.batch == s.max_batch) saw_max_fit = t.fits;
+    if (t.batch == s.max_batch + 1) saw_next_fail = !t.fits;
+  }
+  if (!s.hit_upper_bound) {
+    EXPECT_TRUE(saw_max_fit);
+    EXPECT_TRUE(saw_next_fail) << r.output;
+  }
+}
+
+TEST_F(BenchCommands, AFailingRankFailsTheBenchWithAMessage) {
+  // The CPU build has no NCCL: every rank fails creating its process group.
+  const CommandRun r = run("bench buckets --nproc 2 --caps 1 --backend nccl " + common());
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("rank"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("tandem: error"), std::string::npos) << r.output;
+}
+
+TEST_F(BenchCommands, BadCapIsAnErrorBeforeAnyRankStarts) {
+  const CommandRun r = run("bench buckets --nproc 2 --caps 1,big " + common());
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("'big'"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace tandem::apps
