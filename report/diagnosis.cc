@@ -80,8 +80,10 @@ std::optional<Advice> comm_bound(const DiagnosisInput& in, const Thresholds& t) 
   }
   if (f.comm_hook == "allreduce")
     a.suggestions.push_back({"ddp_comm_hook", "bf16",
-                             "compress gradients to 16 bits for the all-reduce: half the bytes (bf16 autocast alone "
-                             "does not shrink them: gradients stay f32)"});
+                             std::string("compress gradients to 16 bits for the all-reduce: half the bytes (bf16 "
+                                         "autocast alone does not shrink them: gradients stay f32)") +
+                                 (f.device == "cpu" ? "; on a CPU the conversion takes cores from compute: measure it"
+                                                    : "")});
   if (f.per_device_batch >= t.small_batch) {  // below it, the small-batch finding has the batch advice
     a.suggestions.push_back({"per_device_train_batch_size", std::to_string(2 * f.per_device_batch),
                              "more compute per all-reduce (the gradient size does not grow with the batch)"});
@@ -211,20 +213,41 @@ std::optional<Advice> small_batch(const DiagnosisInput& in, const Thresholds& t,
   return a;
 }
 
+// Where the step time added by more ranks went, largest part first: "compute +26.1 ms, ...".
+std::string step_growth(const Profile& one, const Profile& n, bool cpu) {
+  const StepSample& a = one.median;
+  const StepSample& b = n.median;
+  std::vector<std::pair<double, std::string>> parts = {
+      {n.compute_ms() - one.compute_ms(), cpu ? "compute (ranks share the cores)" : "compute"},
+      {b.exposed_comm_ms - a.exposed_comm_ms, "exposed all-reduce"},
+      {b.optimizer_ms - a.optimizer_ms, "optimizer"},
+      {b.data_wait_ms - a.data_wait_ms, "DataLoader wait"}};
+  std::sort(parts.begin(), parts.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
+  std::string out = fmt::format("the step grew from {:.1f} ms on 1 rank to {:.1f} ms on {}:", a.step_ms, b.step_ms,
+                                n.facts.world_size);
+  for (size_t i = 0; i < parts.size(); ++i)
+    out += fmt::format("{} {} {:+.1f} ms", i ? "," : "", parts[i].second, parts[i].first);
+  return out;
+}
+
 std::optional<Advice> scaling(const DiagnosisInput& in, const Thresholds& t) {
   if (!in.scaling || in.scaling->world_size <= 1) return std::nullopt;
   const ScalingFacts& s = *in.scaling;
+  const std::string growth =
+      in.baseline && in.baseline->facts.world_size == 1 && in.baseline->facts.per_device_batch == in.profile.facts.per_device_batch
+          ? "; " + step_growth(*in.baseline, in.profile, in.profile.facts.device == "cpu")
+          : "";
   if (s.speedup < 1) {
     return Advice{Finding::NegativeScaling,
                   fmt::format("Negative scaling: {} ranks process {:.2f}x the samples per second of one rank "
-                              "(efficiency {}); adding ranks makes training slower. The findings above say why.",
-                              s.world_size, s.speedup, pct(s.efficiency)),
+                              "(efficiency {}); adding ranks makes training slower{}.",
+                              s.world_size, s.speedup, pct(s.efficiency), growth),
                   {}};
   }
   if (s.efficiency < t.poor_efficiency) {
     return Advice{Finding::PoorScaling,
-                  fmt::format("Poor scaling: {:.2f}x speedup on {} ranks (efficiency {}, below {}).", s.speedup,
-                              s.world_size, pct(s.efficiency), pct(t.poor_efficiency)),
+                  fmt::format("Poor scaling: {:.2f}x speedup on {} ranks (efficiency {}, below {}){}.", s.speedup,
+                              s.world_size, pct(s.efficiency), pct(t.poor_efficiency), growth),
                   {}};
   }
   return std::nullopt;

@@ -25,7 +25,9 @@
 //                   gradient accumulation. Knobs: per_device_train_batch_size,
 //                   gradient_accumulation_steps (same effective batch).
 //   negative        scaling speedup < 1 at the largest world size: more ranks
-//   scaling         are slower than one. Poor scaling: efficiency < 70%.
+//   scaling         are slower than one. Poor scaling: efficiency < 70%. With
+//                   the 1-rank profile, the finding says where the extra step
+//                   time went (compute, exposed all-reduce, optimizer, data).
 //   oversubscribed  CPU ranks whose threads (compute, loader workers, comm)
 //                   outnumber the cores: scaling then measures core sharing.
 //   balanced        none of the bottlenecks above.
@@ -78,6 +80,7 @@ struct DiagnosisInput {
   int host_cores = 0;  // CPU cores the ranks share (0: unknown)
   double load_average = 0;  // the machine's 1-minute load average when the run started
   std::optional<ScalingFacts> scaling;
+  std::optional<Profile> baseline;  // the 1-rank profile of the scaling bench, if measured
   std::optional<BucketSweepFacts> buckets;
   int64_t max_batch_that_fits = 0;  // from find-batch-size (0: unknown)
 };

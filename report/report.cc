@@ -232,6 +232,8 @@ DiagnosisInput diagnosis_input(const BenchFolder& bench) {
     in.load_average = bench.scaling->meta.machine.load_average;
     std::vector<ScalingRow> rows = scaling_table(cases);
     if (rows.size() > 1) in.scaling = ScalingFacts{rows.back().world_size, rows.back().speedup, rows.back().efficiency};
+    for (const Profile& p : cases)
+      if (p.facts.world_size == 1) in.baseline = p;
     have = true;
   }
   if (bench.buckets && !bench.buckets->cases.empty()) {

@@ -166,6 +166,21 @@ TEST(Diagnosis, SpeedupBelowOneIsNegativeScaling) {
   EXPECT_FALSE(has(advice, Finding::PoorScaling));
 }
 
+TEST(Diagnosis, ScalingFindingSaysWhereTheExtraStepTimeWent) {
+  Profile one = profile(50, 1, 20, 25, 0, 0, 0);
+  one.facts.world_size = 1;
+  DiagnosisInput in = input(profile(80, 1, 30, 35, 12, 10, 2));  // compute +20, exposed +10
+  in.baseline = one;
+  in.scaling = ScalingFacts{2, 1.25, 0.625};
+  const Advice a = get(diagnose(in), Finding::PoorScaling);
+  EXPECT_NE(a.summary.find("from 50.0 ms on 1 rank to 80.0 ms on 2"), std::string::npos) << a.summary;
+  const size_t compute = a.summary.find("compute (ranks share the cores) +20.0 ms");
+  const size_t exposed = a.summary.find("exposed all-reduce +10.0 ms");
+  ASSERT_NE(compute, std::string::npos) << a.summary;
+  ASSERT_NE(exposed, std::string::npos) << a.summary;
+  EXPECT_LT(compute, exposed) << "largest part first";
+}
+
 TEST(Diagnosis, LowEfficiencyAboveOneIsPoorNotNegativeScaling) {
   DiagnosisInput in = input(profile(100, 1, 40, 50, 20, 2, 18));
   in.scaling = ScalingFacts{4, 2.0, 0.5};
