@@ -12,6 +12,7 @@ void add_train_command(CLI::App& app);     // train a classifier
 void add_evaluate_command(CLI::App& app);  // evaluate a checkpoint
 void add_predict_command(CLI::App& app);   // classify texts with a checkpoint
 void add_launch_command(CLI::App& app);    // one process per rank (comm/launcher.h)
+void add_trace_command(CLI::App& app);     // timeline traces: merge the ranks' files
 void add_bench_allreduce_command(CLI::App& bench);  // under `tandem bench`: nccl-tests style all_reduce table
 void add_bench_buckets_command(CLI::App& bench);    // under `tandem bench`: step time per ddp_bucket_cap_mb
 void add_bench_scaling_command(CLI::App& bench);    // under `tandem bench`: samples/s, speedup, efficiency per world size

@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   tandem::apps::add_evaluate_command(app);
   tandem::apps::add_predict_command(app);
   tandem::apps::add_launch_command(app);
+  tandem::apps::add_trace_command(app);
   auto* bench = app.add_subcommand("bench", "Benchmarks")->require_subcommand(1);
   tandem::apps::add_bench_allreduce_command(*bench);
   tandem::apps::add_bench_buckets_command(*bench);

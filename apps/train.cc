@@ -15,12 +15,15 @@ void add_train_command(CLI::App& app) {
     std::string config;
     std::vector<std::string> overrides;
     std::string resume;
+    int64_t stop_after = 0;
     bool quiet = false;
   };
   auto args = std::make_shared<Args>();
   cmd->add_option("--config", args->config, "YAML config (keys as in Hugging Face TrainingArguments)");
   cmd->add_option("--set", args->overrides, "override a key: --set learning_rate=3e-4 --set model.d_model=256");
   cmd->add_option("--resume", args->resume, "continue from 'latest' or a checkpoint folder");
+  cmd->add_option("--stop-after", args->stop_after,
+                  "stop after this many optimizer steps, saving a checkpoint that --resume continues from");
   cmd->add_flag("--quiet", args->quiet, "no progress output");
   cmd->callback([args] {
     TrainConfig config = load_train_config(args->config, args->overrides);
@@ -35,9 +38,14 @@ void add_train_command(CLI::App& app) {
     TrainerOptions options;
     options.resume = args->resume;
     options.quiet = args->quiet;
+    options.stop_after_steps = args->stop_after;
     TrainResult r = train(config, group, options);
     if (info.rank != 0) return;
     write_train_results(config.output_dir, r, info.world_size, group ? group->backend_name() : "none");
+    if (r.stopped_early) {
+      if (!args->quiet) fmt::print("\nstopped after step {}; continue with --resume latest\n", r.steps);
+      return;
+    }
     if (!args->quiet) {
       fmt::print("\ntest accuracy {:.4f} (majority-class baseline {:.4f}), test loss {:.4f}\n", r.eval.accuracy,
                  r.majority_baseline, r.eval.loss);

@@ -132,6 +132,10 @@ const std::vector<Field>& schema() {
       TOP(int64_t, ddp_timeout),
       TOP(int64_t, dataloader_num_workers),
       TOP(bool, dataloader_pin_memory),
+      TOP(int64_t, profile_steps),
+      TOP(int64_t, profile_skip_first),
+      TOP(bool, trace),
+      TOP(S, profile_dir),
       MODEL(int64_t, d_model),
       MODEL(int64_t, n_heads),
       MODEL(int64_t, num_layers),
@@ -199,15 +203,16 @@ std::string where_of(const std::string& file, const YAML::Node& node) {
 }
 
 void apply_map(TrainConfig& c, const YAML::Node& map, const std::string& prefix, const std::string& file) {
-  for (auto it = map.begin(); it != map.end(); ++it) {
-    const std::string key = prefix + it->first.as<std::string>();
-    const YAML::Node& value = it->second;
+  for (const auto& entry : map) {
+    // Copies: yaml-cpp's iterator hands out a temporary pair, so references into it dangle.
+    const YAML::Node key_node = entry.first, value = entry.second;
+    const std::string key = prefix + key_node.as<std::string>();
     if ((key == "model" || key == "data") && prefix.empty()) {
-      if (!value.IsMap()) throw Error(fmt::format("{}: section '{}' must be a map", where_of(file, it->first), key));
+      if (!value.IsMap()) throw Error(fmt::format("{}: section '{}' must be a map", where_of(file, key_node), key));
       apply_map(c, value, key + ".", file);
       continue;
     }
-    find_field(key, where_of(file, it->first)).set(c, value, where_of(file, value));
+    find_field(key, where_of(file, key_node)).set(c, value, where_of(file, value));
   }
 }
 
@@ -285,6 +290,10 @@ void validate(const TrainConfig& c) {
   TANDEM_CHECK(c.data.test_fraction > 0 && c.data.test_fraction < 1, "config: data.test_fraction must be in (0, 1), got {}",
                c.data.test_fraction);
   TANDEM_CHECK(!c.output_dir.empty(), "config: output_dir must not be empty");
+  TANDEM_CHECK(c.profile_steps >= 0, "config: profile_steps must be >= 0, got {}", c.profile_steps);
+  TANDEM_CHECK(c.profile_skip_first >= 0, "config: profile_skip_first must be >= 0, got {}", c.profile_skip_first);
+  TANDEM_CHECK(!c.trace || c.profile_steps > 0,
+               "config: trace: true needs profile_steps > 0 (how many steps the trace covers)");
 }
 
 std::string to_yaml(const TrainConfig& c) {

@@ -77,6 +77,12 @@ struct TrainConfig {
   int64_t ddp_timeout = 300;  // seconds
   int64_t dataloader_num_workers = 0;
   bool dataloader_pin_memory = true;
+  // Step profiler (docs/profiling.md). Phase times go to the metrics at every
+  // logging step regardless; these keys add a detailed window.
+  int64_t profile_steps = 0;       // steps to record in detail (per-step records, summary); 0: none
+  int64_t profile_skip_first = 2;  // steps to leave out before the window (warm-up, bucket rebuild)
+  bool trace = false;              // Chrome trace of the window: trace_rank<R>.json, merged into trace.json
+  std::string profile_dir;         // where profile and trace files go; empty: output_dir
   ModelConfig model;
   DataConfig data;
 };

@@ -18,6 +18,8 @@ void write_train_results(const std::filesystem::path& output_dir, const TrainRes
                       {"train_seconds", r.seconds},
                       {"samples_per_second", r.samples_per_second},
                       {"world_size", world_size},
+                      {"stopped_early", r.stopped_early},
+                      {"weight_checksums", r.weight_checksums},
                       {"backend", backend}};
   write_file_atomically(output_dir / "results.json", j.dump(2) + "\n");
 }

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/checkpoint.h"
+#include "apps/train_profiler.h"
 #include "apps/train_setup.h"
 #include "core/autograd/grad_mode.h"
 #include "core/check.h"
@@ -32,6 +33,7 @@ namespace tandem::apps {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
+using profile::Phase;
 
 namespace {
 
@@ -56,6 +58,31 @@ std::string format_duration(double seconds) {
                    : fmt::format("{:02}:{:02}", s / 60, s % 60);
 }
 
+// train_log.csv's columns: the first twelve as they always were, then the
+// step profiler's (docs/profiling.md says what each one means).
+const std::vector<std::string> kTrainColumns = {
+    "step",         "epoch",     "loss",         "learning_rate", "grad_norm",    "samples_per_second",
+    "forward_ms",   "backward_compute_ms",       "backward_comm_ms", "overlap_ms", "data_wait_ms",
+    "elapsed_s",    "step_ms",   "h2d_ms",       "comm_wait_ms",  "optimizer_ms", "logging_ms",
+    "other_ms",     "comm_ms",   "overlap_pct",  "peak_memory_mb"};
+
+// A CSV cell: empty for null (no value, e.g. overlap_pct without communication).
+std::string csv_cell(const nlohmann::json& v) {
+  if (v.is_null()) return "";
+  if (v.is_number_float()) return fmt::format("{:.6g}", v.get<double>());
+  if (v.is_string()) return v.get<std::string>();
+  return v.dump();
+}
+
+std::string csv_line(const std::vector<std::string>& cells) {
+  std::string line;
+  for (size_t i = 0; i < cells.size(); ++i) {
+    if (i) line += ',';
+    line += cells[i];
+  }
+  return line;
+}
+
 // Appends records to metrics.jsonl and a CSV with a fixed header.
 class MetricsWriter {
  public:
@@ -68,21 +95,18 @@ class MetricsWriter {
     eval_csv_.open(dir / "eval_log.csv", mode);
     TANDEM_CHECK(jsonl_.good() && train_csv_.good() && eval_csv_.good(), "cannot write metrics under {}",
                  dir.string());
-    if (new_train)
-      train_csv_ << "step,epoch,loss,learning_rate,grad_norm,samples_per_second,forward_ms,backward_compute_ms,"
-                    "backward_comm_ms,overlap_ms,data_wait_ms,elapsed_s\n";
+    if (new_train) {
+      std::vector<std::string> header(kTrainColumns.begin(), kTrainColumns.end());
+      train_csv_ << csv_line(header) << "\n";
+    }
     if (new_eval) eval_csv_ << "step,epoch,eval_loss,eval_accuracy,elapsed_s\n";
   }
   void train(const nlohmann::json& j) {
     jsonl_ << j.dump() << "\n";
     jsonl_.flush();
-    train_csv_ << fmt::format("{},{:.4f},{:.6f},{:.6g},{:.6g},{:.2f},{:.3f},{:.3f},{:.3f},{:.3f},{:.3f},{:.2f}\n",
-                              j["step"].get<int64_t>(), j["epoch"].get<double>(), j["loss"].get<double>(),
-                              j["learning_rate"].get<double>(), j["grad_norm"].get<double>(),
-                              j["samples_per_second"].get<double>(), j["forward_ms"].get<double>(),
-                              j["backward_compute_ms"].get<double>(), j["backward_comm_ms"].get<double>(),
-                              j["overlap_ms"].get<double>(), j["data_wait_ms"].get<double>(),
-                              j["elapsed_s"].get<double>());
+    std::vector<std::string> cells;
+    for (const auto& c : kTrainColumns) cells.push_back(csv_cell(j.value(c, nlohmann::json())));
+    train_csv_ << csv_line(cells) << "\n";
     train_csv_.flush();
   }
   void eval(const nlohmann::json& j) {
@@ -97,6 +121,24 @@ class MetricsWriter {
  private:
   std::ofstream jsonl_, train_csv_, eval_csv_;
 };
+
+// FNV-1a over every parameter's bytes, gathered from all ranks.
+std::vector<int64_t> weight_checksums(const nn::Module& model, comm::ProcessGroup* group) {
+  uint64_t h = 1469598103934665603ull;
+  for (const auto& [name, p] : model.named_parameters()) {
+    Tensor host = p.detach().to(Device::cpu());
+    const auto* bytes = static_cast<const unsigned char*>(host.data_ptr());
+    for (size_t i = 0; i < host.nbytes(); ++i) h = (h ^ bytes[i]) * 1099511628211ull;
+  }
+  const int64_t mine = static_cast<int64_t>(h);
+  if (!group) return {mine};
+  Device where = model.named_parameters().front().second.device();
+  Tensor in = Tensor::from_vector(std::vector<int64_t>{mine}, {1}, DType::I64, where);
+  Tensor out = Tensor::zeros({group->size()}, DType::I64, where);
+  TANDEM_CHECK(group->all_gather(in, out)->wait(std::chrono::minutes(5)),
+               "rank {}: timed out gathering the final weight checksums", group->rank());
+  return out.to_int_vector();
+}
 
 }  // namespace
 
@@ -191,6 +233,7 @@ TrainResult train(const TrainConfig& config, std::shared_ptr<comm::ProcessGroup>
   loader_options.pin_memory = config.dataloader_pin_memory;
   loader_options.device = device;
   loader_options.timeout_seconds = static_cast<double>(config.ddp_timeout);
+  loader_options.time_copies = device.is_cuda();  // the step profiler's h2d phase
   auto train_source =
       std::make_shared<data::TextClassificationSource>(train_set, tokenizer, config.model.max_seq_len);
   data::DataLoader train_loader(train_source, data::DistributedSampler(train_set->size(), sampler_options),
@@ -208,6 +251,7 @@ TrainResult train(const TrainConfig& config, std::shared_ptr<comm::ProcessGroup>
     ddp = std::make_unique<ddp::DistributedDataParallel>(model, group, d);
   }
   auto optimizer = make_optimizer(config, *model);
+  TrainProfiler prof(config, {rank, world, device, ddp.get(), group.get(), say});
 
   const int64_t accum = config.gradient_accumulation_steps;
   const int64_t batches_per_epoch = train_loader.num_batches();
@@ -265,7 +309,9 @@ TrainResult train(const TrainConfig& config, std::shared_ptr<comm::ProcessGroup>
                                                      eval_options);
 
   auto run_eval = [&](int64_t step, double epoch) {
+    const Clock::time_point t0 = Clock::now();
     EvalResult e = evaluate(*model, *eval_loader, compute, mc.num_classes);
+    prof.host_span("eval", t0, Clock::now());
     nlohmann::json j = {{"kind", "eval"},
                         {"step", step},
                         {"epoch", epoch},
@@ -285,8 +331,10 @@ TrainResult train(const TrainConfig& config, std::shared_ptr<comm::ProcessGroup>
     s.sampler.epoch = epoch;
     s.sampler.position = position;
     s.scaler = scaler.state_dict();
+    const Clock::time_point t0 = Clock::now();
     fs::path p = save_checkpoint(out_dir, model->state_dict(), to_named(optimizer->state_dict()), s, to_yaml(config),
                                  vocab_file, config.save_total_limit);
+    prof.host_span("checkpoint", t0, Clock::now());
     say(fmt::format("saved {}", p.string()));
   };
 
@@ -295,14 +343,15 @@ TrainResult train(const TrainConfig& config, std::shared_ptr<comm::ProcessGroup>
   result.class_names = train_set->class_names;
   Tensor window_loss;  // device sum of the losses since the last log: read only when logging
   int64_t window_micro = 0, window_samples = 0;
-  double window_wait = 0;
   Clock::time_point window_start = Clock::now(), train_start = Clock::now();
   int64_t trained_samples = 0;
   Tensor last_norm;
   int64_t step = state.global_step;
   const int64_t first_epoch = state.epoch;
   int64_t last_epoch = first_epoch, last_position = 0;
-  bool done = step >= total_steps;
+  const int64_t stop_at =
+      options.stop_after_steps > 0 ? std::min(total_steps, step + options.stop_after_steps) : total_steps;
+  bool done = step >= stop_at;
   nn::ForwardContext ctx;
   ctx.compute_dtype = compute;
   ctx.seed = static_cast<uint64_t>(config.seed) * 1000003u + static_cast<uint64_t>(rank);
@@ -313,19 +362,29 @@ TrainResult train(const TrainConfig& config, std::shared_ptr<comm::ProcessGroup>
     int64_t micro = 0;
     int64_t consumed = epoch == first_epoch ? state.sampler.position : 0;
     while (!done) {
+      prof.begin_step(step + 1);
+      prof.enter(Phase::DataWait);
       std::optional<data::Batch> batch = train_loader.next();
-      if (!batch) break;
+      if (!batch) {
+        prof.no_batch();
+        break;
+      }
+      prof.on_batch(*batch);
       const bool last_micro = (micro + 1) % accum == 0;
       ctx.step = static_cast<uint64_t>(step);
       ctx.calls = static_cast<uint64_t>(micro % accum) << 8;  // distinct dropout streams per micro-step
       auto forward_backward = [&] {
+        prof.enter(Phase::Forward);
         auto fwd = [&] { return model->forward(batch->ids, batch->mask, ctx); };
         Tensor logits = ddp ? ddp->forward(fwd) : fwd();
         Tensor loss = cross_entropy(logits, batch->labels, config.label_smoothing_factor);
-        Tensor scaled = accum > 1 ? scale(loss, 1.0 / static_cast<double>(accum)) : loss;
-        scaler.scale(scaled).backward();
-        NoGradGuard no_grad;
-        window_loss = window_loss.defined() ? add(window_loss, loss.detach()) : loss.detach().clone();
+        Tensor scaled = scaler.scale(accum > 1 ? scale(loss, 1.0 / static_cast<double>(accum)) : loss);
+        {
+          NoGradGuard no_grad;
+          window_loss = window_loss.defined() ? add(window_loss, loss.detach()) : loss.detach().clone();
+        }
+        prof.enter(Phase::BackwardCompute);
+        scaled.backward();  // with DDP, the end of the autograd pass enters comm_wait (TrainProfiler)
       };
       if (ddp && !last_micro) {
         auto guard = ddp->no_sync();
@@ -339,9 +398,9 @@ TrainResult train(const TrainConfig& config, std::shared_ptr<comm::ProcessGroup>
       window_samples += rows;
       trained_samples += rows;
       consumed += rows;
-      window_wait += batch->wait_seconds;
       if (!last_micro) continue;
 
+      prof.enter(Phase::Optimizer);
       scaler.unscale_(*optimizer);
       if (config.max_grad_norm > 0) last_norm = clip_grad_norm_(optimizer->params(), config.max_grad_norm);
       scaler.step(*optimizer);
@@ -350,11 +409,18 @@ TrainResult train(const TrainConfig& config, std::shared_ptr<comm::ProcessGroup>
       optimizer->zero_grad(!config.ddp_gradient_as_bucket_view);
       ++step;
       state.global_step = step;
-      done = step >= total_steps;
+      done = step >= stop_at;
 
-      if (step % config.logging_steps == 0 || done) {
+      const bool log_now = step % config.logging_steps == 0 || done;
+      double loss = 0, grad_norm = 0;
+      if (log_now) {
+        prof.enter(Phase::Logging);
         // The one host synchronisation of a logging step.
-        const double loss = window_loss.item() / static_cast<double>(window_micro);
+        loss = window_loss.item() / static_cast<double>(window_micro);
+        grad_norm = last_norm.defined() ? last_norm.item() : 0.0;
+      }
+      prof.end_step(/*host_synced=*/log_now);
+      if (log_now) {
         const double elapsed = seconds_since(window_start);
         const double sps = static_cast<double>(window_samples * world) / std::max(elapsed, 1e-9);
         nlohmann::json j = {{"kind", "train"},
@@ -362,15 +428,13 @@ TrainResult train(const TrainConfig& config, std::shared_ptr<comm::ProcessGroup>
                             {"epoch", static_cast<double>(epoch) + static_cast<double>(micro) / batches_per_epoch},
                             {"loss", loss},
                             {"learning_rate", scheduler.last_lr()[0]},
-                            {"grad_norm", last_norm.defined() ? last_norm.item() : 0.0},
+                            {"grad_norm", grad_norm},
                             {"samples_per_second", sps},
-                            {"data_wait_ms", 1000.0 * window_wait / static_cast<double>(window_micro)},
                             {"elapsed_s", seconds_since(job_start)}};
+        j.update(TrainProfiler::window_columns(prof.take_window()));
         const ddp::IterationStats empty;
         const ddp::IterationStats& st = ddp ? ddp->stats() : empty;
-        j["forward_ms"] = st.forward_ms;
-        j["backward_compute_ms"] = st.backward_compute_ms;
-        j["backward_comm_ms"] = st.backward_comm_ms;
+        j["backward_comm_ms"] = st.backward_comm_ms;  // DDP's last synchronised iteration
         j["overlap_ms"] = st.overlap_ms;
         if (metrics) metrics->train(j);
         result.train_loss = loss;
@@ -392,7 +456,6 @@ TrainResult train(const TrainConfig& config, std::shared_ptr<comm::ProcessGroup>
         }
         window_loss = Tensor();
         window_micro = window_samples = 0;
-        window_wait = 0;
         window_start = Clock::now();
       }
       if (config.eval_strategy == "steps" && step % config.eval_steps == 0 && main_rank) run_eval(step, epoch);
@@ -405,12 +468,17 @@ TrainResult train(const TrainConfig& config, std::shared_ptr<comm::ProcessGroup>
     state.sampler.position = 0;
   }
 
+  prof.finish();
   result.steps = step;
   result.seconds = seconds_since(train_start);
   result.samples_per_second = static_cast<double>(trained_samples * world) / std::max(result.seconds, 1e-9);
+  result.stopped_early = step < total_steps;
+  result.weight_checksums = weight_checksums(*model, group.get());
   if (main_rank) {
-    result.eval = run_eval(step, static_cast<double>(step) / static_cast<double>(steps_per_epoch));
-    result.majority_baseline = test_set->majority_fraction();
+    if (!result.stopped_early) {
+      result.eval = run_eval(step, static_cast<double>(step) / static_cast<double>(steps_per_epoch));
+      result.majority_baseline = test_set->majority_fraction();
+    }
     save(last_epoch, last_position);
   }
   return result;

@@ -6,7 +6,10 @@
 // the schedule and the loss scaler, then trains for the configured epochs or
 // steps. Gradient accumulation uses no_sync on all but the last micro-step; the
 // loss is read back to the host only on logging steps. Rank 0 evaluates,
-// writes metrics (JSONL and CSV), checkpoints and the resolved config.
+// writes metrics (JSONL and CSV), checkpoints and the resolved config. Each
+// step is timed phase by phase (TrainProfiler, docs/profiling.md): the phase
+// times join the metrics, and profile_steps / trace add per-rank profiles
+// and a timeline.
 #pragma once
 
 #include <memory>
@@ -35,11 +38,18 @@ struct TrainResult {
   std::vector<std::string> class_names;
   double seconds = 0;
   double samples_per_second = 0;  // this rank's training samples / training time, times world size
+  // A 64-bit hash of every rank's final parameters (rank order): DDP keeps them
+  // identical, so the entries must all be equal.
+  std::vector<int64_t> weight_checksums;
+  bool stopped_early = false;  // --stop-after ended the run before its last step
 };
 
 struct TrainerOptions {
   std::string resume;  // "" (fresh start), "latest", or a checkpoint folder
   bool quiet = false;  // no progress output (tests)
+  // > 0: stop after this many optimizer steps of this run, saving a checkpoint
+  // that --resume continues from (for jobs with a time limit).
+  int64_t stop_after_steps = 0;
 };
 
 // Loss, accuracy and per-class accuracy of `model` (eval mode, no grad) over

@@ -209,6 +209,8 @@ void DataLoader::prepare_staging(Slot& slot) {
 DataLoader::Result DataLoader::produce(int64_t k, const std::vector<int64_t>& order, int64_t epoch, int worker) {
   Result r;
   r.k = k;
+  r.batch.worker = worker;
+  r.batch.build_start = Clock::now();
   try {
     const int64_t first = k * options_.batch_size;
     const int64_t rows = std::min<int64_t>(options_.batch_size, static_cast<int64_t>(order.size()) - first);
@@ -221,10 +223,20 @@ DataLoader::Result DataLoader::produce(int64_t k, const std::vector<int64_t>& or
     if (options_.device.is_cuda()) {
       DeviceGuard device(options_.device);
       cuda::StreamGuard stream(copy_stream_);
+      if (options_.time_copies) {
+        auto start = std::make_shared<cuda::Event>(/*enable_timing=*/true);
+        start->record(copy_stream_);
+        r.batch.copy_start = std::move(start);
+      }
       // Allocated on the copy stream; asynchronous when the staging buffers are pinned.
       r.batch.ids = ids.to(options_.device);
       r.batch.mask = mask.to(options_.device);
       r.batch.labels = labels.to(options_.device);
+      if (options_.time_copies) {
+        auto end = std::make_shared<cuda::Event>(/*enable_timing=*/true);
+        end->record(copy_stream_);
+        r.batch.copy_end = std::move(end);
+      }
       slot.copied->record(copy_stream_);
       slot.copy_pending = true;
     } else {
@@ -234,6 +246,7 @@ DataLoader::Result DataLoader::produce(int64_t k, const std::vector<int64_t>& or
     }
     r.batch.epoch = epoch;
     r.batch.index = k;
+    r.batch.build_end = Clock::now();
   } catch (const std::exception& e) {
     std::string who = worker >= 0 ? fmt::format("data loader worker {}", worker) : std::string("data loader");
     r.error = std::make_exception_ptr(Error(fmt::format("{}: batch {} of epoch {}: {}", who, k, epoch, e.what())));

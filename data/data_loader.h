@@ -22,9 +22,12 @@
 //     message; the epoch is then over. Stopping early (a new start_epoch, or
 //     destroying the loader) never hangs: workers finish at most the batch in
 //     hand. Every wait is bounded by timeout_seconds.
-//   - Profiling: each batch records how long next() blocked for it.
+//   - Profiling: each batch records how long next() blocked for it, which
+//     worker built it and when (host steady_clock), and, with time_copies on
+//     a CUDA device, CUDA timing events around its host-to-device copy.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -52,6 +55,7 @@ struct DataLoaderOptions {
   Device device = Device::cpu();
   DType ids_dtype = DType::I64;  // I32 or I64
   double timeout_seconds = 300;  // the longest any wait inside the loader may take
+  bool time_copies = false;      // CUDA device: record Batch::copy_start/copy_end (the step profiler's h2d)
 };
 
 struct Batch {
@@ -62,6 +66,9 @@ struct Batch {
   int64_t epoch = 0;
   int64_t index = 0;          // k: the batch's number in its epoch (counting from the resume point)
   double wait_seconds = 0.0;  // how long next() blocked for this batch
+  int worker = -1;            // the worker thread that built it; -1: next() built it in the caller's thread
+  std::chrono::steady_clock::time_point build_start{}, build_end{};  // building it, copy queued included
+  std::shared_ptr<const cuda::Event> copy_start, copy_end;  // time_copies: on the copy stream around the copy
 };
 
 struct LoaderEpochStats {

@@ -57,6 +57,10 @@ class DistributedDataParallel {
   comm::ProcessGroup& group() { return *group_; }
   const IterationStats& stats() const { return reducer_->last_stats(); }
   const std::vector<BucketSpec>& buckets() const { return reducer_->buckets(); }
+  // See Reducer: comm times that finish on the device, bucket contents by name, the end-of-autograd hook.
+  const IterationStats& complete_stats() { return reducer_->complete_stats(); }
+  std::vector<std::vector<std::string>> bucket_parameter_names() const { return reducer_->bucket_parameter_names(); }
+  void set_autograd_end_hook(std::function<void()> hook) { reducer_->set_autograd_end_hook(std::move(hook)); }
 
  private:
   void verify_same_parameters_on_all_ranks();

@@ -195,6 +195,7 @@ void Reducer::prepare_forward() {
 void Reducer::prepare_backward(const std::vector<Tensor>& outputs) {
   backward_start_ = Clock::now();
   phase_ = Phase::Backward;
+  reductions_of_stats_ = false;
   for (Param& p : params_) p.ready = p.used = false;
   for (Bucket& b : buckets_) {
     b.pending = static_cast<int>(b.spec.params.size());
@@ -301,6 +302,7 @@ void Reducer::finalize() {
   NoGradGuard no_grad;
   const Clock::time_point end_of_autograd = Clock::now();
   phase_ = Phase::Idle;
+  if (autograd_end_hook_) autograd_end_hook_();
   if (next_to_launch_ < static_cast<int>(buckets_.size())) {
     std::vector<std::string> missing;
     for (const Param& p : params_)
@@ -373,13 +375,23 @@ void Reducer::record_stats(Clock::time_point end_of_autograd) {
   s.iteration = iteration_;
   s.synchronized = true;
   s.buckets_rebuilt = stats_.buckets_rebuilt;
+  s.forward_start = forward_start_;
+  s.backward_start = backward_start_;
+  s.autograd_end = end_of_autograd;
   s.forward_ms = ms_between(forward_start_, backward_start_);
   s.backward_compute_ms = ms_between(backward_start_, end_of_autograd);
   s.exposed_comm_ms = ms_between(end_of_autograd, done);
   for (const Param& p : params_) s.unused_params += p.used ? 0 : 1;
   for (int i : ready_order_) s.ready_order.push_back(params_[static_cast<size_t>(i)].name);
+  record_comm_stats(s);
+  stats_ = std::move(s);
+  reductions_of_stats_ = true;
+}
 
+void Reducer::record_comm_stats(IterationStats& s) const {
   // Merge the comm intervals; the overlap is their union's part inside [0, compute end].
+  s.buckets.clear();
+  s.comm_complete = true;
   std::vector<std::pair<double, double>> intervals;
   for (const Bucket& b : buckets_) {
     BucketStats bs;
@@ -391,6 +403,8 @@ void Reducer::record_stats(Clock::time_point end_of_autograd) {
       bs.comm_start_ms = ms_between(backward_start_, w->start_time());
       bs.comm_end_ms = ms_between(backward_start_, w->end_time());
       intervals.emplace_back(bs.comm_start_ms, bs.comm_end_ms);
+    } else {
+      s.comm_complete = false;
     }
     s.buckets.push_back(bs);
   }
@@ -410,9 +424,29 @@ void Reducer::record_stats(Clock::time_point end_of_autograd) {
     }
   }
   flush();
-  if (!intervals.empty()) s.backward_comm_ms = cur_b - intervals.front().first;  // first start to last end
+  s.backward_comm_ms = intervals.empty() ? 0 : cur_b - intervals.front().first;  // first start to last end
   s.overlap_ms = overlap;
-  stats_ = std::move(s);
+}
+
+const IterationStats& Reducer::complete_stats() {
+  if (stats_.comm_complete || !reductions_of_stats_) return stats_;
+  for (size_t bi = 0; bi < buckets_.size(); ++bi) {
+    const auto& w = buckets_[bi].reduction.work;
+    TANDEM_CHECK(!w || w->wait(options_.timeout),
+                 "DDP (rank {}): timed out after {} ms waiting for the all-reduce of bucket {} (reading its stats)",
+                 group_->rank(), options_.timeout.count(), bi);
+  }
+  record_comm_stats(stats_);
+  return stats_;
+}
+
+std::vector<std::vector<std::string>> Reducer::bucket_parameter_names() const {
+  std::vector<std::vector<std::string>> out;
+  for (const BucketSpec& b : layout_) {
+    out.emplace_back();
+    for (int i : b.params) out.back().push_back(params_[static_cast<size_t>(i)].name);
+  }
+  return out;
 }
 
 }  // namespace tandem::ddp

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -53,6 +54,20 @@ class Reducer {
 
   const IterationStats& last_stats() const { return stats_; }
   const std::vector<BucketSpec>& buckets() const { return layout_; }
+  // The names of each bucket's parameters, in bucket order (for traces).
+  std::vector<std::vector<std::string>> bucket_parameter_names() const;
+
+  // Called on synchronised iterations when the autograd pass is over, before the
+  // Reducer waits for the buckets' reductions (a profiler marks the start of the
+  // exposed communication wait there). Runs on the thread that called backward.
+  void set_autograd_end_hook(std::function<void()> hook) { autograd_end_hook_ = std::move(hook); }
+
+  // Waits, up to the timeout, for the last synchronised iteration's reductions
+  // and fills in their comm times and the overlap (last_stats().comm_complete).
+  // Needed only where reductions complete on the device (NCCL); call it after
+  // the host has synchronised with the device so that it does not block.
+  // After the next backward has begun it has nothing left to complete.
+  const IterationStats& complete_stats();
 
  private:
   enum class Phase { Idle, Forward, Backward };
@@ -83,6 +98,7 @@ class Reducer {
   void finalize();
   Tensor bucket_view(int index) const;
   void record_stats(std::chrono::steady_clock::time_point end_of_autograd);
+  void record_comm_stats(IterationStats& s) const;
 
   std::vector<Param> params_;
   std::shared_ptr<comm::ProcessGroup> group_;
@@ -108,6 +124,8 @@ class Reducer {
   int64_t iteration_ = 0;
   std::chrono::steady_clock::time_point forward_start_, backward_start_;
   IterationStats stats_;
+  bool reductions_of_stats_ = false;  // buckets_ still hold the reductions stats_ describes
+  std::function<void()> autograd_end_hook_;
 };
 
 }  // namespace tandem::ddp

@@ -1,8 +1,10 @@
 // What one DDP iteration did and how long it took, like PyTorch's DDP logging
 // data. Times are milliseconds; bucket times are relative to the start of
-// backward (the end of forward, as in PyTorch).
+// backward (the end of forward, as in PyTorch). The absolute steady_clock
+// stamps place an iteration on a timeline (the profiler's trace).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -29,6 +31,10 @@ struct IterationStats {
   bool buckets_rebuilt = false;       // this iteration used buckets rebuilt in ready order
   std::vector<BucketStats> buckets;
   std::vector<std::string> ready_order;  // parameter names in the order their gradients became ready
+  std::chrono::steady_clock::time_point forward_start{}, backward_start{}, autograd_end{};
+  // False while some bucket's comm times are still unknown: a backend that completes on the
+  // device (NCCL) may finish after backward returned; Reducer::complete_stats() fills them in.
+  bool comm_complete = true;
 };
 
 }  // namespace tandem::ddp

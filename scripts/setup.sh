@@ -4,6 +4,8 @@
 # /usr/local/cuda (or nvcc on PATH) is present; set TANDEM_CUDA=OFF to skip it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# ccache keys on paths relative to the checkout, so a fresh clone elsewhere reuses the cache.
+export CCACHE_BASEDIR="$PWD"
 
 packages=(build-essential cmake ninja-build ccache pkg-config
           libeigen3-dev libboost-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libfmt-dev

@@ -5,6 +5,8 @@
 # second pass.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# ccache keys on paths relative to the checkout, so a fresh clone elsewhere reuses the cache.
+export CCACHE_BASEDIR="$PWD"
 jobs=$(nproc)
 
 scripts/setup.sh

@@ -122,6 +122,33 @@ TEST(TrainConfig, ResolvedYamlLoadsBackToTheSameConfig) {
   EXPECT_EQ(back.data.categories, (std::vector<std::string>{"x", "y"}));
 }
 
+TEST(TrainConfig, ProfilingIsOffByDefaultAndSetByItsKeys) {
+  TrainConfig d = load_train_config("", {});
+  EXPECT_EQ(d.profile_steps, 0);
+  EXPECT_EQ(d.profile_skip_first, 2);
+  EXPECT_FALSE(d.trace);
+  EXPECT_EQ(d.profile_dir, "");
+  auto path = write_config("prof.yaml", "profile_steps: 20\nprofile_skip_first: 5\ntrace: true\nprofile_dir: /tmp/p\n");
+  TrainConfig c = load_train_config(path, {});
+  EXPECT_NO_THROW(validate(c));
+  EXPECT_EQ(c.profile_steps, 20);
+  EXPECT_EQ(c.profile_skip_first, 5);
+  EXPECT_TRUE(c.trace);
+  EXPECT_EQ(c.profile_dir, "/tmp/p");
+  EXPECT_EQ(to_yaml(load_train_config(write_config("prof2.yaml", to_yaml(c)), {})), to_yaml(c));
+}
+
+TEST(TrainConfig, TraceWithoutProfileStepsAndNegativeCountsAreErrorsNamingTheKey) {
+  EXPECT_NE(error_of([] { validate(load_train_config("", {"trace=true"})); }).find("trace: true needs profile_steps > 0"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { validate(load_train_config("", {"profile_steps=-1"})); }).find("profile_steps must be >= 0"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { validate(load_train_config("", {"profile_skip_first=-3"})); })
+                .find("profile_skip_first must be >= 0"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { load_train_config("", {"trace=sometimes"}); }).find("true or false"), std::string::npos);
+}
+
 TEST(TrainConfig, EveryShippedConfigLoadsAndValidates) {
   int n = 0;
   for (const auto& e : std::filesystem::directory_iterator(TANDEM_CONFIGS_DIR)) {

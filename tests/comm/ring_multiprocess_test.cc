@@ -41,6 +41,19 @@ TEST(RingFailures, RendezvousTimeoutNamesTheRankThatNeverArrived) {
   }
 }
 
+TEST(RingFailures, ARankWithAWrongTokenIsRejectedAndNamedByTheOthers) {
+  auto run = run_job(2,
+                     {"/bin/sh", "-c",
+                      std::string("if [ $RANK = 1 ]; then export TANDEM_STORE_TOKEN=forged; fi; exec ") +
+                          TANDEM_COMM_WORKER + " rendezvous"},
+                     {{"TANDEM_COMM_TIMEOUT_MS", "1500"}}, /*stop_on_failure=*/false);
+  ASSERT_EQ(run.result.ranks.size(), 2u);
+  EXPECT_EQ(run.result.ranks[1].exit_code, 2) << run.output();
+  EXPECT_NE(run.output_of(1).find("rejected this client: wrong or missing token"), std::string::npos) << run.output();
+  EXPECT_EQ(run.result.ranks[0].exit_code, 2) << run.output();
+  EXPECT_NE(run.output_of(0).find("rank(s) 1 of world size 2 never arrived"), std::string::npos) << run.output();
+}
+
 class RingKilledPeer : public ::testing::TestWithParam<int> {};
 
 TEST_P(RingKilledPeer, OthersFailNamingTheDeadRankInsteadOfHanging) {

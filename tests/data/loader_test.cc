@@ -184,6 +184,35 @@ TEST(DataLoader, WithoutWorkersBatchesAreBuiltInTheCallersThread) {
   EXPECT_EQ(threads, (std::set<std::thread::id>{std::this_thread::get_id()}));
 }
 
+TEST(DataLoader, EachBatchRecordsWhichWorkerBuiltItAndWhen) {
+  auto source = std::make_shared<NumberSource>(40, 3);
+  for (int workers : {0, 2}) {
+    DataLoader loader(source, DistributedSampler(40, SamplerOptions{1, 0, false}), with_workers(workers, 4));
+    loader.start_epoch(0);
+    std::set<int> builders;
+    for (;;) {
+      const auto before = std::chrono::steady_clock::now();
+      std::optional<Batch> b = loader.next();
+      if (!b) break;
+      const auto after = std::chrono::steady_clock::now();
+      builders.insert(b->worker);
+      EXPECT_LE(b->build_start, b->build_end);
+      EXPECT_LE(b->build_end, after) << "a batch is handed out only once built";
+      if (workers == 0) {
+        EXPECT_GE(b->build_start, before) << "built inside next()";
+      }
+      EXPECT_EQ(b->copy_start, nullptr) << "no copy events without time_copies on a CUDA device";
+    }
+    for (int w : builders) {
+      if (workers == 0) {
+        EXPECT_EQ(w, -1);
+      } else {
+        EXPECT_TRUE(w >= 0 && w < workers) << w;
+      }
+    }
+  }
+}
+
 TEST(DataLoader, PrefetchStaysWithinWorkersTimesPrefetchFactor) {
   // The consumer is slow; if the bound were missing the workers would build the whole epoch ahead.
   std::atomic<int64_t> started{0}, consumed{0}, worst_lead{0};
@@ -384,6 +413,22 @@ TEST(DataLoaderCuda, DeviceBatchesEqualHostBatches) {
       got.push_back(flatten(*b));  // reads on the current (compute) stream
     }
     EXPECT_EQ(got, expected) << workers << " workers";
+  }
+}
+
+TEST(DataLoaderCuda, TimeCopiesRecordsCompletedEventsAroundEachCopy) {
+  TANDEM_REQUIRE_GPU();
+  auto source = std::make_shared<NumberSource>(40, 5);
+  DataLoaderOptions o = with_workers(2, 8);
+  o.device = Device::cuda(0);
+  o.time_copies = true;
+  DataLoader loader(source, DistributedSampler(40, SamplerOptions{1, 0, false}), o);
+  loader.start_epoch(0);
+  while (auto b = loader.next()) {
+    ASSERT_NE(b->copy_start, nullptr);
+    ASSERT_NE(b->copy_end, nullptr);
+    b->copy_end->synchronize();
+    EXPECT_GE(b->copy_start->elapsed_ms(*b->copy_end), 0.0f);
   }
 }
 
