@@ -22,7 +22,7 @@ BatchSearchResult search_max_batch(const Probe& probe, const BatchSearchOptions&
     r.trials.push_back({b, p.fits, p.peak_bytes, p.fits ? "" : p.error});
     return p.fits;
   };
-  int64_t lo = 0, hi = 0;  // largest that fit, smallest that did not (0: none yet)
+  int64_t lo = 0, hi = 0;      // largest that fit, smallest that did not (0: none yet)
   for (int64_t b = start;;) {  // grow
     if (!trial(b)) {
       hi = b;
@@ -39,13 +39,17 @@ BatchSearchResult search_max_batch(const Probe& probe, const BatchSearchOptions&
   while (lo == 0) {  // shrink: even the start failed
     const int64_t b = hi / 2 / m * m;
     if (b < m) return r;  // nothing fits
-    if (trial(b)) lo = b;
-    else hi = b;
+    if (trial(b))
+      lo = b;
+    else
+      hi = b;
   }
   while (hi - lo > m) {  // bisect on multiples of m
     const int64_t mid = std::max(lo + m, (lo + hi) / 2 / m * m);
-    if (trial(mid)) lo = mid;
-    else hi = mid;
+    if (trial(mid))
+      lo = mid;
+    else
+      hi = mid;
   }
   r.max_batch = lo;
   return r;
@@ -54,8 +58,8 @@ BatchSearchResult search_max_batch(const Probe& probe, const BatchSearchOptions&
 bool is_out_of_memory(const std::exception& e) {
   if (dynamic_cast<const std::bad_alloc*>(&e)) return true;
   const std::string what = e.what();
-  for (const char* sign : {"out of memory", "out of host memory", "CUBLAS_STATUS_ALLOC_FAILED",
-                           "cudaErrorMemoryAllocation"})
+  for (const char* sign :
+       {"out of memory", "out of host memory", "CUBLAS_STATUS_ALLOC_FAILED", "cudaErrorMemoryAllocation"})
     if (what.find(sign) != std::string::npos) return true;
   return false;
 }
@@ -70,8 +74,8 @@ ProbeResult run_trial(const std::function<int64_t()>& body, int64_t memory_limit
     return r;
   }
   if (memory_limit > 0 && r.peak_bytes > memory_limit) {
-    r.error = fmt::format("peak {:.2f} MiB is over the limit of {:.2f} MiB", static_cast<double>(r.peak_bytes) / (1 << 20),
-                          static_cast<double>(memory_limit) / (1 << 20));
+    r.error = fmt::format("peak {:.2f} MiB is over the limit of {:.2f} MiB",
+                          static_cast<double>(r.peak_bytes) / (1 << 20), static_cast<double>(memory_limit) / (1 << 20));
     return r;
   }
   r.fits = true;

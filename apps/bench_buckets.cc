@@ -91,7 +91,8 @@ void run(const Args& a) {
     const double overlap = p.median.comm_ms > 0 ? 100 * p.median.overlap_ms / p.median.comm_ms : 0;
     fmt::print("  {:>11}  {:>7}  {:>9.2f}  {:>6.1f}-{:<6.1f}  {:>9.1f}  {:>9.2f}  {:>10.2f}  {:>6.0f}%  {:>12.2f}\n",
                p.facts.label, p.facts.bucket_bytes.size(), p.median.step_ms, p.step_ms.p10, p.step_ms.p90,
-               p.samples_per_second, p.median.comm_ms, p.median.exposed_comm_ms, overlap, report::compute_comm_ratio(p));
+               p.samples_per_second, p.median.comm_ms, p.median.exposed_comm_ms, overlap,
+               report::compute_comm_ratio(p));
   }
   const report::BucketSweepFacts f = report::bucket_sweep_facts(b);
   fmt::print("# fastest: {} ({:.2f} ms per step, noise +-{:.2f} ms){}\n", f.best_label, f.best_step_ms, f.noise_ms,

@@ -50,9 +50,11 @@ void export_split(const data::TextClassificationSource& source, const fs::path& 
 // What the PyTorch twin needs to build the same model and optimizer.
 nlohmann::json model_json(const TrainConfig& c) {
   const ModelConfig& m = c.model;
-  return {{"d_model", m.d_model},     {"n_heads", m.n_heads}, {"num_layers", m.num_layers},
-          {"dim_feedforward", m.dim_feedforward}, {"max_seq_len", m.max_seq_len}, {"dropout", m.dropout},
-          {"pooling", m.pooling},     {"activation", m.activation}, {"norm_first", m.norm_first}};
+  return {{"d_model", m.d_model},         {"n_heads", m.n_heads},
+          {"num_layers", m.num_layers},   {"dim_feedforward", m.dim_feedforward},
+          {"max_seq_len", m.max_seq_len}, {"dropout", m.dropout},
+          {"pooling", m.pooling},         {"activation", m.activation},
+          {"norm_first", m.norm_first}};
 }
 
 nlohmann::json training_json(const TrainConfig& c) {

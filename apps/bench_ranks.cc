@@ -22,8 +22,11 @@ using nlohmann::json;
 namespace {
 
 json case_json(const StepCase& c) {
-  return {{"label", c.label}, {"bucket_cap_mb", c.bucket_cap_mb}, {"one_bucket", c.one_bucket},
-          {"precision", c.precision}, {"comm_hook", c.comm_hook}};
+  return {{"label", c.label},
+          {"bucket_cap_mb", c.bucket_cap_mb},
+          {"one_bucket", c.one_bucket},
+          {"precision", c.precision},
+          {"comm_hook", c.comm_hook}};
 }
 
 StepCase case_from(const json& j) {
@@ -39,10 +42,16 @@ StepCase case_from(const json& j) {
 json spec_json(const WorkerSpec& s) {
   json cases = json::array();
   for (const StepCase& c : s.cases) cases.push_back(case_json(c));
-  return {{"config", s.config},       {"overrides", s.overrides},       {"cases", cases},
-          {"warmup", s.warmup},       {"steps", s.steps},               {"rounds", s.rounds},
-          {"synthetic", s.synthetic}, {"time_checkpoint", s.time_checkpoint},
-          {"train_output_dir", s.train_output_dir}, {"out_dir", s.out_dir}};
+  return {{"config", s.config},
+          {"overrides", s.overrides},
+          {"cases", cases},
+          {"warmup", s.warmup},
+          {"steps", s.steps},
+          {"rounds", s.rounds},
+          {"synthetic", s.synthetic},
+          {"time_checkpoint", s.time_checkpoint},
+          {"train_output_dir", s.train_output_dir},
+          {"out_dir", s.out_dir}};
 }
 
 WorkerSpec spec_from(const json& j) {
@@ -118,7 +127,8 @@ void RankResults::append(const RankResults& other) {
 
 std::vector<report::Profile> RankResults::profiles() const {
   std::vector<report::Profile> out;
-  for (size_t c = 0; c < facts.size(); ++c) out.push_back(report::aggregate(facts[c], samples[c], warmup, peak_memory[c], checkpoint_ms));
+  for (size_t c = 0; c < facts.size(); ++c)
+    out.push_back(report::aggregate(facts[c], samples[c], warmup, peak_memory[c], checkpoint_ms));
   return out;
 }
 

@@ -25,16 +25,16 @@ struct WorkerSpec {
   int steps = 20;
   int rounds = 1;  // the case list is run this many times, rotated each round; samples pooled
   bool synthetic = false;
-  bool time_checkpoint = true;  // rank 0 times one checkpoint save after the cases
+  bool time_checkpoint = true;   // rank 0 times one checkpoint save after the cases
   std::string train_output_dir;  // when set: after the cases, a full `tandem train` run writing there
   std::string out_dir;           // where rank<r>.json go
 };
 
 // What the ranks of one run reported, before combining.
 struct RankResults {
-  std::vector<report::RunFacts> facts;                           // per case (rank 0's)
+  std::vector<report::RunFacts> facts;                                // per case (rank 0's)
   std::vector<std::vector<std::vector<report::StepSample>>> samples;  // [case][rank][step]
-  std::vector<std::vector<int64_t>> peak_memory;                 // [case][rank]
+  std::vector<std::vector<int64_t>> peak_memory;                      // [case][rank]
   double checkpoint_ms = -1;
   int warmup = 0;
 

@@ -96,7 +96,8 @@ void run(const Args& a) {
       WorkerSpec spec;
       spec.config = a.config;
       spec.overrides = base;
-      if (a.mode == "strong") spec.overrides.push_back(fmt::format("per_device_train_batch_size={}", a.global_batch / n));
+      if (a.mode == "strong")
+        spec.overrides.push_back(fmt::format("per_device_train_batch_size={}", a.global_batch / n));
       const TrainConfig c = load_train_config(a.config, spec.overrides);
       spec.cases = {config_case(c, fmt::format("{} rank{}", n, n > 1 ? "s" : ""))};
       spec.warmup = a.warmup;
@@ -108,11 +109,14 @@ void run(const Args& a) {
         spec.train_output_dir = (fs::path(a.out) / fmt::format("train_{}ranks", n)).string();
         b.runs.push_back({n, fmt::format("train_{}ranks", n)});
       }
-      fmt::print("# {} rank(s), round {}/{}{}\n", n, round + 1, a.rounds, spec.train_output_dir.empty() ? "" : " + training");
+      fmt::print("# {} rank(s), round {}/{}{}\n", n, round + 1, a.rounds,
+                 spec.train_output_dir.empty() ? "" : " + training");
       std::fflush(stdout);
       RankResults r = run_bench_ranks(n, spec, std::chrono::seconds(static_cast<int64_t>(a.timeout_s)));
-      if (per_size[i]) per_size[i]->append(r);
-      else per_size[i] = std::move(r);
+      if (per_size[i])
+        per_size[i]->append(r);
+      else
+        per_size[i] = std::move(r);
     }
   }
   // Every round's steps pooled per world size.
@@ -124,18 +128,18 @@ void run(const Args& a) {
              "samples/s", "speedup", "efficiency", "step ms", "p10-p90", "compute ms", "comm ms", "exposed ms",
              "data ms", "epoch s");
   for (const report::ScalingRow& r : report::scaling_table(b.cases)) {
-    const report::Profile& p = *std::find_if(b.cases.begin(), b.cases.end(), [&](const report::Profile& x) {
-      return x.facts.world_size == r.world_size;
-    });
-    fmt::print("  {:>5}  {:>10.1f}  {:>8.2f}  {:>9.0f}%  {:>9.2f}  {:>6.1f}-{:<6.1f}  {:>10.2f}  {:>9.2f}  {:>10.2f}  "
-               "{:>8.2f}  {:>9.1f}\n",
-               r.world_size, r.samples_per_second, r.speedup, 100 * r.efficiency, r.step_ms, p.step_ms.p10,
-               p.step_ms.p90, p.compute_ms(), p.median.comm_ms, p.median.exposed_comm_ms, p.median.data_wait_ms,
-               r.epoch_seconds);
+    const report::Profile& p = *std::find_if(
+        b.cases.begin(), b.cases.end(), [&](const report::Profile& x) { return x.facts.world_size == r.world_size; });
+    fmt::print(
+        "  {:>5}  {:>10.1f}  {:>8.2f}  {:>9.0f}%  {:>9.2f}  {:>6.1f}-{:<6.1f}  {:>10.2f}  {:>9.2f}  {:>10.2f}  "
+        "{:>8.2f}  {:>9.1f}\n",
+        r.world_size, r.samples_per_second, r.speedup, 100 * r.efficiency, r.step_ms, p.step_ms.p10, p.step_ms.p90,
+        p.compute_ms(), p.median.comm_ms, p.median.exposed_comm_ms, p.median.data_wait_ms, r.epoch_seconds);
   }
-  fmt::print("# speedup = samples/s at N / samples/s at 1 rank; efficiency = speedup / N; epoch s = epoch examples / "
-             "samples/s\n# wrote {}\n",
-             file.string());
+  fmt::print(
+      "# speedup = samples/s at N / samples/s at 1 rank; efficiency = speedup / N; epoch s = epoch examples / "
+      "samples/s\n# wrote {}\n",
+      file.string());
 }
 
 }  // namespace

@@ -53,9 +53,18 @@ int64_t parse_bytes(const std::string& text) {
   std::string digits = text;
   if (!digits.empty()) {
     switch (std::toupper(static_cast<unsigned char>(digits.back()))) {
-      case 'K': unit = 1 << 10; digits.pop_back(); break;
-      case 'M': unit = 1 << 20; digits.pop_back(); break;
-      case 'G': unit = double(1 << 30); digits.pop_back(); break;
+      case 'K':
+        unit = 1 << 10;
+        digits.pop_back();
+        break;
+      case 'M':
+        unit = 1 << 20;
+        digits.pop_back();
+        break;
+      case 'G':
+        unit = double(1 << 30);
+        digits.pop_back();
+        break;
       default: break;
     }
   }
@@ -122,8 +131,8 @@ ProbeResult probe_in_child(const Args& a, const std::string& limit_text, const f
   fs::remove(file);
   comm::LaunchOptions o;
   o.nproc_per_node = 1;
-  o.command = {self_executable(), "find-batch-size", "--config", a.config, "--trial", std::to_string(batch),
-               "--trial-out", file.string(), "--steps", std::to_string(a.steps)};
+  o.command = {self_executable(),     "find-batch-size", "--config",    a.config,  "--trial",
+               std::to_string(batch), "--trial-out",     file.string(), "--steps", std::to_string(a.steps)};
   if (!limit_text.empty()) {
     o.command.push_back("--memory-limit");
     o.command.push_back(limit_text);
@@ -143,9 +152,10 @@ ProbeResult probe_in_child(const Args& a, const std::string& limit_text, const f
   // Killed by SIGKILL: the kernel's out-of-memory killer (or the job timeout, which the message names).
   if (r.exit_code == 128 + 9 || r.exit_code == 124)
     return {false, 0, fmt::format("the trial process was stopped: {}", r.message)};
-  TANDEM_FAIL("find-batch-size: the trial with batch {} failed for a reason other than memory: {} (its error is "
-              "printed above)",
-              batch, r.message);
+  TANDEM_FAIL(
+      "find-batch-size: the trial with batch {} failed for a reason other than memory: {} (its error is "
+      "printed above)",
+      batch, r.message);
 }
 
 void run_parent(const Args& a) {
@@ -162,9 +172,10 @@ void run_parent(const Args& a) {
   }
   const fs::path dir = fs::path(a.out) / "find_batch_size_run";
   fs::create_directories(dir);
-  fmt::print("# tandem find-batch-size: {} ({}), {} steps per trial on synthetic sequences of {} tokens{}\n", a.config,
-             gpu ? "cuda" : "cpu", a.steps, config.model.max_seq_len,
-             limit > 0 ? fmt::format(", limit {:.1f} MiB of tensor memory", static_cast<double>(limit) / (1 << 20)) : "");
+  fmt::print(
+      "# tandem find-batch-size: {} ({}), {} steps per trial on synthetic sequences of {} tokens{}\n", a.config,
+      gpu ? "cuda" : "cpu", a.steps, config.model.max_seq_len,
+      limit > 0 ? fmt::format(", limit {:.1f} MiB of tensor memory", static_cast<double>(limit) / (1 << 20)) : "");
   std::fflush(stdout);
   BatchSearchOptions so{a.start, a.max_batch, a.multiple_of};
   const BatchSearchResult r = search_max_batch(
@@ -203,17 +214,21 @@ void add_find_batch_size_command(CLI::App& app) {
   cmd->add_option("--set", a->overrides, "Override a config key");
   cmd->add_option("--start", a->start, "First batch size tried")->capture_default_str();
   cmd->add_option("--max-batch", a->max_batch, "Largest batch size tried")->capture_default_str();
-  cmd->add_option("--multiple-of", a->multiple_of, "Only batch sizes that are multiples of this")->capture_default_str();
+  cmd->add_option("--multiple-of", a->multiple_of, "Only batch sizes that are multiples of this")
+      ->capture_default_str();
   cmd->add_option("--memory-limit", a->memory_limit,
                   "Tensor memory a step may use (512M, 8G); default: the GPU's, or 80% of MemAvailable on the CPU");
   cmd->add_option("--steps", a->steps, "Training steps per trial")->capture_default_str();
   cmd->add_option("--out", a->out, "Folder for find_batch_size.json")->capture_default_str();
-  cmd->add_option("--trial-timeout", a->trial_timeout_s, "Seconds before one trial counts as hung")->capture_default_str();
+  cmd->add_option("--trial-timeout", a->trial_timeout_s, "Seconds before one trial counts as hung")
+      ->capture_default_str();
   cmd->add_option("--trial", a->trial, "(internal) run one trial with this batch")->group("");
   cmd->add_option("--trial-out", a->trial_out, "(internal) the trial's result file")->group("");
   cmd->callback([a] {
-    if (a->trial > 0) run_child(*a);
-    else run_parent(*a);
+    if (a->trial > 0)
+      run_child(*a);
+    else
+      run_parent(*a);
   });
 }
 

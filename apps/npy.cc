@@ -13,8 +13,10 @@ std::string npy_bytes(const std::string& descr, const std::vector<int64_t>& shap
   static_assert(std::endian::native == std::endian::little, "the .npy writer assumes a little-endian host");
   std::string dims;
   for (int64_t d : shape) dims += fmt::format("{}, ", d);
-  if (shape.size() > 1) dims.resize(dims.size() - 2);  // (3,) keeps its comma, (3, 4) does not
-  else if (shape.size() == 1) dims.pop_back();
+  if (shape.size() > 1)
+    dims.resize(dims.size() - 2);  // (3,) keeps its comma, (3, 4) does not
+  else if (shape.size() == 1)
+    dims.pop_back();
   std::string header = fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': ({}), }}", descr, dims);
   const size_t prefix = 10;  // magic (6) + version (2) + header length (2)
   header.append(63 - (prefix + header.size()) % 64, ' ');

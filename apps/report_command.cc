@@ -47,7 +47,8 @@ void run(const Args& a) {
                a.bench.empty() ? std::string("--bench was not given") : a.bench);
   in.command = command_line();
   in.date = report::current_meta("").date;
-  const fs::path out = a.out.empty() ? (a.bench.empty() ? fs::path("report") : fs::path(a.bench) / "report") : fs::path(a.out);
+  const fs::path out =
+      a.out.empty() ? (a.bench.empty() ? fs::path("report") : fs::path(a.bench) / "report") : fs::path(a.out);
   std::string text;
   const std::vector<fs::path> written = report::write_report(in, out, &text);
   if (!a.quiet) fmt::print("{}\n", text);

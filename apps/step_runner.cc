@@ -44,8 +44,10 @@ class SyntheticSource final : public data::BatchSource {
       for (int64_t j = 0; j < seq_len_; ++j) {
         const int64_t id = j == 0 ? data::Tokenizer::kCls : 3 + static_cast<int64_t>(mix(idx, j) % (vocab_ - 3));
         const size_t at = r * static_cast<size_t>(seq_len_) + static_cast<size_t>(j);
-        if (out.ids_dtype == DType::I32) static_cast<int32_t*>(out.ids)[at] = static_cast<int32_t>(id);
-        else static_cast<int64_t*>(out.ids)[at] = id;
+        if (out.ids_dtype == DType::I32)
+          static_cast<int32_t*>(out.ids)[at] = static_cast<int32_t>(id);
+        else
+          static_cast<int64_t*>(out.ids)[at] = id;
         out.mask[at] = 1;
       }
       out.labels[r] = idx % kSyntheticClasses;
@@ -234,7 +236,8 @@ StepRunner::StepRunner(const TrainConfig& config, std::shared_ptr<comm::ProcessG
   s.loader = std::make_unique<data::DataLoader>(source, data::DistributedSampler(source->size(), so), lo);
   s.loader->start_epoch(0);
 
-  s.model = std::make_shared<nn::TextClassifier>(model_config(config, vocab, classes), static_cast<uint64_t>(config.seed));
+  s.model =
+      std::make_shared<nn::TextClassifier>(model_config(config, vocab, classes), static_cast<uint64_t>(config.seed));
   s.model->to(s.device);
   s.model->train(true);
   s.optimizer = make_optimizer(config, *s.model);
@@ -250,14 +253,16 @@ std::vector<report::StepSample> StepRunner::run(const StepCase& c, int warmup, i
   std::vector<report::StepSample> out;
   for (int i = 0; i < warmup + steps; ++i) {
     if (i == warmup) {
-      if (s.device.is_cuda()) cuda_memory::reset_peak(s.device.index);
-      else host_memory::reset_peak();
+      if (s.device.is_cuda())
+        cuda_memory::reset_peak(s.device.index);
+      else
+        host_memory::reset_peak();
     }
     report::StepSample sample = s.one_step();
     if (i >= warmup) out.push_back(sample);
   }
   peak_memory_ = static_cast<int64_t>(s.device.is_cuda() ? cuda_memory::stats(s.device.index).peak_in_use
-                                                          : host_memory::stats().peak_in_use);
+                                                         : host_memory::stats().peak_in_use);
   s.bucket_bytes.clear();
   if (s.ddp)
     for (const ddp::BucketSpec& b : s.ddp->buckets()) s.bucket_bytes.push_back(static_cast<int64_t>(b.bytes));

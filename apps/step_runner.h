@@ -29,7 +29,7 @@ namespace tandem::apps {
 struct StepCase {
   std::string label;
   double bucket_cap_mb = 25;
-  bool one_bucket = false;  // one bucket for every gradient (the first bucket too)
+  bool one_bucket = false;         // one bucket for every gradient (the first bucket too)
   std::string precision = "fp32";  // fp32 | bf16 | fp16
   std::string comm_hook = "allreduce";
 };

@@ -72,8 +72,12 @@ json meta_json(const BenchMeta& m) {
   return {{"date", m.date},
           {"command", m.command},
           {"tandem_version", m.tandem_version},
-          {"machine", {{"cpu", m.machine.cpu}, {"cores", m.machine.cores}, {"memory_gib", m.machine.memory_gib},
-                       {"gpu", m.machine.gpu}, {"load_average", m.machine.load_average}}}};
+          {"machine",
+           {{"cpu", m.machine.cpu},
+            {"cores", m.machine.cores},
+            {"memory_gib", m.machine.memory_gib},
+            {"gpu", m.machine.gpu},
+            {"load_average", m.machine.load_average}}}};
 }
 
 BenchMeta meta_from(const json& j) {
@@ -91,7 +95,9 @@ BenchMeta meta_from(const json& j) {
   return m;
 }
 
-json header(const char* kind, const BenchMeta& meta) { return {{"kind", kind}, {"version", kVersion}, {"meta", meta_json(meta)}}; }
+json header(const char* kind, const BenchMeta& meta) {
+  return {{"kind", kind}, {"version", kVersion}, {"meta", meta_json(meta)}};
+}
 
 json profiles_json(const std::vector<Profile>& cases) {
   json a = json::array();
@@ -217,8 +223,14 @@ json to_json(const Profile& p) {
   return {{"facts", to_json(p.facts)},
           {"warmup_steps", p.warmup_steps},
           {"median", median},
-          {"step_ms", {{"n", p.step_ms.n}, {"median", p.step_ms.median}, {"p10", p.step_ms.p10}, {"p90", p.step_ms.p90},
-                       {"mean", p.step_ms.mean}, {"min", p.step_ms.min}, {"max", p.step_ms.max}}},
+          {"step_ms",
+           {{"n", p.step_ms.n},
+            {"median", p.step_ms.median},
+            {"p10", p.step_ms.p10},
+            {"p90", p.step_ms.p90},
+            {"mean", p.step_ms.mean},
+            {"min", p.step_ms.min},
+            {"max", p.step_ms.max}}},
           {"samples_per_second", p.samples_per_second},
           {"peak_memory_bytes", p.peak_memory_bytes},
           {"logging_overhead_ms", p.logging_overhead_ms},
@@ -321,7 +333,8 @@ void read_bench_file(const fs::path& path, BenchFolder& folder) {
       b.mode = j.at("mode").get<std::string>();
       b.rounds = j.at("rounds").get<int>();
       b.cases = profiles_from(j, where);
-      for (const json& r : j.at("runs")) b.runs.push_back({r.at("world_size").get<int>(), r.at("dir").get<std::string>()});
+      for (const json& r : j.at("runs"))
+        b.runs.push_back({r.at("world_size").get<int>(), r.at("dir").get<std::string>()});
       folder.scaling = std::move(b);
     } else if (kind == "step") {
       StepBench b;

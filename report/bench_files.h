@@ -19,10 +19,10 @@
 namespace tandem::report {
 
 struct Machine {
-  std::string cpu;     // model name from /proc/cpuinfo
-  int cores = 0;       // online CPUs
+  std::string cpu;  // model name from /proc/cpuinfo
+  int cores = 0;    // online CPUs
   double memory_gib = 0;
-  std::string gpu;     // "" when none
+  std::string gpu;          // "" when none
   double load_average = 0;  // 1-minute load average when the run started (others' work on a shared machine)
 };
 

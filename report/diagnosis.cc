@@ -62,10 +62,10 @@ std::optional<Advice> comm_bound(const DiagnosisInput& in, const Thresholds& t) 
     const double gain = b.current_step_ms > 0 ? (b.current_step_ms - b.best_step_ms) / b.current_step_ms : 0;
     if (b.current_step_ms > 0 && b.best_cap_mb != b.current_cap_mb && gain > t.bucket_gain &&
         b.current_step_ms - b.best_step_ms > b.noise_ms) {
-      a.suggestions.push_back({"ddp_bucket_cap_mb", b.best_label == "one bucket" ? mb(b.best_cap_mb) : b.best_label,
-                               fmt::format("the bucket sweep's fastest ({}: {:.1f} ms vs {:.1f} ms at {} MB, {} faster)",
-                                           b.best_label, b.best_step_ms, b.current_step_ms, mb(b.current_cap_mb),
-                                           pct(gain))});
+      a.suggestions.push_back(
+          {"ddp_bucket_cap_mb", b.best_label == "one bucket" ? mb(b.best_cap_mb) : b.best_label,
+           fmt::format("the bucket sweep's fastest ({}: {:.1f} ms vs {:.1f} ms at {} MB, {} faster)", b.best_label,
+                       b.best_step_ms, b.current_step_ms, mb(b.current_cap_mb), pct(gain))});
     } else {
       a.suggestions.push_back(
           {"ddp_bucket_cap_mb", "",
@@ -79,11 +79,11 @@ std::optional<Advice> comm_bound(const DiagnosisInput& in, const Thresholds& t) 
                              "starts and how many messages are sent"});
   }
   if (f.comm_hook == "allreduce")
-    a.suggestions.push_back({"ddp_comm_hook", "bf16",
-                             std::string("compress gradients to 16 bits for the all-reduce: half the bytes (bf16 "
-                                         "autocast alone does not shrink them: gradients stay f32)") +
-                                 (f.device == "cpu" ? "; on a CPU the conversion takes cores from compute: measure it"
-                                                    : "")});
+    a.suggestions.push_back(
+        {"ddp_comm_hook", "bf16",
+         std::string("compress gradients to 16 bits for the all-reduce: half the bytes (bf16 "
+                     "autocast alone does not shrink them: gradients stay f32)") +
+             (f.device == "cpu" ? "; on a CPU the conversion takes cores from compute: measure it" : "")});
   if (f.per_device_batch >= t.small_batch) {  // below it, the small-batch finding has the batch advice
     a.suggestions.push_back({"per_device_train_batch_size", std::to_string(2 * f.per_device_batch),
                              "more compute per all-reduce (the gradient size does not grow with the batch)"});
@@ -126,7 +126,8 @@ std::optional<Advice> data_bound(const DiagnosisInput& in, const Thresholds& t) 
                                              in.host_cores, f.world_size)
                                : "build batches on more threads ahead of the loop"});
   if (f.device == "cuda" && !f.dataloader_pin_memory)
-    a.suggestions.push_back({"dataloader_pin_memory", "true", "page-locked buffers make host-to-device copies asynchronous"});
+    a.suggestions.push_back(
+        {"dataloader_pin_memory", "true", "page-locked buffers make host-to-device copies asynchronous"});
   return a;
 }
 
@@ -138,26 +139,29 @@ std::optional<Advice> sync_points(const DiagnosisInput& in, const Thresholds& t)
   if (p.logging_overhead_ms >= 0 && f.logging_steps > 0 && p.median.step_ms > 0) {
     const double frac = std::max(0.0, p.logging_overhead_ms) / static_cast<double>(f.logging_steps) / p.median.step_ms;
     if (frac > t.sync_fraction) {
-      found.push_back(fmt::format("a logging step takes {:.1f} ms more than a plain one; every {} steps that is {} "
-                                  "of the training time",
-                                  p.logging_overhead_ms, f.logging_steps, pct(frac)));
+      found.push_back(
+          fmt::format("a logging step takes {:.1f} ms more than a plain one; every {} steps that is {} "
+                      "of the training time",
+                      p.logging_overhead_ms, f.logging_steps, pct(frac)));
       const double target = std::ceil(p.logging_overhead_ms / (0.01 * p.median.step_ms));
       a.suggestions.push_back({"logging_steps", fmt::format("{:.0f}", std::max<double>(target, 2.0 * f.logging_steps)),
                                "each logging step reads the loss back to the host and drains the pipeline; keep "
                                "that under 1% of the time"});
     }
   } else if (f.device == "cuda" && f.logging_steps > 0 && f.logging_steps < t.cuda_min_logging_steps) {
-    found.push_back(fmt::format("logging_steps = {} reads the loss back to the host every {} step(s), a "
-                                "synchronisation that stops the host from queueing work ahead of the GPU",
-                                f.logging_steps, f.logging_steps));
+    found.push_back(
+        fmt::format("logging_steps = {} reads the loss back to the host every {} step(s), a "
+                    "synchronisation that stops the host from queueing work ahead of the GPU",
+                    f.logging_steps, f.logging_steps));
     a.suggestions.push_back({"logging_steps", "50", "log less often: the loss is still averaged over the window"});
   }
   if (p.checkpoint_ms > 0 && f.save_steps > 0 && p.median.step_ms > 0) {
     const double frac = p.checkpoint_ms / (static_cast<double>(f.save_steps) * p.median.step_ms);
     if (frac > t.sync_fraction) {
-      found.push_back(fmt::format("one checkpoint takes {:.0f} ms; every {} steps that is {} of the training time "
-                                  "(the other ranks wait at the next all-reduce)",
-                                  p.checkpoint_ms, f.save_steps, pct(frac)));
+      found.push_back(
+          fmt::format("one checkpoint takes {:.0f} ms; every {} steps that is {} of the training time "
+                      "(the other ranks wait at the next all-reduce)",
+                      p.checkpoint_ms, f.save_steps, pct(frac)));
       const double target = std::ceil(p.checkpoint_ms / (0.01 * p.median.step_ms));
       a.suggestions.push_back({"save_steps", fmt::format("{:.0f}", std::max<double>(target, 2.0 * f.save_steps)),
                                "checkpoint less often (save_total_limit only bounds the disk space)"});
@@ -233,10 +237,10 @@ std::string step_growth(const Profile& one, const Profile& n, bool cpu) {
 std::optional<Advice> scaling(const DiagnosisInput& in, const Thresholds& t) {
   if (!in.scaling || in.scaling->world_size <= 1) return std::nullopt;
   const ScalingFacts& s = *in.scaling;
-  const std::string growth =
-      in.baseline && in.baseline->facts.world_size == 1 && in.baseline->facts.per_device_batch == in.profile.facts.per_device_batch
-          ? "; " + step_growth(*in.baseline, in.profile, in.profile.facts.device == "cpu")
-          : "";
+  const std::string growth = in.baseline && in.baseline->facts.world_size == 1 &&
+                                     in.baseline->facts.per_device_batch == in.profile.facts.per_device_batch
+                                 ? "; " + step_growth(*in.baseline, in.profile, in.profile.facts.device == "cpu")
+                                 : "";
   if (s.speedup < 1) {
     return Advice{Finding::NegativeScaling,
                   fmt::format("Negative scaling: {} ranks process {:.2f}x the samples per second of one rank "
@@ -265,8 +269,7 @@ std::optional<Advice> oversubscribed(const DiagnosisInput& in) {
                 fmt::format("{} CPU ranks run {} busy threads (compute, {} loader worker(s), comm) on {} cores: "
                             "ranks take cores from each other, so step times measure core sharing as much as DDP.",
                             f.world_size, threads, f.dataloader_num_workers, in.host_cores),
-                {{"dataloader_num_workers", "0",
-                  "on a CPU host with few cores, build batches on the training thread"},
+                {{"dataloader_num_workers", "0", "on a CPU host with few cores, build batches on the training thread"},
                  {"--nproc-per-node", std::to_string(std::max(1, in.host_cores / 2)),
                   "no more ranks than the cores can run alongside their comm threads"}}};
 }
@@ -284,7 +287,8 @@ std::optional<Advice> noisy(const DiagnosisInput& in, const Thresholds& t) {
   std::string summary = "Noisy measurement: " + why.front();
   for (size_t i = 1; i < why.size(); ++i) summary += "; " + why[i];
   summary += ". Differences smaller than the spread are not findings.";
-  return Advice{Finding::Noisy, summary,
+  return Advice{Finding::Noisy,
+                summary,
                 {{"--rounds", "", "repeat the sweep more times (interleaved) or run on an idle machine"}}};
 }
 

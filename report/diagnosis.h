@@ -45,16 +45,16 @@
 namespace tandem::report {
 
 struct Thresholds {
-  double comm_exposed_fraction = 0.20;   // exposed all-reduce / step
-  double compute_comm_ratio = 1.0;       // compute / all-reduce below this: comm-bound
-  double data_wait_fraction = 0.10;      // DataLoader wait / step
-  double sync_fraction = 0.05;           // logging or checkpoint time / step, amortised
-  int64_t cuda_min_logging_steps = 5;    // CUDA without a measurement: logging this often is a sync point
-  int64_t small_batch = 32;              // per-device batch below this is "small"
+  double comm_exposed_fraction = 0.20;  // exposed all-reduce / step
+  double compute_comm_ratio = 1.0;      // compute / all-reduce below this: comm-bound
+  double data_wait_fraction = 0.10;     // DataLoader wait / step
+  double sync_fraction = 0.05;          // logging or checkpoint time / step, amortised
+  int64_t cuda_min_logging_steps = 5;   // CUDA without a measurement: logging this often is a sync point
+  int64_t small_batch = 32;             // per-device batch below this is "small"
   int64_t small_model_parameters = 10'000'000;
   double embedding_share = 0.5;  // token embedding / all parameters above this: suggest a smaller vocabulary
   double poor_efficiency = 0.70;
-  double bucket_gain = 0.03;  // a bucket size must beat the current one by this fraction (and the noise)
+  double bucket_gain = 0.03;   // a bucket size must beat the current one by this fraction (and the noise)
   double noisy_spread = 0.30;  // (p90 - p10) / median of the step time
   double busy_load = 0.75;     // load average / cores
 };
@@ -76,8 +76,8 @@ struct ScalingFacts {
 };
 
 struct DiagnosisInput {
-  Profile profile;  // the run to diagnose (normally the largest world size)
-  int host_cores = 0;  // CPU cores the ranks share (0: unknown)
+  Profile profile;          // the run to diagnose (normally the largest world size)
+  int host_cores = 0;       // CPU cores the ranks share (0: unknown)
   double load_average = 0;  // the machine's 1-minute load average when the run started
   std::optional<ScalingFacts> scaling;
   std::optional<Profile> baseline;  // the 1-rank profile of the scaling bench, if measured

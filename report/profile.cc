@@ -10,10 +10,9 @@ namespace tandem::report {
 namespace {
 
 using Field = double StepSample::*;
-constexpr Field kMeanFields[] = {&StepSample::forward_ms,          &StepSample::backward_ms,
-                                 &StepSample::backward_compute_ms, &StepSample::comm_ms,
-                                 &StepSample::exposed_comm_ms,     &StepSample::overlap_ms,
-                                 &StepSample::optimizer_ms,        &StepSample::sync_ms};
+constexpr Field kMeanFields[] = {
+    &StepSample::forward_ms,      &StepSample::backward_ms, &StepSample::backward_compute_ms, &StepSample::comm_ms,
+    &StepSample::exposed_comm_ms, &StepSample::overlap_ms,  &StepSample::optimizer_ms,        &StepSample::sync_ms};
 
 }  // namespace
 
@@ -76,7 +75,8 @@ std::vector<ScalingRow> scaling_table(const std::vector<Profile>& profiles) {
     r.epoch_seconds = p.epoch_seconds();
     rows.push_back(r);
   }
-  std::sort(rows.begin(), rows.end(), [](const ScalingRow& a, const ScalingRow& b) { return a.world_size < b.world_size; });
+  std::sort(rows.begin(), rows.end(),
+            [](const ScalingRow& a, const ScalingRow& b) { return a.world_size < b.world_size; });
   if (rows.empty()) return rows;
   const ScalingRow& base = rows.front();
   TANDEM_CHECK(base.samples_per_second > 0, "scaling: the {}-rank case has no throughput", base.world_size);

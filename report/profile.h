@@ -38,7 +38,7 @@ struct RunFacts {
   std::string label;   // the case: "25", "one bucket", "2 ranks", "bf16"
   std::string config;  // the YAML file, and the overrides applied
   std::vector<std::string> overrides;
-  std::string device = "cpu";   // cpu | cuda
+  std::string device = "cpu";    // cpu | cuda
   std::string backend = "none";  // ring | nccl | none (one rank)
   int world_size = 1;
   int64_t per_device_batch = 0;
@@ -51,7 +51,7 @@ struct RunFacts {
   std::string precision = "fp32";  // fp32 | bf16 | fp16
   std::string comm_hook = "allreduce";
   double bucket_cap_mb = 25;
-  bool one_bucket = false;           // every gradient in one bucket (first bucket included)
+  bool one_bucket = false;            // every gradient in one bucket (first bucket included)
   std::vector<int64_t> bucket_bytes;  // DDP's buckets in launch order (empty on one rank)
   int64_t num_parameters = 0;
   int64_t vocab_size = 0;  // the token embedding is vocab_size x d_model of the parameters
@@ -71,13 +71,13 @@ struct Profile {
   int warmup_steps = 0;
   // Medians over timed steps (see the file comment for how ranks combine).
   StepSample median;
-  Summary step_ms;               // spread of the step time
+  Summary step_ms;                // spread of the step time
   double samples_per_second = 0;  // all ranks: samples_per_step / median step time
   int64_t peak_memory_bytes = 0;  // the largest rank's peak tensor memory (device memory on CUDA)
   // Extra time of a logging step over a plain one (median difference); < 0 when
   // fewer than 3 logging steps were timed.
   double logging_overhead_ms = -1;
-  double checkpoint_ms = -1;  // one checkpoint save on rank 0; < 0 when not measured
+  double checkpoint_ms = -1;            // one checkpoint save on rank 0; < 0 when not measured
   std::vector<double> step_samples_ms;  // every timed step (slowest rank), for plots
 
   double compute_ms() const { return median.forward_ms + median.backward_compute_ms; }

@@ -92,16 +92,15 @@ std::string bucket_sizes_mb(const std::vector<int64_t>& bytes) {
 }
 
 Table bucket_rows(const BucketsBench& b) {
-  Table t{{"bucket_cap_mb", "buckets", "bucket MiB", "step ms", "step p10-p90", "samples/s", "comm ms", "exposed ms", "overlap",
-           "compute/comm"},
+  Table t{{"bucket_cap_mb", "buckets", "bucket MiB", "step ms", "step p10-p90", "samples/s", "comm ms", "exposed ms",
+           "overlap", "compute/comm"},
           {},
           "lrlrrrrrrr"};
   for (const Profile& p : b.cases)
     t.rows.push_back({cap_label(p), std::to_string(p.facts.bucket_bytes.size()), bucket_sizes_mb(p.facts.bucket_bytes),
-                      f1(p.median.step_ms),
-                      fmt::format("{:.1f}-{:.1f}", p.step_ms.p10, p.step_ms.p90), f1(p.samples_per_second),
-                      f1(p.median.comm_ms), f1(p.median.exposed_comm_ms), pct(overlap_fraction(p)),
-                      ratio(compute_comm_ratio(p))});
+                      f1(p.median.step_ms), fmt::format("{:.1f}-{:.1f}", p.step_ms.p10, p.step_ms.p90),
+                      f1(p.samples_per_second), f1(p.median.comm_ms), f1(p.median.exposed_comm_ms),
+                      pct(overlap_fraction(p)), ratio(compute_comm_ratio(p))});
   return t;
 }
 
@@ -119,7 +118,8 @@ Table step_rows(const StepBench& s) {
 }
 
 Table run_rows(const std::vector<TrainingRun>& runs) {
-  Table t{{"run", "ranks", "final accuracy", "best accuracy", "epochs", "mean epoch s (2..)", "train s", "samples/s", "dir"},
+  Table t{{"run", "ranks", "final accuracy", "best accuracy", "epochs", "mean epoch s (2..)", "train s", "samples/s",
+           "dir"},
           {},
           "lrrrrrrrl"};
   for (const TrainingRun& r : runs) {
@@ -137,34 +137,75 @@ Table run_rows(const std::vector<TrainingRun>& runs) {
 
 // Every case of every bench, one row each, all numbers.
 Table all_cases(const BenchFolder& b) {
-  Table t{{"bench", "case", "world_size", "device", "backend", "per_device_batch", "gradient_accumulation_steps",
-           "precision", "comm_hook", "bucket_cap_mb", "buckets", "step_ms_median", "step_ms_p10", "step_ms_p90",
-           "samples_per_second", "speedup", "efficiency", "data_wait_ms", "forward_ms", "backward_ms",
-           "backward_compute_ms", "comm_ms", "exposed_comm_ms", "overlap_ms", "optimizer_ms", "compute_comm_ratio",
-           "peak_memory_mib", "epoch_seconds_est", "timed_steps"},
+  Table t{{"bench",
+           "case",
+           "world_size",
+           "device",
+           "backend",
+           "per_device_batch",
+           "gradient_accumulation_steps",
+           "precision",
+           "comm_hook",
+           "bucket_cap_mb",
+           "buckets",
+           "step_ms_median",
+           "step_ms_p10",
+           "step_ms_p90",
+           "samples_per_second",
+           "speedup",
+           "efficiency",
+           "data_wait_ms",
+           "forward_ms",
+           "backward_ms",
+           "backward_compute_ms",
+           "comm_ms",
+           "exposed_comm_ms",
+           "overlap_ms",
+           "optimizer_ms",
+           "compute_comm_ratio",
+           "peak_memory_mib",
+           "epoch_seconds_est",
+           "timed_steps"},
           {},
           ""};
   auto add = [&](const char* bench, const Profile& p, double speedup, double efficiency) {
     const StepSample& m = p.median;
-    t.rows.push_back({bench, p.facts.label, std::to_string(p.facts.world_size), p.facts.device, p.facts.backend,
-                      std::to_string(p.facts.per_device_batch), std::to_string(p.facts.gradient_accumulation_steps),
-                      p.facts.precision, p.facts.comm_hook, p.facts.one_bucket ? "inf" : fmt::format("{:g}", p.facts.bucket_cap_mb),
-                      std::to_string(p.facts.bucket_bytes.size()), fmt::format("{:.3f}", m.step_ms),
-                      fmt::format("{:.3f}", p.step_ms.p10), fmt::format("{:.3f}", p.step_ms.p90),
-                      fmt::format("{:.2f}", p.samples_per_second), std::isnan(speedup) ? "" : fmt::format("{:.4f}", speedup),
-                      std::isnan(efficiency) ? "" : fmt::format("{:.4f}", efficiency), fmt::format("{:.3f}", m.data_wait_ms),
-                      fmt::format("{:.3f}", m.forward_ms), fmt::format("{:.3f}", m.backward_ms),
-                      fmt::format("{:.3f}", m.backward_compute_ms), fmt::format("{:.3f}", m.comm_ms),
-                      fmt::format("{:.3f}", m.exposed_comm_ms), fmt::format("{:.3f}", m.overlap_ms),
+    t.rows.push_back({bench,
+                      p.facts.label,
+                      std::to_string(p.facts.world_size),
+                      p.facts.device,
+                      p.facts.backend,
+                      std::to_string(p.facts.per_device_batch),
+                      std::to_string(p.facts.gradient_accumulation_steps),
+                      p.facts.precision,
+                      p.facts.comm_hook,
+                      p.facts.one_bucket ? "inf" : fmt::format("{:g}", p.facts.bucket_cap_mb),
+                      std::to_string(p.facts.bucket_bytes.size()),
+                      fmt::format("{:.3f}", m.step_ms),
+                      fmt::format("{:.3f}", p.step_ms.p10),
+                      fmt::format("{:.3f}", p.step_ms.p90),
+                      fmt::format("{:.2f}", p.samples_per_second),
+                      std::isnan(speedup) ? "" : fmt::format("{:.4f}", speedup),
+                      std::isnan(efficiency) ? "" : fmt::format("{:.4f}", efficiency),
+                      fmt::format("{:.3f}", m.data_wait_ms),
+                      fmt::format("{:.3f}", m.forward_ms),
+                      fmt::format("{:.3f}", m.backward_ms),
+                      fmt::format("{:.3f}", m.backward_compute_ms),
+                      fmt::format("{:.3f}", m.comm_ms),
+                      fmt::format("{:.3f}", m.exposed_comm_ms),
+                      fmt::format("{:.3f}", m.overlap_ms),
                       fmt::format("{:.3f}", m.optimizer_ms),
                       std::isfinite(compute_comm_ratio(p)) ? fmt::format("{:.3f}", compute_comm_ratio(p)) : "",
-                      mib(p.peak_memory_bytes), fmt::format("{:.2f}", p.epoch_seconds()), std::to_string(p.step_ms.n)});
+                      mib(p.peak_memory_bytes),
+                      fmt::format("{:.2f}", p.epoch_seconds()),
+                      std::to_string(p.step_ms.n)});
   };
   const double none = std::nan("");
   if (b.scaling) {
     std::vector<ScalingRow> rows = scaling_table(b.scaling->cases);
     for (const Profile& p : b.scaling->cases) {
-      auto r = std::find_if(rows.begin(), rows.end(), [&](const ScalingRow& x) { return x.world_size == p.facts.world_size; });
+      auto r = std::find_if(rows.begin(), rows.end(),
+                            [&](const ScalingRow& x) { return x.world_size == p.facts.world_size; });
       add("scaling", p, r->speedup, r->efficiency);
     }
   }
@@ -285,11 +326,12 @@ std::vector<fs::path> write_report(const ReportInputs& in, const fs::path& out_d
   if (b.scaling) {
     const Profile& p0 = b.scaling->cases.front();
     Table t = scaling_rows(*b.scaling);
-    txt += fmt::format("Scaling ({} scaling: {} sequences per device per step, {} accumulation step(s), {}, {} backend, "
-                       "{} timed steps per world size after {} warm-up, {} round(s)):\n",
-                       b.scaling->mode, p0.facts.per_device_batch, p0.facts.gradient_accumulation_steps,
-                       p0.facts.precision, b.scaling->cases.back().facts.backend, p0.step_ms.n / std::max(1, b.scaling->rounds),
-                       p0.warmup_steps, b.scaling->rounds);
+    txt += fmt::format(
+        "Scaling ({} scaling: {} sequences per device per step, {} accumulation step(s), {}, {} backend, "
+        "{} timed steps per world size after {} warm-up, {} round(s)):\n",
+        b.scaling->mode, p0.facts.per_device_batch, p0.facts.gradient_accumulation_steps, p0.facts.precision,
+        b.scaling->cases.back().facts.backend, p0.step_ms.n / std::max(1, b.scaling->rounds), p0.warmup_steps,
+        b.scaling->rounds);
     txt += text_table(t) + "\n";
     if (b.scaling->rounds > 1) {
       // Drift on a shared machine shows as rounds that disagree.
@@ -305,41 +347,48 @@ std::vector<fs::path> write_report(const ReportInputs& in, const fs::path& out_d
       }
       txt.back() = '\n';
     }
-    txt += "  speedup = samples/s at N ranks / samples/s at 1 rank (T1/TN per sample); efficiency = speedup / N.\n"
-           "  compute = forward + backward autograd pass; comm = all-reduce time; exposed = all-reduce time after "
-           "backward ended.\n\n";
-    Table lt{{"Ranks", "Samples/s", "Speedup", "Efficiency", "Step (ms)", "Exposed comm (ms)", "Epoch (s, est.)"}, {}, "rrrrrrr"};
+    txt +=
+        "  speedup = samples/s at N ranks / samples/s at 1 rank (T1/TN per sample); efficiency = speedup / N.\n"
+        "  compute = forward + backward autograd pass; comm = all-reduce time; exposed = all-reduce time after "
+        "backward ended.\n\n";
+    Table lt{{"Ranks", "Samples/s", "Speedup", "Efficiency", "Step (ms)", "Exposed comm (ms)", "Epoch (s, est.)"},
+             {},
+             "rrrrrrr"};
     for (const auto& row : t.rows) lt.rows.push_back({row[0], row[1], row[2], row[3], row[4], row[8], row[10]});
-    tex += to_latex(lt, fmt::format("DDP scaling, {} ranks on one host ({})", b.scaling->cases.back().facts.world_size,
-                                    p0.facts.device),
+    tex += to_latex(lt,
+                    fmt::format("DDP scaling, {} ranks on one host ({})", b.scaling->cases.back().facts.world_size,
+                                p0.facts.device),
                     "tab:tandem-scaling");
   }
   if (b.buckets) {
     const Profile& p0 = b.buckets->cases.front();
     Table t = bucket_rows(*b.buckets);
     const BucketSweepFacts f = bucket_sweep_facts(*b.buckets);
-    txt += fmt::format("Bucket sweep ({} ranks, {} backend, gradients {:.2f} MB in {} parameters; the config uses "
-                       "ddp_bucket_cap_mb = {:g}):\n",
-                       p0.facts.world_size, p0.facts.backend, p0.facts.gradient_mb(), p0.facts.num_parameters,
-                       b.buckets->current_cap_mb);
+    txt += fmt::format(
+        "Bucket sweep ({} ranks, {} backend, gradients {:.2f} MB in {} parameters; the config uses "
+        "ddp_bucket_cap_mb = {:g}):\n",
+        p0.facts.world_size, p0.facts.backend, p0.facts.gradient_mb(), p0.facts.num_parameters,
+        b.buckets->current_cap_mb);
     txt += text_table(t);
     txt += fmt::format("  fastest: {} ({:.1f} ms per step; its p10-p90 half-spread is {:.1f} ms){}\n", f.best_label,
                        f.best_step_ms, f.noise_ms,
-                       f.current_step_ms > 0 ? fmt::format("; the config's {:g} MB: {:.1f} ms", f.current_cap_mb,
-                                                           f.current_step_ms)
-                                             : "");
+                       f.current_step_ms > 0
+                           ? fmt::format("; the config's {:g} MB: {:.1f} ms", f.current_cap_mb, f.current_step_ms)
+                           : "");
     // Sizes that produce the same buckets measure the same thing twice.
     size_t distinct = 0;
     for (size_t i = 0; i < b.buckets->cases.size(); ++i) {
       bool seen = false;
-      for (size_t k = 0; k < i; ++k) seen |= b.buckets->cases[k].facts.bucket_bytes == b.buckets->cases[i].facts.bucket_bytes;
+      for (size_t k = 0; k < i; ++k)
+        seen |= b.buckets->cases[k].facts.bucket_bytes == b.buckets->cases[i].facts.bucket_bytes;
       distinct += seen ? 0 : 1;
     }
     if (distinct < b.buckets->cases.size())
-      txt += fmt::format("  {} sizes give only {} distinct bucket layouts (the first bucket is 1 MiB, a parameter "
-                         "larger than the cap fills a bucket alone, and a cap above the {:.2f} MB of gradients changes "
-                         "nothing): sizes with the same layout differ only by noise.\n",
-                         b.buckets->cases.size(), distinct, p0.facts.gradient_mb());
+      txt += fmt::format(
+          "  {} sizes give only {} distinct bucket layouts (the first bucket is 1 MiB, a parameter "
+          "larger than the cap fills a bucket alone, and a cap above the {:.2f} MB of gradients changes "
+          "nothing): sizes with the same layout differ only by noise.\n",
+          b.buckets->cases.size(), distinct, p0.facts.gradient_mb());
     if (f.current_step_ms > 0)
       txt += f.current_step_ms - f.best_step_ms > f.noise_ms
                  ? fmt::format("  {} beats the config's size by more than the noise.\n\n", f.best_label)
@@ -372,9 +421,10 @@ std::vector<fs::path> write_report(const ReportInputs& in, const fs::path& out_d
   if (!in.runs.empty()) {
     Table t = run_rows(in.runs);
     write_text(out_dir / "training.csv", to_csv(t), written);
-    txt += "Training runs (epoch time = time between consecutive epoch-end evaluations, one evaluation included; "
-           "epoch 1 also holds start-up and is left out):\n" +
-           text_table(t) + "\n";
+    txt +=
+        "Training runs (epoch time = time between consecutive epoch-end evaluations, one evaluation included; "
+        "epoch 1 also holds start-up and is left out):\n" +
+        text_table(t) + "\n";
   }
   if (!tex.empty()) write_text(out_dir / "summary.tex", tex, written);
 
@@ -383,7 +433,8 @@ std::vector<fs::path> write_report(const ReportInputs& in, const fs::path& out_d
     const std::vector<ScalingRow> rows = scaling_table(b.scaling->cases);
     std::vector<std::string> cats;
     std::vector<Profile> sorted = b.scaling->cases;
-    std::sort(sorted.begin(), sorted.end(), [](const Profile& x, const Profile& y) { return x.facts.world_size < y.facts.world_size; });
+    std::sort(sorted.begin(), sorted.end(),
+              [](const Profile& x, const Profile& y) { return x.facts.world_size < y.facts.world_size; });
     Series speedup{"measured", {}, {}}, ideal{"ideal (N)", {}, {}, true}, eff{"efficiency", {}, {}},
         sps{"samples/s", {}, {}};
     for (const ScalingRow& r : rows) {
@@ -393,10 +444,13 @@ std::vector<fs::path> write_report(const ReportInputs& in, const fs::path& out_d
       eff.y.push_back(100 * r.efficiency);
       sps.y.push_back(r.samples_per_second);
     }
-    BarChart sc{"Speedup", "world size", "speedup (samples/s vs 1 rank)", cats, {speedup}, false, {ideal}, {{1.0, "1x"}}, "{:.2f}"};
-    BarChart ec{"Efficiency", "world size", "efficiency (%)", cats, {eff}, false, {}, {{100, "ideal"}, {80, "80%"}}, "{:.0f}"};
+    BarChart sc{"Speedup",     "world size", "speedup (samples/s vs 1 rank)", cats, {speedup}, false, {ideal},
+                {{1.0, "1x"}}, "{:.2f}"};
+    BarChart ec{"Efficiency", "world size", "efficiency (%)", cats, {eff}, false, {}, {{100, "ideal"}, {80, "80%"}},
+                "{:.0f}"};
     write_text(out_dir / "speedup_efficiency.svg", render_svg({sc, ec}), written);
-    std::vector<Chart> tp{BarChart{"Throughput", "world size", "samples per second (all ranks)", cats, {sps}, false, {}, {}, "{:.0f}"}};
+    std::vector<Chart> tp{
+        BarChart{"Throughput", "world size", "samples per second (all ranks)", cats, {sps}, false, {}, {}, "{:.0f}"}};
     if (b.step && !b.step->cases.empty()) {
       std::vector<std::string> pc;
       Series ps{"samples/s", {}, {}};
@@ -404,17 +458,26 @@ std::vector<fs::path> write_report(const ReportInputs& in, const fs::path& out_d
         pc.push_back(fmt::format("{} ({}r)", p.facts.precision, p.facts.world_size));
         ps.y.push_back(p.samples_per_second);
       }
-      tp.push_back(BarChart{"Throughput by precision", "precision", "samples per second", pc, {ps}, false, {}, {}, "{:.0f}"});
+      tp.push_back(
+          BarChart{"Throughput by precision", "precision", "samples per second", pc, {ps}, false, {}, {}, "{:.0f}"});
     }
     write_text(out_dir / "throughput.svg", render_svg(tp), written);
     write_text(out_dir / "step_breakdown.svg",
-               render_svg({breakdown_chart("Where a step's time goes", "world size", sorted, cats)}, 720, 440), written);
+               render_svg({breakdown_chart("Where a step's time goes", "world size", sorted, cats)}, 720, 440),
+               written);
     if (in.runs.empty()) {
       Series est{"estimated epoch time", {}, {}};
       for (const ScalingRow& r : rows) est.y.push_back(r.epoch_seconds);
       write_text(out_dir / "epoch_time.svg",
-                 render_svg({BarChart{"Epoch time (estimated: epoch examples / throughput)", "world size", "seconds",
-                                      cats, {est}, false, {}, {}, "{:.1f}"}}),
+                 render_svg({BarChart{"Epoch time (estimated: epoch examples / throughput)",
+                                      "world size",
+                                      "seconds",
+                                      cats,
+                                      {est},
+                                      false,
+                                      {},
+                                      {},
+                                      "{:.1f}"}}),
                  written);
     }
   } else if (b.step && !b.step->cases.empty()) {
@@ -425,7 +488,8 @@ std::vector<fs::path> write_report(const ReportInputs& in, const fs::path& out_d
       ps.y.push_back(p.samples_per_second);
     }
     write_text(out_dir / "throughput.svg",
-               render_svg({BarChart{"Throughput by precision", "precision", "samples per second", pc, {ps}, false, {}, {}, "{:.0f}"}}),
+               render_svg({BarChart{
+                   "Throughput by precision", "precision", "samples per second", pc, {ps}, false, {}, {}, "{:.0f}"}}),
                written);
   }
   if (b.step && !b.step->cases.empty()) {
@@ -435,25 +499,35 @@ std::vector<fs::path> write_report(const ReportInputs& in, const fs::path& out_d
       pc.push_back(p.facts.precision);
       mem.y.push_back(static_cast<double>(p.peak_memory_bytes) / (1 << 20));
     }
-    write_text(out_dir / "memory.svg",
-               render_svg({BarChart{"Peak tensor memory per rank", "precision", "MiB", pc, {mem}, false, {}, {}, "{:.1f}"}}),
-               written);
+    write_text(
+        out_dir / "memory.svg",
+        render_svg({BarChart{"Peak tensor memory per rank", "precision", "MiB", pc, {mem}, false, {}, {}, "{:.1f}"}}),
+        written);
   }
   if (b.buckets) {
     std::vector<std::string> cats;
     Series overlap{"overlap %", {}, {}}, exposed{"exposed all-reduce", {}, {}}, step{"step", {}, {}};
     std::vector<double> xs;
     for (const Profile& p : b.buckets->cases) {
-      cats.push_back(fmt::format("{} ({})", p.facts.one_bucket ? std::string("one") : fmt::format("{:g}", p.facts.bucket_cap_mb),
+      cats.push_back(fmt::format("{} ({})",
+                                 p.facts.one_bucket ? std::string("one") : fmt::format("{:g}", p.facts.bucket_cap_mb),
                                  p.facts.bucket_bytes.size()));
       overlap.y.push_back(100 * overlap_fraction(p));
     }
-    BarChart oc{"All-reduce overlapped with backward", "bucket_cap_mb (buckets)", "overlap (% of all-reduce time)", cats,
-                {overlap}, false, {}, {}, "{:.0f}"};
-    write_text(out_dir / "buckets.svg",
-               render_svg({breakdown_chart("Step time by bucket size", "bucket_cap_mb (buckets)", b.buckets->cases, cats), oc},
-                          640, 440),
-               written);
+    BarChart oc{"All-reduce overlapped with backward",
+                "bucket_cap_mb (buckets)",
+                "overlap (% of all-reduce time)",
+                cats,
+                {overlap},
+                false,
+                {},
+                {},
+                "{:.0f}"};
+    write_text(
+        out_dir / "buckets.svg",
+        render_svg({breakdown_chart("Step time by bucket size", "bucket_cap_mb (buckets)", b.buckets->cases, cats), oc},
+                   640, 440),
+        written);
   }
   if (!in.runs.empty()) {
     LineChart acc{"Evaluation accuracy", "epoch", "accuracy", {}, false, {}, false, {}};
@@ -479,23 +553,27 @@ std::vector<fs::path> write_report(const ReportInputs& in, const fs::path& out_d
   if (b.scaling || b.buckets || b.step) {
     const DiagnosisInput d = diagnosis_input(b);
     const Profile& p = d.profile;
-    txt += fmt::format("Diagnosis of the {}-rank profile ({}, {} backend, batch {} x {} accumulation, {}, "
-                       "{:.2f} M parameters = {:.2f} MB of gradients):\n",
-                       p.facts.world_size, p.facts.device, p.facts.backend, p.facts.per_device_batch,
-                       p.facts.gradient_accumulation_steps, p.facts.precision,
-                       static_cast<double>(p.facts.num_parameters) / 1e6, p.facts.gradient_mb());
-    txt += fmt::format("  step {:.1f} ms = data {:.1f} + forward {:.1f} + backward {:.1f} (autograd {:.1f}, exposed "
-                       "all-reduce {:.1f}) + optimizer {:.1f} + other {:.1f}\n",
-                       p.median.step_ms, p.median.data_wait_ms, p.median.forward_ms, p.median.backward_ms,
-                       p.median.backward_compute_ms, p.median.exposed_comm_ms, p.median.optimizer_ms, other_ms(p));
-    txt += fmt::format("  compute/comm ratio {}, exposed all-reduce {} of the step, all-reduce overlapped {}, "
-                       "DataLoader wait {} of the step\n\n",
-                       ratio(compute_comm_ratio(p)), pct(exposed_comm_fraction(p)), pct(overlap_fraction(p)),
-                       pct(data_wait_fraction(p)));
+    txt += fmt::format(
+        "Diagnosis of the {}-rank profile ({}, {} backend, batch {} x {} accumulation, {}, "
+        "{:.2f} M parameters = {:.2f} MB of gradients):\n",
+        p.facts.world_size, p.facts.device, p.facts.backend, p.facts.per_device_batch,
+        p.facts.gradient_accumulation_steps, p.facts.precision, static_cast<double>(p.facts.num_parameters) / 1e6,
+        p.facts.gradient_mb());
+    txt += fmt::format(
+        "  step {:.1f} ms = data {:.1f} + forward {:.1f} + backward {:.1f} (autograd {:.1f}, exposed "
+        "all-reduce {:.1f}) + optimizer {:.1f} + other {:.1f}\n",
+        p.median.step_ms, p.median.data_wait_ms, p.median.forward_ms, p.median.backward_ms,
+        p.median.backward_compute_ms, p.median.exposed_comm_ms, p.median.optimizer_ms, other_ms(p));
+    txt += fmt::format(
+        "  compute/comm ratio {}, exposed all-reduce {} of the step, all-reduce overlapped {}, "
+        "DataLoader wait {} of the step\n\n",
+        ratio(compute_comm_ratio(p)), pct(exposed_comm_fraction(p)), pct(overlap_fraction(p)),
+        pct(data_wait_fraction(p)));
     txt += format_advice(diagnose(d)) + "\n";
-    txt += "Thresholds (report/diagnosis.h): comm-bound when exposed all-reduce > 20% of the step or compute/comm < 1; "
-           "data-bound when DataLoader wait > 10%; sync points when logging or checkpointing costs > 5%; small batch "
-           "below 32 per device; poor scaling below 70% efficiency, negative below 1x.\n";
+    txt +=
+        "Thresholds (report/diagnosis.h): comm-bound when exposed all-reduce > 20% of the step or compute/comm < 1; "
+        "data-bound when DataLoader wait > 10%; sync points when logging or checkpointing costs > 5%; small batch "
+        "below 32 per device; poor scaling below 70% efficiency, negative below 1x.\n";
   }
   write_text(out_dir / "report.txt", txt, written);
   if (text_out) *text_out = txt;

@@ -76,8 +76,9 @@ std::string frame_and_labels(const Frame& f, const std::string& title, const std
   std::string s;
   s += text(panel_x + panel_w / 2, 24, title, "text-anchor=\"middle\" font-size=\"15\" font-weight=\"bold\"");
   s += text(f.x0 + f.w / 2, panel_h - 12, x_label, "text-anchor=\"middle\" font-size=\"12\"");
-  s += fmt::format("<text transform=\"translate({},{}) rotate(-90)\" text-anchor=\"middle\" font-size=\"12\">{}</text>\n",
-                   coord(panel_x + 16), coord(f.y0 + f.h / 2), xml_escape(y_label));
+  s += fmt::format(
+      "<text transform=\"translate({},{}) rotate(-90)\" text-anchor=\"middle\" font-size=\"12\">{}</text>\n",
+      coord(panel_x + 16), coord(f.y0 + f.h / 2), xml_escape(y_label));
   s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#333\"/>\n", coord(f.x0),
                    coord(f.y0), coord(f.w), coord(f.h));
   return s;
@@ -112,13 +113,14 @@ std::string legend(const Frame& f, const std::vector<std::pair<std::string, bool
   for (const auto& [name, dashed] : entries) longest = std::max(longest, name.size());
   const double w = 34 + 6.5 * static_cast<double>(longest), h = 8 + 16 * static_cast<double>(entries.size());
   const double x = f.x0 + f.w - w - 6, y = f.y0 + 6;
-  std::string s = fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"white\" fill-opacity=\"0.85\" "
-                              "stroke=\"#bbb\"/>\n",
-                              coord(x), coord(y), coord(w), coord(h));
+  std::string s = fmt::format(
+      "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"white\" fill-opacity=\"0.85\" "
+      "stroke=\"#bbb\"/>\n",
+      coord(x), coord(y), coord(w), coord(h));
   for (size_t i = 0; i < entries.size(); ++i) {
     const double ly = y + 14 + 16 * static_cast<double>(i);
-    s += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{}\" stroke-width=\"3\"{}/>\n", coord(x + 6),
-                     coord(ly - 4), coord(x + 26), coord(ly - 4), color(i + color_offset),
+    s += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{}\" stroke-width=\"3\"{}/>\n",
+                     coord(x + 6), coord(ly - 4), coord(x + 26), coord(ly - 4), color(i + color_offset),
                      entries[i].second ? " stroke-dasharray=\"5,3\"" : "");
     s += text(x + 30, ly, entries[i].first, "font-size=\"11\"");
   }
@@ -180,8 +182,8 @@ std::string render(const LineChart& c, double panel_x, double w, double h) {
   for (const auto& [t, label] : xticks) {
     if (!std::isfinite(t) || t < f.xlo || t > f.xhi || (c.log_x && t <= 0)) continue;
     const double x = f.px(t);
-    s += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#eee\"/>\n", coord(x), coord(f.y0), coord(x),
-                     coord(f.y0 + f.h));
+    s += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#eee\"/>\n", coord(x), coord(f.y0),
+                     coord(x), coord(f.y0 + f.h));
     s += text(x, f.y0 + f.h + 16, label, "text-anchor=\"middle\" font-size=\"11\"");
   }
   s += reference_lines(f, c.reference_lines);
@@ -190,7 +192,8 @@ std::string render(const LineChart& c, double panel_x, double w, double h) {
     const Series& se = c.series[i];
     std::vector<std::pair<double, double>> pts;
     for (size_t k = 0; k < se.x.size(); ++k)
-      if (std::isfinite(se.x[k]) && std::isfinite(se.y[k]) && !(c.log_x && se.x[k] <= 0)) pts.emplace_back(se.x[k], se.y[k]);
+      if (std::isfinite(se.x[k]) && std::isfinite(se.y[k]) && !(c.log_x && se.x[k] <= 0))
+        pts.emplace_back(se.x[k], se.y[k]);
     s += polyline(f, pts, color(i), se.dashed);
     entries.emplace_back(se.name, se.dashed);
   }
@@ -212,8 +215,10 @@ std::string render(const BarChart& c, double panel_x, double w, double h) {
     double stack = 0;
     for (const Series& s : c.bars) {
       if (!std::isfinite(s.y[k])) continue;
-      if (c.stacked) stack += std::max(0.0, s.y[k]);
-      else yr.add(s.y[k]);
+      if (c.stacked)
+        stack += std::max(0.0, s.y[k]);
+      else
+        yr.add(s.y[k]);
     }
     if (c.stacked) yr.add(stack);
     for (const Series& s : c.overlays) yr.add(s.y[k]);
@@ -223,8 +228,9 @@ std::string render(const BarChart& c, double panel_x, double w, double h) {
   yr.hi += (yr.hi - yr.lo) * 0.08;  // room for value labels
   room_for_legend(yr.lo, yr.hi, c.bars.size() + c.overlays.size(), h - kTop - kBottom);
   const std::vector<double> yt = nice_ticks(yr.lo, yr.hi);
-  Frame f{panel_x + kLeft, kTop, w - kLeft - kRight, h - kTop - kBottom, 0, static_cast<double>(std::max<size_t>(n, 1)),
-          yt.front(), yt.back()};
+  Frame f{panel_x + kLeft,    kTop,     w - kLeft - kRight,
+          h - kTop - kBottom, 0,        static_cast<double>(std::max<size_t>(n, 1)),
+          yt.front(),         yt.back()};
   std::string s = frame_and_labels(f, c.title, c.x_label, c.y_label, panel_x, w, h);
   s += y_axis(f, yt);
   const double slot = f.w / static_cast<double>(std::max<size_t>(n, 1));
@@ -280,8 +286,10 @@ std::string xml_escape(const std::string& t) {
       case '\'': out += "&apos;"; break;
       default:
         // Control characters other than tab/newline are not allowed in XML 1.0.
-        if (static_cast<unsigned char>(ch) < 0x20 && ch != '\t' && ch != '\n' && ch != '\r') out += ' ';
-        else out += ch;
+        if (static_cast<unsigned char>(ch) < 0x20 && ch != '\t' && ch != '\n' && ch != '\r')
+          out += ' ';
+        else
+          out += ch;
     }
   }
   return out;

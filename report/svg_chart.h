@@ -39,7 +39,7 @@ struct LineChart {
 struct BarChart {
   std::string title, x_label, y_label;
   std::vector<std::string> categories;
-  std::vector<Series> bars;      // grouped side by side, or stacked
+  std::vector<Series> bars;  // grouped side by side, or stacked
   bool stacked = false;
   std::vector<Series> overlays;  // drawn as lines with markers across the categories (y per category)
   std::vector<ReferenceLine> reference_lines;

@@ -42,7 +42,13 @@ std::string latex_escape(const std::string& text) {
   for (char c : text) {
     switch (c) {
       case '\\': out += "\\textbackslash{}"; break;
-      case '&': case '%': case '$': case '#': case '_': case '{': case '}': out += std::string("\\") + c; break;
+      case '&':
+      case '%':
+      case '$':
+      case '#':
+      case '_':
+      case '{':
+      case '}': out += std::string("\\") + c; break;
       case '~': out += "\\textasciitilde{}"; break;
       case '^': out += "\\textasciicircum{}"; break;
       default: out += c;

@@ -11,7 +11,7 @@ namespace tandem::report {
 struct Table {
   std::vector<std::string> header;
   std::vector<std::vector<std::string>> rows;  // each as long as the header
-  std::string align;  // LaTeX column spec, one letter per column ("lrrr"); empty: l then r
+  std::string align;                           // LaTeX column spec, one letter per column ("lrrr"); empty: l then r
 };
 
 // Quotes a field when it holds a comma, a quote, CR or LF (quotes doubled).

@@ -93,7 +93,8 @@ TEST(OutOfMemory, RecognisesAllocatorAndCublasFailures) {
 }
 
 TEST(RunTrial, AnAllocationFailureIsATrialThatDoesNotFit) {
-  const ProbeResult r = run_trial([]() -> int64_t { TANDEM_FAIL("CUDA out of memory on cuda:0 allocating 1 bytes"); }, 0);
+  const ProbeResult r =
+      run_trial([]() -> int64_t { TANDEM_FAIL("CUDA out of memory on cuda:0 allocating 1 bytes"); }, 0);
   EXPECT_FALSE(r.fits);
   EXPECT_NE(r.error.find("out of memory"), std::string::npos);
   EXPECT_FALSE(run_trial([]() -> int64_t { throw std::bad_alloc(); }, 0).fits);

@@ -117,8 +117,9 @@ TEST_F(BenchCommands, StepMeasuresEachPrecisionWithItsPeakMemory) {
 }
 
 TEST_F(BenchCommands, FindBatchSizeStopsWhereTheMemoryLimitIsCrossed) {
-  const CommandRun r = run("find-batch-size --config " + config_ +
-                    " --set data.vocab_max_size=1000 --start 4 --max-batch 4096 --memory-limit 16M --out " + dir_.string());
+  const CommandRun r =
+      run("find-batch-size --config " + config_ +
+          " --set data.vocab_max_size=1000 --start 4 --max-batch 4096 --memory-limit 16M --out " + dir_.string());
   ASSERT_EQ(r.status, 0) << r.output;
   report::BenchFolder f = report::read_bench_folder(dir_);
   ASSERT_TRUE(f.batch_search.has_value());

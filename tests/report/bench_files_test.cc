@@ -3,10 +3,10 @@
 #include "report/bench_files.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
-#include <unistd.h>
 
 #include "core/check.h"
 

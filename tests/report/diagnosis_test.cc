@@ -1,12 +1,13 @@
 // The diagnosis on synthetic profiles: each kind of bottleneck gets its own
 // finding and names the knobs a user would turn.
 #include "report/diagnosis.h"
-#include "report/stats.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <optional>
+
+#include "report/stats.h"
 
 namespace tandem::report {
 namespace {

@@ -38,9 +38,8 @@ TEST(Summarize, MedianAndPercentilesInterpolateLikeNumpy) {
 
 TEST(Aggregate, StepTimeIsTheSlowestRankAndPhasesTheRankMean) {
   // Two ranks, three steps.
-  const std::vector<std::vector<StepSample>> ranks = {
-      {sample(10, 2, 1), sample(12, 2, 0), sample(11, 2, 5)},
-      {sample(14, 4, 0), sample(9, 4, 3), sample(13, 4, 0)}};
+  const std::vector<std::vector<StepSample>> ranks = {{sample(10, 2, 1), sample(12, 2, 0), sample(11, 2, 5)},
+                                                      {sample(14, 4, 0), sample(9, 4, 3), sample(13, 4, 0)}};
   const Profile p = aggregate(facts(2, 8), ranks, 5, {100, 300}, 42);
   EXPECT_DOUBLE_EQ(p.median.step_ms, 13);  // max per step: 14, 12, 13
   EXPECT_DOUBLE_EQ(p.median.forward_ms, 3);

@@ -91,9 +91,9 @@ class ReportTest : public ::testing::Test {
 TEST_F(ReportTest, WritesEveryTablePlotAndTheTextReport) {
   std::string text;
   const auto written = write_report(inputs(), dir_ / "out", &text);
-  for (const char* name : {"summary.csv", "summary.tex", "training.csv", "report.txt", "speedup_efficiency.svg",
-                           "throughput.svg", "step_breakdown.svg", "buckets.svg", "memory.svg", "accuracy.svg",
-                           "epoch_time.svg"}) {
+  for (const char* name :
+       {"summary.csv", "summary.tex", "training.csv", "report.txt", "speedup_efficiency.svg", "throughput.svg",
+        "step_breakdown.svg", "buckets.svg", "memory.svg", "accuracy.svg", "epoch_time.svg"}) {
     EXPECT_TRUE(fs::exists(dir_ / "out" / name)) << name;
     EXPECT_NE(std::find(written.begin(), written.end(), dir_ / "out" / name), written.end()) << name;
   }

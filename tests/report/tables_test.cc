@@ -31,9 +31,7 @@ TEST(Csv, PlainFieldsAreNotQuoted) {
   EXPECT_EQ(csv_field("a\"b"), "\"a\"\"b\"");
 }
 
-TEST(Csv, RaggedRowIsAnError) {
-  EXPECT_THROW(to_csv(Table{{"a", "b"}, {{"1"}}, ""}), Error);
-}
+TEST(Csv, RaggedRowIsAnError) { EXPECT_THROW(to_csv(Table{{"a", "b"}, {{"1"}}, ""}), Error); }
 
 TEST(Latex, BooktabsTableWithOneLinePerRow) {
   Table t{{"Ranks", "Speedup"}, {{"1", "1.00"}, {"2", "1.85"}}, "rr"};
@@ -54,9 +52,7 @@ TEST(Latex, SpecialCharactersAreEscaped) {
             "50\\% of ddp\\_bucket\\_cap\\_mb \\& \\$x\\#\\{\\}\\textasciitilde{}\\textasciicircum{}\\textbackslash{}");
 }
 
-TEST(Latex, AlignmentOfTheWrongLengthIsAnError) {
-  EXPECT_THROW(to_latex(Table{{"a", "b"}, {}, "l"}, "c", "l"), Error);
-}
+TEST(Latex, AlignmentOfTheWrongLengthIsAnError) { EXPECT_THROW(to_latex(Table{{"a", "b"}, {}, "l"}, "c", "l"), Error); }
 
 }  // namespace
 }  // namespace tandem::report

@@ -34,7 +34,8 @@ TEST_F(TrainingRunTest, ReadsEvaluationsAndResults) {
         "100,1.0000,1.200000,0.500000,14.00\n"
         "200,2.0000,1.000000,0.600000,24.50\n"
         "300,3.0000,0.900000,0.650000,35.50\n");
-  write("results.json", R"({"world_size": 2, "samples_per_second": 321.5, "train_seconds": 33.0, "eval_accuracy": 0.65})");
+  write("results.json",
+        R"({"world_size": 2, "samples_per_second": 321.5, "train_seconds": 33.0, "eval_accuracy": 0.65})");
   const TrainingRun r = read_training_run(dir_, "2 ranks");
   EXPECT_EQ(r.label, "2 ranks");
   EXPECT_EQ(r.world_size, 2);
