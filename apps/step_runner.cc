@@ -147,15 +147,8 @@ struct StepRunner::State {
         const Clock::time_point tc = Clock::now();
         s.forward_ms += ms_between(ta, tb);
         s.backward_ms += ms_between(tb, tc);
-        if (ddp && last) {
-          const ddp::IterationStats& st = ddp->stats();
-          s.backward_compute_ms += st.backward_compute_ms;
-          s.comm_ms = st.backward_comm_ms;
-          s.exposed_comm_ms = st.exposed_comm_ms;
-          s.overlap_ms = st.overlap_ms;
-        } else {
-          s.backward_compute_ms += ms_between(tb, tc);
-        }
+        // The synchronised micro-step's autograd time comes from DDP's statistics at the end of the step.
+        if (!(ddp && last)) s.backward_compute_ms += ms_between(tb, tc);
         last_loss = loss.detach();
       };
       if (ddp && !last) {
@@ -181,6 +174,14 @@ struct StepRunner::State {
     }
     if (device.is_cuda()) cuda::current_stream(device.index).synchronize();
     s.step_ms = ms_between(t0, Clock::now());
+    if (ddp) {
+      // After the device synchronisation, so that completing NCCL's comm times does not block.
+      const ddp::IterationStats& st = ddp->complete_stats();
+      s.backward_compute_ms += st.backward_compute_ms;
+      s.comm_ms = st.backward_comm_ms;
+      s.exposed_comm_ms = st.exposed_comm_ms;
+      s.overlap_ms = st.overlap_ms;
+    }
     return s;
   }
 };
