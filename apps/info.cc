@@ -2,7 +2,12 @@
 #include <fmt/format.h>
 
 #include "apps/commands.h"
+#include "comm/init.h"
 #include "core/stream.h"
+
+#if TANDEM_WITH_CUDNN
+#include <cudnn.h>
+#endif
 
 namespace tandem::apps {
 
@@ -11,6 +16,14 @@ void add_info_command(CLI::App& app) {
   cmd->callback([] {
     fmt::print("tandem {}\n", TANDEM_VERSION);
     fmt::print("cuda backend: {}\n", cuda::built_with_cuda() ? "built" : "not built");
+    const std::string nccl = comm::nccl_version();
+    fmt::print("nccl backend: {}\n", nccl.empty() ? "not built (ring only)" : "built, NCCL " + nccl);
+#if TANDEM_WITH_CUDNN
+    const size_t v = cudnnGetVersion();  // major * 10000 + minor * 100 + patch since cuDNN 9
+    fmt::print("cudnn: {}.{}.{}\n", v / 10000, (v / 100) % 100, v % 100);
+#else
+    fmt::print("cudnn: not found at build time\n");
+#endif
     fmt::print("cuda devices: {}\n", cuda::device_count());
   });
 }

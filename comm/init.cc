@@ -4,14 +4,27 @@
 #include "core/check.h"
 #include "core/stream.h"
 
-#if TANDEM_WITH_CUDA
+#if TANDEM_WITH_NCCL
+#include <nccl.h>
+
 #include "comm/nccl_process_group.h"
 #endif
 
 namespace tandem::comm {
 
+std::string nccl_version() {
+#if TANDEM_WITH_NCCL
+  int v = 0;
+  if (ncclGetVersion(&v) != ncclSuccess) return "unknown";
+  // NCCL_VERSION_CODE: major * 10000 + minor * 100 + patch since 2.9.
+  return fmt::format("{}.{}.{}", v / 10000, (v / 100) % 100, v % 100);
+#else
+  return "";
+#endif
+}
+
 bool has_own_gpu(const RankInfo& info) {
-  return cuda::built_with_cuda() && cuda::device_count() >= info.local_world_size;
+  return !nccl_version().empty() && cuda::device_count() >= info.local_world_size;
 }
 
 std::shared_ptr<Store> connect_store(const RankInfo& info, std::chrono::milliseconds timeout) {
@@ -44,14 +57,16 @@ std::shared_ptr<ProcessGroup> make_process_group(const std::string& backend, std
                "unknown process group backend '{}' (ring, nccl, auto)", backend);
   std::string chosen = backend == "auto" ? choose_auto(*store, info, options) : backend;
   if (chosen == "ring") return std::make_shared<RingProcessGroup>(std::move(store), info.rank, info.world_size, options);
-#if TANDEM_WITH_CUDA
+#if TANDEM_WITH_NCCL
   TANDEM_CHECK(cuda::device_count() > info.local_rank,
                "backend 'nccl': local rank {} needs its own GPU but {} CUDA device(s) are present (use 'ring' to "
                "share GPUs)",
                info.local_rank, cuda::device_count());
   return std::make_shared<NcclProcessGroup>(std::move(store), info.rank, info.world_size, info.local_rank, options);
 #else
-  TANDEM_FAIL("backend 'nccl': Tandem was built without CUDA (use 'ring')");
+  TANDEM_FAIL("backend 'nccl': Tandem was built without {} (use 'ring'{})",
+              cuda::built_with_cuda() ? "NCCL" : "CUDA",
+              cuda::built_with_cuda() ? ", or rebuild with NCCL_ROOT pointing at an NCCL install" : "");
 #endif
 }
 

@@ -19,7 +19,22 @@ thread_local std::array<Stream, kMaxDevices> tls_current{};
 void check_device_index(int device) {
   TANDEM_CHECK(device >= 0 && device < kMaxDevices, "CUDA device index {} out of range", device);
 }
+
+std::string cuda_version_text(int v) { return v == 0 ? "none" : fmt::format("{}.{}", v / 1000, (v % 1000) / 10); }
 }  // namespace
+
+std::string device_start_error(int error, const char* error_name, const char* error_text, int driver_version,
+                               int runtime_version) {
+  // "No GPU here" means CPU only: no device (cudaErrorNoDevice = 100), or no
+  // NVIDIA driver at all (cudaErrorInsufficientDriver = 35 with no driver
+  // version: a CI machine with the toolkit installed). Anything else is an
+  // error: reading it as "no GPU" would silently skip every GPU test.
+  constexpr int kInsufficientDriver = 35, kNoDevice = 100;
+  if (error == kNoDevice || (error == kInsufficientDriver && driver_version == 0)) return "";
+  return fmt::format("CUDA cannot start: {} ({}); the driver supports CUDA {}, this build's runtime is CUDA {}{}",
+                     error_name, error_text, cuda_version_text(driver_version), cuda_version_text(runtime_version),
+                     error == kInsufficientDriver ? " (update the driver, or build with an older CUDA toolkit)" : "");
+}
 
 bool built_with_cuda() {
 #if TANDEM_WITH_CUDA
@@ -31,15 +46,20 @@ bool built_with_cuda() {
 
 #if TANDEM_WITH_CUDA
 
+static_assert(cudaErrorInsufficientDriver == 35 && cudaErrorNoDevice == 100, "device_start_error's error codes");
+
 int device_count() {
   static const int count = [] {
     int n = 0;
-    // No driver or no device is not an error here: it means "CPU only".
-    if (cudaGetDeviceCount(&n) != cudaSuccess) {
-      (void)cudaGetLastError();
-      return 0;
-    }
-    return n;
+    const cudaError_t e = cudaGetDeviceCount(&n);
+    if (e == cudaSuccess) return n;
+    (void)cudaGetLastError();
+    int driver = 0, runtime = 0;
+    (void)cudaDriverGetVersion(&driver);  // 0 when no driver is loaded at all
+    (void)cudaRuntimeGetVersion(&runtime);
+    const std::string error = device_start_error(e, cudaGetErrorName(e), cudaGetErrorString(e), driver, runtime);
+    TANDEM_CHECK(error.empty(), "{}", error);
+    return 0;
   }();
   return count;
 }

@@ -11,15 +11,25 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 namespace tandem::cuda {
 
 bool built_with_cuda();
-int device_count();       // 0 when not built with CUDA or no driver/device is present
-bool available();         // device_count() > 0
+// 0 when not built with CUDA, or when the machine has no NVIDIA driver or no
+// device. Any other start-up failure (a driver older than the runtime, a busy
+// or broken device) throws Error naming it and both CUDA versions.
+int device_count();
+bool available();  // device_count() > 0
 void set_device(int index);
 int current_device();
 void device_synchronize();
+
+// device_count()'s reading of a failed cudaGetDeviceCount: "" when it means
+// "no GPU here", else the message to throw. Versions as CUDA encodes them
+// (13000 = 13.0; 0 = no driver).
+std::string device_start_error(int error, const char* error_name, const char* error_text, int driver_version,
+                               int runtime_version);
 
 class Stream {
  public:

@@ -1,7 +1,7 @@
 // The fortune cookie databases of the Debian `fortunes` and `fortunes-min`
 // packages as a text-classification data set: the category is the label.
 //
-// A category is a text file in the fortunes folder (/usr/share/games/fortunes)
+// A category is a text file in the fortunes folder (kDefaultFortunesDir)
 // whose entries are separated by lines holding only "%". Index files (*.dat),
 // the *.u8 symlinks, any other symlink, hidden files and subfolders (notably
 // off/, the offensive set) are not categories. Empty entries (two "%" lines in
@@ -17,7 +17,9 @@
 
 namespace tandem::data {
 
-inline const std::filesystem::path kDefaultFortunesDir = "/usr/share/games/fortunes";
+// Where the packages put them: /usr/share/games/fortunes, unless the build was
+// configured with another TANDEM_FORTUNES_DIR (an offline build's bundle).
+inline const std::filesystem::path kDefaultFortunesDir = TANDEM_FORTUNES_DIR;
 
 // The demo's categories: distinct topics with 147..1051 entries each (2326 in all).
 // A bag-of-words naive Bayes reaches about 77% on a 10% test split against a

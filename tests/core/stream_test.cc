@@ -8,15 +8,37 @@
 namespace tandem {
 namespace {
 
-TEST(Streams, WithoutAGpuCreatingOneIsAClearError) {
-  if (cuda::available()) GTEST_SKIP() << "a GPU is present";
+TEST(Streams, CreatingOneOnAMissingDeviceIsAClearError) {
+  // Device index device_count() is one past the last: absent on every machine, GPU or not.
   try {
-    cuda::Stream::create(0);
+    cuda::Stream::create(cuda::device_count());
     FAIL() << "expected an error";
   } catch (const Error& e) {
     std::string m = e.what();
     EXPECT_TRUE(m.find("CUDA") != std::string::npos) << m;
   }
+}
+
+TEST(DeviceStart, NoDeviceMeansCpuOnly) {
+  EXPECT_EQ(cuda::device_start_error(100, "cudaErrorNoDevice", "no CUDA-capable device is detected", 13000, 13000), "");
+}
+
+TEST(DeviceStart, NoDriverAtAllMeansCpuOnly) {
+  EXPECT_EQ(cuda::device_start_error(35, "cudaErrorInsufficientDriver", "insufficient driver", 0, 13000), "");
+}
+
+TEST(DeviceStart, ADriverOlderThanTheRuntimeIsAnErrorNamingBothVersions) {
+  const std::string m =
+      cuda::device_start_error(35, "cudaErrorInsufficientDriver", "insufficient driver", 12080, 13000);
+  EXPECT_NE(m.find("cudaErrorInsufficientDriver"), std::string::npos) << m;
+  EXPECT_NE(m.find("driver supports CUDA 12.8"), std::string::npos) << m;
+  EXPECT_NE(m.find("runtime is CUDA 13.0"), std::string::npos) << m;
+  EXPECT_NE(m.find("update the driver"), std::string::npos) << m;
+}
+
+TEST(DeviceStart, ABrokenOrBusyDeviceIsAnError) {
+  const std::string m = cuda::device_start_error(46, "cudaErrorDevicesUnavailable", "busy", 13000, 13000);
+  EXPECT_NE(m.find("cudaErrorDevicesUnavailable (busy)"), std::string::npos) << m;
 }
 
 TEST(Streams, GuardMakesAStreamCurrentForItsScope) {

@@ -1,5 +1,5 @@
-// Test helpers: finite-difference gradient checks, tensor comparison with
-// tolerances, and skipping GPU tests where no GPU is present.
+// Test helpers: finite-difference gradient checks and tensor comparison with
+// tolerances (TANDEM_REQUIRE_GPU for GPU tests comes with them, from require_gpu.h).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -7,8 +7,8 @@
 #include <functional>
 #include <vector>
 
-#include "core/stream.h"
 #include "core/tensor.h"
+#include "tests/testing/require_gpu.h"  // TANDEM_REQUIRE_GPU(), which the GPU tests use with these checks
 
 namespace tandem::testing {
 
@@ -33,11 +33,3 @@ struct GradcheckOptions {
 Tensor random_tensor(const Shape& shape, uint64_t seed, DType dtype = DType::F64, Device device = Device::cpu());
 
 }  // namespace tandem::testing
-
-// GPU tests call this first: without a CUDA device they are skipped with a reason, never failed.
-#define TANDEM_REQUIRE_GPU()                                                                        \
-  do {                                                                                              \
-    if (!::tandem::cuda::available())                                                               \
-      GTEST_SKIP() << (::tandem::cuda::built_with_cuda() ? "no CUDA device present"                 \
-                                                         : "built without CUDA (TANDEM_CUDA=OFF)"); \
-  } while (0)
