@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up, builds and runs every test: the Release build (with CUDA where nvcc
 # exists; GPU tests skip without a GPU), then the CPU tests again under
-# AddressSanitizer + UndefinedBehaviorSanitizer. TANDEM_SANITIZE=0 skips the
+# AddressSanitizer + UndefinedBehaviorSanitizer, built from the offline bundle
+# with the system packages hidden (docs/device.md). TANDEM_SANITIZE=0 skips the
 # second pass.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,11 +14,27 @@ scripts/setup.sh
 ctest --test-dir build --output-on-failure -j"$jobs" --timeout 600
 
 if [ "${TANDEM_SANITIZE:-1}" != "0" ]; then
-  launcher=()
-  command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
-  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTANDEM_CUDA=OFF -DTANDEM_SANITIZE=ON \
-    -DTANDEM_BUILD_BENCH=OFF "${launcher[@]}" >/dev/null
-  cmake --build build-asan -j"$jobs"
-  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-    ctest --test-dir build-asan --output-on-failure -j"$jobs" --timeout 900
+  # The sanitizer build is also the offline-build check: it is built from an
+  # offline bundle (scripts/offline-bundle.sh, what the lent GPU machine gets,
+  # having no apt) with the system's copies of those packages hidden, so the
+  # bundle alone must be enough, and the binaries must load the bundle's
+  # libraries and read the bundle's fortunes data.
+  scripts/offline-bundle.sh build-offline-bundle
+  hide=(tests/offline/hide_system_packages.sh build-offline-bundle)
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "test: not root, so the offline build runs with the system packages visible (hiding them needs unshare)"
+    hide=()
+  fi
+  "${hide[@]}" env jobs="$jobs" bash -c '
+    set -euo pipefail
+    TANDEM_CONFIGURE_ONLY=1 scripts/offline-build.sh build-offline-bundle build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+      -DTANDEM_CUDA=OFF -DTANDEM_SANITIZE=ON -DTANDEM_BUILD_BENCH=OFF >/dev/null
+    cmake --build build-asan -j"$jobs"
+    bundle_lib=$(cd build-offline-bundle/root && pwd)
+    ldd build-asan/tests/report_tests | grep -q "libxml2.so.2 => $bundle_lib" ||
+      { echo "offline build: report_tests does not load the bundle'"'"'s libxml2"; ldd build-asan/tests/report_tests; exit 1; }
+    build-asan/apps/tandem data fortunes | grep -q startrek ||
+      { echo "offline build: the fortunes data of the bundle is not found"; exit 1; }
+    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+      ctest --test-dir build-asan --output-on-failure -j"$jobs" --timeout 900'
 fi

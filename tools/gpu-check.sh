@@ -1,39 +1,198 @@
 #!/usr/bin/env bash
-# The whole GPU check in one command, for a machine with an NVIDIA GPU, nvcc and
-# CMake (no apt needed if the build dependencies are already there; see
-# docs/device.md for what the lent H100/H200 machines lack and how to carry it).
+# The GPU check, in phases that each end well inside the device tool's 10-minute
+# limit and write their results under $OUT as they go (docs/device.md):
 #
-# Builds Tandem with CUDA (sm_90 unless CUDA_ARCH is set), runs every test
-# (GPU tests included: they must run, not skip), then the benchmarks that exist,
-# and prints a summary. Results go to ${OUT:-gpu-results}/.
+#     tools/gpu-check.sh [PHASE...]        (default: probe build test)
+#
+#   probe     what the machine has (tools/gpu-probe.sh)                 ~10 s
+#   build     configure and build everything with CUDA, all cores       ~3 min
+#   test      every test with TANDEM_REQUIRE_GPU=1 (a GPU test that would
+#             skip fails instead), the GPU tests first                   ~3 min
+#   sanitize  compute-sanitizer memcheck, then racecheck, on the GPU tests
+#             of the kernel, attention and optimizer suites              ~5 min
+#   bench     each benchmark with --device cuda, each under a timeout    ~5 min
+#   compare   Tandem against PyTorch eager and torch.compile
+#             (bench/pytorch/compare.py; COMPARE_CONFIGS, default the demo)
+#
+# Each phase writes $OUT/<phase>.txt whose first lines are its summary
+# (passed / failed / skipped with reasons, sanitizer errors, the table), with
+# the whole log beside it, and prints that summary. A phase that needs the
+# build builds only its own targets, so phases can be run in separate calls;
+# but the device machine starts bare after 30 s idle, so give one call the
+# phases that share a build. Each phase stops at its own time limit
+# (PHASE_TIMEOUT seconds, default 480) and the next one still runs.
+#
+# Dependencies: if OFFLINE_BUNDLE names a folder made by
+# scripts/offline-bundle.sh (carried to the machine), the build uses it
+# (scripts/offline-build.sh); otherwise the system's packages. NCCL and cuDNN
+# are found in the toolkit or pip's nvidia-* wheels (cmake/FindNCCL.cmake).
+# CUDA_ARCH (default 90) picks the GPU architecture; BUILD (default build-gpu)
+# the build folder. The exit status is 1 when any phase failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-gpu-results}
-mkdir -p "$out"
+build=${BUILD:-build-gpu}
 arch=${CUDA_ARCH:-90}
+limit=${PHASE_TIMEOUT:-480}
+jobs=$(nproc)
+mkdir -p "$out"
+phases=("$@")
+[ ${#phases[@]} -gt 0 ] || phases=(probe build test)
+status=0
 
-{
-  echo "# GPU check $(date -u +%Y-%m-%dT%H:%MZ)"
-  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || echo "nvidia-smi: not found"
-  nvcc --version 2>/dev/null | tail -1
-} | tee "$out/machine.txt"
+# summary PHASE TEXT...: the phase's summary, printed and put first in $out/PHASE.txt.
+summary() {
+  local phase=$1
+  shift
+  { printf '# %s  %s\n' "$phase" "$(date -u +%Y-%m-%dT%H:%M:%SZ)"; printf '%s\n' "$@"; } >"$out/$phase.txt"
+  [ -f "$out/$phase.log" ] && printf '\n(full log: %s.log)\n' "$phase" >>"$out/$phase.txt"
+  cat "$out/$phase.txt"
+}
 
-cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DTANDEM_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$arch" \
-  >"$out/configure.log" 2>&1 || { echo "configure failed"; tail -20 "$out/configure.log"; exit 1; }
-cmake --build build-gpu -j"$(nproc)" >"$out/build.log" 2>&1 || { echo "build failed"; grep -m20 error "$out/build.log"; exit 1; }
+configure() {
+  [ -f "$build/build.ninja" ] && return 0
+  local args=(-DCMAKE_BUILD_TYPE=Release -DTANDEM_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$arch")
+  if [ -n "${OFFLINE_BUNDLE:-}" ]; then
+    TANDEM_CONFIGURE_ONLY=1 scripts/offline-build.sh "$OFFLINE_BUNDLE" "$build" "${args[@]}"
+  else
+    cmake -S . -B "$build" -G Ninja "${args[@]}"
+  fi
+}
 
-ctest --test-dir build-gpu --output-on-failure -j4 --timeout 900 >"$out/ctest.log" 2>&1
-status=$?
-skipped=$(grep -c "Skipped" "$out/ctest.log" || true)
+# build_targets LOG TARGET...: configure if needed, then build those targets.
+build_targets() {
+  local log=$1
+  shift
+  configure >>"$log" 2>&1 && cmake --build "$build" -j"$jobs" --target "$@" >>"$log" 2>&1
+}
 
-for b in build-gpu/bench/*_bench; do
-  [ -x "$b" ] || continue
-  echo "== $(basename "$b")" | tee -a "$out/bench.txt"
-  "$b" --device cuda 2>&1 | tee -a "$out/bench.txt" || true
+# The GPU tests, as a ctest regex: tests whose body or fixture calls TANDEM_REQUIRE_GPU().
+gpu_test_regex() {
+  python3 - <<'PY'
+import re, pathlib
+names = set()
+for f in pathlib.Path("tests").rglob("*.cc"):
+    src = f.read_text(errors="replace")
+    fixtures = {m.group(1) for m in re.finditer(r"class (\w+)\s*:[^{]*\{[^}]*?SetUp\(\)[^}]*TANDEM_REQUIRE_GPU", src, re.S)}
+    for m in re.finditer(r"TEST(?:_F|_P)?\((\w+),\s*(\w+)\)\s*\{([^}]*)", src):  # to the first "}": the check comes first
+        if m.group(1) in fixtures or "TANDEM_REQUIRE_GPU" in m.group(3):
+            names.add(re.escape(m.group(1)) + r"\." + re.escape(m.group(2)))
+print("(" + "|".join(sorted(names)) + ")" if names else "^$")
+PY
+}
+
+# ctest_summary LOG: passed/failed/skipped counts, the failures and the skip reasons.
+ctest_summary() {
+  grep -E "tests passed|tests failed" "$1" | tail -1
+  grep -E "\((Failed|SEGFAULT|Timeout|Subprocess aborted|Child aborted|Exception)\)" "$1" | sed 's/^/failed: /' | head -30
+  grep -E "\(Skipped\)" "$1" | sed 's/^/skipped: /' | head -30
+}
+
+phase_probe() {
+  tools/gpu-probe.sh >"$out/probe.log" 2>&1
+  summary probe "$(cat "$out/probe.log")"
+}
+
+phase_build() {
+  local log="$out/build.log" t0=$SECONDS
+  : >"$log"
+  if configure >>"$log" 2>&1 && cmake --build "$build" -j"$jobs" >>"$log" 2>&1; then
+    summary build "built in $((SECONDS - t0)) s ($jobs cores, sm_$arch)" "$(grep -E "Tandem:|Found NCCL|Found CUDNN" "$log")"
+  else
+    summary build "BUILD FAILED after $((SECONDS - t0)) s" "$(grep -E -m30 "error|Error|FAILED" "$log")"
+    return 1
+  fi
+}
+
+phase_test() {
+  local log="$out/test.log" regex
+  : >"$log"
+  build_targets "$log" all || { summary test "build failed: see test.log" "$(grep -E -m20 "error|FAILED" "$log")"; return 1; }
+  regex=$(gpu_test_regex)
+  export TANDEM_REQUIRE_GPU=1
+  echo "== GPU tests" >"$out/test_gpu.log"
+  ctest --test-dir "$build" -R "$regex" --output-on-failure -j4 --timeout 300 >>"$out/test_gpu.log" 2>&1
+  local gpu_rc=$?
+  echo "== all other tests" >"$log"
+  ctest --test-dir "$build" -E "$regex" --output-on-failure -j"$jobs" --timeout 300 >>"$log" 2>&1
+  local rest_rc=$?
+  summary test "GPU tests (TANDEM_REQUIRE_GPU=1):" "$(ctest_summary "$out/test_gpu.log")" "" \
+    "all other tests:" "$(ctest_summary "$log")" "" "(GPU test log: test_gpu.log)"
+  [ $gpu_rc -eq 0 ] && [ $rest_rc -eq 0 ]
+}
+
+phase_sanitize() {
+  local log="$out/sanitize.log" rc=0 regex lines=()
+  : >"$log"
+  build_targets "$log" kernels_tests ops_tests attention_tests optim_tests ||
+    { summary sanitize "build failed: see sanitize.log"; return 1; }
+  regex=$(gpu_test_regex)
+  local filter
+  filter=$(sed -E 's/^\(|\)$//g; s/\\\././g; s/\|/:/g' <<<"$regex")
+  for tool in memcheck racecheck; do
+    for t in kernels_tests ops_tests attention_tests optim_tests; do
+      local tlog="$out/sanitize_${tool}_$t.log"
+      TANDEM_REQUIRE_GPU=1 compute-sanitizer --tool "$tool" --error-exitcode 3 --print-limit 20 \
+        "$build/tests/$t" --gtest_filter="$filter" >"$tlog" 2>&1
+      local r=$?
+      local errors
+      errors=$(grep -m1 -E "ERROR SUMMARY|RACECHECK SUMMARY" "$tlog" || echo "no summary (exit $r)")
+      lines+=("$tool $t: exit $r; $errors; $(grep -E '^\[  (PASSED|FAILED|SKIPPED)' "$tlog" | tr '\n' ' ')")
+      [ $r -eq 0 ] || rc=1
+    done
+  done
+  cat "$out"/sanitize_*.log >>"$log"
+  summary sanitize "${lines[@]}"
+  return $rc
+}
+
+phase_bench() {
+  local log="$out/bench.log" rc=0 lines=()
+  : >"$log"
+  build_targets "$log" optim_bench kernels_bench attention_bench classifier_bench tandem ||
+    { summary bench "build failed: see bench.log"; return 1; }
+  for b in kernels_bench optim_bench attention_bench classifier_bench; do
+    echo "== $b --device cuda" >>"$log"
+    timeout 120 "$build/bench/$b" --device cuda >"$out/bench_$b.txt" 2>&1
+    local r=$?
+    cat "$out/bench_$b.txt" >>"$log"
+    lines+=("== $b (exit $r$([ $r -eq 124 ] && echo ', timed out at 120 s'))" "$(grep -E '^\|' "$out/bench_$b.txt" | head -40)")
+    [ $r -eq 0 ] || rc=1
+  done
+  echo "== tandem bench allreduce (nccl, 1 rank)" >>"$log"
+  timeout 60 "$build/apps/tandem" bench allreduce --backend nccl >>"$log" 2>&1 || rc=1
+  summary bench "${lines[@]}"
+  return $rc
+}
+
+phase_compare() {
+  local log="$out/compare.log" args=()
+  : >"$log"
+  build_targets "$log" tandem || { summary compare "build failed: see compare.log"; return 1; }
+  for c in ${COMPARE_CONFIGS:-configs/fortunes_demo.yaml}; do args+=(--config "$c"); done
+  python3 bench/pytorch/compare.py "${args[@]}" --set bf16=true --nproc 1 --tandem "$build/apps/tandem" \
+    --out "$out/compare" >>"$log" 2>&1
+  local r=$?
+  summary compare "exit $r" "$(cat "$out/compare/compare.md" 2>/dev/null || tail -20 "$log")"
+  return $r
+}
+
+for p in "${phases[@]}"; do
+  if ! declare -F "phase_$p" >/dev/null; then
+    echo "gpu-check: unknown phase '$p' (probe build test sanitize bench compare)" >&2
+    exit 2
+  fi
 done
-
-echo "== summary"
-grep -E "tests passed|tests failed" "$out/ctest.log"
-echo "skipped tests: $skipped (on a GPU machine this should be 0)"
-grep -E "\(Failed\)|\(SEGFAULT\)|\(Timeout\)" "$out/ctest.log" | head -20
+for p in "${phases[@]}"; do
+  echo "==== phase $p (limit ${limit} s)"
+  # Each phase in its own shell under a time limit, so one that hangs cannot eat the next one's time.
+  export -f summary configure build_targets gpu_test_regex ctest_summary "phase_$p"
+  export out build arch jobs
+  timeout "$limit" bash -c "phase_$p"
+  r=$?
+  if [ $r -eq 124 ]; then
+    echo "phase $p: stopped at its ${limit} s limit" | tee -a "$out/$p.txt"
+  fi
+  [ $r -eq 0 ] || status=1
+done
 exit $status

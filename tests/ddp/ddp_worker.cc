@@ -1,7 +1,9 @@
 // One rank of the DDP multi-process tests (tests/ddp/ddp_test.cc starts N of
 // them with the launcher). Trains tests/ddp/ddp_scenario.h's MLP for --steps
-// steps under DistributedDataParallel over the ring backend and writes its final
-// parameters (safetensors) and the last iteration's DDP stats (JSON) into --out-dir.
+// steps under DistributedDataParallel (ring backend on the CPU by default;
+// --device cuda puts the model and data on GPU 0, --backend nccl uses NCCL)
+// and writes its final parameters (safetensors) and the last iteration's DDP
+// stats (JSON) into --out-dir.
 //
 // Exit 0 on success, 2 on an error (printed on stderr).
 #include <CLI/CLI.hpp>
@@ -12,6 +14,7 @@
 #include "comm/init.h"
 #include "core/check.h"
 #include "core/safetensors.h"
+#include "core/stream.h"
 #include "ddp/distributed_data_parallel.h"
 #include "kernels/elementwise.h"
 #include "tests/ddp/ddp_scenario.h"
@@ -36,7 +39,7 @@ int main(int argc, char** argv) {
   double cap_mb = 25, first_cap_mb = 1, lr = 0.05;
   bool grad_view = false, find_unused = false, static_graph = false, mismatch = false;
   int slow_backward_ms = 0;
-  std::string branch = "always", hook = "allreduce", out_dir;
+  std::string branch = "always", hook = "allreduce", out_dir, device_name = "cpu", backend = "ring";
   app.add_option("--steps", steps);
   app.add_option("--batch", batch);
   app.add_option("--micro", micro, "micro-steps per optimizer step (no_sync on all but the last)");
@@ -51,13 +54,19 @@ int main(int argc, char** argv) {
   app.add_option("--branch", branch);
   app.add_option("--hook", hook);
   app.add_option("--out-dir", out_dir, "writes params_rank<R>.safetensors and stats_rank<R>.json there");
+  app.add_option("--device", device_name, "cpu, or cuda: every rank on GPU 0 (ring) or on its local rank's GPU (nccl)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  app.add_option("--backend", backend, "ring or nccl")->check(CLI::IsMember({"ring", "nccl"}));
   CLI11_PARSE(app, argc, argv);
 
   try {
     comm::RankInfo info = comm::rank_info_from_env();
     comm::ProcessGroupOptions pg_options;
     pg_options.timeout = std::chrono::seconds(30);
-    auto group = comm::init_process_group("ring", info, pg_options);
+    // Several ranks share one GPU only through the ring (NCCL refuses two ranks on one device).
+    const Device device = device_name == "cpu" ? Device::cpu() : Device::cuda(backend == "nccl" ? info.local_rank : 0);
+    if (device.is_cuda()) cuda::set_device(device.index);
+    auto group = comm::init_process_group(backend, info, pg_options);
     const int rank = group->rank(), world = group->size();
 
     std::shared_ptr<nn::Module> model;
@@ -73,6 +82,8 @@ int main(int argc, char** argv) {
       };
       model = std::make_shared<Different>();
     }
+
+    model->to(device);
 
     ddp::DDPOptions o;
     o.bucket_cap_mb = cap_mb;
@@ -99,7 +110,8 @@ int main(int argc, char** argv) {
       const bool use_branch = branch_used(branch, s, rank);
       for (int64_t m = 0; m < micro; ++m) {
         const int64_t first = (m * world + rank) * batch;
-        Tensor x = testing::scenario_inputs(s, first, batch), t = testing::scenario_targets(s, first, batch);
+        Tensor x = testing::scenario_inputs(s, first, batch).to(device);
+        Tensor t = testing::scenario_targets(s, first, batch).to(device);
         auto step = [&] {
           Tensor y = ddp.forward([&] { return mlp->forward(x, use_branch, slow_backward_ms); });
           scale(testing::mse(y, t), 1.0 / static_cast<double>(micro)).backward();
@@ -115,6 +127,7 @@ int main(int argc, char** argv) {
     }
 
     if (!out_dir.empty()) {
+      model->to(Device::cpu());
       save_safetensors(fmt::format("{}/params_rank{}.safetensors", out_dir, rank), model->state_dict());
       const auto& st = ddp.stats();
       nlohmann::json j;
