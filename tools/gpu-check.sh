@@ -30,6 +30,7 @@
 # the build folder. The exit status is 1 when any phase failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+export PATH="$PATH:/usr/local/cuda/bin"  # nvcc, compute-sanitizer, ncu where the toolkit keeps them
 out=${OUT:-gpu-results}
 build=${BUILD:-build-gpu}
 arch=${CUDA_ARCH:-90}
@@ -97,7 +98,7 @@ phase_build() {
   local log="$out/build.log" t0=$SECONDS
   : >"$log"
   if configure >>"$log" 2>&1 && cmake --build "$build" -j"$jobs" >>"$log" 2>&1; then
-    summary build "built in $((SECONDS - t0)) s ($jobs cores, sm_$arch)" "$(grep -E "Tandem:|Found NCCL|Found CUDNN" "$log")"
+    summary build "built in $((SECONDS - t0)) s ($jobs cores, sm_$arch)" "$("$build/apps/tandem" info 2>&1)"
   else
     summary build "BUILD FAILED after $((SECONDS - t0)) s" "$(grep -E -m30 "error|Error|FAILED" "$log")"
     return 1
