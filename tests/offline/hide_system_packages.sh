@@ -43,18 +43,23 @@ done <"$list.raw" >"$list.all"
 # (so hiding it hides nothing else) replaces the entries below it.
 python3 - "$list.all" "$list" "$list.raw" <<'PY'
 import os, sys
-paths = [l.rstrip("\n") for l in open(sys.argv[1]) if l.strip()]
-mine = set(l.rstrip("\n") for l in open(sys.argv[3]))
-def whole(d):  # every entry of folder d (recursively) is from the bundle
-    return os.path.isdir(d) and not os.path.islink(d) and all(os.path.join(d, e) in mine and (not os.path.isdir(os.path.join(d, e)) or os.path.islink(os.path.join(d, e)) or whole(os.path.join(d, e))) for e in os.listdir(d))
+candidates = [l.rstrip("\n") for l in open(sys.argv[1]) if l.strip()]
+from_bundle = set(l.rstrip("\n") for l in open(sys.argv[3]))
+
+def only_bundle_files(folder):
+    for entry in os.listdir(folder):
+        path = os.path.join(folder, entry)
+        if path not in from_bundle:
+            return False
+        if os.path.isdir(path) and not os.path.islink(path) and not only_bundle_files(path):
+            return False
+    return True
+
 chosen = []
-for p in sorted(paths):
+for p in sorted(candidates):  # a folder sorts before its entries
     if any(p.startswith(c + "/") for c in chosen):
-        continue
-    if os.path.isdir(p) and not os.path.islink(p):
-        if whole(p):
-            chosen.append(p)
-    else:
+        continue  # already hidden with its folder
+    if not os.path.isdir(p) or only_bundle_files(p):
         chosen.append(p)
 open(sys.argv[2], "w").write("".join(c + "\n" for c in chosen))
 PY
