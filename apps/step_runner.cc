@@ -5,6 +5,7 @@
 
 #include "apps/checkpoint.h"
 #include "apps/train_setup.h"
+#include "comm/rank_env.h"
 #include "core/allocator.h"
 #include "core/autograd/grad_mode.h"
 #include "core/check.h"
@@ -195,7 +196,7 @@ StepRunner::StepRunner(const TrainConfig& config, std::shared_ptr<comm::ProcessG
   s.options = options;
   s.rank = s.group ? s.group->rank() : 0;
   s.world = s.group ? s.group->size() : 1;
-  s.device = pick_device(config, s.group ? s.rank % std::max(1, cuda::device_count()) : 0);
+  s.device = pick_device(config, s.group ? comm::rank_info_from_env().local_rank : 0);  // as the nccl backend's
   if (s.device.is_cuda()) cuda::set_device(s.device.index);
   const int64_t batch = config.per_device_train_batch_size;
 

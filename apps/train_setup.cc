@@ -1,5 +1,6 @@
 #include "apps/train_setup.h"
 
+#include "comm/init.h"
 #include "core/check.h"
 #include "core/stream.h"
 #include "optim/adamw.h"
@@ -26,7 +27,7 @@ Device pick_device(const TrainConfig& c, int local_rank) {
                  cuda::built_with_cuda() ? "" : " (this build has no CUDA)");
   }
   if (!cuda::available()) return Device::cpu();
-  return Device::cuda(local_rank % cuda::device_count());
+  return Device::cuda(comm::device_for_local_rank(local_rank));
 }
 
 DType compute_dtype(const TrainConfig& c) { return c.bf16 ? DType::BF16 : (c.fp16 ? DType::F16 : DType::F32); }

@@ -12,6 +12,7 @@
 #include "apps/checkpoint.h"
 #include "apps/train_profiler.h"
 #include "apps/train_setup.h"
+#include "comm/rank_env.h"
 #include "core/autograd/grad_mode.h"
 #include "core/check.h"
 #include "core/stream.h"
@@ -201,7 +202,8 @@ TrainResult train(const TrainConfig& config, std::shared_ptr<comm::ProcessGroup>
 
   const fs::path out_dir = config.output_dir;
   if (main_rank) fs::create_directories(out_dir);
-  const Device device = pick_device(config, group ? static_cast<int>(rank % std::max(1, cuda::device_count())) : 0);
+  // The GPU follows the local rank, as the nccl backend's does (not the global rank: nodes number their GPUs from 0).
+  const Device device = pick_device(config, group ? comm::rank_info_from_env().local_rank : 0);
   if (device.is_cuda()) cuda::set_device(device.index);
   const DType compute = compute_dtype(config);
 

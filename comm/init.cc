@@ -1,5 +1,7 @@
 #include "comm/init.h"
 
+#include <set>
+
 #include "comm/ring_process_group.h"
 #include "core/check.h"
 #include "core/stream.h"
@@ -23,8 +25,18 @@ std::string nccl_version() {
 #endif
 }
 
-bool has_own_gpu(const RankInfo& info) {
-  return !nccl_version().empty() && cuda::device_count() >= info.local_world_size;
+int device_for_local_rank(int local_rank, int device_count) {
+  return device_count > 0 ? local_rank % device_count : -1;
+}
+
+int device_for_local_rank(int local_rank) { return device_for_local_rank(local_rank, cuda::device_count()); }
+
+std::string choose_backend(const std::vector<std::string>& gpu_of_rank) {
+  std::set<std::string> distinct;
+  for (const std::string& gpu : gpu_of_rank) {
+    if (gpu.empty() || !distinct.insert(gpu).second) return "ring";  // no GPU, or a GPU shared with another rank
+  }
+  return "nccl";
 }
 
 std::shared_ptr<Store> connect_store(const RankInfo& info, std::chrono::milliseconds timeout) {
@@ -39,15 +51,20 @@ std::shared_ptr<Store> connect_store(const RankInfo& info, std::chrono::millisec
 namespace {
 std::string choose_auto(Store& store, const RankInfo& info, const ProcessGroupOptions& options) {
   const std::string prefix = "auto/" + options.group_name + "/";
-  store.set(prefix + std::to_string(info.rank), has_own_gpu(info) ? "nccl" : "ring");
+  const int device = device_for_local_rank(info.local_rank);
+  // "-" for no GPU or no NCCL: the store keeps values, and an empty one reads as missing in some stores.
+  store.set(prefix + std::to_string(info.rank), !nccl_version().empty() && device >= 0 ? cuda::device_uuid(device) : "-");
   std::vector<std::string> keys;
   for (int r = 0; r < info.world_size; ++r) keys.push_back(prefix + std::to_string(r));
   std::vector<std::string> missing = store.wait(keys, options.timeout);
   TANDEM_CHECK(missing.empty(), "backend 'auto': {} rank(s) did not report within {} ms (first missing: {})",
                missing.size(), options.timeout.count(), missing.empty() ? "" : missing[0]);
-  for (const auto& k : keys)
-    if (store.get(k) != "nccl") return "ring";
-  return "nccl";
+  std::vector<std::string> gpus;
+  for (const auto& k : keys) {
+    std::string v = store.get(k);
+    gpus.push_back(v == "-" ? "" : v);
+  }
+  return choose_backend(gpus);
 }
 }  // namespace
 
@@ -58,11 +75,9 @@ std::shared_ptr<ProcessGroup> make_process_group(const std::string& backend, std
   std::string chosen = backend == "auto" ? choose_auto(*store, info, options) : backend;
   if (chosen == "ring") return std::make_shared<RingProcessGroup>(std::move(store), info.rank, info.world_size, options);
 #if TANDEM_WITH_NCCL
-  TANDEM_CHECK(cuda::device_count() > info.local_rank,
-               "backend 'nccl': local rank {} needs its own GPU but {} CUDA device(s) are present (use 'ring' to "
-               "share GPUs)",
-               info.local_rank, cuda::device_count());
-  return std::make_shared<NcclProcessGroup>(std::move(store), info.rank, info.world_size, info.local_rank, options);
+  const int device = device_for_local_rank(info.local_rank);
+  TANDEM_CHECK(device >= 0, "backend 'nccl': rank {} has no CUDA device (use 'ring')", info.rank);
+  return std::make_shared<NcclProcessGroup>(std::move(store), info.rank, info.world_size, device, options);
 #else
   TANDEM_FAIL("backend 'nccl': Tandem was built without {} (use 'ring'{})",
               cuda::built_with_cuda() ? "NCCL" : "CUDA",

@@ -66,6 +66,17 @@ int device_count() {
 
 void set_device(int index) { TANDEM_CUDA_CHECK(cudaSetDevice(index)); }
 
+std::string device_uuid(int index) {
+  cudaDeviceProp prop{};
+  TANDEM_CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
+  std::string hex = "GPU-";
+  for (int i = 0; i < 16; ++i) {
+    hex += fmt::format("{:02x}", static_cast<unsigned char>(prop.uuid.bytes[i]));
+    if (i == 3 || i == 5 || i == 7 || i == 9) hex += '-';
+  }
+  return hex;
+}
+
 int current_device() {
   int d = 0;
   TANDEM_CUDA_CHECK(cudaGetDevice(&d));
@@ -166,6 +177,7 @@ namespace {
 
 int device_count() { return 0; }
 void set_device(int) { no_cuda("set_device"); }
+std::string device_uuid(int) { no_cuda("device_uuid"); }
 int current_device() { no_cuda("current_device"); }
 void device_synchronize() { no_cuda("device_synchronize"); }
 Stream Stream::create(int, bool) { no_cuda("Stream::create"); }

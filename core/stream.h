@@ -21,6 +21,9 @@ bool built_with_cuda();
 // or broken device) throws Error naming it and both CUDA versions.
 int device_count();
 bool available();  // device_count() > 0
+// The device's UUID as hex ("GPU-" + 32 digits, as nvidia-smi -L prints it): the
+// same physical GPU under every CUDA_VISIBLE_DEVICES numbering.
+std::string device_uuid(int index);
 void set_device(int index);
 int current_device();
 void device_synchronize();

@@ -141,8 +141,9 @@ void Reducer::build_buckets(const std::vector<int>& order) {
   }
   if (options_.gradient_as_bucket_view) {
     for (size_t i = 0; i < params_.size(); ++i) {
+      if (!old_grads[i].defined()) continue;  // stays undefined until it has a gradient (see prepare_forward)
       Tensor view = bucket_view(static_cast<int>(i));
-      if (old_grads[i].defined()) view.copy_(old_grads[i]);
+      view.copy_(old_grads[i]);
       params_[i].tensor.set_grad(view);
     }
   }
@@ -181,10 +182,11 @@ void Reducer::prepare_forward() {
     for (size_t i = 0; i < params_.size(); ++i) {
       Tensor view = bucket_view(static_cast<int>(i));
       Tensor g = params_[i].tensor.grad();
-      if (is_view_into(g, view)) continue;
-      // zero_grad(set_to_none) or a user-assigned grad: bring it back into the bucket.
-      if (g.defined()) view.copy_(g);
-      else view.zero_();
+      // A user-assigned grad is brought back into the bucket; an undefined one
+      // (zero_grad(set_to_none), a parameter no rank used) stays undefined, as in
+      // PyTorch, until finalize() points it at its bucket view.
+      if (!g.defined() || is_view_into(g, view)) continue;
+      view.copy_(g);
       params_[i].tensor.set_grad(view);
     }
   }
@@ -228,8 +230,14 @@ void Reducer::prepare_backward(const std::vector<Tensor>& outputs) {
 }
 
 void Reducer::on_gradient_ready(int index) {
-  if (!sync_) return;  // no_sync: gradients accumulate locally
   Param& p = params_[static_cast<size_t>(index)];
+  if (!sync_) {
+    // no_sync: the gradient accumulates locally. Remember the use, as PyTorch's
+    // hook marks its used map before anything else: a parameter used only in an
+    // early micro-step still holds gradient that the synchronising step must average.
+    p.used_in_no_sync = true;
+    return;
+  }
   TANDEM_CHECK(phase_ == Phase::Backward,
                "DDP: the gradient of '{}' arrived outside a DDP iteration; run the forward pass through "
                "DistributedDataParallel::forward",
@@ -253,13 +261,17 @@ void Reducer::mark_ready(int index) {
   ready_order_.push_back(index);
   Tensor view = bucket_view(index);
   Tensor g = p.tensor.grad();
+  // A defined gradient is reduced even when this backward's graph did not reach
+  // the parameter (PyTorch does the same): it holds what no_sync micro-steps
+  // accumulated. An undefined one contributes zeros and stays undefined here.
   if (options_.gradient_as_bucket_view) {
-    if (!is_view_into(g, view)) {
-      if (g.defined()) view.copy_(g);
-      else view.zero_();
+    if (!g.defined()) {
+      view.zero_();
+    } else if (!is_view_into(g, view)) {
+      view.copy_(g);
       p.tensor.set_grad(view);
     }
-  } else if (p.used && g.defined()) {
+  } else if (g.defined()) {
     // Divide before the sum, as PyTorch does: the sum of averages cannot overflow
     // where the sum of gradients might (f16 compression).
     scale_into(view, g, 1.0 / group_->size());
@@ -320,7 +332,7 @@ void Reducer::finalize() {
   const bool track_unused = options_.find_unused_parameters || options_.static_graph;
   if (track_unused) {
     std::vector<int64_t> local(params_.size());
-    for (size_t i = 0; i < params_.size(); ++i) local[i] = params_[i].used ? 1 : 0;
+    for (size_t i = 0; i < params_.size(); ++i) local[i] = params_[i].used || params_[i].used_in_no_sync ? 1 : 0;
     Device where = has_device_params_ ? Device::cuda(comm_stream_.device()) : Device::cpu();
     Tensor used = Tensor::from_vector(local, {static_cast<int64_t>(local.size())}, DType::I32, where);
     auto work = group_->all_reduce(used, comm::ReduceOp::Sum);
@@ -354,17 +366,21 @@ void Reducer::finalize() {
     }
   }
 
-  if (!options_.gradient_as_bucket_view) {
-    for (size_t i = 0; i < params_.size(); ++i) {
-      if (track_unused && global_used[i] == 0) continue;  // unused everywhere: grad left as it was
-      Tensor view = bucket_view(static_cast<int>(i));
-      Tensor g = params_[i].tensor.grad();
-      if (g.defined()) g.copy_(view);
-      else params_[i].tensor.set_grad(view.clone());
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (track_unused && global_used[i] == 0) continue;  // unused everywhere: grad left as it was
+    Tensor view = bucket_view(static_cast<int>(i));
+    Tensor g = params_[i].tensor.grad();
+    if (options_.gradient_as_bucket_view) {
+      if (!g.defined()) params_[i].tensor.set_grad(view);  // used elsewhere, not here: the average is its grad
+    } else if (g.defined()) {
+      g.copy_(view);
+    } else {
+      params_[i].tensor.set_grad(view.clone());
     }
   }
 
   record_stats(end_of_autograd);
+  for (Param& p : params_) p.used_in_no_sync = false;
   ++iteration_;
   if (!rebuilt_ && (!options_.find_unused_parameters || options_.static_graph)) rebuild_due_ = true;
 }
@@ -381,7 +397,7 @@ void Reducer::record_stats(Clock::time_point end_of_autograd) {
   s.forward_ms = ms_between(forward_start_, backward_start_);
   s.backward_compute_ms = ms_between(backward_start_, end_of_autograd);
   s.exposed_comm_ms = ms_between(end_of_autograd, done);
-  for (const Param& p : params_) s.unused_params += p.used ? 0 : 1;
+  for (const Param& p : params_) s.unused_params += p.used || p.used_in_no_sync ? 0 : 1;
   for (int i : ready_order_) s.ready_order.push_back(params_[static_cast<size_t>(i)].name);
   record_comm_stats(s);
   stats_ = std::move(s);

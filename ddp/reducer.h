@@ -87,7 +87,8 @@ class Reducer {
     int bucket = -1;
     int slot = -1;  // index within the bucket
     bool ready = false;
-    bool used = false;
+    bool used = false;             // its gradient arrived in this (synchronising) backward
+    bool used_in_no_sync = false;  // ... or in a no_sync micro-step since the last synchronised one
   };
 
   void build_buckets(const std::vector<int>& order);

@@ -19,14 +19,23 @@ ProcessGroupOptions quick() {
   return o;
 }
 
-TEST(Backends, AutoPicksNcclOnlyWhenEveryRankHasItsOwnGpu) {
-  RankInfo info;  // rank 0 of 1
-  auto pg = init_process_group("auto", info, quick());
-  EXPECT_EQ(pg->backend_name(), has_own_gpu(info) ? "nccl" : "ring");
-  RankInfo crowded;
-  crowded.local_world_size = cuda::device_count() + 1;  // more local ranks than GPUs
-  crowded.world_size = crowded.local_world_size;
-  EXPECT_FALSE(has_own_gpu(crowded));
+TEST(Backends, AutoPicksNcclOnlyWhenEveryRankHasAGpuOfItsOwn) {
+  EXPECT_EQ(choose_backend({"GPU-a", "GPU-b"}), "nccl");
+  EXPECT_EQ(choose_backend({"GPU-a"}), "nccl");
+  EXPECT_EQ(choose_backend({"GPU-a", "GPU-a"}), "ring");  // two ranks on one GPU: NCCL refuses that
+  EXPECT_EQ(choose_backend({"GPU-a", ""}), "ring");       // a rank without a GPU or without NCCL
+}
+
+TEST(Backends, AutoAtWorldSizeOneFollowsThisMachine) {
+  auto pg = init_process_group("auto", RankInfo{}, quick());
+  EXPECT_EQ(pg->backend_name(), !nccl_version().empty() && cuda::available() ? "nccl" : "ring");
+}
+
+TEST(Backends, ARankUsesItsLocalRankModuloTheVisibleGpus) {
+  EXPECT_EQ(device_for_local_rank(3, 4), 3);  // one node-wide list: GPU = local rank
+  EXPECT_EQ(device_for_local_rank(3, 1), 0);  // one visible GPU per rank (SLURM --gpus-per-task)
+  EXPECT_EQ(device_for_local_rank(5, 2), 1);  // more ranks than GPUs: shared, round robin
+  EXPECT_EQ(device_for_local_rank(0, 0), -1);
 }
 
 TEST(Backends, AnUnknownBackendIsNamedInTheError) {

@@ -2,6 +2,9 @@
 // timeouts, and the `tandem launch` command line.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <sys/wait.h>
 
@@ -80,10 +83,17 @@ int shell(const std::string& cmd, std::string* output) {
 }
 
 TEST(LaunchCommand, PrefixesOutputAndExitsWithTheFailingRanksCode) {
+  // Rank 1 fails only after rank 0 has printed (a marker file), since a failing
+  // rank makes the launcher stop the others, possibly before they print.
+  const std::string marker = fmt::format("/tmp/tandem_launch_marker_{}", ::getpid());
+  std::remove(marker.c_str());
   std::string out;
   int code = shell(std::string("timeout 60 ") + TANDEM_BINARY +
-                       " launch --nproc-per-node 2 --prefix-output -- /bin/sh -c 'echo hello; exit $((RANK * 5))'",
+                       " launch --nproc-per-node 2 --prefix-output -- /bin/sh -c 'echo hello; if [ $RANK = 0 ]; "
+                       "then touch " + marker + "; else while [ ! -e " + marker + " ]; do sleep 0.01; done; fi; "
+                       "exit $((RANK * 5))'",
                    &out);
+  std::remove(marker.c_str());
   EXPECT_EQ(code, 5) << out;
   EXPECT_NE(out.find("[rank 0] hello"), std::string::npos) << out;
   EXPECT_NE(out.find("[rank 1] hello"), std::string::npos) << out;

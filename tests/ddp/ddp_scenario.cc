@@ -1,5 +1,7 @@
 #include "tests/ddp/ddp_scenario.h"
 
+#include "core/check.h"
+
 #include <chrono>
 #include <thread>
 
@@ -67,6 +69,15 @@ Tensor scenario_targets(int64_t step, int64_t first, int64_t count) {
 Tensor mse(const Tensor& y, const Tensor& t) {
   Tensor d = add(y, scale(t, -1.0));
   return mean(mul(d, d));
+}
+
+bool scenario_branch_used(const std::string& mode, int64_t step, int rank, int64_t micro) {
+  if (mode == "never") return false;
+  if (mode == "always") return true;
+  if (mode == "alternate") return (step + rank) % 2 == 0;
+  if (mode == "rank0") return rank == 0;
+  if (mode == "early") return micro == 0;
+  TANDEM_FAIL("unknown branch mode '{}'", mode);
 }
 
 void sgd_step(nn::Module& m, double lr) {

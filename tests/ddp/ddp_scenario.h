@@ -34,6 +34,12 @@ constexpr int64_t kScenarioOut = 3;
 // Rows [first, first + count) of step `step`'s global batch.
 Tensor scenario_inputs(int64_t step, int64_t first, int64_t count);
 Tensor scenario_targets(int64_t step, int64_t first, int64_t count);
+// Whether the optional branch layer is used by `rank` in micro-step `micro` of
+// step `step`: "never", "always", "alternate" (differs between ranks on every
+// step), "rank0" (rank 0 only) or "early" (micro-step 0 only, so that with
+// gradient accumulation a parameter's gradient comes from an early no_sync
+// micro-step and not from the synchronising one).
+bool scenario_branch_used(const std::string& mode, int64_t step, int rank, int64_t micro);
 // mean((y - t)^2)
 Tensor mse(const Tensor& y, const Tensor& t);
 // p -= lr * p.grad for every parameter with a gradient, then clears the gradients in place.

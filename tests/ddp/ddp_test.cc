@@ -76,24 +76,23 @@ class DdpTest : public ::testing::Test {
 NamedTensors reference(int world, int64_t steps, int64_t batch, int64_t micro, const std::string& branch,
                        double lr = 0.05) {
   ScenarioMlp model(1);
-  auto uses = [&](int64_t s, int r) {
-    if (branch == "always") return true;
-    if (branch == "alternate") return (s + r) % 2 == 0;
-    if (branch == "rank0") return r == 0;
-    return false;
-  };
   for (int64_t s = 0; s < steps; ++s) {
     const int64_t rows = world * micro * batch;
     if (branch == "never" || branch == "always") {
-      mse(model.forward(scenario_inputs(s, 0, rows), uses(s, 0)), scenario_targets(s, 0, rows)).backward();
+      mse(model.forward(scenario_inputs(s, 0, rows), branch == "always"), scenario_targets(s, 0, rows)).backward();
     } else {
+      // Each rank's micro-steps with its own choice: the mean over ranks of the
+      // mean over micro-steps, which is what accumulation plus DDP's average computes.
       Tensor total;
       for (int r = 0; r < world; ++r) {
-        Tensor l = mse(model.forward(scenario_inputs(s, r * batch, batch), uses(s, r)),
-                       scenario_targets(s, r * batch, batch));
-        total = total.defined() ? add(total, l) : l;
+        for (int64_t m = 0; m < micro; ++m) {
+          const int64_t first = (m * world + r) * batch;
+          Tensor l = mse(model.forward(scenario_inputs(s, first, batch), scenario_branch_used(branch, s, r, m)),
+                         scenario_targets(s, first, batch));
+          total = total.defined() ? add(total, l) : l;
+        }
       }
-      scale(total, 1.0 / world).backward();
+      scale(total, 1.0 / static_cast<double>(world * micro)).backward();
     }
     sgd_step(model, lr);
   }
@@ -170,6 +169,32 @@ TEST_F(DdpTest, FindUnusedParametersLeavesAParameterNoRankUsesWithoutGradient) {
 TEST_F(DdpTest, FindUnusedParametersWithGradientAsBucketView) {
   RanksRun r = launch_ranks(2, {"--steps", "4", "--find-unused", "--grad-view", "--branch", "alternate"});
   expect_matches_reference(r, reference(2, 4, 4, 1, "alternate"));
+}
+
+TEST_F(DdpTest, FindUnusedParametersKeepsGradientsOfNoSyncMicroStepsWhereTheLastMicroStepSkipsTheBranch) {
+  // The branch is used in micro-step 0 only: its gradient comes from a no_sync
+  // micro-step, so the synchronising micro-step must still count it as used and
+  // average it across ranks (PyTorch marks its used map in every hook, no_sync or not).
+  for (bool view : {false, true}) {
+    SCOPED_TRACE(view);
+    std::vector<std::string> args = {"--steps", "3", "--micro", "3", "--find-unused", "--branch", "early"};
+    if (view) args.push_back("--grad-view");
+    expect_matches_reference(launch_ranks(2, args), reference(2, 3, 4, 3, "early"));
+  }
+}
+
+TEST_F(DdpTest, AParameterNoRankUsesKeepsNoGradientAlsoWithGradientAsBucketView) {
+  // As in PyTorch: a globally unused parameter's gradient is left untouched
+  // (undefined), so an optimizer skips it instead of decaying it with a zero gradient.
+  for (bool view : {false, true}) {
+    SCOPED_TRACE(view);
+    std::vector<std::string> args = {"--steps", "2", "--find-unused", "--branch", "never"};
+    if (view) args.push_back("--grad-view");
+    RanksRun r = launch_ranks(2, args);
+    ASSERT_EQ(r.result.exit_code, 0) << r.stderr_text;
+    for (const auto& st : r.stats)
+      EXPECT_EQ(st["without_grad"], nlohmann::json::array({"branch.weight", "branch.bias"})) << st.dump();
+  }
 }
 
 TEST_F(DdpTest, StaticGraphWithABranchOnlyOneRankUses) {

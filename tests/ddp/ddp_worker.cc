@@ -21,17 +21,6 @@
 
 using namespace tandem;
 
-namespace {
-
-bool branch_used(const std::string& mode, int64_t step, int rank) {
-  if (mode == "never") return false;
-  if (mode == "always") return true;
-  if (mode == "alternate") return (step + rank) % 2 == 0;  // differs between ranks on every step
-  if (mode == "rank0") return rank == 0;
-  TANDEM_FAIL("unknown --branch {}", mode);
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"DDP test rank"};
@@ -106,9 +95,10 @@ int main(int argc, char** argv) {
     } else if (hook != "allreduce") TANDEM_FAIL("unknown --hook {}", hook);
     ddp::DistributedDataParallel ddp(model, group, o);
 
+    std::vector<std::string> without_grad;  // after the last step's backward
     for (int64_t s = 0; s < steps; ++s) {
-      const bool use_branch = branch_used(branch, s, rank);
       for (int64_t m = 0; m < micro; ++m) {
+        const bool use_branch = testing::scenario_branch_used(branch, s, rank, m);
         const int64_t first = (m * world + rank) * batch;
         Tensor x = testing::scenario_inputs(s, first, batch).to(device);
         Tensor t = testing::scenario_targets(s, first, batch).to(device);
@@ -122,6 +112,10 @@ int main(int argc, char** argv) {
         } else {
           step();
         }
+      }
+      if (s + 1 == steps) {
+        for (const auto& [name, p] : model->named_parameters())
+          if (!p.grad().defined()) without_grad.push_back(name);
       }
       testing::sgd_step(*model, lr);
     }
@@ -138,6 +132,7 @@ int main(int argc, char** argv) {
       j["unused_params"] = st.unused_params;
       j["buckets_rebuilt"] = st.buckets_rebuilt;
       j["ready_order"] = st.ready_order;
+      j["without_grad"] = without_grad;
       for (const auto& b : st.buckets)
         j["buckets"].push_back({{"bytes", b.bytes}, {"params", b.num_params}, {"ready_ms", b.ready_ms},
                                 {"comm_start_ms", b.comm_start_ms}, {"comm_end_ms", b.comm_end_ms}});
