@@ -13,6 +13,18 @@ jobs=$(nproc)
 scripts/setup.sh
 ctest --test-dir build --output-on-failure -j"$jobs" --timeout 600
 
+# Tandem as a CMake package: install it, build examples/ddp_fortunes against the
+# install (find_package(Tandem)) and train it on 2 ranks; it must beat the
+# majority-class baseline.
+rm -rf build/install build/example
+cmake --install build --prefix build/install >/dev/null
+cmake -S examples/ddp_fortunes -B build/example -G Ninja -DCMAKE_PREFIX_PATH="$PWD/build/install" >/dev/null
+cmake --build build/example
+example=$(build/install/bin/tandem launch --nproc-per-node 2 -- build/example/ddp_fortunes)
+echo "example: $example"
+awk '/test accuracy/ { found = 1; b = $10; sub(/\)/, "", b); ok = $7 + 0 > b + 0 } END { exit !(found && ok) }' <<<"$example" ||
+  { echo "example: the installed-package example did not beat the majority-class baseline"; exit 1; }
+
 if [ "${TANDEM_SANITIZE:-1}" != "0" ]; then
   # The sanitizer build is also the offline-build check: it is built from an
   # offline bundle (scripts/offline-bundle.sh, what the lent GPU machine gets,
