@@ -78,20 +78,6 @@ TrainerState state_from_json(const nlohmann::json& j, const fs::path& file) {
 
 }  // namespace
 
-void write_file_atomically(const fs::path& path, const std::string& text) {
-  const fs::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    TANDEM_CHECK(out.good(), "cannot write {}", tmp.string());
-    out << text;
-    out.flush();
-    TANDEM_CHECK(out.good(), "error writing {}", tmp.string());
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  TANDEM_CHECK(!ec, "cannot rename {} to {}: {}", tmp.string(), path.string(), ec.message());
-}
-
 fs::path save_checkpoint(const fs::path& output_dir, const NamedTensors& model, const NamedTensors& optimizer,
                          const TrainerState& state, const std::string& config_yaml, const fs::path& vocab_file,
                          int64_t save_total_limit) {

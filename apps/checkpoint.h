@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "core/atomic_file.h"  // write_file_atomically, which the trainer uses with checkpoints
 #include "core/safetensors.h"
 #include "data/distributed_sampler.h"
 #include "optim/grad_scaler.h"
@@ -48,7 +49,5 @@ Checkpoint load_checkpoint(const std::filesystem::path& dir);
 // The finished checkpoint with the highest step under output_dir, if any.
 std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::path& output_dir);
 
-// Writes `text` to `path` atomically (temporary file, then rename).
-void write_file_atomically(const std::filesystem::path& path, const std::string& text);
 
 }  // namespace tandem::apps

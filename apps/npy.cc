@@ -5,6 +5,7 @@
 #include <bit>
 #include <fstream>
 
+#include "core/atomic_file.h"
 #include "core/check.h"
 
 namespace tandem::apps {
@@ -34,15 +35,7 @@ std::string npy_bytes(const std::string& descr, const std::vector<int64_t>& shap
 
 void write_npy(const std::filesystem::path& path, const std::string& descr, const std::vector<int64_t>& shape,
                const void* data, size_t nbytes) {
-  const std::filesystem::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    TANDEM_CHECK(out.good(), "cannot write {}", tmp.string());
-    const std::string bytes = npy_bytes(descr, shape, data, nbytes);
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    TANDEM_CHECK(out.good(), "cannot write {}", tmp.string());
-  }
-  std::filesystem::rename(tmp, path);
+  write_file_atomically(path, npy_bytes(descr, shape, data, nbytes));
 }
 
 }  // namespace tandem::apps

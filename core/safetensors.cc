@@ -7,6 +7,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "core/atomic_file.h"
 #include "core/check.h"
 
 namespace tandem {
@@ -63,22 +64,14 @@ void save_safetensors(const std::string& path, const NamedTensors& named) {
   std::string json = header.dump();
   json.append((8 - json.size() % 8) % 8, ' ');  // keep the data section 8-byte aligned
 
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    TANDEM_CHECK(out.good(), "cannot open {} for writing", tmp);
+  write_file_atomically(path, [&](std::ostream& out) {
     uint64_t n = json.size();
     unsigned char len[8];
     for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(n >> (8 * i));
     out.write(reinterpret_cast<const char*>(len), 8);
     out.write(json.data(), static_cast<std::streamsize>(json.size()));
     for (const Tensor& h : host) out.write(static_cast<const char*>(h.data_ptr()), static_cast<std::streamsize>(h.nbytes()));
-    out.flush();
-    TANDEM_CHECK(out.good(), "error writing {}", tmp);
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  TANDEM_CHECK(!ec, "cannot rename {} to {}: {}", tmp, path, ec.message());
+  });
 }
 
 NamedTensors load_safetensors(const std::string& path) {

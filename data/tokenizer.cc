@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "core/atomic_file.h"
 #include "core/check.h"
 #include "data/text_file.h"
 #include "data/utf8.h"
@@ -230,18 +231,10 @@ Encoding Tokenizer::encode_batch(const std::vector<std::string>& texts, int64_t 
 }
 
 void Tokenizer::save(const std::filesystem::path& path) const {
-  const std::filesystem::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw_input_error(tmp.string(), "cannot open for writing");
-    out << kMagic << " 1 prepend_cls=" << (prepend_cls_ ? 1 : 0) << " lowercase=" << (lowercase_ ? 1 : 0) << '\n';
-    for (const auto& t : tokens_) out << t << '\n';
-    out.flush();
-    if (!out) throw_input_error(tmp.string(), "write failed");
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) throw_input_error(path.string(), fmt::format("cannot replace the file: {}", ec.message()));
+  std::string text = std::string(kMagic) + " 1 prepend_cls=" + (prepend_cls_ ? "1" : "0") +
+                     " lowercase=" + (lowercase_ ? "1" : "0") + "\n";
+  for (const auto& t : tokens_) text += t + "\n";
+  write_file_atomically(path, text);
 }
 
 Tokenizer Tokenizer::load(const std::filesystem::path& path) {

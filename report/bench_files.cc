@@ -8,6 +8,7 @@
 #include <sstream>
 #include <thread>
 
+#include "core/atomic_file.h"
 #include "core/check.h"
 #include "core/stream.h"
 
@@ -372,14 +373,7 @@ BenchFolder read_bench_folder(const fs::path& dir) {
 
 void write_json(const fs::path& path, const json& j) {
   if (path.has_parent_path()) fs::create_directories(path.parent_path());
-  const fs::path tmp = path.string() + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp);
-    TANDEM_CHECK(out.good(), "cannot write {}", tmp.string());
-    out << j.dump(2) << "\n";
-    TANDEM_CHECK(out.good(), "cannot write {}", tmp.string());
-  }
-  fs::rename(tmp, path);
+  write_file_atomically(path, j.dump(2) + "\n");
 }
 
 }  // namespace tandem::report

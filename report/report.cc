@@ -6,6 +6,7 @@
 #include <cmath>
 #include <fstream>
 
+#include "core/atomic_file.h"
 #include "core/check.h"
 #include "report/svg_chart.h"
 #include "report/tables.h"
@@ -37,14 +38,7 @@ double other_ms(const Profile& p) {
 }
 
 void write_text(const fs::path& path, const std::string& text, std::vector<fs::path>& written) {
-  const fs::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    TANDEM_CHECK(out.good(), "cannot write {}", tmp.string());
-    out << text;
-    TANDEM_CHECK(out.good(), "cannot write {}", tmp.string());
-  }
-  fs::rename(tmp, path);
+  write_file_atomically(path, text);
   written.push_back(path);
 }
 
