@@ -124,9 +124,13 @@ void DistributedDataParallel::broadcast_from_rank0() {
 }
 
 Tensor DistributedDataParallel::forward(const std::function<Tensor()>& forward) {
+  // A forward without gradients (evaluation, often on rank 0 alone) must not take
+  // part in DDP's collectives such as the bucket rebuild's broadcast: the other
+  // ranks are not there. PyTorch skips its pre-forward work the same way.
+  if (!GradMode::enabled()) return forward();
   reducer_->prepare_forward();
   Tensor out = forward();
-  if (GradMode::enabled() && out.defined() && out.requires_grad()) reducer_->prepare_backward({out});
+  if (out.defined() && out.requires_grad()) reducer_->prepare_backward({out});
   return out;
 }
 

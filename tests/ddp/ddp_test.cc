@@ -229,6 +229,15 @@ TEST_F(DdpTest, BucketsAreRebuiltInReadyOrderAndIdenticalOnAllRanks) {
   EXPECT_EQ(order.front().get<std::string>().rfind("fc3.", 0), 0u) << order.dump();
 }
 
+TEST_F(DdpTest, ANoGradForwardOnOneRankTakesNoPartInCollectives) {
+  // After the first step the bucket rebuild is due; rank 0's evaluation forward
+  // (no gradients, rank 1 absent) must not run its broadcast.
+  RanksRun r = launch_ranks(2, {"--steps", "1", "--eval-on-rank0"});
+  expect_matches_reference(r, reference(2, 1, 4, 1, "always"));
+  ASSERT_EQ(r.stats.size(), 2u);
+  EXPECT_FALSE(r.stats[0]["buckets_rebuilt"].get<bool>()) << r.stats[0].dump();
+}
+
 TEST_F(DdpTest, EarlyBucketsAreReducedWhileBackwardStillComputes) {
   // One bucket per parameter, and 300 ms of extra backward below fc1: the upper
   // layers' buckets must be reduced during that time, not after backward.

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "comm/init.h"
+#include "core/autograd/grad_mode.h"
 #include "core/check.h"
 #include "core/safetensors.h"
 #include "core/stream.h"
@@ -26,7 +27,7 @@ int main(int argc, char** argv) {
   CLI::App app{"DDP test rank"};
   int64_t steps = 3, batch = 4, micro = 1;
   double cap_mb = 25, first_cap_mb = 1, lr = 0.05;
-  bool grad_view = false, find_unused = false, static_graph = false, mismatch = false;
+  bool grad_view = false, find_unused = false, static_graph = false, mismatch = false, eval_on_rank0 = false;
   int slow_backward_ms = 0;
   std::string branch = "always", hook = "allreduce", out_dir, device_name = "cpu", backend = "ring";
   app.add_option("--steps", steps);
@@ -39,6 +40,7 @@ int main(int argc, char** argv) {
   app.add_flag("--find-unused", find_unused);
   app.add_flag("--static-graph", static_graph);
   app.add_flag("--mismatch", mismatch, "rank 1 builds a different model");
+  app.add_flag("--eval-on-rank0", eval_on_rank0, "after training, rank 0 alone runs a no-grad forward through DDP");
   app.add_option("--slow-backward-ms", slow_backward_ms);
   app.add_option("--branch", branch);
   app.add_option("--hook", hook);
@@ -118,6 +120,11 @@ int main(int argc, char** argv) {
           if (!p.grad().defined()) without_grad.push_back(name);
       }
       testing::sgd_step(*model, lr);
+    }
+
+    if (eval_on_rank0 && rank == 0) {
+      NoGradGuard no_grad;
+      (void)ddp.forward([&] { return mlp->forward(testing::scenario_inputs(0, 0, batch).to(device), false); });
     }
 
     if (!out_dir.empty()) {
