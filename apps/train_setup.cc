@@ -105,6 +105,7 @@ ddp::DDPOptions ddp_options(const TrainConfig& c) {
   d.static_graph = c.ddp_static_graph;
   d.timeout = std::chrono::seconds(c.ddp_timeout);
   d.comm_hook = comm_hook(c.ddp_comm_hook);
+  d.comm_hook_name = c.ddp_comm_hook;
   return d;
 }
 

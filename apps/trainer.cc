@@ -52,6 +52,14 @@ Optimizer::StateDict from_named(const NamedTensors& named) {
   return out;
 }
 
+// metrics.jsonl's {"kind": "ddp", "when": ..., ...}: DDP's setup and buckets (ddp/logging_data.h).
+nlohmann::json ddp_record(const ddp::DistributedDataParallel& d, const char* when) {
+  nlohmann::json j = nlohmann::json::parse(ddp::to_json(d.logging_data()));
+  j["kind"] = "ddp";
+  j["when"] = when;
+  return j;
+}
+
 std::string format_duration(double seconds) {
   if (!std::isfinite(seconds) || seconds < 0) return "--:--";
   int64_t s = static_cast<int64_t>(seconds + 0.5);
@@ -109,6 +117,11 @@ class MetricsWriter {
     for (const auto& c : kTrainColumns) cells.push_back(csv_cell(j.value(c, nlohmann::json())));
     train_csv_ << csv_line(cells) << "\n";
     train_csv_.flush();
+  }
+  // A record for metrics.jsonl only (DDP's logging data).
+  void record(const nlohmann::json& j) {
+    jsonl_ << j.dump() << "\n";
+    jsonl_.flush();
   }
   void eval(const nlohmann::json& j) {
     jsonl_ << j.dump() << "\n";
@@ -296,6 +309,7 @@ TrainResult train(const TrainConfig& config, std::shared_ptr<comm::ProcessGroup>
     write_file_atomically(out_dir / "config.yaml", to_yaml(config));
     metrics_owner = std::make_unique<MetricsWriter>(out_dir, !options.resume.empty());
     metrics = metrics_owner.get();
+    if (ddp) metrics->record(ddp_record(*ddp, "start"));
   }
 
   // Evaluation runs on rank 0 over the whole test split, one process, no padding.
@@ -471,6 +485,7 @@ TrainResult train(const TrainConfig& config, std::shared_ptr<comm::ProcessGroup>
   }
 
   prof.finish();
+  if (metrics && ddp) metrics->record(ddp_record(*ddp, "end"));  // now with the rebuilt buckets
   result.steps = step;
   result.seconds = seconds_since(train_start);
   result.samples_per_second = static_cast<double>(trained_samples * world) / std::max(result.seconds, 1e-9);

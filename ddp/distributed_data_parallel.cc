@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "core/autograd/grad_mode.h"
@@ -52,6 +53,37 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   for (auto& [name, t] : module_->named_parameters())
     if (t.requires_grad()) params.emplace_back(name, t);
   reducer_ = std::make_unique<Reducer>(std::move(params), group_, std::move(r));
+  for (const BucketSpec& b : reducer_->buckets()) initial_bucket_sizes_.push_back(static_cast<int64_t>(b.bytes));
+}
+
+LoggingData DistributedDataParallel::logging_data() const {
+  LoggingData d;
+  d.backend = group_->backend_name();
+  d.world_size = group_->size();
+  d.rank = group_->rank();
+  std::set<std::string> dtypes;
+  for (const auto& [name, t] : module_->named_parameters()) {
+    if (!t.requires_grad()) continue;
+    d.device = t.device().str();
+    ++d.num_parameter_tensors;
+    d.parameter_bytes += t.nbytes();
+    dtypes.insert(std::string(dtype_name(t.dtype())));
+  }
+  d.dtypes.assign(dtypes.begin(), dtypes.end());
+  d.bucket_cap_mb = options_.bucket_cap_mb;
+  d.first_bucket_cap_mb = options_.first_bucket_cap_mb;
+  d.gradient_as_bucket_view = options_.gradient_as_bucket_view;
+  d.find_unused_parameters = options_.find_unused_parameters;
+  d.static_graph = options_.static_graph;
+  d.comm_hook = !options_.comm_hook ? "allreduce" : (options_.comm_hook_name.empty() ? "user" : options_.comm_hook_name);
+  d.timeout_ms = options_.timeout.count();
+  d.bucket_sizes = initial_bucket_sizes_;
+  d.has_rebuilt_buckets = reducer_->buckets_rebuilt();
+  if (d.has_rebuilt_buckets)
+    for (const BucketSpec& b : reducer_->buckets()) d.rebuilt_bucket_sizes.push_back(static_cast<int64_t>(b.bytes));
+  d.iterations = reducer_->iterations();
+  d.environment = distributed_environment();
+  return d;
 }
 
 void DistributedDataParallel::verify_same_parameters_on_all_ranks() {

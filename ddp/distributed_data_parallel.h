@@ -14,6 +14,7 @@
 #include <memory>
 
 #include "comm/process_group.h"
+#include "ddp/logging_data.h"
 #include "ddp/reducer.h"
 #include "nn/module.h"
 
@@ -27,6 +28,7 @@ struct DDPOptions {
   bool static_graph = false;
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};
   CommHook comm_hook;  // empty: plain all-reduce
+  std::string comm_hook_name;  // how logging_data() names comm_hook ("user" when empty with a hook set)
 };
 
 class DistributedDataParallel {
@@ -61,6 +63,8 @@ class DistributedDataParallel {
   const IterationStats& complete_stats() { return reducer_->complete_stats(); }
   std::vector<std::vector<std::string>> bucket_parameter_names() const { return reducer_->bucket_parameter_names(); }
   void set_autograd_end_hook(std::function<void()> hook) { reducer_->set_autograd_end_hook(std::move(hook)); }
+  // The setup and the buckets as PyTorch's ddp_logging_data records them (ddp/logging_data.h).
+  LoggingData logging_data() const;
 
  private:
   void verify_same_parameters_on_all_ranks();
@@ -70,6 +74,7 @@ class DistributedDataParallel {
   std::shared_ptr<comm::ProcessGroup> group_;
   DDPOptions options_;
   std::unique_ptr<Reducer> reducer_;
+  std::vector<int64_t> initial_bucket_sizes_;
 };
 
 }  // namespace tandem::ddp

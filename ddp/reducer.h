@@ -54,6 +54,8 @@ class Reducer {
 
   const IterationStats& last_stats() const { return stats_; }
   const std::vector<BucketSpec>& buckets() const { return layout_; }
+  bool buckets_rebuilt() const { return rebuilt_; }
+  int64_t iterations() const { return iteration_; }  // synchronised iterations finished
   // The names of each bucket's parameters, in bucket order (for traces).
   std::vector<std::vector<std::string>> bucket_parameter_names() const;
 

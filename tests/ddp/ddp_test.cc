@@ -238,6 +238,36 @@ TEST_F(DdpTest, ANoGradForwardOnOneRankTakesNoPartInCollectives) {
   EXPECT_FALSE(r.stats[0]["buckets_rebuilt"].get<bool>()) << r.stats[0].dump();
 }
 
+TEST_F(DdpTest, LoggingDataRecordsTheSetupAndTheBucketsBeforeAndAfterTheRebuild) {
+  RanksRun r = launch_ranks(2, {"--steps", "2", "--bucket-cap-mb", "0.001", "--first-bucket-mb", "0.0005",
+                                "--grad-view"});
+  ASSERT_EQ(r.result.exit_code, 0) << r.stderr_text;
+  ScenarioMlp mlp(1);
+  int64_t bytes = 0;
+  for (const auto& [name, p] : mlp.named_parameters()) bytes += p.nbytes();
+  for (int rank = 0; rank < 2; ++rank) {
+    const nlohmann::json& d = r.stats[static_cast<size_t>(rank)]["logging_data"];
+    EXPECT_EQ(d["backend"], "ring");
+    EXPECT_EQ(d["world_size"], 2);
+    EXPECT_EQ(d["rank"], rank);
+    EXPECT_EQ(d["device"], "cpu");
+    EXPECT_EQ(d["parameter_bytes"].get<int64_t>(), bytes);
+    EXPECT_EQ(d["dtypes"], nlohmann::json::array({"f32"}));
+    EXPECT_EQ(d["bucket_cap_mb"].get<double>(), 0.001);
+    EXPECT_TRUE(d["gradient_as_bucket_view"].get<bool>());
+    EXPECT_EQ(d["comm_hook"], "allreduce");
+    EXPECT_EQ(d["iterations"].get<int64_t>(), 2);
+    // Both layouts hold every gradient once; the rebuild happened in the second iteration.
+    int64_t before = 0, after = 0;
+    for (const auto& b : d["bucket_sizes"]) before += b.get<int64_t>();
+    for (const auto& b : d["rebuilt_bucket_sizes"]) after += b.get<int64_t>();
+    EXPECT_EQ(before, bytes);
+    EXPECT_TRUE(d["has_rebuilt_buckets"].get<bool>());
+    EXPECT_EQ(after, bytes);
+    EXPECT_EQ(d["environment"]["WORLD_SIZE"], "2") << d.dump();  // set by the launcher
+  }
+}
+
 TEST_F(DdpTest, EarlyBucketsAreReducedWhileBackwardStillComputes) {
   // One bucket per parameter, and 300 ms of extra backward below fc1: the upper
   // layers' buckets must be reduced during that time, not after backward.

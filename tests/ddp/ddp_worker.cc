@@ -144,6 +144,7 @@ int main(int argc, char** argv) {
         j["buckets"].push_back({{"bytes", b.bytes}, {"params", b.num_params}, {"ready_ms", b.ready_ms},
                                 {"comm_start_ms", b.comm_start_ms}, {"comm_end_ms", b.comm_end_ms}});
       for (const auto& b : ddp.buckets()) j["layout"].push_back(b.params);
+      j["logging_data"] = nlohmann::json::parse(ddp::to_json(ddp.logging_data()));
       std::ofstream(fmt::format("{}/stats_rank{}.json", out_dir, rank)) << j.dump(2);
     }
     return 0;
