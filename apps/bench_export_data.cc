@@ -5,7 +5,7 @@
 //   tandem bench export-data --config configs/fortunes_demo.yaml --out /tmp/fortunes_npy
 //
 // Writes {train,test}_ids.npy (int32 [N, max_seq_len]), {train,test}_mask.npy
-// (uint8, 1 = token), {train,test}_labels.npy (int64 [N]), vocab.txt and
+// (uint8, 1 = token), {train,test}_labels.npy (int64 [N]), vocab.txt (tokenizer.json for BPE) and
 // meta.json (vocab size, classes, sequence length, the config).
 #include <fmt/format.h>
 
@@ -87,17 +87,12 @@ void run(const Args& a) {
       std::make_shared<data::Dataset>(data::load_dataset(dataset_spec(config, "test", train_set->class_names)));
   train_set->validate();
   test_set->validate();
-  data::TokenizerOptions tok;
-  tok.min_freq = config.data.vocab_min_freq;
-  tok.max_size = config.data.vocab_max_size;
-  tok.prepend_cls = true;
-  tok.lowercase = config.data.lowercase;
-  auto tokenizer = std::make_shared<data::Tokenizer>(data::Tokenizer::build(*train_set, tok));
+  auto tokenizer = std::make_shared<data::Tokenizer>(data::Tokenizer::build(*train_set, tokenizer_options(config)));
   const fs::path dir = a.out;
   fs::create_directories(dir);
   export_split(data::TextClassificationSource(train_set, tokenizer, config.model.max_seq_len), dir, "train");
   export_split(data::TextClassificationSource(test_set, tokenizer, config.model.max_seq_len), dir, "test");
-  tokenizer->save(dir / "vocab.txt");
+  tokenizer->save(dir / tokenizer->file_name());
   report::write_json(dir / "meta.json", {{"config", a.config},
                                          {"overrides", a.overrides},
                                          {"vocab_size", tokenizer->vocab_size()},

@@ -90,7 +90,8 @@ fs::path save_checkpoint(const fs::path& output_dir, const NamedTensors& model, 
   save_safetensors((tmp_dir / "model.safetensors").string(), model);
   save_safetensors((tmp_dir / "optimizer.safetensors").string(), optimizer);
   write_file_atomically(tmp_dir / "config.yaml", config_yaml);
-  if (!vocab_file.empty()) fs::copy_file(vocab_file, tmp_dir / "vocab.txt", fs::copy_options::overwrite_existing);
+  if (!vocab_file.empty())
+    fs::copy_file(vocab_file, tmp_dir / vocab_file.filename(), fs::copy_options::overwrite_existing);
   // trainer_state.json last: its presence marks a finished checkpoint.
   write_file_atomically(tmp_dir / "trainer_state.json", state_to_json(state).dump(2) + "\n");
   if (fs::exists(final_dir)) fs::remove_all(final_dir);

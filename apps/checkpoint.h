@@ -4,6 +4,7 @@
 //     optimizer.safetensors   the optimizer's state (PyTorch's names: state.<i>.exp_avg, ...)
 //     trainer_state.json      step, epoch, sampler position, loss scaler, seed, class names
 //     config.yaml, vocab.txt  what is needed to rebuild the model and its tokenizer
+//                             (tokenizer.json instead of vocab.txt for a BPE tokenizer)
 // A checkpoint is written into a hidden temporary folder and renamed into
 // place, so a crash mid-write leaves the previous checkpoints intact and
 // loadable (latest_checkpoint ignores unfinished ones). save_total_limit keeps

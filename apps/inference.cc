@@ -6,6 +6,7 @@
 
 #include "apps/commands.h"
 #include "apps/saved_model.h"
+#include "apps/train_setup.h"
 #include "apps/trainer.h"
 #include "core/autograd/grad_mode.h"
 #include "core/check.h"
@@ -28,18 +29,7 @@ void add_evaluate_command(CLI::App& app) {
   cmd->add_option("--set", *overrides, "override a saved config key, e.g. --set data.test_path=other.csv");
   cmd->callback([checkpoint, overrides] {
     SavedModel s = load_saved_model(*checkpoint, *overrides);
-    data::DatasetSpec spec;
-    const auto& d = s.config.data;
-    spec.format = d.format;
-    spec.split = "test";
-    spec.class_names = s.class_names;
-    spec.text_field = d.text_field;
-    spec.label_field = d.label_field;
-    spec.categories = d.categories;
-    spec.test_fraction = d.test_fraction;
-    spec.split_seed = static_cast<uint64_t>(s.config.seed);
-    spec.path = (d.format == "ag_news" || d.format == "jsonl" || d.format == "tsv") ? d.test_path : d.train_path;
-    auto test = std::make_shared<data::Dataset>(data::load_dataset(spec));
+    auto test = std::make_shared<data::Dataset>(data::load_dataset(dataset_spec(s.config, "test", s.class_names)));
     test->validate();
     data::DataLoaderOptions lo;
     lo.batch_size = s.config.per_device_eval_batch_size;

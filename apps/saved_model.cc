@@ -13,7 +13,7 @@ SavedModel load_saved_model(const fs::path& checkpoint, const std::vector<std::s
   SavedModel s;
   s.config = load_train_config((checkpoint / "config.yaml").string(), overrides);
   validate(s.config);
-  s.tokenizer = std::make_shared<data::Tokenizer>(data::Tokenizer::load(checkpoint / "vocab.txt"));
+  s.tokenizer = std::make_shared<data::Tokenizer>(data::Tokenizer::load(data::Tokenizer::file_in(checkpoint)));
   Checkpoint ck = load_checkpoint(checkpoint);
   s.class_names = ck.state.class_names;
   TANDEM_CHECK(s.class_names.size() >= 2, "{}: trainer_state.json lists {} classes", checkpoint.string(),

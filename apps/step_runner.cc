@@ -211,12 +211,7 @@ StepRunner::StepRunner(const TrainConfig& config, std::shared_ptr<comm::ProcessG
   } else {
     auto train_set = std::make_shared<data::Dataset>(data::load_dataset(dataset_spec(config, "train", {})));
     train_set->validate();
-    data::TokenizerOptions tok;
-    tok.min_freq = config.data.vocab_min_freq;
-    tok.max_size = config.data.vocab_max_size;
-    tok.prepend_cls = true;
-    tok.lowercase = config.data.lowercase;
-    auto tokenizer = std::make_shared<data::Tokenizer>(data::Tokenizer::build(*train_set, tok));
+    auto tokenizer = std::make_shared<data::Tokenizer>(data::Tokenizer::build(*train_set, tokenizer_options(config)));
     vocab = tokenizer->vocab_size();
     classes = train_set->num_classes();
     s.train_examples = train_set->size();

@@ -91,6 +91,7 @@ Field field(std::string key, std::function<T&(TrainConfig&)> member, std::vector
 #define TOP(T, name, ...) field<T>(#name, [](TrainConfig& c) -> T& { return c.name; } __VA_OPT__(, ) __VA_ARGS__)
 #define MODEL(T, name, ...) field<T>("model." #name, [](TrainConfig& c) -> T& { return c.model.name; } __VA_OPT__(, ) __VA_ARGS__)
 #define DATA(T, name, ...) field<T>("data." #name, [](TrainConfig& c) -> T& { return c.data.name; } __VA_OPT__(, ) __VA_ARGS__)
+#define TOKENIZER(T, name, ...) field<T>("tokenizer." #name, [](TrainConfig& c) -> T& { return c.tokenizer.name; } __VA_OPT__(, ) __VA_ARGS__)
 
 const std::vector<Field>& schema() {
   using S = std::string;
@@ -145,16 +146,24 @@ const std::vector<Field>& schema() {
       MODEL(S, pooling, {"mean", "cls"}),
       MODEL(S, activation, {"gelu", "gelu_tanh", "relu"}),
       MODEL(bool, norm_first),
-      DATA(S, format, {"fortunes", "ag_news", "imdb", "jsonl", "tsv"}),
+      DATA(S, format, {"fortunes", "ag_news", "csv", "imdb", "jsonl", "tsv"}),
       DATA(S, train_path),
       DATA(S, test_path),
       DATA(L, categories),
       DATA(S, text_field),
       DATA(S, label_field),
+      DATA(L, class_names),
+      DATA(S, delimiter),
+      DATA(bool, header),
+      DATA(S, label_column),
+      DATA(L, text_columns),
       DATA(double, test_fraction),
       DATA(int64_t, vocab_min_freq),
       DATA(int64_t, vocab_max_size),
       DATA(bool, lowercase),
+      TOKENIZER(S, type, {"word", "bpe"}),
+      TOKENIZER(int64_t, vocab_size),
+      TOKENIZER(int64_t, min_frequency),
   };
   return fields;
 }
@@ -162,6 +171,7 @@ const std::vector<Field>& schema() {
 #undef TOP
 #undef MODEL
 #undef DATA
+#undef TOKENIZER
 
 size_t edit_distance(const std::string& a, const std::string& b) {
   std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
@@ -207,7 +217,7 @@ void apply_map(TrainConfig& c, const YAML::Node& map, const std::string& prefix,
     // Copies: yaml-cpp's iterator hands out a temporary pair, so references into it dangle.
     const YAML::Node key_node = entry.first, value = entry.second;
     const std::string key = prefix + key_node.as<std::string>();
-    if ((key == "model" || key == "data") && prefix.empty()) {
+    if ((key == "model" || key == "data" || key == "tokenizer") && prefix.empty()) {
       if (!value.IsMap()) throw Error(fmt::format("{}: section '{}' must be a map", where_of(file, key_node), key));
       apply_map(c, value, key + ".", file);
       continue;
@@ -290,6 +300,12 @@ void validate(const TrainConfig& c) {
   TANDEM_CHECK(c.data.test_fraction > 0 && c.data.test_fraction < 1, "config: data.test_fraction must be in (0, 1), got {}",
                c.data.test_fraction);
   TANDEM_CHECK(!c.output_dir.empty(), "config: output_dir must not be empty");
+  TANDEM_CHECK(c.data.delimiter == "tab" || c.data.delimiter.size() == 1,
+               "config: data.delimiter must be one character or \"tab\", got '{}'", c.data.delimiter);
+  TANDEM_CHECK(!c.data.text_columns.empty(), "config: data.text_columns must name at least one column");
+  positive(c.tokenizer.vocab_size, "tokenizer.vocab_size");
+  TANDEM_CHECK(c.tokenizer.min_frequency >= 0, "config: tokenizer.min_frequency must be >= 0, got {}",
+               c.tokenizer.min_frequency);
   TANDEM_CHECK(c.profile_steps >= 0, "config: profile_steps must be >= 0, got {}", c.profile_steps);
   TANDEM_CHECK(c.profile_skip_first >= 0, "config: profile_skip_first must be >= 0, got {}", c.profile_skip_first);
   TANDEM_CHECK(!c.trace || c.profile_steps > 0,

@@ -28,16 +28,29 @@ struct ModelConfig {
 };
 
 struct DataConfig {
-  std::string format = "fortunes";   // fortunes | ag_news | imdb | jsonl | tsv
+  std::string format = "fortunes";   // fortunes | ag_news | csv | imdb | jsonl | tsv
   std::string train_path;            // file or folder (unused for fortunes)
   std::string test_path;
   std::vector<std::string> categories;  // fortunes: which categories are the classes
   std::string text_field = "text";   // jsonl
   std::string label_field = "label"; // jsonl
+  std::vector<std::string> class_names;  // ag_news: names of labels 1..N; csv/jsonl/tsv: the classes. Empty: from the data
+  std::string delimiter = ",";       // csv: one character, or "tab"
+  bool header = false;               // csv and tsv: the first line names the columns
+  std::string label_column = "0";    // csv: header name or 0-based index
+  std::vector<std::string> text_columns = {"1"};  // csv: header names or 0-based indices, joined with a space
   double test_fraction = 0.1;        // fortunes: held-out share
   int64_t vocab_min_freq = 2;
   int64_t vocab_max_size = 20000;
   bool lowercase = true;
+};
+
+// `tokenizer:` (data/tokenizer.h). type word uses data.vocab_min_freq/vocab_max_size;
+// type bpe trains Hugging Face-compatible BPE on the training split (tokenizer.json).
+struct TokenizerConfig {
+  std::string type = "word";   // word | bpe
+  int64_t vocab_size = 8000;   // bpe: special tokens and alphabet included
+  int64_t min_frequency = 2;   // bpe: pairs seen fewer times are not merged
 };
 
 struct TrainConfig {
@@ -85,6 +98,7 @@ struct TrainConfig {
   std::string profile_dir;         // where profile and trace files go; empty: output_dir
   ModelConfig model;
   DataConfig data;
+  TokenizerConfig tokenizer;
 };
 
 // Reads `path` (may be empty: all defaults), then applies each "key=value"

@@ -37,7 +37,11 @@ data::DatasetSpec dataset_spec(const TrainConfig& c, const std::string& split,
   data::DatasetSpec s;
   s.format = c.data.format;
   s.split = split;
-  s.class_names = class_names;
+  s.class_names = class_names.empty() ? c.data.class_names : class_names;
+  s.header = c.data.header;
+  s.csv.delimiter = c.data.delimiter == "tab" ? '\t' : c.data.delimiter.at(0);
+  s.csv.label_column = c.data.label_column;
+  s.csv.text_columns = c.data.text_columns;
   s.text_field = c.data.text_field;
   s.label_field = c.data.label_field;
   s.categories = c.data.categories;
@@ -52,6 +56,18 @@ data::DatasetSpec dataset_spec(const TrainConfig& c, const std::string& split,
     TANDEM_CHECK(!s.path.empty(), "config: data.{}_path is required for format {}", split, c.data.format);
   }
   return s;
+}
+
+data::TokenizerOptions tokenizer_options(const TrainConfig& c) {
+  data::TokenizerOptions t;
+  t.type = c.tokenizer.type;
+  t.min_freq = c.data.vocab_min_freq;
+  t.max_size = c.data.vocab_max_size;
+  t.vocab_size = c.tokenizer.vocab_size;
+  t.min_frequency = c.tokenizer.min_frequency;
+  t.prepend_cls = true;
+  t.lowercase = c.data.lowercase;
+  return t;
 }
 
 std::unique_ptr<Optimizer> make_optimizer(const TrainConfig& c, const nn::Module& model) {

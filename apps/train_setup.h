@@ -11,6 +11,7 @@
 #include "core/device.h"
 #include "core/dtype.h"
 #include "data/dataset_spec.h"
+#include "data/tokenizer.h"
 #include "ddp/distributed_data_parallel.h"
 #include "nn/transformer.h"
 #include "optim/optimizer.h"
@@ -24,6 +25,8 @@ DType compute_dtype(const TrainConfig& c);
 // The reader spec of a split ("train" or "test"); class_names fixes the label set (the train split's).
 data::DatasetSpec dataset_spec(const TrainConfig& c, const std::string& split,
                                const std::vector<std::string>& class_names);
+// The tokenizer section (and data.vocab_*, data.lowercase) as builder options; [CLS] always first.
+data::TokenizerOptions tokenizer_options(const TrainConfig& c);
 nn::TextClassifierConfig model_config(const TrainConfig& c, int64_t vocab_size, int64_t num_classes);
 // AdamW or SGD; weight decay on matrices only (biases and LayerNorm weights are not decayed).
 std::unique_ptr<Optimizer> make_optimizer(const TrainConfig& c, const nn::Module& model);

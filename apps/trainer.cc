@@ -226,13 +226,8 @@ TrainResult train(const TrainConfig& config, std::shared_ptr<comm::ProcessGroup>
       std::make_shared<data::Dataset>(data::load_dataset(dataset_spec(config, "test", train_set->class_names)));
   train_set->validate();
   test_set->validate();
-  data::TokenizerOptions tok_options;
-  tok_options.min_freq = config.data.vocab_min_freq;
-  tok_options.max_size = config.data.vocab_max_size;
-  tok_options.prepend_cls = true;
-  tok_options.lowercase = config.data.lowercase;
-  auto tokenizer = std::make_shared<data::Tokenizer>(data::Tokenizer::build(*train_set, tok_options));
-  const fs::path vocab_file = out_dir / "vocab.txt";
+  auto tokenizer = std::make_shared<data::Tokenizer>(data::Tokenizer::build(*train_set, tokenizer_options(config)));
+  const fs::path vocab_file = out_dir / tokenizer->file_name();
   if (main_rank) tokenizer->save(vocab_file);
   say(data::describe(*train_set, "train"));
   say(data::describe(*test_set, "test"));

@@ -2,6 +2,7 @@
 
 #include "core/check.h"
 #include "data/ag_news.h"
+#include "data/csv_dataset.h"
 #include "data/fortunes.h"
 #include "data/imdb.h"
 #include "data/jsonl.h"
@@ -14,6 +15,12 @@ Dataset load_dataset(const DatasetSpec& spec) {
     AgNewsOptions options;
     if (!spec.class_names.empty()) options.class_names = spec.class_names;
     return read_ag_news_csv(spec.path, options);
+  }
+  if (spec.format == "csv") {
+    CsvDatasetOptions options = spec.csv;
+    options.header = spec.header;
+    options.class_names = spec.class_names;
+    return read_csv_dataset(spec.path, options);
   }
   if (spec.format == "imdb") return read_imdb(spec.path, spec.split);
   if (spec.format == "jsonl")
@@ -29,7 +36,7 @@ Dataset load_dataset(const DatasetSpec& spec) {
     auto [train, test] = split_train_test(all, spec.test_fraction, spec.split_seed);
     return spec.split == "train" ? std::move(train) : std::move(test);
   }
-  TANDEM_FAIL("unknown dataset format '{}' (expected ag_news, imdb, jsonl, tsv or fortunes)", spec.format);
+  TANDEM_FAIL("unknown dataset format '{}' (expected ag_news, csv, imdb, jsonl, tsv or fortunes)", spec.format);
 }
 
 }  // namespace tandem::data

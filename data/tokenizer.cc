@@ -5,10 +5,15 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <limits>
+#include <map>
 
 #include "core/atomic_file.h"
 #include "core/check.h"
+#include "data/bpe.h"
+#include "data/hf_pretokenizer.h"
 #include "data/text_file.h"
+#include "data/tokenizer_json.h"
 #include "data/utf8.h"
 
 namespace tandem::data {
@@ -158,7 +163,44 @@ Tokenizer::Tokenizer(std::vector<std::string> vocab, bool prepend_cls, bool lowe
   for (size_t i = 0; i < tokens_.size(); ++i) ids_.emplace(tokens_[i], static_cast<int32_t>(i));
 }
 
+Tokenizer::Tokenizer(const HfBpeTokenizer& bpe) : Tokenizer(bpe.model->vocab(), bpe.prepend_cls, bpe.lowercase) {
+  bpe_ = bpe.model;
+}
+
+Tokenizer Tokenizer::build_bpe(const std::function<void(const std::function<void(std::string_view)>&)>& visit_texts,
+                               const TokenizerOptions& options) {
+  // Word counts as tokenizers' trainer collects them: normalize, pre-tokenize, count.
+  std::unordered_map<std::string, int64_t, TransparentHash, std::equal_to<>> counts;
+  std::string normalized;
+  visit_texts([&](std::string_view text) {
+    std::string_view norm = text;
+    if (options.lowercase) {
+      normalized.clear();
+      hf::lowercase_into(text, normalized);
+      norm = normalized;
+    }
+    hf::for_each_pretoken(norm, [&](std::string_view word) {
+      auto it = counts.find(word);
+      if (it == counts.end()) it = counts.emplace(std::string(word), 0).first;
+      ++it->second;
+    });
+  });
+  BpeTrainerOptions trainer;
+  trainer.vocab_size = options.vocab_size;
+  trainer.min_frequency = options.min_frequency;
+  auto model = std::make_shared<const BpeModel>(
+      train_bpe(std::map<std::string, int64_t>(counts.begin(), counts.end()), trainer));
+  return Tokenizer(HfBpeTokenizer{model, options.lowercase, options.prepend_cls});
+}
+
 Tokenizer Tokenizer::build(const std::vector<std::string>& texts, const TokenizerOptions& options) {
+  if (options.type == "bpe")
+    return build_bpe(
+        [&](const auto& f) {
+          for (const auto& t : texts) f(t);
+        },
+        options);
+  TANDEM_CHECK(options.type == "word", "tokenizer: type must be 'word' or 'bpe', got '{}'", options.type);
   return Tokenizer(build_vocab(
                        [&](auto&& f) {
                          for (const auto& t : texts) f(t);
@@ -168,6 +210,13 @@ Tokenizer Tokenizer::build(const std::vector<std::string>& texts, const Tokenize
 }
 
 Tokenizer Tokenizer::build(const Dataset& train, const TokenizerOptions& options) {
+  if (options.type == "bpe")
+    return build_bpe(
+        [&](const auto& f) {
+          for (const auto& e : train.examples) f(e.text);
+        },
+        options);
+  TANDEM_CHECK(options.type == "word", "tokenizer: type must be 'word' or 'bpe', got '{}'", options.type);
   return Tokenizer(build_vocab(
                        [&](auto&& f) {
                          for (const auto& e : train.examples) f(e.text);
@@ -186,12 +235,52 @@ const std::string& Tokenizer::token(int32_t id) const {
   return tokens_[static_cast<size_t>(id)];
 }
 
+void Tokenizer::append_ids(std::string_view text, std::vector<int32_t>& out, size_t limit) const {
+  if (!bpe_) {
+    TokenCursor cursor(text, lowercase_);
+    std::string token;
+    while (out.size() < limit && cursor.next(token)) out.push_back(id(token));
+    return;
+  }
+  // As tokenizers does: the special tokens are found in the raw text first; the pieces
+  // between them are normalized, pre-tokenized and encoded word by word.
+  std::string normalized;
+  auto encode_piece = [&](std::string_view piece) {
+    std::string_view norm = piece;
+    if (lowercase_) {
+      normalized.clear();
+      hf::lowercase_into(piece, normalized);
+      norm = normalized;
+    }
+    hf::for_each_pretoken(norm, [&](std::string_view word) {
+      if (out.size() < limit) bpe_->encode_word(word, out);
+    });
+  };
+  size_t start = 0;
+  while (start < text.size() && out.size() < limit) {
+    size_t found = std::string_view::npos;
+    int32_t special = -1;
+    for (size_t p = text.find('[', start); p != std::string_view::npos && special < 0; p = text.find('[', p + 1))
+      for (int32_t k = 0; k < static_cast<int32_t>(std::size(kSpecial)) && special < 0; ++k)
+        if (text.substr(p, kSpecial[k].size()) == kSpecial[k]) {
+          special = k;
+          found = p;
+        }
+    if (special < 0) {
+      encode_piece(text.substr(start));
+      break;
+    }
+    encode_piece(text.substr(start, found - start));
+    if (out.size() < limit) out.push_back(special);
+    start = found + kSpecial[special].size();
+  }
+  if (out.size() > limit) out.resize(limit);
+}
+
 std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
   std::vector<int32_t> out;
   if (prepend_cls_) out.push_back(kCls);
-  TokenCursor cursor(text, lowercase_);
-  std::string token;
-  while (cursor.next(token)) out.push_back(id(token));
+  append_ids(text, out, std::numeric_limits<size_t>::max());
   return out;
 }
 
@@ -207,11 +296,12 @@ int64_t Tokenizer::encode_into(std::string_view text, int64_t max_seq_len, DType
       static_cast<int64_t*>(ids)[i] = v;
     }
   };
-  int64_t n = 0;
-  if (prepend_cls_) put(n++, kCls);
-  TokenCursor cursor(text, lowercase_);
-  std::string token;
-  while (n < max_seq_len && cursor.next(token)) put(n++, id(token));
+  std::vector<int32_t> row;
+  row.reserve(static_cast<size_t>(max_seq_len));
+  if (prepend_cls_) row.push_back(kCls);
+  append_ids(text, row, static_cast<size_t>(max_seq_len));
+  const auto n = static_cast<int64_t>(row.size());
+  for (int64_t i = 0; i < n; ++i) put(i, row[static_cast<size_t>(i)]);
   for (int64_t i = n; i < max_seq_len; ++i) put(i, kPad);
   std::fill(mask, mask + n, uint8_t{1});
   std::fill(mask + n, mask + max_seq_len, uint8_t{0});
@@ -230,15 +320,28 @@ Encoding Tokenizer::encode_batch(const std::vector<std::string>& texts, int64_t 
   return out;
 }
 
+std::string Tokenizer::file_name() const { return bpe_ ? "tokenizer.json" : "vocab.txt"; }
+
+std::filesystem::path Tokenizer::file_in(const std::filesystem::path& dir) {
+  return std::filesystem::exists(dir / "tokenizer.json") ? dir / "tokenizer.json" : dir / "vocab.txt";
+}
+
 void Tokenizer::save(const std::filesystem::path& path) const {
-  std::string text = std::string(kMagic) + " 1 prepend_cls=" + (prepend_cls_ ? "1" : "0") +
-                     " lowercase=" + (lowercase_ ? "1" : "0") + "\n";
-  for (const auto& t : tokens_) text += t + "\n";
+  std::string text;
+  if (bpe_) {
+    text = to_tokenizer_json(HfBpeTokenizer{bpe_, lowercase_, prepend_cls_});
+  } else {
+    text = std::string(kMagic) + " 1 prepend_cls=" + (prepend_cls_ ? "1" : "0") + " lowercase=" + (lowercase_ ? "1" : "0") +
+           "\n";
+    for (const auto& t : tokens_) text += t + "\n";
+  }
   write_file_atomically(path, text);
 }
 
 Tokenizer Tokenizer::load(const std::filesystem::path& path) {
   const std::string text = read_text_file(path);
+  if (const size_t first = text.find_first_not_of(" \t\r\n"); first != std::string::npos && text[first] == '{')
+    return Tokenizer(parse_tokenizer_json(text, path));
   std::vector<std::string> vocab;
   std::unordered_map<std::string, int64_t> first_line;
   bool prepend_cls = true, lowercase = true;

@@ -1,6 +1,13 @@
-// Word-level tokenizer with a vocabulary built from the training split.
+// The tokenizer of a training job, built from the training split: word-level
+// (type "word", the default) or subword BPE (type "bpe").
 //
-// Splitting rules (basic_tokenize):
+// BPE (data/bpe.h, data/hf_pretokenizer.h) is Hugging Face `tokenizers`' models.BPE
+// behind a Lowercase normalizer (when lowercase) and the Whitespace pre-tokenizer,
+// trained like its BpeTrainer, with [PAD]=0, [UNK]=1, [CLS]=2 as special tokens
+// matched in the raw text, and saved as tokenizer.json (data/tokenizer_json.h):
+// the ids equal those of `tokenizers` for the same file and text.
+//
+// Word-level splitting rules (basic_tokenize):
 //   - lower-case (unless lowercase is off): ASCII, Latin-1, Latin Extended-A,
 //     Greek and Cyrillic capitals; other scripts are kept as they are;
 //   - whitespace and control characters separate tokens;
@@ -22,6 +29,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -33,15 +41,21 @@
 
 namespace tandem::data {
 
+class BpeModel;
+struct HfBpeTokenizer;
+
 // Calls on_token for each token of `text`, in order (views valid only during the call).
 void for_each_token(std::string_view text, const std::function<void(std::string_view)>& on_token,
                     bool lowercase = true);
 std::vector<std::string> basic_tokenize(std::string_view text, bool lowercase = true);
 
 struct TokenizerOptions {
-  int64_t min_freq = 1;     // rarer training tokens map to [UNK]
-  int64_t max_size = 0;     // vocabulary entries including the 3 special tokens; 0 = no limit
-  bool prepend_cls = true;  // sequences start with [CLS], which the classifier can pool
+  std::string type = "word";  // "word" or "bpe"
+  int64_t min_freq = 1;       // word: rarer training tokens map to [UNK]
+  int64_t max_size = 0;       // word: vocabulary entries including the 3 special tokens; 0 = no limit
+  int64_t vocab_size = 8000;  // bpe: target vocabulary (special tokens and alphabet included)
+  int64_t min_frequency = 2;  // bpe: a pair seen fewer times in the training words is not merged
+  bool prepend_cls = true;    // sequences start with [CLS], which the classifier can pool
   bool lowercase = true;
 };
 
@@ -57,12 +71,18 @@ class Tokenizer {
   static Tokenizer build(const std::vector<std::string>& texts, const TokenizerOptions& options = {});
   static Tokenizer build(const Dataset& train, const TokenizerOptions& options = {});
 
-  // The file is text: a header line "tandem-vocab 1 prepend_cls=<0|1> lowercase=<0|1>", then
-  // one token per line, the token on line n having id n - 2. Saving writes a temporary file and
-  // renames it; loading reports problems as "path:line: what is wrong".
+  // Word-level: a text file, a header line "tandem-vocab 1 prepend_cls=<0|1> lowercase=<0|1>",
+  // then one token per line, the token on line n having id n - 2. BPE: Hugging Face's
+  // tokenizer.json. Saving writes a temporary file and renames it; loading tells the two
+  // apart by content and reports problems naming the file (and line or JSON key).
   void save(const std::filesystem::path& path) const;
   static Tokenizer load(const std::filesystem::path& path);
+  // "vocab.txt" (word) or "tokenizer.json" (bpe): the name it is saved under next to checkpoints.
+  std::string file_name() const;
+  // The tokenizer file in a checkpoint or output folder: tokenizer.json if present, else vocab.txt.
+  static std::filesystem::path file_in(const std::filesystem::path& dir);
 
+  std::string type() const { return bpe_ ? "bpe" : "word"; }
   int64_t vocab_size() const { return static_cast<int64_t>(tokens_.size()); }
   bool prepend_cls() const { return prepend_cls_; }
   bool lowercase() const { return lowercase_; }
@@ -78,6 +98,11 @@ class Tokenizer {
 
  private:
   Tokenizer(std::vector<std::string> vocab, bool prepend_cls, bool lowercase);  // vocab starts with the special tokens
+  explicit Tokenizer(const HfBpeTokenizer& bpe);
+  static Tokenizer build_bpe(const std::function<void(const std::function<void(std::string_view)>&)>& visit_texts,
+                             const TokenizerOptions& options);
+  // Appends the ids of `text` without [CLS], stopping once `out` holds at least `limit` ids.
+  void append_ids(std::string_view text, std::vector<int32_t>& out, size_t limit) const;
 
   struct Hash {
     using is_transparent = void;
@@ -87,6 +112,7 @@ class Tokenizer {
   std::unordered_map<std::string, int32_t, Hash, std::equal_to<>> ids_;
   bool prepend_cls_ = true;
   bool lowercase_ = true;
+  std::shared_ptr<const BpeModel> bpe_;  // null: word-level
 };
 
 }  // namespace tandem::data

@@ -5,6 +5,7 @@
 #include <functional>
 
 #include "apps/train_config.h"
+#include "apps/train_setup.h"
 #include "core/check.h"
 
 namespace tandem::apps {
@@ -44,6 +45,41 @@ TEST(TrainConfig, ReadsTopLevelKeysAndSections) {
   EXPECT_TRUE(c.bf16);
   EXPECT_EQ(c.model.d_model, 256);
   EXPECT_EQ(c.data.categories, (std::vector<std::string>{"art", "food"}));
+}
+
+TEST(TrainConfig, TokenizerSectionDefaultsToWordAndReadsBpeSettings) {
+  EXPECT_EQ(load_train_config("", {}).tokenizer.type, "word");
+  auto path = write_config("tok.yaml", "tokenizer:\n  type: bpe\n  vocab_size: 4000\n  min_frequency: 3\n");
+  TrainConfig c = load_train_config(path, {});
+  EXPECT_EQ(c.tokenizer.type, "bpe");
+  EXPECT_EQ(c.tokenizer.vocab_size, 4000);
+  data::TokenizerOptions t = tokenizer_options(c);
+  EXPECT_EQ(t.type, "bpe");
+  EXPECT_EQ(t.vocab_size, 4000);
+  EXPECT_EQ(t.min_frequency, 3);
+  std::string e = error_of([&] { load_train_config("", {"tokenizer.type=wordpiece"}); });
+  EXPECT_NE(e.find("key 'tokenizer.type' must be one of word, bpe, got 'wordpiece'"), std::string::npos) << e;
+}
+
+TEST(TrainConfig, CsvKeysReachTheDatasetSpec) {
+  auto path = write_config("csv.yaml",
+                           "data:\n  format: csv\n  train_path: tr.tsv\n  test_path: te.tsv\n  delimiter: tab\n"
+                           "  header: true\n  label_column: topic\n  text_columns: [title, body]\n"
+                           "  class_names: [a, b]\n");
+  TrainConfig c = load_train_config(path, {});
+  validate(c);
+  data::DatasetSpec s = dataset_spec(c, "train", {});
+  EXPECT_EQ(s.path, "tr.tsv");
+  EXPECT_EQ(s.csv.delimiter, '\t');
+  EXPECT_TRUE(s.header);
+  EXPECT_EQ(s.csv.label_column, "topic");
+  EXPECT_EQ(s.csv.text_columns, (std::vector<std::string>{"title", "body"}));
+  EXPECT_EQ(s.class_names, (std::vector<std::string>{"a", "b"}));
+  // The test split takes the train split's classes.
+  EXPECT_EQ(dataset_spec(c, "test", {"x", "y", "z"}).class_names, (std::vector<std::string>{"x", "y", "z"}));
+  c.data.delimiter = ";;";
+  std::string e = error_of([&] { validate(c); });
+  EXPECT_NE(e.find("data.delimiter must be one character or \"tab\", got ';;'"), std::string::npos) << e;
 }
 
 TEST(TrainConfig, OverridesApplyAfterTheFileAndReachIntoSections) {

@@ -158,6 +158,25 @@ TEST_F(TrainEndToEnd, EvaluateAndPredictUseTheSavedCheckpoint) {
   EXPECT_NE(pr.out.find("the alpha cat"), std::string::npos) << pr.out;
 }
 
+TEST_F(TrainEndToEnd, ABpeTokenizerIsSavedAsTokenizerJsonAndEvaluateUsesIt) {
+  const fs::path out = dir_ / "bpe";
+  Output r = run_tandem(1, train_args(out, {"--set", "tokenizer.type=bpe", "--set", "tokenizer.vocab_size=60"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(fs::exists(out / "tokenizer.json"));
+  EXPECT_FALSE(fs::exists(out / "vocab.txt"));
+  EXPECT_EQ(read_json(out / "tokenizer.json")["model"]["vocab"].size(), 60u);
+  nlohmann::json res = read_json(out / "results.json");
+  fs::path ck;
+  for (const auto& e : fs::directory_iterator(out))
+    if (e.path().filename().string().rfind("checkpoint-", 0) == 0 && e.path() > ck) ck = e.path();
+  ASSERT_FALSE(ck.empty());
+  EXPECT_TRUE(fs::exists(ck / "tokenizer.json"));
+  Output ev = run_tandem(1, {"evaluate", "--checkpoint", ck.string()});
+  ASSERT_EQ(ev.exit_code, 0) << ev.err;
+  EXPECT_NE(ev.out.find(fmt::format("accuracy {:.4f}", res["eval_accuracy"].get<double>())), std::string::npos)
+      << ev.out;
+}
+
 TEST_F(TrainEndToEnd, ACheckpointFolderFromAnotherModelIsRefusedNamingTheParameter) {
   const fs::path out = dir_ / "mismatch";
   ASSERT_EQ(run_tandem(1, train_args(out, {"--stop-after", "10"})).exit_code, 0);

@@ -19,7 +19,7 @@ TEST(AgNews, ReadsOneBasedClassesAndJoinsTitleAndDescription) {
                         "\"3\",\"Wall St. Bears Claw Back\",\"Short-sellers, Wall Street's dwindling band.\"\n"
                         "\"1\",\"Title, with comma\",\"A \"\"quoted\"\" word\nand a second line\"\n"
                         "\"4\",\"\",\"Only a description\"\n");
-  Dataset d = read_ag_news_csv(path);
+  Dataset d = read_ag_news_csv(path, {ag_news_class_names()});
   ASSERT_EQ(d.size(), 3);
   EXPECT_EQ(d.class_names, (std::vector<std::string>{"World", "Sports", "Business", "Sci/Tech"}));
   EXPECT_EQ(d.examples[0].label, 2);
@@ -42,7 +42,8 @@ TEST(AgNews, WrongColumnCountNamesFileAndLine) {
   TempDir dir;
   auto path = dir.write("bad.csv", "\"1\",\"t\",\"d\"\n\"2\",\"only two\"\n");
   EXPECT_THAT(error_of([&] { read_ag_news_csv(path); }),
-              StartsWith(path.string() + ":2: expected 3 columns (class, title, description), found 2"));
+              StartsWith(path.string() + ":2: expected 3 columns (class, then 2 text columns, as in the first record), "
+                                         "found 2"));
 }
 
 TEST(AgNews, NonIntegerLabelIsAnError) {
@@ -55,7 +56,9 @@ TEST(AgNews, NonIntegerLabelIsAnError) {
 TEST(AgNews, LabelZeroIsOutOfRangeBecauseClassesAreOneBased) {
   TempDir dir;
   auto path = dir.write("bad.csv", "\"0\",\"t\",\"d\"\n");
-  EXPECT_THAT(error_of([&] { read_ag_news_csv(path); }), StartsWith(path.string() + ":1: label 0 is outside 1..4"));
+  EXPECT_THAT(error_of([&] { read_ag_news_csv(path); }), StartsWith(path.string() + ":1: label 0 is below 1"));
+  EXPECT_THAT(error_of([&] { read_ag_news_csv(path, {ag_news_class_names()}); }),
+              StartsWith(path.string() + ":1: label 0 is outside 1..4"));
 }
 
 TEST(AgNews, LabelAboveTheDeclaredClassCountIsAnError) {
@@ -64,6 +67,43 @@ TEST(AgNews, LabelAboveTheDeclaredClassCountIsAnError) {
   AgNewsOptions two_classes{{"a", "b"}};
   EXPECT_THAT(error_of([&] { read_ag_news_csv(path, two_classes); }),
               StartsWith(path.string() + ":3: label 3 is outside 1..2"));
+}
+
+TEST(AgNews, WithoutClassNamesTheClassesAreOneToTheLargestLabel) {
+  // A DBpedia-style file with 7 classes: AG News's 4 names must not bound it.
+  TempDir dir;
+  auto path = dir.write("train.csv", "\"7\",\"Title\",\"Body\"\n\"2\",\"t\",\"d\"\n");
+  Dataset d = read_ag_news_csv(path);
+  EXPECT_EQ(d.class_names, (std::vector<std::string>{"1", "2", "3", "4", "5", "6", "7"}));
+  EXPECT_EQ(d.examples[0].label, 6);
+  EXPECT_EQ(d.examples[1].label, 1);
+}
+
+TEST(AgNews, YahooAnswersStyleTextColumnsAreJoinedSkippingEmptyOnes) {
+  TempDir dir;
+  auto path = dir.write("train.csv",
+                        "\"3\",\"Why is the sky blue?\",\"\",\"Rayleigh scattering.\"\n"
+                        "\"10\",\"Q\",\"details\",\"answer\"\n");
+  Dataset d = read_ag_news_csv(path);
+  ASSERT_EQ(d.size(), 2);
+  EXPECT_EQ(d.examples[0].text, "Why is the sky blue? Rayleigh scattering.");
+  EXPECT_EQ(d.examples[1].text, "Q details answer");
+  EXPECT_EQ(d.num_classes(), 10);
+}
+
+TEST(AgNews, YelpStyleTwoColumnsHoldOneText) {
+  TempDir dir;
+  auto path = dir.write("train.csv", "\"2\",\"Great food, slow service.\"\n\"1\",\"Never again\"\n");
+  Dataset d = read_ag_news_csv(path);
+  EXPECT_EQ(d.examples[0].text, "Great food, slow service.");
+  EXPECT_EQ(d.class_names, (std::vector<std::string>{"1", "2"}));
+}
+
+TEST(AgNews, ASingleColumnIsAnError) {
+  TempDir dir;
+  auto path = dir.write("bad.csv", "\"1\"\n");
+  EXPECT_THAT(error_of([&] { read_ag_news_csv(path); }),
+              StartsWith(path.string() + ":1: expected a class column and at least one text column, found 1 column"));
 }
 
 TEST(AgNews, EmptyTitleAndDescriptionIsAnError) {

@@ -18,7 +18,7 @@ TEST(LoadDataset, UnknownFormatIsAnErrorListingTheKnownOnes) {
   DatasetSpec spec;
   spec.format = "parquet";
   EXPECT_THAT(error_of([&] { load_dataset(spec); }),
-              HasSubstr("unknown dataset format 'parquet' (expected ag_news, imdb, jsonl, tsv or fortunes)"));
+              HasSubstr("unknown dataset format 'parquet' (expected ag_news, csv, imdb, jsonl, tsv or fortunes)"));
 }
 
 TEST(LoadDataset, PassesReaderOptionsThrough) {
@@ -43,6 +43,15 @@ TEST(LoadDataset, PassesReaderOptionsThrough) {
   ASSERT_EQ(d.size(), 1);
   EXPECT_EQ(d.examples[0].text, "some text");
   EXPECT_EQ(d.examples[0].label, 0);
+
+  spec.format = "csv";
+  spec.path = dir.write("d.csv", "kind,a,b\npos,x,y\n");
+  spec.csv.label_column = "kind";
+  spec.csv.text_columns = {"b", "a"};
+  d = load_dataset(spec);
+  ASSERT_EQ(d.size(), 1);
+  EXPECT_EQ(d.examples[0].text, "y x");
+  EXPECT_EQ(d.examples[0].label, 1);
 }
 
 TEST(LoadDataset, FortuneSplitsAreDisjointAndCoverTheCategories) {

@@ -1,0 +1,243 @@
+"""Tandem against two classical text classifiers on the same splits.
+
+Systems, each trained on the same seeded split and scored on the same held-out texts:
+  - tandem: `tandem train` with a given config (the data written as CSV and read by
+    Tandem's csv format), then `tandem predict` on the test texts for macro-F1;
+  - fasttext: Debian's `fasttext supervised -epoch 25 -wordNgrams 2` (apt-get install fasttext);
+  - tfidf_svm: scikit-learn TF-IDF over character 2-5-grams (sublinear tf) + LinearSVC(C=1).
+Reports accuracy, macro-F1 and training wall time per system and split, and the mean over
+splits, as JSON and a markdown table. Not run in CI.
+
+Data sets, built from Debian-shipped text:
+  fortunes-demo   the demo's fortune categories (computers, food, politics, sports, startrek),
+                  stratified 90/10 split per seed;
+  debian-sections package descriptions (apt-cache dumpavail: short + long description) of
+                  eight archive sections; texts deduplicated, at most --per-class per section,
+                  split 90/10 by source package so that sibling packages with near-identical
+                  descriptions never straddle the split.
+
+  /opt/benchvenv/bin/python bench/classic_baselines.py --dataset fortunes-demo --seeds 0 1 2 \
+      --tandem build/apps/tandem --config configs/fortunes_demo.yaml \
+      --json docs/results/classifiers_vs_baselines/fortunes-demo.json
+"""
+import argparse
+import collections
+import csv
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+from sklearn.feature_extraction.text import TfidfVectorizer
+from sklearn.metrics import accuracy_score, f1_score
+from sklearn.svm import LinearSVC
+
+FORTUNES = "/usr/share/games/fortunes"
+DEMO_CATEGORIES = ["computers", "food", "politics", "sports", "startrek"]
+SECTIONS = ["games", "science", "sound", "graphics", "hamradio", "electronics", "mail", "editors"]
+
+
+def read_fortunes(categories):
+    data = []
+    for cat in categories:
+        with open(os.path.join(FORTUNES, cat), encoding="utf-8", errors="strict") as f:
+            entry = []
+            for line in f.read().lstrip("\ufeff").split("\n"):
+                if line == "%":
+                    text = "\n".join(entry).strip()
+                    if text:
+                        data.append((text, cat, None))
+                    entry = []
+                else:
+                    entry.append(line)
+            text = "\n".join(entry).strip()
+            if text:
+                data.append((text, cat, None))
+    return data
+
+
+def read_debian_sections(per_class, seed):
+    """(text, section, source package) from `apt-cache dumpavail`, deduplicated, capped per section."""
+    out = subprocess.run(["apt-cache", "dumpavail"], check=True, capture_output=True, text=True).stdout
+    by_section = collections.defaultdict(list)
+    seen = set()
+    for para in out.split("\n\n"):
+        fields, key = {}, None
+        for line in para.split("\n"):
+            if line.startswith((" ", "\t")) and key:
+                fields[key] += "\n" + line
+            elif ":" in line:
+                key, value = line.split(":", 1)
+                fields[key] = value.strip()
+        section = fields.get("Section", "").split("/")[-1]
+        if section not in SECTIONS or "Description" not in fields:
+            continue
+        lines = fields["Description"].split("\n")
+        body = [l.strip() for l in lines[1:] if l.strip() != "."]
+        text = (lines[0] + "\n" + "\n".join(body)).strip()
+        if text in seen:
+            continue
+        seen.add(text)
+        source = fields.get("Source", fields.get("Package", "")).split(" ")[0]
+        by_section[section].append((text, section, source))
+    rng = random.Random(seed)
+    data = []
+    for section in SECTIONS:
+        items = sorted(by_section[section])
+        rng.shuffle(items)
+        data.extend(items[:per_class])
+    return data
+
+
+def split(data, seed, test_fraction=0.1):
+    """About test_fraction of each label held out; items sharing a source package go to one side together."""
+    rng = random.Random(1000 + seed)
+    groups = collections.defaultdict(list)
+    for i, item in enumerate(data):
+        groups[item[2] if item[2] is not None else i].append(item)
+    keys = sorted(groups, key=str)
+    rng.shuffle(keys)
+    want = {l: round(n * test_fraction) for l, n in collections.Counter(l for _, l, _ in data).items()}
+    taken = collections.Counter()
+    train, test = [], []
+    for k in keys:
+        items = groups[k]
+        label = collections.Counter(l for _, l, _ in items).most_common(1)[0][0]
+        if taken[label] < want[label] and taken[label] + len(items) <= max(1, want[label] * 1.2):
+            test.extend(items)
+            taken.update(l for _, l, _ in items)
+        else:
+            train.extend(items)
+    return train, test
+
+
+def one_line(text):
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def scores(y_true, y_pred, labels):
+    return {"accuracy": accuracy_score(y_true, y_pred),
+            "macro_f1": f1_score(y_true, y_pred, labels=labels, average="macro", zero_division=0)}
+
+
+def run_tandem(args, train, test, labels, work, extra_sets):
+    train_csv, test_csv = os.path.join(work, "train.csv"), os.path.join(work, "test.csv")
+    for path, rows in ((train_csv, train), (test_csv, test)):
+        with open(path, "w", newline="", encoding="utf-8") as f:
+            w = csv.writer(f)
+            w.writerow(["label", "text"])
+            for text, label, _ in rows:
+                w.writerow([label, text])
+    out_dir = os.path.join(work, "tandem_out")
+    sets = ["data.format=csv", f"data.train_path={train_csv}", f"data.test_path={test_csv}", "data.header=true",
+            "data.label_column=label", "data.text_columns=[text]", f"data.class_names=[{', '.join(labels)}]",
+            f"output_dir={out_dir}", "save_steps=0", "save_total_limit=1"] + args.tandem_set + extra_sets
+    cmd = [args.tandem, "train", "--config", args.config, "--quiet"]
+    for s in sets:
+        cmd += ["--set", s]
+    start = time.perf_counter()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    seconds = time.perf_counter() - start
+    result = json.load(open(os.path.join(out_dir, "results.json")))
+    checkpoints = sorted((d for d in os.listdir(out_dir) if d.startswith("checkpoint-")),
+                         key=lambda d: int(d.split("-")[1]))
+    texts_file = os.path.join(work, "test_texts.txt")
+    with open(texts_file, "w", encoding="utf-8") as f:
+        for text, _, _ in test:
+            f.write(one_line(text) + "\n")
+    pred = subprocess.run([args.tandem, "predict", "--checkpoint", os.path.join(out_dir, checkpoints[-1]), "--input",
+                           texts_file], check=True, capture_output=True, text=True).stdout.splitlines()
+    y_pred = [line.split("\t", 1)[0] for line in pred]
+    s = scores([l for _, l, _ in test], y_pred, labels)
+    # Newlines are white space to both tokenizers, so predict on one-line texts sees what evaluation saw.
+    assert abs(s["accuracy"] - result["eval_accuracy"]) < 1e-9, (s["accuracy"], result["eval_accuracy"])
+    s["train_seconds"] = seconds
+    s["steps"] = result["steps"]
+    return s
+
+
+def run_fasttext(args, train, test, labels, work):
+    def write(path, rows):
+        with open(path, "w", encoding="utf-8") as f:
+            for text, label, _ in rows:
+                f.write(f"__label__{label} {one_line(text)}\n")
+    tr, te = os.path.join(work, "ft_train.txt"), os.path.join(work, "ft_test.txt")
+    write(tr, train)
+    write(te, test)
+    model = os.path.join(work, "ft_model")
+    start = time.perf_counter()
+    subprocess.run(["fasttext", "supervised", "-input", tr, "-output", model, "-epoch", "25", "-wordNgrams", "2",
+                    "-thread", "2", "-seed", "0"] + args.fasttext_args, check=True, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
+    seconds = time.perf_counter() - start
+    pred = subprocess.run(["fasttext", "predict", model + ".bin", te], check=True, capture_output=True,
+                          text=True).stdout.splitlines()
+    y_pred = [p.replace("__label__", "") for p in pred]
+    s = scores([l for _, l, _ in test], y_pred, labels)
+    s["train_seconds"] = seconds
+    return s
+
+
+def run_svm(train, test, labels):
+    start = time.perf_counter()
+    vec = TfidfVectorizer(analyzer="char", ngram_range=(2, 5), sublinear_tf=True, lowercase=True)
+    x = vec.fit_transform([t for t, _, _ in train])
+    clf = LinearSVC(C=1.0).fit(x, [l for _, l, _ in train])
+    seconds = time.perf_counter() - start
+    y_pred = clf.predict(vec.transform([t for t, _, _ in test]))
+    s = scores([l for _, l, _ in test], list(y_pred), labels)
+    s["train_seconds"] = seconds
+    return s
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--dataset", choices=["fortunes-demo", "debian-sections"], required=True)
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--per-class", type=int, default=400, help="debian-sections: texts kept per section")
+    p.add_argument("--tandem", default="build/apps/tandem")
+    p.add_argument("--config", default="configs/fortunes_demo.yaml")
+    p.add_argument("--tandem-set", action="append", default=[], help="extra --set for every Tandem run")
+    p.add_argument("--variant", action="append", default=[],
+                   help="NAME:key=value,key=value: an extra Tandem run per split with these --set overrides")
+    p.add_argument("--fasttext-args", nargs="*", default=[])
+    p.add_argument("--json", required=True, help="where the per-split results go")
+    args = p.parse_args()
+
+    if args.dataset == "fortunes-demo":
+        data = read_fortunes(DEMO_CATEGORIES)
+    else:
+        data = read_debian_sections(args.per_class, seed=0)
+    labels = sorted({l for _, l, _ in data})
+    variants = [("tandem", [])] + [(v.split(":", 1)[0], v.split(":", 1)[1].split(",")) for v in args.variant]
+    runs = []
+    for seed in args.seeds:
+        train, test = split(data, seed)
+        with tempfile.TemporaryDirectory(prefix="tandem_baselines_") as work:
+            row = {"seed": seed, "train": len(train), "test": len(test)}
+            row["tfidf_svm"] = run_svm(train, test, labels)
+            row["fasttext"] = run_fasttext(args, train, test, labels, work)
+            for name, sets in variants:
+                row[name] = run_tandem(args, train, test, labels, work, sets)
+            runs.append(row)
+            print(json.dumps(row), flush=True)
+    counts = collections.Counter(l for _, l, _ in data)
+    report = {"dataset": args.dataset, "examples": len(data), "classes": dict(sorted(counts.items())),
+              "majority_share": max(counts.values()) / len(data), "command": " ".join(sys.argv),
+              "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "runs": runs}
+    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+    with open(args.json, "w") as f:
+        json.dump(report, f, indent=1)
+    systems = ["tfidf_svm", "fasttext"] + [n for n, _ in variants]
+    print(f"\n| system | accuracy | macro-F1 | train time (s) |  ({len(runs)} splits, mean)\n|---|---:|---:|---:|")
+    for s in systems:
+        m = {k: sum(r[s][k] for r in runs) / len(runs) for k in ("accuracy", "macro_f1", "train_seconds")}
+        print(f"| {s} | {m['accuracy']:.3f} | {m['macro_f1']:.3f} | {m['train_seconds']:.1f} |")
+
+
+if __name__ == "__main__":
+    main()
