@@ -1,4 +1,4 @@
-#include "apps/trace_files.h"
+#include "train/trace_files.h"
 
 #include <algorithm>
 #include <fstream>
@@ -6,11 +6,11 @@
 #include <regex>
 #include <sstream>
 
-#include "apps/checkpoint.h"
+#include "train/checkpoint.h"
 #include "core/check.h"
 #include "profile/trace.h"
 
-namespace tandem::apps {
+namespace tandem::train {
 
 namespace fs = std::filesystem;
 
@@ -56,4 +56,4 @@ size_t merge_trace_files(const std::vector<fs::path>& files, const fs::path& out
   return merged["traceEvents"].size();
 }
 
-}  // namespace tandem::apps
+}  // namespace tandem::train

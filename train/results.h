@@ -7,12 +7,12 @@
 #include <filesystem>
 #include <string>
 
-#include "apps/trainer.h"
+#include "train/trainer.h"
 
-namespace tandem::apps {
+namespace tandem::train {
 
 // Writes output_dir/results.json atomically.
 void write_train_results(const std::filesystem::path& output_dir, const TrainResult& r, int world_size,
                          const std::string& backend);
 
-}  // namespace tandem::apps
+}  // namespace tandem::train

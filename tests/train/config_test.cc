@@ -4,11 +4,11 @@
 #include <fstream>
 #include <functional>
 
-#include "apps/train_config.h"
-#include "apps/train_setup.h"
+#include "train/config.h"
+#include "train/setup.h"
 #include "core/check.h"
 
-namespace tandem::apps {
+namespace tandem::train {
 namespace {
 
 std::string write_config(const std::string& name, const std::string& text) {
@@ -149,6 +149,24 @@ TEST(TrainConfig, ValidationRejectsInconsistentSettings) {
   EXPECT_NO_THROW(validate(TrainConfig()));
 }
 
+TEST(TrainConfig, ChoosingTheModelNeedsEvaluations) {
+  TrainConfig c = load_train_config("", {"eval_strategy=no", "load_best_model_at_end=true"});
+  EXPECT_NE(error_of([&] { validate(c); }).find("load_best_model_at_end needs evaluations"), std::string::npos);
+  c = load_train_config("", {"eval_strategy=no", "early_stopping_patience=2"});
+  EXPECT_NE(error_of([&] { validate(c); }).find("early_stopping_patience needs evaluations"), std::string::npos);
+  EXPECT_NO_THROW(validate(load_train_config("", {"load_best_model_at_end=true", "early_stopping_patience=2"})));
+}
+
+TEST(TrainConfig, MetricForBestModelAcceptsHuggingFaceNames) {
+  EXPECT_EQ(load_train_config("", {"metric_for_best_model=eval_accuracy"}).metric_for_best_model, "eval_accuracy");
+  EXPECT_NE(error_of([] { load_train_config("", {"metric_for_best_model=f1"}); }).find("macro_f1"), std::string::npos);
+}
+
+TEST(TrainConfig, ValidationFractionMustLeaveTrainingData) {
+  TrainConfig c = load_train_config("", {"data.validation_fraction=1"});
+  EXPECT_NE(error_of([&] { validate(c); }).find("data.validation_fraction"), std::string::npos);
+}
+
 TEST(TrainConfig, ResolvedYamlLoadsBackToTheSameConfig) {
   TrainConfig c = load_train_config("", {"learning_rate=0.002", "model.n_heads=2", "data.categories=[x, y]", "bf16=true"});
   auto path = write_config("resolved.yaml", to_yaml(c));
@@ -197,4 +215,4 @@ TEST(TrainConfig, EveryShippedConfigLoadsAndValidates) {
 }
 
 }  // namespace
-}  // namespace tandem::apps
+}  // namespace tandem::train

@@ -1,34 +1,25 @@
-// The training loop behind `tandem train`.
+// A whole training job, as `tandem train` runs it on each rank.
 //
-// One Trainer per rank: it reads the data, builds the tokenizer (every rank
-// builds the same one from the training split; rank 0 saves it), the model,
-// DistributedDataParallel when there is more than one rank, the optimizer,
-// the schedule and the loss scaler, then trains for the configured epochs or
-// steps. Gradient accumulation uses no_sync on all but the last micro-step; the
-// loss is read back to the host only on logging steps. Rank 0 evaluates,
-// writes metrics (JSONL and CSV), checkpoints and the resolved config. Each
-// step is timed phase by phase (TrainProfiler, docs/profiling.md): the phase
-// times join the metrics, and profile_steps / trace add per-rank profiles
-// and a timeline.
+// train() reads the data, builds the tokenizer (every rank builds the same one
+// from the training split; rank 0 saves it), the model, DistributedDataParallel
+// when there is more than one rank, the optimizer, the schedule and the loss
+// scaler (train/setup.h), then runs TrainStep (train/step.h) for the configured
+// epochs or steps. The loss is read back to the host only on logging steps.
+// Rank 0 evaluates (train/evaluation.h), writes metrics (train/metrics_writer.h),
+// checkpoints and the resolved config, and prints progress. Each step is timed
+// phase by phase (TrainProfiler, docs/profiling.md): the phase times join the
+// metrics, and profile_steps / trace add per-rank profiles and a timeline.
 #pragma once
 
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "apps/train_config.h"
+#include "train/config.h"
 #include "comm/process_group.h"
-#include "data/data_loader.h"
-#include "nn/transformer.h"
+#include "train/evaluation.h"
 
-namespace tandem::apps {
-
-struct EvalResult {
-  double loss = 0;
-  double accuracy = 0;
-  std::vector<double> per_class_accuracy;
-  int64_t examples = 0;
-};
+namespace tandem::train {
 
 struct TrainResult {
   int64_t steps = 0;
@@ -42,6 +33,12 @@ struct TrainResult {
   // identical, so the entries must all be equal.
   std::vector<int64_t> weight_checksums;
   bool stopped_early = false;  // --stop-after ended the run before its last step
+  bool early_stopped = false;  // early stopping ended it (early_stopping_patience)
+  // With load_best_model_at_end or early stopping: the best evaluation's step and metric
+  // (on the validation split, if there is one). With load_best_model_at_end, `eval` is that model's.
+  int64_t best_step = -1;
+  double best_metric = 0;
+  std::string metric_for_best_model;
 };
 
 struct TrainerOptions {
@@ -52,12 +49,8 @@ struct TrainerOptions {
   int64_t stop_after_steps = 0;
 };
 
-// Loss, accuracy and per-class accuracy of `model` (eval mode, no grad) over
-// one pass of `loader`.
-EvalResult evaluate(const nn::TextClassifier& model, data::DataLoader& loader, DType compute, int64_t num_classes);
-
 // Runs a whole training job on this rank. `group` is null for a single process.
 TrainResult train(const TrainConfig& config, std::shared_ptr<comm::ProcessGroup> group,
                   const TrainerOptions& options = {});
 
-}  // namespace tandem::apps
+}  // namespace tandem::train

@@ -1,10 +1,10 @@
-#include "apps/step_runner.h"
+#include "train/step_runner.h"
 
 #include <chrono>
 #include <optional>
 
-#include "apps/checkpoint.h"
-#include "apps/train_setup.h"
+#include "train/checkpoint.h"
+#include "train/setup.h"
 #include "comm/rank_env.h"
 #include "core/allocator.h"
 #include "core/autograd/grad_mode.h"
@@ -13,12 +13,10 @@
 #include "data/batch_source.h"
 #include "data/data_loader.h"
 #include "data/tokenizer.h"
-#include "kernels/cross_entropy.h"
-#include "kernels/elementwise.h"
-#include "optim/clip_grad.h"
 #include "optim/grad_scaler.h"
+#include "train/step.h"
 
-namespace tandem::apps {
+namespace tandem::train {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
@@ -65,6 +63,43 @@ class SyntheticSource final : public data::BatchSource {
   int64_t examples_, seq_len_, vocab_;
 };
 
+// Host time of each phase of a TrainStep, as a bench sample. The synchronised micro-batch's
+// backward is not all compute (it waits for the all-reduces at its end): its compute time comes
+// from DDP's statistics instead.
+class StepTimer final : public StepObserver {
+ public:
+  void enter(profile::Phase phase) override {
+    stop();
+    phase_ = phase;
+    open_ = true;
+    start_ = Clock::now();
+  }
+  void on_batch(const data::Batch&, bool synchronised) override { synchronised_ = synchronised; }
+  // Closes the open phase.
+  void stop() {
+    if (!open_) return;
+    const double ms = ms_between(start_, Clock::now());
+    open_ = false;
+    switch (phase_) {
+      case profile::Phase::DataWait: s_.data_wait_ms += ms; break;
+      case profile::Phase::Forward: s_.forward_ms += ms; break;
+      case profile::Phase::BackwardCompute:
+        s_.backward_ms += ms;
+        if (!synchronised_) s_.backward_compute_ms += ms;
+        break;
+      case profile::Phase::Optimizer: s_.optimizer_ms += ms; break;
+      default: TANDEM_FAIL("bench: a train step entered phase {}", profile::phase_name(phase_));
+    }
+  }
+  const report::StepSample& sample() const { return s_; }
+
+ private:
+  report::StepSample s_;
+  profile::Phase phase_ = profile::Phase::DataWait;
+  Clock::time_point start_;
+  bool open_ = false, synchronised_ = false;
+};
+
 DType precision_dtype(const std::string& p) {
   if (p == "fp32") return DType::F32;
   if (p == "bf16") return DType::BF16;
@@ -96,6 +131,7 @@ struct StepRunner::State {
   std::unique_ptr<ddp::DistributedDataParallel> ddp;
   std::unique_ptr<Optimizer> optimizer;
   std::optional<GradScaler> scaler;
+  std::unique_ptr<TrainStep> train_step;
   nn::ForwardContext ctx;
   int64_t step = 0;
   std::vector<int64_t> bucket_bytes;
@@ -123,53 +159,20 @@ struct StepRunner::State {
     }
     ctx.compute_dtype = precision_dtype(c.precision);
     scaler.emplace(GradScaler::for_compute_dtype(ctx.compute_dtype));
+    // A constant learning rate (no schedule): it does not change the work.
+    train_step = std::make_unique<TrainStep>(*model, ddp.get(), *optimizer, *scaler, nullptr, ctx, step_options(config));
   }
 
   report::StepSample one_step() {
-    report::StepSample s;
+    StepTimer timer;
     const Clock::time_point t0 = Clock::now();
-    const int64_t accum = config.gradient_accumulation_steps;
-    Tensor last_loss;
-    for (int64_t micro = 0; micro < accum; ++micro) {
-      const Clock::time_point tw = Clock::now();
-      data::Batch batch = next_batch();
-      const Clock::time_point ta = Clock::now();
-      s.data_wait_ms += ms_between(tw, ta);
-      const bool last = micro + 1 == accum;
-      ctx.step = static_cast<uint64_t>(step);
-      ctx.calls = static_cast<uint64_t>(micro) << 8;
-      auto body = [&] {
-        auto fwd = [&] { return model->forward(batch.ids, batch.mask, ctx); };
-        Tensor logits = ddp ? ddp->forward(fwd) : fwd();
-        Tensor loss = cross_entropy(logits, batch.labels, config.label_smoothing_factor);
-        Tensor scaled = accum > 1 ? scale(loss, 1.0 / static_cast<double>(accum)) : loss;
-        const Clock::time_point tb = Clock::now();
-        scaler->scale(scaled).backward();
-        const Clock::time_point tc = Clock::now();
-        s.forward_ms += ms_between(ta, tb);
-        s.backward_ms += ms_between(tb, tc);
-        // The synchronised micro-step's autograd time comes from DDP's statistics at the end of the step.
-        if (!(ddp && last)) s.backward_compute_ms += ms_between(tb, tc);
-        last_loss = loss.detach();
-      };
-      if (ddp && !last) {
-        auto guard = ddp->no_sync();
-        body();
-      } else {
-        body();
-      }
-    }
-    const Clock::time_point to = Clock::now();
-    scaler->unscale_(*optimizer);
-    if (config.max_grad_norm > 0) clip_grad_norm_(optimizer->params(), config.max_grad_norm);
-    scaler->step(*optimizer);
-    scaler->update();
-    optimizer->zero_grad(!config.ddp_gradient_as_bucket_view);
+    StepResult r = train_step->run(step, [this] { return next_batch(); }, &timer);
+    timer.stop();
+    report::StepSample s = timer.sample();
     const Clock::time_point tl = Clock::now();
-    s.optimizer_ms = ms_between(to, tl);
     ++step;
     if (config.logging_steps > 0 && step % config.logging_steps == 0) {
-      (void)last_loss.item();  // what a logging step does: read the loss on the host
+      (void)r.loss_sum.item();  // what a logging step does: read the loss on the host
       s.sync_ms = ms_between(tl, Clock::now());
       s.logging_step = true;
     }
@@ -209,27 +212,17 @@ StepRunner::StepRunner(const TrainConfig& config, std::shared_ptr<comm::ProcessG
     s.train_examples = std::max<int64_t>(4096, 4 * batch * s.world);
     source = std::make_shared<SyntheticSource>(s.train_examples, config.model.max_seq_len, vocab);
   } else {
-    auto train_set = std::make_shared<data::Dataset>(data::load_dataset(dataset_spec(config, "train", {})));
-    train_set->validate();
-    auto tokenizer = std::make_shared<data::Tokenizer>(data::Tokenizer::build(*train_set, tokenizer_options(config)));
-    vocab = tokenizer->vocab_size();
-    classes = train_set->num_classes();
-    s.train_examples = train_set->size();
-    source = std::make_shared<data::TextClassificationSource>(train_set, tokenizer, config.model.max_seq_len);
+    const TrainingData d = load_training_data(config, /*with_test=*/false);
+    vocab = d.tokenizer->vocab_size();
+    classes = d.train->num_classes();
+    s.train_examples = d.train->size();
+    source = std::make_shared<data::TextClassificationSource>(d.train, d.tokenizer, config.model.max_seq_len);
   }
-  data::SamplerOptions so;
-  so.world_size = s.world;
-  so.rank = s.rank;
-  so.seed = static_cast<uint64_t>(config.seed);
-  so.shuffle = true;
+  // Every step a full batch: the same work each step.
+  data::SamplerOptions so = train_sampler_options(config, s.rank, s.world);
   so.drop_last = true;
-  data::DataLoaderOptions lo;
-  lo.batch_size = batch;
-  lo.num_workers = static_cast<int>(config.dataloader_num_workers);
-  lo.pin_memory = config.dataloader_pin_memory;
+  data::DataLoaderOptions lo = train_loader_options(config, s.device);
   lo.drop_last = true;
-  lo.device = s.device;
-  lo.timeout_seconds = static_cast<double>(config.ddp_timeout);
   s.loader = std::make_unique<data::DataLoader>(source, data::DistributedSampler(source->size(), so), lo);
   s.loader->start_epoch(0);
 
@@ -238,7 +231,7 @@ StepRunner::StepRunner(const TrainConfig& config, std::shared_ptr<comm::ProcessG
   s.model->to(s.device);
   s.model->train(true);
   s.optimizer = make_optimizer(config, *s.model);
-  s.ctx.seed = static_cast<uint64_t>(config.seed) * 1000003u + static_cast<uint64_t>(s.rank);
+  s.ctx = forward_context(config, s.rank);  // its compute dtype is each case's
 }
 
 StepRunner::~StepRunner() = default;
@@ -312,4 +305,4 @@ double StepRunner::time_checkpoint_ms(const fs::path& dir) {
   return ms;
 }
 
-}  // namespace tandem::apps
+}  // namespace tandem::train

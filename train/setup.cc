@@ -1,4 +1,4 @@
-#include "apps/train_setup.h"
+#include "train/setup.h"
 
 #include "comm/init.h"
 #include "core/check.h"
@@ -6,7 +6,7 @@
 #include "optim/adamw.h"
 #include "optim/sgd.h"
 
-namespace tandem::apps {
+namespace tandem::train {
 
 namespace {
 
@@ -70,6 +70,47 @@ data::TokenizerOptions tokenizer_options(const TrainConfig& c) {
   return t;
 }
 
+TrainingData load_training_data(const TrainConfig& c, bool with_test) {
+  TrainingData d;
+  d.train = std::make_shared<data::Dataset>(data::load_dataset(dataset_spec(c, "train", {})));
+  d.train->validate();
+  if (c.data.validation_fraction > 0) {
+    // A seed apart from the test split's (fortunes splits its one corpus with the seed itself).
+    auto [rest, validation] = data::split_train_test(*d.train, c.data.validation_fraction,
+                                                     static_cast<uint64_t>(c.seed) + 1);
+    TANDEM_CHECK(rest.size() > 0 && validation.size() > 0,
+                 "config: data.validation_fraction {} of {} training examples leaves {} for training and {} to validate",
+                 c.data.validation_fraction, d.train->size(), rest.size(), validation.size());
+    d.train = std::make_shared<data::Dataset>(std::move(rest));
+    d.validation = std::make_shared<data::Dataset>(std::move(validation));
+  }
+  if (with_test) {
+    d.test = std::make_shared<data::Dataset>(data::load_dataset(dataset_spec(c, "test", d.train->class_names)));
+    d.test->validate();
+  }
+  d.tokenizer = std::make_shared<data::Tokenizer>(data::Tokenizer::build(*d.train, tokenizer_options(c)));
+  return d;
+}
+
+data::SamplerOptions train_sampler_options(const TrainConfig& c, int rank, int world_size) {
+  data::SamplerOptions o;
+  o.world_size = world_size;
+  o.rank = rank;
+  o.seed = static_cast<uint64_t>(c.seed);
+  o.shuffle = true;
+  return o;
+}
+
+data::DataLoaderOptions train_loader_options(const TrainConfig& c, Device device) {
+  data::DataLoaderOptions o;
+  o.batch_size = c.per_device_train_batch_size;
+  o.num_workers = static_cast<int>(c.dataloader_num_workers);
+  o.pin_memory = c.dataloader_pin_memory;
+  o.device = device;
+  o.timeout_seconds = static_cast<double>(c.ddp_timeout);
+  return o;
+}
+
 std::unique_ptr<Optimizer> make_optimizer(const TrainConfig& c, const nn::Module& model) {
   auto groups = decay_groups(model);
   if (c.optim == "sgd") {
@@ -125,4 +166,20 @@ ddp::DDPOptions ddp_options(const TrainConfig& c) {
   return d;
 }
 
-}  // namespace tandem::apps
+nn::ForwardContext forward_context(const TrainConfig& c, int rank) {
+  nn::ForwardContext ctx;
+  ctx.compute_dtype = compute_dtype(c);
+  ctx.seed = static_cast<uint64_t>(c.seed) * 1000003u + static_cast<uint64_t>(rank);  // distinct masks per rank
+  return ctx;
+}
+
+StepOptions step_options(const TrainConfig& c) {
+  StepOptions o;
+  o.accumulation_steps = c.gradient_accumulation_steps;
+  o.max_grad_norm = c.max_grad_norm;
+  o.label_smoothing = c.label_smoothing_factor;
+  o.zero_grad_to_none = !c.ddp_gradient_as_bucket_view;
+  return o;
+}
+
+}  // namespace tandem::train

@@ -1,16 +1,16 @@
-#include "apps/train_profiler.h"
+#include "train/profiler.h"
 
 #include <fmt/format.h>
 
-#include "apps/checkpoint.h"
-#include "apps/trace_files.h"
+#include "train/checkpoint.h"
+#include "train/trace_files.h"
 #include "core/allocator.h"
 #include "core/check.h"
 #include "core/stream.h"
 #include "profile/comm_sample.h"
 #include "profile/step_trace.h"
 
-namespace tandem::apps {
+namespace tandem::train {
 
 namespace fs = std::filesystem;
 using profile::Phase;
@@ -71,7 +71,7 @@ void TrainProfiler::begin_step(int64_t step) {
   steps_.begin_step(step, detailed_);
 }
 
-void TrainProfiler::on_batch(const data::Batch& batch) {
+void TrainProfiler::on_batch(const data::Batch& batch, bool /*synchronised: DDP's hook tells*/) {
   steps_.count_micro_step();
   if (batch.copy_start && batch.copy_end) steps_.add_device_interval(Phase::H2D, batch.copy_start, batch.copy_end);
   if (detailed_ && trace_) profile::trace_batch(*trace_, batch);
@@ -206,4 +206,4 @@ nlohmann::json TrainProfiler::window_columns(const profile::Summary& w) {
   return j;
 }
 
-}  // namespace tandem::apps
+}  // namespace tandem::train

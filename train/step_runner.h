@@ -1,5 +1,5 @@
 // Timed training steps for the benchmarks: the trainer's model, data, DDP
-// and optimizer (apps/train_setup.h), run step by step with a timestamp
+// and optimizer (train/setup.h), run step by step with a timestamp
 // around every phase, instead of the trainer's loop.
 //
 // One StepRunner per rank. Each run() takes a StepCase (bucket size,
@@ -20,11 +20,11 @@
 #include <string>
 #include <vector>
 
-#include "apps/train_config.h"
+#include "train/config.h"
 #include "comm/process_group.h"
 #include "report/profile.h"
 
-namespace tandem::apps {
+namespace tandem::train {
 
 struct StepCase {
   std::string label;
@@ -65,4 +65,4 @@ class StepRunner {
   int64_t peak_memory_ = 0;
 };
 
-}  // namespace tandem::apps
+}  // namespace tandem::train

@@ -1,4 +1,4 @@
-#include "apps/train_config.h"
+#include "train/config.h"
 
 #include <yaml-cpp/yaml.h>
 
@@ -8,7 +8,7 @@
 
 #include "core/check.h"
 
-namespace tandem::apps {
+namespace tandem::train {
 
 namespace {
 
@@ -120,6 +120,10 @@ const std::vector<Field>& schema() {
       TOP(int64_t, eval_steps),
       TOP(int64_t, save_steps),
       TOP(int64_t, save_total_limit),
+      TOP(bool, load_best_model_at_end),
+      TOP(S, metric_for_best_model, {"loss", "accuracy", "macro_f1", "eval_loss", "eval_accuracy", "eval_macro_f1"}),
+      TOP(int64_t, early_stopping_patience),
+      TOP(double, early_stopping_threshold),
       TOP(int64_t, seed),
       TOP(bool, bf16),
       TOP(bool, fp16),
@@ -158,6 +162,7 @@ const std::vector<Field>& schema() {
       DATA(S, label_column),
       DATA(L, text_columns),
       DATA(double, test_fraction),
+      DATA(double, validation_fraction),
       DATA(int64_t, vocab_min_freq),
       DATA(int64_t, vocab_max_size),
       DATA(bool, lowercase),
@@ -299,6 +304,15 @@ void validate(const TrainConfig& c) {
   TANDEM_CHECK(c.eval_strategy != "steps" || c.eval_steps > 0, "config: eval_steps must be > 0 with eval_strategy steps");
   TANDEM_CHECK(c.data.test_fraction > 0 && c.data.test_fraction < 1, "config: data.test_fraction must be in (0, 1), got {}",
                c.data.test_fraction);
+  TANDEM_CHECK(c.data.validation_fraction >= 0 && c.data.validation_fraction < 1,
+               "config: data.validation_fraction must be in [0, 1), got {}", c.data.validation_fraction);
+  TANDEM_CHECK(c.early_stopping_patience >= 0, "config: early_stopping_patience must be >= 0, got {}",
+               c.early_stopping_patience);
+  TANDEM_CHECK(c.early_stopping_threshold >= 0, "config: early_stopping_threshold must be >= 0, got {}",
+               c.early_stopping_threshold);
+  TANDEM_CHECK((!c.load_best_model_at_end && c.early_stopping_patience == 0) || c.eval_strategy != "no",
+               "config: {} needs evaluations: set eval_strategy to epoch or steps",
+               c.load_best_model_at_end ? "load_best_model_at_end" : "early_stopping_patience");
   TANDEM_CHECK(!c.output_dir.empty(), "config: output_dir must not be empty");
   TANDEM_CHECK(c.data.delimiter == "tab" || c.data.delimiter.size() == 1,
                "config: data.delimiter must be one character or \"tab\", got '{}'", c.data.delimiter);
@@ -332,4 +346,4 @@ std::string to_yaml(const TrainConfig& c) {
   return std::string(out.c_str()) + "\n";
 }
 
-}  // namespace tandem::apps
+}  // namespace tandem::train

@@ -1,5 +1,5 @@
 // Finding and merging the ranks' trace files (tandem trace merge).
-#include "apps/trace_files.h"
+#include "train/trace_files.h"
 
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 #include "core/check.h"
 #include "profile/trace.h"
 
-namespace tandem::apps {
+namespace tandem::train {
 namespace {
 
 namespace fs = std::filesystem;
@@ -74,4 +74,4 @@ TEST_F(TraceFiles, MissingPathsEmptyFoldersAndBrokenFilesAreErrorsNamingThem) {
 }
 
 }  // namespace
-}  // namespace tandem::apps
+}  // namespace tandem::train

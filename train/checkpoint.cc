@@ -1,4 +1,4 @@
-#include "apps/checkpoint.h"
+#include "train/checkpoint.h"
 
 #include <algorithm>
 #include <fstream>
@@ -7,7 +7,7 @@
 
 #include "core/check.h"
 
-namespace tandem::apps {
+namespace tandem::train {
 
 namespace fs = std::filesystem;
 
@@ -137,4 +137,4 @@ std::optional<fs::path> latest_checkpoint(const fs::path& output_dir) {
   return best->second;
 }
 
-}  // namespace tandem::apps
+}  // namespace tandem::train

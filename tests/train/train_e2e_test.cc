@@ -11,7 +11,7 @@
 #include "comm/launcher.h"
 #include "core/philox.h"
 
-namespace tandem::apps {
+namespace tandem::train {
 namespace {
 
 namespace fs = std::filesystem;
@@ -185,6 +185,71 @@ TEST_F(TrainEndToEnd, ACheckpointFolderFromAnotherModelIsRefusedNamingTheParamet
   EXPECT_NE(r.err.find("load_state_dict"), std::string::npos) << r.err;
 }
 
+std::string file_bytes(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+TEST_F(TrainEndToEnd, LoadBestModelAtEndGoesBackToTheBestValidationEvaluationOnEveryRank) {
+  const fs::path out = dir_ / "best";
+  Output r = run_tandem(2, train_args(out, {"--set", "data.validation_fraction=0.25", "--set", "eval_strategy=steps",
+                                            "--set", "eval_steps=6", "--set", "save_steps=6", "--set", "num_train_epochs=8", "--set",
+                                            "save_total_limit=-1", "--set", "load_best_model_at_end=true", "--set",
+                                            "metric_for_best_model=eval_accuracy"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // The best step by the validation records themselves: the highest accuracy, the first of equals.
+  auto evals = records(out / "metrics.jsonl", "eval");
+  ASSERT_GE(evals.size(), 3u);
+  int64_t best_step = -1;
+  double best = 0;
+  for (const auto& e : evals) {
+    EXPECT_EQ(e["split"], "validation");
+    if (best_step < 0 || e["eval_accuracy"].get<double>() > best) {
+      best = e["eval_accuracy"].get<double>();
+      best_step = e["step"].get<int64_t>();
+    }
+  }
+  nlohmann::json res = read_json(out / "results.json");
+  EXPECT_EQ(res["best_model"]["step"].get<int64_t>(), best_step);
+  EXPECT_DOUBLE_EQ(res["best_model"]["value"].get<double>(), best);
+  auto sums = res["weight_checksums"].get<std::vector<int64_t>>();
+  ASSERT_EQ(sums.size(), 2u);
+  EXPECT_EQ(sums[0], sums[1]) << "rank 1 did not take the best model";
+  // The test split is evaluated once, at the end, on the best model, whose weights the last checkpoint holds.
+  EXPECT_EQ(records(out / "metrics.jsonl", "test").size(), 1u);
+  const int64_t last = res["steps"].get<int64_t>();
+  std::string curve;
+  for (const auto& e : evals) curve += fmt::format(" {}:{}", e["step"].get<int64_t>(), e["eval_accuracy"].get<double>());
+  ASSERT_NE(best_step, last) << "the run's last model was its best, so this proves nothing; the curve:" << curve;
+  EXPECT_EQ(file_bytes(out / fmt::format("checkpoint-{}", last) / "model.safetensors"),
+            file_bytes(out / fmt::format("checkpoint-{}", best_step) / "model.safetensors"));
+}
+
+TEST_F(TrainEndToEnd, EarlyStoppingEndsEveryRankAfterPatienceEvaluationsWithoutImprovement) {
+  const fs::path out = dir_ / "early";
+  // A threshold no accuracy gain can pass: the second evaluation (step 8) is the first without improvement.
+  Output r = run_tandem(2, train_args(out, {"--set", "eval_strategy=steps", "--set", "eval_steps=4", "--set",
+                                            "early_stopping_patience=1", "--set", "early_stopping_threshold=2",
+                                            "--set", "metric_for_best_model=accuracy"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  nlohmann::json res = read_json(out / "results.json");
+  EXPECT_TRUE(res["early_stopped"].get<bool>());
+  EXPECT_FALSE(res["stopped_early"].get<bool>());
+  EXPECT_EQ(res["steps"].get<int64_t>(), 8);
+  auto sums = res["weight_checksums"].get<std::vector<int64_t>>();
+  ASSERT_EQ(sums.size(), 2u);
+  EXPECT_EQ(sums[0], sums[1]);
+}
+
+TEST_F(TrainEndToEnd, ResultsCarryMacroF1AndPerClassF1) {
+  const fs::path out = dir_ / "f1";
+  ASSERT_EQ(run_tandem(1, train_args(out, {"--set", "max_steps=8"})).exit_code, 0);
+  nlohmann::json res = read_json(out / "results.json");
+  const auto f1 = res["eval_per_class_f1"].get<std::vector<double>>();
+  ASSERT_EQ(f1.size(), 2u);
+  EXPECT_NEAR(res["eval_macro_f1"].get<double>(), (f1[0] + f1[1]) / 2, 1e-12);
+}
+
 TEST_F(TrainEndToEnd, ABadConfigExitsNonZeroNamingTheKey) {
   std::ofstream(dir_ / "bad.yaml") << "per_device_train_batch_sise: 8\n";
   Output r = run_tandem(1, {"train", "--config", (dir_ / "bad.yaml").string()});
@@ -194,4 +259,4 @@ TEST_F(TrainEndToEnd, ABadConfigExitsNonZeroNamingTheKey) {
 }
 
 }  // namespace
-}  // namespace tandem::apps
+}  // namespace tandem::train

@@ -3,10 +3,10 @@
 #include <filesystem>
 #include <fstream>
 
-#include "apps/checkpoint.h"
+#include "train/checkpoint.h"
 #include "core/check.h"
 
-namespace tandem::apps {
+namespace tandem::train {
 namespace {
 
 namespace fs = std::filesystem;
@@ -79,4 +79,4 @@ TEST_F(Checkpoints, MalformedTrainerStateIsAnErrorNamingTheFile) {
 }
 
 }  // namespace
-}  // namespace tandem::apps
+}  // namespace tandem::train

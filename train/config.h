@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-namespace tandem::apps {
+namespace tandem::train {
 
 struct ModelConfig {
   int64_t d_model = 128;
@@ -40,6 +40,10 @@ struct DataConfig {
   std::string label_column = "0";    // csv: header name or 0-based index
   std::vector<std::string> text_columns = {"1"};  // csv: header names or 0-based indices, joined with a space
   double test_fraction = 0.1;        // fortunes: held-out share
+  // > 0: this share of the training split (per class) becomes the validation split, which the
+  // periodic evaluations, load_best_model_at_end and early stopping use; the test split is then
+  // evaluated once, at the end. 0: they use the test split.
+  double validation_fraction = 0.0;
   int64_t vocab_min_freq = 2;
   int64_t vocab_max_size = 20000;
   bool lowercase = true;
@@ -77,6 +81,15 @@ struct TrainConfig {
   int64_t eval_steps = 500;
   int64_t save_steps = 500;  // <= 0: save only at the end
   int64_t save_total_limit = -1;  // <= 0: keep every checkpoint
+  // Hugging Face's Trainer options for choosing the model: at each evaluation the best model so far
+  // (by metric_for_best_model: loss, accuracy or macro_f1, "eval_" prefix optional; loss is better
+  // lower, the others higher) is remembered, and the end of training goes back to it.
+  bool load_best_model_at_end = false;
+  std::string metric_for_best_model = "loss";
+  // > 0: stop when that many evaluations in a row did not improve the metric by more than
+  // early_stopping_threshold (transformers.EarlyStoppingCallback).
+  int64_t early_stopping_patience = 0;
+  double early_stopping_threshold = 0.0;
   int64_t seed = 42;
   bool bf16 = false;
   bool fp16 = false;
@@ -112,4 +125,4 @@ std::string to_yaml(const TrainConfig& config);
 // All known keys, dotted ("model.d_model"), for help and suggestions.
 std::vector<std::string> config_keys();
 
-}  // namespace tandem::apps
+}  // namespace tandem::train

@@ -22,7 +22,7 @@
 #include "data/distributed_sampler.h"
 #include "optim/grad_scaler.h"
 
-namespace tandem::apps {
+namespace tandem::train {
 
 struct TrainerState {
   int64_t global_step = 0;  // optimizer steps taken
@@ -51,4 +51,4 @@ Checkpoint load_checkpoint(const std::filesystem::path& dir);
 std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::path& output_dir);
 
 
-}  // namespace tandem::apps
+}  // namespace tandem::train

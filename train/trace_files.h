@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <vector>
 
-namespace tandem::apps {
+namespace tandem::train {
 
 // `inputs` are trace files or folders holding trace_rank<R>.json files; the
 // result lists files in rank-number order (by file name; files named
@@ -15,4 +15,4 @@ std::vector<std::filesystem::path> find_rank_traces(const std::vector<std::files
 // Reads and merges `files` into `out` (written atomically); returns how many events it holds.
 size_t merge_trace_files(const std::vector<std::filesystem::path>& files, const std::filesystem::path& out);
 
-}  // namespace tandem::apps
+}  // namespace tandem::train

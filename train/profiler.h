@@ -23,7 +23,8 @@
 #include <string>
 #include <vector>
 
-#include "apps/train_config.h"
+#include "train/config.h"
+#include "train/step.h"
 #include "comm/process_group.h"
 #include "core/device.h"
 #include "data/data_loader.h"
@@ -32,9 +33,9 @@
 #include "profile/summary.h"
 #include "profile/trace.h"
 
-namespace tandem::apps {
+namespace tandem::train {
 
-class TrainProfiler {
+class TrainProfiler final : public StepObserver {
  public:
   struct Context {
     int rank = 0;
@@ -50,12 +51,13 @@ class TrainProfiler {
   TrainProfiler& operator=(const TrainProfiler&) = delete;
 
   // The loop, in order: begin_step (once per optimizer step, numbered as the
-  // metrics number it), enter(phase)..., on_batch / no_batch after each
-  // DataLoader::next(), end_step.
+  // metrics number it), then the TrainStep's enter(phase) and on_batch calls
+  // (no_batch where the loader ran dry instead), enter(Logging) on a logging
+  // step, end_step.
   void begin_step(int64_t step);
   bool in_step() const { return steps_.in_step(); }
-  void enter(profile::Phase phase) { steps_.enter(phase); }
-  void on_batch(const data::Batch& batch);
+  void enter(profile::Phase phase) override { steps_.enter(phase); }
+  void on_batch(const data::Batch& batch, bool synchronised) override;
   void no_batch();  // the epoch ran dry
   // `host_synced`: the host has just waited for the device (a logging step's loss read-back).
   void end_step(bool host_synced);
@@ -94,4 +96,4 @@ class TrainProfiler {
   std::vector<profile::StepRecord> detailed_records_;
 };
 
-}  // namespace tandem::apps
+}  // namespace tandem::train
