@@ -81,7 +81,8 @@ ReportInputs recorded_cpu() {
   ReportInputs in;
   in.bench = read_bench_folder(dir);
   for (const TrainRun& r : in.bench.scaling->runs) {
-    TrainingRun run = read_training_run(dir / r.dir, fmt::format("{} rank{}", r.world_size, r.world_size > 1 ? "s" : ""));
+    const std::string label = std::to_string(r.world_size) + (r.world_size > 1 ? " ranks" : " rank");
+    TrainingRun run = read_training_run(dir / r.dir, label);
     run.dir = r.dir;
     in.runs.push_back(run);
   }
@@ -153,7 +154,7 @@ void expect_matches_golden(const std::string& scenario, const ReportInputs& in) 
   const std::vector<fs::path> written = write_report(in, out, &text);
   if (const char* keep = std::getenv("TANDEM_GOLDEN_OUT")) {
     fs::create_directories(fs::path(keep) / scenario);
-    fs::copy(out, fs::path(keep) / scenario, fs::copy_options::overwrite_existing);
+    fs::copy(out, fs::path(keep) / scenario, fs::copy_options::recursive | fs::copy_options::overwrite_existing);
   }
   const fs::path golden = kFixtures / "golden" / scenario;
   ASSERT_TRUE(fs::is_directory(golden)) << golden;
