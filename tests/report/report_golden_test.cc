@@ -132,9 +132,8 @@ ReportInputs step_only() {
   in.bench.batch_search->memory_limit_bytes = int64_t{2} << 30;
   in.bench.batch_search->max_batch = 128;
   in.bench.batch_search->hit_upper_bound = true;
-  in.bench.batch_search->trials = {{64, true, int64_t{900} << 20, ""},
-                                   {256, false, 0, "out of memory"},
-                                   {128, true, int64_t{1800} << 20, ""}};
+  in.bench.batch_search->trials = {
+      {64, true, int64_t{900} << 20, ""}, {256, false, 0, "out of memory"}, {128, true, int64_t{1800} << 20, ""}};
   in.command = "tandem report --bench step";
   in.date = "2026-01-04T00:00:00Z";
   return in;
@@ -148,7 +147,8 @@ std::vector<std::string> names_in(const fs::path& dir) {
 }
 
 void expect_matches_golden(const std::string& scenario, const ReportInputs& in) {
-  const fs::path out = fs::temp_directory_path() / ("tandem_report_golden_" + std::to_string(::getpid()) + "_" + scenario);
+  const fs::path out =
+      fs::temp_directory_path() / ("tandem_report_golden_" + std::to_string(::getpid()) + "_" + scenario);
   fs::remove_all(out);
   std::string text;
   const std::vector<fs::path> written = write_report(in, out, &text);
