@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "report/number_format.h"
 #include "report/svg_chart.h"
 
 namespace tandem::report {
@@ -72,7 +73,14 @@ std::vector<Plot> scaling_plots(const ScalingBench& s, const StepBench* step, bo
   std::vector<Plot> out;
   BarChart sc{"Speedup",     "world size", "speedup (samples/s vs 1 rank)", cats, {speedup}, false, {ideal},
               {{1.0, "1x"}}, "{:.2f}"};
-  BarChart ec{"Efficiency", "world size", "efficiency (%)", cats, {eff}, false, {}, {{100, "ideal"}, {80, "80%"}},
+  BarChart ec{"Efficiency",
+              "world size",
+              "efficiency (%)",
+              cats,
+              {eff},
+              false,
+              {},
+              {{100, "ideal"}, {100 * t.poor_efficiency, "poor < " + pct(t.poor_efficiency)}},
               "{:.0f}"};
   out.push_back({"speedup_efficiency.svg", render_svg({sc, ec})});
   std::vector<Chart> tp{
