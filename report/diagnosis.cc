@@ -1,3 +1,4 @@
+// The diagnosis rules of diagnosis.h, each a function from the measured profile to an optional finding.
 #include "report/diagnosis.h"
 
 #include <fmt/format.h>
@@ -75,7 +76,7 @@ std::optional<Advice> comm_bound(const DiagnosisInput& in, const Thresholds& t) 
           {"ddp_bucket_cap_mb", "",
            fmt::format("keep {} MB: the sweep's fastest size ({}) is within {} or the noise of it, so bucket size "
                        "is not the lever here",
-                       mb(b.current_cap_mb), b.best_label, pct(t.bucket_gain))});
+                       mb(b.current_cap_mb), b.best_label, bound_pct(t.bucket_gain))});
     }
   } else {
     a.suggestions.push_back({"ddp_bucket_cap_mb", "",
@@ -151,7 +152,7 @@ std::optional<Advice> sync_points(const DiagnosisInput& in, const Thresholds& t)
       a.suggestions.push_back({"logging_steps", fmt::format("{:.0f}", std::max<double>(target, 2.0 * f.logging_steps)),
                                fmt::format("each logging step reads the loss back to the host and drains the "
                                            "pipeline; keep that under {} of the time",
-                                           pct(t.sync_target_fraction))});
+                                           bound_pct(t.sync_target_fraction))});
     }
   } else if (f.device == "cuda" && f.logging_steps > 0 && f.logging_steps < t.cuda_min_logging_steps) {
     found.push_back(
@@ -256,7 +257,7 @@ std::optional<Advice> scaling(const DiagnosisInput& in, const Thresholds& t) {
   if (s.efficiency < t.poor_efficiency) {
     return Advice{Finding::PoorScaling,
                   fmt::format("Poor scaling: {:.2f}x speedup on {} ranks (efficiency {}, below {}){}.", s.speedup,
-                              s.world_size, pct(s.efficiency), pct(t.poor_efficiency), growth),
+                              s.world_size, pct(s.efficiency), bound_pct(t.poor_efficiency), growth),
                   {}};
   }
   return std::nullopt;
@@ -334,8 +335,8 @@ std::string describe_thresholds(const Thresholds& t) {
       "Thresholds (report/diagnosis.h): comm-bound when exposed all-reduce > {} of the step or compute/comm < {:g}; "
       "data-bound when DataLoader wait > {}; sync points when logging or checkpointing costs > {}; small batch "
       "below {} per device; poor scaling below {} efficiency, negative below 1x.\n",
-      pct(t.comm_exposed_fraction), t.compute_comm_ratio, pct(t.data_wait_fraction), pct(t.sync_fraction),
-      t.small_batch, pct(t.poor_efficiency));
+      bound_pct(t.comm_exposed_fraction), t.compute_comm_ratio, bound_pct(t.data_wait_fraction),
+      bound_pct(t.sync_fraction), t.small_batch, bound_pct(t.poor_efficiency));
 }
 
 std::string format_advice(const std::vector<Advice>& advice) {

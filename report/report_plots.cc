@@ -80,7 +80,7 @@ std::vector<Plot> scaling_plots(const ScalingBench& s, const StepBench* step, bo
               {eff},
               false,
               {},
-              {{100, "ideal"}, {100 * t.poor_efficiency, "poor < " + pct(t.poor_efficiency)}},
+              {{100, "ideal"}, {100 * t.poor_efficiency, "poor < " + bound_pct(t.poor_efficiency)}},
               "{:.0f}"};
   out.push_back({"speedup_efficiency.svg", render_svg({sc, ec})});
   std::vector<Chart> tp{

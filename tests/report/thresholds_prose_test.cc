@@ -36,7 +36,7 @@ TEST(DescribeThresholds, EachStatedThresholdFollowsItsField) {
       {"comm_exposed_fraction", [](Thresholds& t) { t.comm_exposed_fraction = 0.35; }, "all-reduce > 35% of the step"},
       {"compute_comm_ratio", [](Thresholds& t) { t.compute_comm_ratio = 1.5; }, "compute/comm < 1.5;"},
       {"data_wait_fraction", [](Thresholds& t) { t.data_wait_fraction = 0.25; }, "DataLoader wait > 25%;"},
-      {"sync_fraction", [](Thresholds& t) { t.sync_fraction = 0.02; }, "checkpointing costs > 2%;"},
+      {"sync_fraction", [](Thresholds& t) { t.sync_fraction = 0.025; }, "checkpointing costs > 2.5%;"},
       {"small_batch", [](Thresholds& t) { t.small_batch = 64; }, "below 64 per device"},
       {"poor_efficiency", [](Thresholds& t) { t.poor_efficiency = 0.85; }, "below 85% efficiency"},
   };
