@@ -95,13 +95,13 @@ ReportInputs recorded_cpu() {
 // sizes repeat a layout, no training runs (the epoch-time plot is estimated).
 ReportInputs synthetic_gpu() {
   ReportInputs in;
-  in.bench.scaling = ScalingBench{};
+  in.bench.scaling.emplace();
   in.bench.scaling->meta = fixed_meta("tandem bench scaling --rounds 2", "NVIDIA Test GPU");
   in.bench.scaling->mode = "strong";
   in.bench.scaling->rounds = 2;
   in.bench.scaling->cases = {profile(1, 40, 0, 0, "1 rank"), profile(2, 30, 12, 4, "2 ranks"),
                              profile(4, 25, 14, 9, "4 ranks")};
-  in.bench.buckets = BucketsBench{};
+  in.bench.buckets.emplace();
   in.bench.buckets->meta = fixed_meta("tandem bench buckets", "NVIDIA Test GPU");
   in.bench.buckets->current_cap_mb = 25;
   in.bench.buckets->cases = {profile(4, 24, 14, 8, "5"), profile(4, 25, 14, 9, "25"), profile(4, 25.5, 14, 9, "50"),
@@ -119,13 +119,13 @@ ReportInputs synthetic_gpu() {
 // A precision comparison and a batch search, nothing else.
 ReportInputs step_only() {
   ReportInputs in;
-  in.bench.step = StepBench{};
+  in.bench.step.emplace();
   in.bench.step->meta = fixed_meta("tandem bench step", "");
   in.bench.step->cases = {profile(1, 40, 0, 0, "fp32"), profile(1, 28, 0, 0, "bf16"), profile(1, 30, 0, 0, "fp16")};
   in.bench.step->cases[1].facts.precision = "bf16";
   in.bench.step->cases[2].facts.precision = "fp16";
   in.bench.step->cases[1].peak_memory_bytes = int64_t{400} << 20;
-  in.bench.batch_search = BatchSearch{};
+  in.bench.batch_search.emplace();
   in.bench.batch_search->meta = fixed_meta("tandem find-batch-size", "");
   in.bench.batch_search->config = "configs/tiny.yaml";
   in.bench.batch_search->device = "cuda:0";

@@ -127,7 +127,7 @@ class ReportThresholds : public ::testing::Test {
 
   ReportInputs inputs() const {
     ReportInputs in;
-    in.bench.scaling = ScalingBench{};
+    in.bench.scaling.emplace();
     in.bench.scaling->cases = {profile(1, 60, 0, 0), profile(2, 100, 60, 45)};
     return in;
   }
