@@ -17,6 +17,7 @@
 #include "apps/commands.h"
 #include "comm/init.h"
 #include "core/check.h"
+#include "core/elapsed.h"
 #include "core/stream.h"
 #include "core/tensor.h"
 
@@ -148,7 +149,7 @@ class Bench {
     for (int i = 0; i < o_.iters; ++i) last = pg_.all_reduce(scratch_in, target, op_);
     wait(last);
     if (device_.is_cuda()) cuda::current_stream(device_.index).synchronize();
-    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / o_.iters;
+    double seconds = seconds_since(t0) / o_.iters;
     Result r;
     seconds = max_over_ranks(seconds);
     const double n = pg_.size();

@@ -9,6 +9,7 @@
 #include "core/allocator.h"
 #include "core/autograd/grad_mode.h"
 #include "core/check.h"
+#include "core/elapsed.h"
 #include "core/stream.h"
 #include "data/batch_source.h"
 #include "data/data_loader.h"
@@ -22,10 +23,6 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-double ms_between(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double, std::milli>(b - a).count();
-}
 
 constexpr int64_t kSyntheticClasses = 4;
 
@@ -78,7 +75,7 @@ class StepTimer final : public StepObserver {
   // Closes the open phase.
   void stop() {
     if (!open_) return;
-    const double ms = ms_between(start_, Clock::now());
+    const double ms = milliseconds_between(start_, Clock::now());
     open_ = false;
     switch (phase_) {
       case profile::Phase::DataWait: s_.data_wait_ms += ms; break;
@@ -173,11 +170,11 @@ struct StepRunner::State {
     ++step;
     if (config.logging_steps > 0 && step % config.logging_steps == 0) {
       (void)r.loss_sum.item();  // what a logging step does: read the loss on the host
-      s.sync_ms = ms_between(tl, Clock::now());
+      s.sync_ms = milliseconds_between(tl, Clock::now());
       s.logging_step = true;
     }
     if (device.is_cuda()) cuda::current_stream(device.index).synchronize();
-    s.step_ms = ms_between(t0, Clock::now());
+    s.step_ms = milliseconds_between(t0, Clock::now());
     if (ddp) {
       // After the device synchronisation, so that completing NCCL's comm times does not block.
       const ddp::IterationStats& st = ddp->complete_stats();
@@ -300,7 +297,7 @@ double StepRunner::time_checkpoint_ms(const fs::path& dir) {
   state.seed = s.config.seed;
   const Clock::time_point t0 = Clock::now();
   save_checkpoint(scratch, s.model->state_dict(), optimizer_state, state, to_yaml(s.config), {}, 1);
-  const double ms = ms_between(t0, Clock::now());
+  const double ms = milliseconds_between(t0, Clock::now());
   fs::remove_all(scratch);
   return ms;
 }

@@ -8,6 +8,7 @@
 #include "comm/rank_env.h"
 #include "core/atomic_file.h"
 #include "core/check.h"
+#include "core/elapsed.h"
 #include "core/stream.h"
 #include "data/batch_source.h"
 #include "ddp/distributed_data_parallel.h"
@@ -29,8 +30,6 @@ using Clock = std::chrono::steady_clock;
 using profile::Phase;
 
 namespace {
-
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 NamedTensors to_named(const Optimizer::StateDict& state) {
   NamedTensors out;
