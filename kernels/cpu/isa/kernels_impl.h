@@ -1,0 +1,355 @@
+// The hot f32 CPU kernels of cpu_kernels.h, written once and compiled once per
+// instruction-set level. The including file (kernels_<isa>.cc) first defines
+//   TANDEM_ISA_NS    the namespace of this copy (cpu_baseline, cpu_avx2, cpu_avx512)
+//   TANDEM_ISA_ENUM  its CpuIsa value
+//   Eigen            a renamed namespace (Eigen_avx2, ...) so this copy's Eigen
+//                    templates are distinct symbols from every other copy's.
+// Nothing here instantiates standard-library templates out of line (no
+// containers: scratch memory is malloc'd), for the same reason: an inline
+// function compiled with -mavx2 must never be chosen by the linker for code
+// that runs on a baseline CPU.
+//
+// Vectorisation comes from Eigen (GEMM, array expressions with its vectorised
+// exp/erf/tanh) and from loops the compiler vectorises (Philox).
+#if !defined(TANDEM_ISA_NS) || !defined(TANDEM_ISA_ENUM)
+#error "define TANDEM_ISA_NS and TANDEM_ISA_ENUM before including kernels_impl.h"
+#endif
+
+#include <Eigen/Core>
+#include <unsupported/Eigen/SpecialFunctions>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+
+#include "core/philox.h"
+#include "core/thread_pool.h"
+#include "kernels/cpu/isa/cpu_kernels.h"
+
+namespace tandem::TANDEM_ISA_NS {
+
+namespace {
+
+using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using CMat = Eigen::Map<const RowMat, Eigen::Unaligned, Eigen::OuterStride<>>;
+using MMat = Eigen::Map<RowMat, Eigen::Unaligned, Eigen::OuterStride<>>;
+using CArr = Eigen::Map<const Eigen::ArrayXf>;
+using MArr = Eigen::Map<Eigen::ArrayXf>;
+
+inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+inline int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+
+// Zeroed float scratch memory owned by one call.
+class Scratch {
+ public:
+  explicit Scratch(int64_t n) : p_(static_cast<float*>(std::calloc(static_cast<size_t>(max64(n, 1)), sizeof(float)))) {
+    if (!p_) throw std::bad_alloc();
+  }
+  ~Scratch() { std::free(p_); }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  float* get() const { return p_; }
+
+ private:
+  float* p_;
+};
+
+// Rows per task of row-wise kernels: at least ~16 KiB of data, so a task
+// outweighs the cost of handing it to another thread.
+inline int64_t row_grain(int64_t dim) { return max64(1, 4096 / max64(dim, 1)); }
+
+// Rows per partial sum of a column reduction. Fixed, so the order of the
+// additions, and with it the bits, depend only on the shape.
+constexpr int64_t kReduceRows = 64;
+
+// ---------------------------------------------------------------- GEMM
+
+// Rows of C per task: about 8 tasks for small m, 128 rows for large m (a
+// multiple of 16, every ISA's register-block height). A function of m only.
+inline int64_t gemm_block_rows(int64_t m) {
+  int64_t b = (m + 7) / 8;
+  b = (b + 15) / 16 * 16;
+  return b < 32 ? 32 : (b > 128 ? 128 : b);
+}
+
+template <bool TA, bool TB>
+void gemm_rows(int64_t r0, int64_t rows, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+               const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  MMat C(c + r0 * ldc, rows, n, Eigen::OuterStride<>(ldc));
+  auto A = [&] {
+    if constexpr (TA) return CMat(a + r0, k, rows, Eigen::OuterStride<>(lda)).transpose();
+    else return CMat(a + r0 * lda, rows, k, Eigen::OuterStride<>(lda));
+  }();
+  auto B = [&] {
+    if constexpr (TB) return CMat(b, n, k, Eigen::OuterStride<>(ldb)).transpose();
+    else return CMat(b, k, n, Eigen::OuterStride<>(ldb));
+  }();
+  if (beta == 0.0f) {
+    C.noalias() = alpha * A * B;
+  } else {
+    if (beta != 1.0f) C *= beta;
+    C.noalias() += alpha * A * B;
+  }
+}
+
+template <bool TA, bool TB>
+void gemm_t(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
+            float beta, float* c, int64_t ldc) {
+  const int64_t block = gemm_block_rows(m);
+  const int64_t blocks = (m + block - 1) / block;
+  parallel_for(0, blocks, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) {
+      const int64_t r0 = i * block;
+      gemm_rows<TA, TB>(r0, min64(block, m - r0), n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    }
+  });
+}
+
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+          const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0) {  // an empty sum: C = beta C
+    for (int64_t i = 0; i < m; ++i) {
+      MArr row(c + i * ldc, n);
+      if (beta == 0.0f) row.setZero();
+      else row *= beta;
+    }
+    return;
+  }
+  if (trans_a) {
+    if (trans_b) gemm_t<true, true>(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    else gemm_t<true, false>(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  } else {
+    if (trans_b) gemm_t<false, true>(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    else gemm_t<false, false>(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  }
+}
+
+// ---------------------------------------------------------------- column sums
+
+// Runs row_fn(r, partial) for every row, where partial is the [width] sum
+// buffer of the row's block of kReduceRows rows; returns the buffers
+// ([blocks, width]) for reduce_blocks to add in order.
+template <class RowFn>
+void for_rows_with_partials(int64_t rows, int64_t width, float* partials, const RowFn& row_fn) {
+  const int64_t blocks = (rows + kReduceRows - 1) / kReduceRows;
+  parallel_for(0, blocks, max64(1, row_grain(width) / kReduceRows), [&](int64_t lo, int64_t hi) {
+    for (int64_t blk = lo; blk < hi; ++blk) {
+      float* partial = partials + blk * width;
+      for (int64_t r = blk * kReduceRows; r < min64(rows, (blk + 1) * kReduceRows); ++r) row_fn(r, partial);
+    }
+  });
+}
+
+void reduce_blocks(const float* partials, int64_t blocks, int64_t width, float* out) {
+  MArr o(out, width);
+  o.setZero();
+  for (int64_t blk = 0; blk < blocks; ++blk) o += CArr(partials + blk * width, width);
+}
+
+void column_sum(const float* x, int64_t rows, int64_t cols, float* out) {
+  const int64_t blocks = (rows + kReduceRows - 1) / kReduceRows;
+  Scratch partials(blocks * cols);
+  for_rows_with_partials(rows, cols, partials.get(),
+                         [&](int64_t r, float* partial) { MArr(partial, cols) += CArr(x + r * cols, cols); });
+  reduce_blocks(partials.get(), blocks, cols, out);
+}
+
+// ---------------------------------------------------------------- layer norm
+
+void layer_norm_forward(const float* x, const float* w, const float* b, float* y, float* mean, float* rstd,
+                        int64_t rows, int64_t dim, float eps) {
+  const CArr W(w, dim), B(b, dim);
+  parallel_for(0, rows, row_grain(dim), [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      const CArr xr(x + r * dim, dim);
+      const float mu = xr.sum() / static_cast<float>(dim);
+      const float var = (xr - mu).square().sum() / static_cast<float>(dim);
+      const float rs = 1.0f / std::sqrt(var + eps);
+      MArr(y + r * dim, dim) = (xr - mu) * rs * W + B;
+      if (mean) mean[r] = mu;
+      if (rstd) rstd[r] = rs;
+    }
+  });
+}
+
+void layer_norm_backward(const float* dy, const float* x, const float* w, const float* mean, const float* rstd,
+                         float* dx, float* dw, float* db, int64_t rows, int64_t dim) {
+  const CArr W(w, dim);
+  const int64_t blocks = (rows + kReduceRows - 1) / kReduceRows;
+  // Per block: dw partials in [0, dim), db partials in [dim, 2 dim).
+  Scratch partials((dw || db) ? blocks * 2 * dim : 0);
+  const float inv_dim = 1.0f / static_cast<float>(dim);
+  for_rows_with_partials(rows, 2 * dim, partials.get(), [&](int64_t r, float* partial) {
+    const CArr g(dy + r * dim, dim), xr(x + r * dim, dim);
+    const float mu = mean[r], rs = rstd[r];
+    const auto xhat = (xr - mu) * rs;
+    if (dx) {
+      const auto gw = g * W;
+      const float mg = gw.sum() * inv_dim, mgx = (gw * xhat).sum() * inv_dim;
+      MArr(dx + r * dim, dim) = rs * (gw - mg - xhat * mgx);
+    }
+    if (dw || db) {
+      MArr(partial, dim) += g * xhat;
+      MArr(partial + dim, dim) += g;
+    }
+  });
+  if (dw || db) {
+    Scratch sums(2 * dim);
+    reduce_blocks(partials.get(), blocks, 2 * dim, sums.get());
+    if (dw) std::memcpy(dw, sums.get(), static_cast<size_t>(dim) * sizeof(float));
+    if (db) std::memcpy(db, sums.get() + dim, static_cast<size_t>(dim) * sizeof(float));
+  }
+}
+
+// ---------------------------------------------------------------- GELU
+
+constexpr float kSqrt1_2 = static_cast<float>(gelu_detail::kSqrt1_2);
+constexpr float kInvSqrt2Pi = static_cast<float>(gelu_detail::kInvSqrt2Pi);
+constexpr float kSqrt2OverPi = static_cast<float>(gelu_detail::kSqrt2OverPi);
+constexpr float kCubic = static_cast<float>(gelu_detail::kCubic);
+
+void bias_gelu_forward(const float* x, const float* bias, float* y, int64_t rows, int64_t dim,
+                       GeluApproximation approx) {
+  parallel_for(0, rows, row_grain(dim), [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      Eigen::ArrayXf u = CArr(x + r * dim, dim);
+      if (bias) u += CArr(bias, dim);
+      MArr out(y + r * dim, dim);
+      if (approx == GeluApproximation::Tanh)
+        out = 0.5f * u * (1.0f + (kSqrt2OverPi * (u + kCubic * u * u * u)).tanh());
+      else
+        out = 0.5f * u * (1.0f + (u * kSqrt1_2).erf());
+    }
+  });
+}
+
+void bias_gelu_backward(const float* dy, const float* x, const float* bias, float* dx, float* dbias, int64_t rows,
+                        int64_t dim, GeluApproximation approx) {
+  const int64_t blocks = (rows + kReduceRows - 1) / kReduceRows;
+  Scratch partials(dbias ? blocks * dim : 0);
+  for_rows_with_partials(rows, dim, partials.get(), [&](int64_t r, float* partial) {
+    Eigen::ArrayXf u = CArr(x + r * dim, dim);
+    if (bias) u += CArr(bias, dim);
+    const CArr g(dy + r * dim, dim);
+    Eigen::ArrayXf du(dim);
+    if (approx == GeluApproximation::Tanh) {
+      const Eigen::ArrayXf u2 = u * u;
+      const Eigen::ArrayXf t = (kSqrt2OverPi * (u + kCubic * u2 * u)).tanh();
+      du = g * (0.5f * (1.0f + t) + 0.5f * u * (1.0f - t * t) * kSqrt2OverPi * (1.0f + 3.0f * kCubic * u2));
+    } else {
+      du = g * (0.5f * (1.0f + (u * kSqrt1_2).erf()) + u * kInvSqrt2Pi * (-0.5f * u * u).exp());
+    }
+    if (dx) MArr(dx + r * dim, dim) = du;
+    if (dbias) MArr(partial, dim) += du;
+  });
+  if (dbias) reduce_blocks(partials.get(), blocks, dim, dbias);
+}
+
+// ---------------------------------------------------------------- dropout
+
+// Philox blocks per inner batch: enough independent lanes for the compiler
+// to fill AVX-512 registers with 32-bit words.
+constexpr int kLanes = 16;
+
+void dropout_factors(uint64_t seed, uint64_t subsequence, uint64_t first_block, int64_t n, float p, float scale,
+                     float* out) {
+  using namespace philox_detail;
+  const uint32_t key0 = static_cast<uint32_t>(seed), key1 = static_cast<uint32_t>(seed >> 32);
+  const uint32_t sub0 = static_cast<uint32_t>(subsequence), sub1 = static_cast<uint32_t>(subsequence >> 32);
+  const int64_t nblocks = (n + 3) / 4;
+  for (int64_t b0 = 0; b0 < nblocks; b0 += kLanes) {
+    uint32_t c0[kLanes], c1[kLanes], c2[kLanes], c3[kLanes];
+    for (int l = 0; l < kLanes; ++l) {
+      const uint64_t block = first_block + static_cast<uint64_t>(b0 + l);
+      c0[l] = static_cast<uint32_t>(block);
+      c1[l] = static_cast<uint32_t>(block >> 32);
+      c2[l] = sub0;
+      c3[l] = sub1;
+    }
+    uint32_t k0 = key0, k1 = key1;
+    for (int round = 0; round < 10; ++round) {
+      for (int l = 0; l < kLanes; ++l) {
+        const uint64_t p0 = static_cast<uint64_t>(kM0) * c0[l];
+        const uint64_t p1 = static_cast<uint64_t>(kM1) * c2[l];
+        const uint32_t n0 = static_cast<uint32_t>(p1 >> 32) ^ c1[l] ^ k0;
+        const uint32_t n2 = static_cast<uint32_t>(p0 >> 32) ^ c3[l] ^ k1;
+        c0[l] = n0;
+        c1[l] = static_cast<uint32_t>(p1);
+        c2[l] = n2;
+        c3[l] = static_cast<uint32_t>(p0);
+      }
+      k0 += kW0;
+      k1 += kW1;
+    }
+    const int64_t lanes = min64(kLanes, nblocks - b0);
+    for (int l = 0; l < lanes; ++l) {
+      const uint32_t words[4] = {c0[l], c1[l], c2[l], c3[l]};
+      for (int w = 0; w < 4; ++w) {
+        const int64_t j = (b0 + l) * 4 + w;
+        if (j < n) out[j] = uint_to_unit_float(words[w]) >= p ? scale : 0.0f;
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------- softmax
+
+void masked_softmax_rows(float* scores, int64_t ld, int64_t rows, int64_t cols, const uint8_t* real, float* lse) {
+  const float inf = std::numeric_limits<float>::infinity();
+  Scratch keep(cols);
+  bool any = real == nullptr;
+  for (int64_t j = 0; j < cols; ++j) {
+    keep.get()[j] = (real == nullptr || real[j]) ? 1.0f : 0.0f;
+    any = any || real[j];
+  }
+  const CArr K(keep.get(), cols);
+  for (int64_t i = 0; i < rows; ++i) {
+    MArr row(scores + i * ld, cols);
+    if (!any) {  // every key is padding: no distribution, output 0
+      row.setZero();
+      lse[i] = inf;
+      continue;
+    }
+    const float m = real ? (K > 0.0f).select(row, -inf).maxCoeff() : row.maxCoeff();
+    if (real) row = (row - m).exp() * K;  // exp of a masked score may be tiny, never used: times 0
+    else row = (row - m).exp();
+    const float l = row.sum();
+    row /= l;
+    lse[i] = m + std::log(l);
+  }
+}
+
+void softmax_from_lse_rows(float* scores, int64_t ld, int64_t rows, int64_t cols, const uint8_t* real,
+                           const float* lse) {
+  const float inf = std::numeric_limits<float>::infinity();
+  Scratch keep(cols);
+  for (int64_t j = 0; j < cols; ++j) keep.get()[j] = (real == nullptr || real[j]) ? 1.0f : 0.0f;
+  const CArr K(keep.get(), cols);
+  for (int64_t i = 0; i < rows; ++i) {
+    MArr row(scores + i * ld, cols);
+    if (lse[i] == inf) row.setZero();
+    else if (real) row = (row - lse[i]).exp() * K;
+    else row = (row - lse[i]).exp();
+  }
+}
+
+void softmax_backward_rows(const float* p, float* dp, int64_t ld, int64_t rows, int64_t cols) {
+  for (int64_t i = 0; i < rows; ++i) {
+    const CArr pr(p + i * ld, cols);
+    MArr dr(dp + i * ld, cols);
+    const float dot = (pr * dr).sum();
+    dr = pr * (dr - dot);
+  }
+}
+
+}  // namespace
+
+const CpuKernels& kernels() {
+  static const CpuKernels table{TANDEM_ISA_ENUM,    &gemm,       &column_sum,      &layer_norm_forward,
+                                &layer_norm_backward, &bias_gelu_forward, &bias_gelu_backward, &dropout_factors,
+                                &masked_softmax_rows, &softmax_from_lse_rows, &softmax_backward_rows};
+  return table;
+}
+
+}  // namespace tandem::TANDEM_ISA_NS
