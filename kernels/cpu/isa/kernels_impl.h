@@ -10,9 +10,13 @@
 // that runs on a baseline CPU.
 //
 // Vectorisation comes from Eigen (GEMM, array expressions with its vectorised
-// exp/erf/tanh) and from loops the compiler vectorises (Philox).
+// exp/erf/tanh) and, for Philox, from intrinsics chosen by the level's macros.
 #if !defined(TANDEM_ISA_NS) || !defined(TANDEM_ISA_ENUM)
 #error "define TANDEM_ISA_NS and TANDEM_ISA_ENUM before including kernels_impl.h"
+#endif
+
+#if defined(__SSE2__)
+#include <immintrin.h>
 #endif
 
 #include <Eigen/Core>
@@ -248,48 +252,92 @@ void bias_gelu_backward(const float* dy, const float* x, const float* bias, floa
 
 // ---------------------------------------------------------------- dropout
 
-// Philox blocks per inner batch: enough independent lanes for the compiler
-// to fill AVX-512 registers with 32-bit words.
+// Philox4x32-10 on a vector of 32-bit lanes, one block per lane. Compilers do
+// not vectorise the 32 x 32 -> 64-bit multiply's high half, so it is spelt
+// with the multiply-even-lanes instruction every level has (pmuludq): even
+// lanes directly, odd lanes shifted down, the halves blended back.
+#if defined(__AVX512F__)
+using VU = __m512i;
 constexpr int kLanes = 16;
+inline VU v_load(const uint32_t* p) { return _mm512_loadu_si512(p); }
+inline void v_store(uint32_t* p, VU v) { _mm512_storeu_si512(p, v); }
+inline VU v_set1(uint32_t x) { return _mm512_set1_epi32(static_cast<int>(x)); }
+inline VU v_xor(VU a, VU b) { return _mm512_xor_si512(a, b); }
+inline void v_mulhilo(VU a, VU m, VU& hi, VU& lo) {
+  const VU even = _mm512_mul_epu32(a, m), odd = _mm512_mul_epu32(_mm512_srli_epi64(a, 32), m);
+  lo = _mm512_mask_blend_epi32(0xAAAA, even, _mm512_slli_epi64(odd, 32));
+  hi = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(even, 32), odd);
+}
+#elif defined(__AVX2__)
+using VU = __m256i;
+constexpr int kLanes = 8;
+inline VU v_load(const uint32_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+inline void v_store(uint32_t* p, VU v) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v); }
+inline VU v_set1(uint32_t x) { return _mm256_set1_epi32(static_cast<int>(x)); }
+inline VU v_xor(VU a, VU b) { return _mm256_xor_si256(a, b); }
+inline void v_mulhilo(VU a, VU m, VU& hi, VU& lo) {
+  const VU even = _mm256_mul_epu32(a, m), odd = _mm256_mul_epu32(_mm256_srli_epi64(a, 32), m);
+  lo = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xAA);
+  hi = _mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xAA);
+}
+#elif defined(__SSE2__)
+using VU = __m128i;
+constexpr int kLanes = 4;
+inline VU v_load(const uint32_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
+inline void v_store(uint32_t* p, VU v) { _mm_storeu_si128(reinterpret_cast<__m128i*>(p), v); }
+inline VU v_set1(uint32_t x) { return _mm_set1_epi32(static_cast<int>(x)); }
+inline VU v_xor(VU a, VU b) { return _mm_xor_si128(a, b); }
+inline void v_mulhilo(VU a, VU m, VU& hi, VU& lo) {
+  const VU even = _mm_mul_epu32(a, m), odd = _mm_mul_epu32(_mm_srli_epi64(a, 32), m);
+  const VU low_halves = _mm_set1_epi64x(0xFFFFFFFFll);
+  lo = _mm_or_si128(_mm_and_si128(even, low_halves), _mm_slli_epi64(odd, 32));
+  hi = _mm_or_si128(_mm_srli_epi64(even, 32), _mm_andnot_si128(low_halves, odd));
+}
+#else  // not x86: one lane, plain C++
+using VU = uint32_t;
+constexpr int kLanes = 1;
+inline VU v_load(const uint32_t* p) { return *p; }
+inline void v_store(uint32_t* p, VU v) { *p = v; }
+inline VU v_set1(uint32_t x) { return x; }
+inline VU v_xor(VU a, VU b) { return a ^ b; }
+inline void v_mulhilo(VU a, VU m, VU& hi, VU& lo) { philox_detail::mulhilo(m, a, &hi, &lo); }
+#endif
 
 void dropout_factors(uint64_t seed, uint64_t subsequence, uint64_t first_block, int64_t n, float p, float scale,
                      float* out) {
   using namespace philox_detail;
   const uint32_t key0 = static_cast<uint32_t>(seed), key1 = static_cast<uint32_t>(seed >> 32);
-  const uint32_t sub0 = static_cast<uint32_t>(subsequence), sub1 = static_cast<uint32_t>(subsequence >> 32);
+  const VU m0 = v_set1(kM0), m1 = v_set1(kM1);
   const int64_t nblocks = (n + 3) / 4;
+  alignas(64) uint32_t lo_ctr[kLanes], hi_ctr[kLanes], words[4][kLanes], flat[4 * kLanes];
   for (int64_t b0 = 0; b0 < nblocks; b0 += kLanes) {
-    uint32_t c0[kLanes], c1[kLanes], c2[kLanes], c3[kLanes];
     for (int l = 0; l < kLanes; ++l) {
       const uint64_t block = first_block + static_cast<uint64_t>(b0 + l);
-      c0[l] = static_cast<uint32_t>(block);
-      c1[l] = static_cast<uint32_t>(block >> 32);
-      c2[l] = sub0;
-      c3[l] = sub1;
+      lo_ctr[l] = static_cast<uint32_t>(block);
+      hi_ctr[l] = static_cast<uint32_t>(block >> 32);
     }
+    VU c0 = v_load(lo_ctr), c1 = v_load(hi_ctr);
+    VU c2 = v_set1(static_cast<uint32_t>(subsequence)), c3 = v_set1(static_cast<uint32_t>(subsequence >> 32));
     uint32_t k0 = key0, k1 = key1;
     for (int round = 0; round < 10; ++round) {
-      for (int l = 0; l < kLanes; ++l) {
-        const uint64_t p0 = static_cast<uint64_t>(kM0) * c0[l];
-        const uint64_t p1 = static_cast<uint64_t>(kM1) * c2[l];
-        const uint32_t n0 = static_cast<uint32_t>(p1 >> 32) ^ c1[l] ^ k0;
-        const uint32_t n2 = static_cast<uint32_t>(p0 >> 32) ^ c3[l] ^ k1;
-        c0[l] = n0;
-        c1[l] = static_cast<uint32_t>(p1);
-        c2[l] = n2;
-        c3[l] = static_cast<uint32_t>(p0);
-      }
+      VU hi0, lo0, hi1, lo1;
+      v_mulhilo(c0, m0, hi0, lo0);
+      v_mulhilo(c2, m1, hi1, lo1);
+      c0 = v_xor(v_xor(hi1, c1), v_set1(k0));
+      c1 = lo1;
+      c2 = v_xor(v_xor(hi0, c3), v_set1(k1));
+      c3 = lo0;
       k0 += kW0;
       k1 += kW1;
     }
-    const int64_t lanes = min64(kLanes, nblocks - b0);
-    for (int l = 0; l < lanes; ++l) {
-      const uint32_t words[4] = {c0[l], c1[l], c2[l], c3[l]};
-      for (int w = 0; w < 4; ++w) {
-        const int64_t j = (b0 + l) * 4 + w;
-        if (j < n) out[j] = uint_to_unit_float(words[w]) >= p ? scale : 0.0f;
-      }
-    }
+    v_store(words[0], c0);
+    v_store(words[1], c1);
+    v_store(words[2], c2);
+    v_store(words[3], c3);
+    for (int l = 0; l < kLanes; ++l)
+      for (int w = 0; w < 4; ++w) flat[4 * l + w] = words[w][l];
+    const int64_t j0 = b0 * 4, count = min64(4 * kLanes, n - j0);
+    for (int64_t j = 0; j < count; ++j) out[j0 + j] = uint_to_unit_float(flat[j]) >= p ? scale : 0.0f;
   }
 }
 
