@@ -43,11 +43,38 @@ using MArr = Eigen::Map<Eigen::ArrayXf>;
 inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 inline int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 
-// Zeroed float scratch memory owned by one call.
+// Results must not depend on where a buffer happens to start: Eigen peels
+// unaligned leading elements of a destination off its vector loop and
+// computes them with scalar code (libm's exp instead of its polynomial, other
+// FMA contraction), and its reductions start the vector part at the first
+// aligned element. So in this file every reduction is fixed_sum (lanes fixed
+// by the index), and every expression that is more than exact IEEE adds,
+// multiplies or divides is evaluated into an owned, aligned Eigen array and
+// then copied out. That makes the bits a function of the shape alone (a
+// resumed run repeats an uninterrupted one exactly).
+
+// sum_{j < n} f(j) in a fixed order: 16 lanes (j % 16) added pairwise, then the tail.
+template <class F>
+inline float fixed_sum(int64_t n, const F& f) {
+  float acc[16] = {};
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16)
+    for (int l = 0; l < 16; ++l) acc[l] += f(j + l);
+  float tail = 0.0f;
+  for (; j < n; ++j) tail += f(j);
+  for (int w = 8; w >= 1; w /= 2)
+    for (int l = 0; l < w; ++l) acc[l] += acc[l + w];
+  return acc[0] + tail;
+}
+
+// Zeroed float scratch memory owned by one call, 64-byte aligned.
 class Scratch {
  public:
-  explicit Scratch(int64_t n) : p_(static_cast<float*>(std::calloc(static_cast<size_t>(max64(n, 1)), sizeof(float)))) {
+  explicit Scratch(int64_t n) {
+    const size_t bytes = (static_cast<size_t>(max64(n, 1)) * sizeof(float) + 63) / 64 * 64;
+    p_ = static_cast<float*>(std::aligned_alloc(64, bytes));
     if (!p_) throw std::bad_alloc();
+    std::memset(p_, 0, bytes);
   }
   ~Scratch() { std::free(p_); }
   Scratch(const Scratch&) = delete;
@@ -131,15 +158,18 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
 
 // ---------------------------------------------------------------- column sums
 
+// Floats per block of partial sums: width rounded up to 64 bytes, so every block starts aligned.
+inline int64_t partial_stride(int64_t width) { return (width + 15) / 16 * 16; }
+
 // Runs row_fn(r, partial) for every row, where partial is the [width] sum
-// buffer of the row's block of kReduceRows rows; returns the buffers
-// ([blocks, width]) for reduce_blocks to add in order.
+// buffer of the row's block of kReduceRows rows, in partials ([blocks,
+// partial_stride(width)], zeroed), for reduce_blocks to add in order.
 template <class RowFn>
 void for_rows_with_partials(int64_t rows, int64_t width, float* partials, const RowFn& row_fn) {
   const int64_t blocks = (rows + kReduceRows - 1) / kReduceRows;
   parallel_for(0, blocks, max64(1, row_grain(width) / kReduceRows), [&](int64_t lo, int64_t hi) {
     for (int64_t blk = lo; blk < hi; ++blk) {
-      float* partial = partials + blk * width;
+      float* partial = partials + blk * partial_stride(width);
       for (int64_t r = blk * kReduceRows; r < min64(rows, (blk + 1) * kReduceRows); ++r) row_fn(r, partial);
     }
   });
@@ -148,12 +178,12 @@ void for_rows_with_partials(int64_t rows, int64_t width, float* partials, const 
 void reduce_blocks(const float* partials, int64_t blocks, int64_t width, float* out) {
   MArr o(out, width);
   o.setZero();
-  for (int64_t blk = 0; blk < blocks; ++blk) o += CArr(partials + blk * width, width);
+  for (int64_t blk = 0; blk < blocks; ++blk) o += CArr(partials + blk * partial_stride(width), width);
 }
 
 void column_sum(const float* x, int64_t rows, int64_t cols, float* out) {
   const int64_t blocks = (rows + kReduceRows - 1) / kReduceRows;
-  Scratch partials(blocks * cols);
+  Scratch partials(blocks * partial_stride(cols));
   for_rows_with_partials(rows, cols, partials.get(),
                          [&](int64_t r, float* partial) { MArr(partial, cols) += CArr(x + r * cols, cols); });
   reduce_blocks(partials.get(), blocks, cols, out);
@@ -166,11 +196,13 @@ void layer_norm_forward(const float* x, const float* w, const float* b, float* y
   const CArr W(w, dim), B(b, dim);
   parallel_for(0, rows, row_grain(dim), [&](int64_t lo, int64_t hi) {
     for (int64_t r = lo; r < hi; ++r) {
-      const CArr xr(x + r * dim, dim);
-      const float mu = xr.sum() / static_cast<float>(dim);
-      const float var = (xr - mu).square().sum() / static_cast<float>(dim);
+      const float* xr = x + r * dim;
+      const float mu = fixed_sum(dim, [&](int64_t j) { return xr[j]; }) / static_cast<float>(dim);
+      const float var =
+          fixed_sum(dim, [&](int64_t j) { return (xr[j] - mu) * (xr[j] - mu); }) / static_cast<float>(dim);
       const float rs = 1.0f / std::sqrt(var + eps);
-      MArr(y + r * dim, dim) = (xr - mu) * rs * W + B;
+      const Eigen::ArrayXf out = (CArr(xr, dim) - mu) * rs * W + B;
+      MArr(y + r * dim, dim) = out;
       if (mean) mean[r] = mu;
       if (rstd) rstd[r] = rs;
     }
@@ -182,20 +214,24 @@ void layer_norm_backward(const float* dy, const float* x, const float* w, const 
   const CArr W(w, dim);
   const int64_t blocks = (rows + kReduceRows - 1) / kReduceRows;
   // Per block: dw partials in [0, dim), db partials in [dim, 2 dim).
-  Scratch partials((dw || db) ? blocks * 2 * dim : 0);
+  Scratch partials((dw || db) ? blocks * partial_stride(2 * dim) : 0);
   const float inv_dim = 1.0f / static_cast<float>(dim);
   for_rows_with_partials(rows, 2 * dim, partials.get(), [&](int64_t r, float* partial) {
-    const CArr g(dy + r * dim, dim), xr(x + r * dim, dim);
+    const float* gp = dy + r * dim;
+    const float* xp = x + r * dim;
+    const CArr g(gp, dim);
     const float mu = mean[r], rs = rstd[r];
-    const auto xhat = (xr - mu) * rs;
+    const Eigen::ArrayXf xhat = (CArr(xp, dim) - mu) * rs;
     if (dx) {
-      const auto gw = g * W;
-      const float mg = gw.sum() * inv_dim, mgx = (gw * xhat).sum() * inv_dim;
-      MArr(dx + r * dim, dim) = rs * (gw - mg - xhat * mgx);
+      const Eigen::ArrayXf gw = g * W;
+      const float mg = fixed_sum(dim, [&](int64_t j) { return gw[j]; }) * inv_dim;
+      const float mgx = fixed_sum(dim, [&](int64_t j) { return gw[j] * xhat[j]; }) * inv_dim;
+      const Eigen::ArrayXf out = rs * (gw - mg - xhat * mgx);
+      MArr(dx + r * dim, dim) = out;
     }
     if (dw || db) {
-      MArr(partial, dim) += g * xhat;
-      MArr(partial + dim, dim) += g;
+      MArr(partial, dim) += g * xhat;  // partial is 64-byte aligned
+      MArr(partial + dim, dim) += g;   // an exact add wherever it starts
     }
   });
   if (dw || db) {
@@ -219,11 +255,12 @@ void bias_gelu_forward(const float* x, const float* bias, float* y, int64_t rows
     for (int64_t r = lo; r < hi; ++r) {
       Eigen::ArrayXf u = CArr(x + r * dim, dim);
       if (bias) u += CArr(bias, dim);
-      MArr out(y + r * dim, dim);
+      Eigen::ArrayXf out(dim);
       if (approx == GeluApproximation::Tanh)
         out = 0.5f * u * (1.0f + (kSqrt2OverPi * (u + kCubic * u * u * u)).tanh());
       else
         out = 0.5f * u * (1.0f + (u * kSqrt1_2).erf());
+      MArr(y + r * dim, dim) = out;
     }
   });
 }
@@ -231,7 +268,7 @@ void bias_gelu_forward(const float* x, const float* bias, float* y, int64_t rows
 void bias_gelu_backward(const float* dy, const float* x, const float* bias, float* dx, float* dbias, int64_t rows,
                         int64_t dim, GeluApproximation approx) {
   const int64_t blocks = (rows + kReduceRows - 1) / kReduceRows;
-  Scratch partials(dbias ? blocks * dim : 0);
+  Scratch partials(dbias ? blocks * partial_stride(dim) : 0);
   for_rows_with_partials(rows, dim, partials.get(), [&](int64_t r, float* partial) {
     Eigen::ArrayXf u = CArr(x + r * dim, dim);
     if (bias) u += CArr(bias, dim);
@@ -359,11 +396,12 @@ void masked_softmax_rows(float* scores, int64_t ld, int64_t rows, int64_t cols, 
       lse[i] = inf;
       continue;
     }
-    const float m = real ? (K > 0.0f).select(row, -inf).maxCoeff() : row.maxCoeff();
-    if (real) row = (row - m).exp() * K;  // exp of a masked score may be tiny, never used: times 0
-    else row = (row - m).exp();
-    const float l = row.sum();
-    row /= l;
+    const float m = real ? (K > 0.0f).select(row, -inf).maxCoeff() : row.maxCoeff();  // max: order-free
+    Eigen::ArrayXf e(cols);
+    if (real) e = (row - m).exp() * K;  // exp of a masked score may be tiny, never used: times 0
+    else e = (row - m).exp();
+    const float l = fixed_sum(cols, [&](int64_t j) { return e[j]; });
+    row = e / l;
     lse[i] = m + std::log(l);
   }
 }
@@ -376,9 +414,14 @@ void softmax_from_lse_rows(float* scores, int64_t ld, int64_t rows, int64_t cols
   const CArr K(keep.get(), cols);
   for (int64_t i = 0; i < rows; ++i) {
     MArr row(scores + i * ld, cols);
-    if (lse[i] == inf) row.setZero();
-    else if (real) row = (row - lse[i]).exp() * K;
-    else row = (row - lse[i]).exp();
+    if (lse[i] == inf) {
+      row.setZero();
+      continue;
+    }
+    Eigen::ArrayXf e(cols);
+    if (real) e = (row - lse[i]).exp() * K;
+    else e = (row - lse[i]).exp();
+    row = e;
   }
 }
 
@@ -386,8 +429,8 @@ void softmax_backward_rows(const float* p, float* dp, int64_t ld, int64_t rows, 
   for (int64_t i = 0; i < rows; ++i) {
     const CArr pr(p + i * ld, cols);
     MArr dr(dp + i * ld, cols);
-    const float dot = (pr * dr).sum();
-    dr = pr * (dr - dot);
+    const float dot = fixed_sum(cols, [&](int64_t j) { return pr[j] * dr[j]; });
+    dr = pr * (dr - dot);  // a product of a difference: no contraction, exact wherever it starts
   }
 }
 
