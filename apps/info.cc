@@ -3,7 +3,9 @@
 
 #include "apps/commands.h"
 #include "comm/init.h"
+#include "core/cpu_isa.h"
 #include "core/stream.h"
+#include "core/thread_pool.h"
 
 #if TANDEM_WITH_CUDNN
 #include <cudnn.h>
@@ -25,6 +27,13 @@ void add_info_command(CLI::App& app) {
     fmt::print("cudnn: not found at build time\n");
 #endif
     fmt::print("cuda devices: {}\n", cuda::device_count());
+    // The CPU kernels' instruction set and intra-op threads, and why (TANDEM_CPU_ISA, TANDEM_NUM_THREADS).
+    const CpuIsa isa = selected_cpu_isa();
+    fmt::print("cpu isa: {} ({})\n", cpu_isa_name(isa),
+               isa == best_cpu_isa() ? "best this CPU supports" : fmt::format("TANDEM_CPU_ISA; best: {}",
+                                                                               cpu_isa_name(best_cpu_isa())));
+    const ThreadCountChoice& threads = intra_op_thread_choice();
+    fmt::print("cpu threads: {} ({})\n", threads.threads, threads.reason);
   });
 }
 

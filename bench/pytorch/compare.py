@@ -12,13 +12,24 @@ OUT/compare.json and OUT/compare.md.
     python3 bench/pytorch/compare.py --config configs/ag_news_small.yaml --config configs/ag_news_optimized.yaml \
         --nproc 1 --out /tmp/cmp
 
+    # issue 14's CPU comparison: both shapes, 1 and 2 ranks, interleaved and repeated
+    python3 bench/pytorch/compare.py --config configs/ag_news_small.yaml --synthetic ag_news_small \
+        --set ag_news_small:per_device_train_batch_size=32 --config configs/fortunes_demo.yaml \
+        --nproc 1,2 --modes eager --repeats 3 --out /tmp/cmp
+
 What differs: Tandem feeds batches through its DataLoader (worker threads, as configured);
-the PyTorch twin indexes tensors already in memory. On the CPU both use one thread per rank
-(--threads). CPU peak memory is not comparable (Tandem: tensor bytes; PyTorch: process RSS).
+the PyTorch twin indexes tensors already in memory. Threads: each framework's own default
+unless --threads is given (PyTorch: all cores, or OMP_NUM_THREADS=1 per rank under torchrun
+with several ranks; Tandem: the cores divided among the local ranks, core/thread_pool.h).
+Every case runs --repeats times, Tandem and PyTorch interleaved, with the 1-minute load
+average recorded before each run, and the medians are reported. With --synthetic NAME both
+train on random full-length sequences (Tandem's `bench step --synthetic`; the same shape in
+train_classifier.py). CPU peak memory is not comparable (Tandem: tensor bytes; PyTorch: RSS).
 """
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -46,54 +57,125 @@ def torch_cmd(nproc, port, args):
             script] + args
 
 
+def standin_ag_news(folder):
+    """A few rows in the AG News CSV format: only for export-data's meta.json when the data is synthetic."""
+    os.makedirs(folder, exist_ok=True)
+    for split in ("train", "test"):
+        with open(os.path.join(folder, f"{split}.csv"), "w") as f:
+            for i in range(8):
+                f.write(f'"{i % 4 + 1}","stand-in title {i}","stand-in text number {i} for the tokenizer"\n')
+    return ["--set", f"data.train_path={folder}/train.csv", "--set", f"data.test_path={folder}/test.csv"]
+
+
+def load_1min():
+    return os.getloadavg()[0]
+
+
+def measure_tandem(args, config, nproc, work, sets, precision, synthetic):
+    out = os.path.join(work, f"tandem_{nproc}ranks")
+    load = load_1min()
+    run([args.tandem, "bench", "step", "--config", config, "--nproc", str(nproc), "--precisions", precision,
+         "--warmup", str(args.warmup), "--steps", str(args.steps), "--rounds", "1", "--out", out] + sets +
+        (["--synthetic"] if synthetic else []))
+    t = json.load(open(os.path.join(out, "step.json")))["cases"][0]
+    return {"framework": "tandem", "mode": "-", "samples_per_second": t["samples_per_second"],
+            "step_ms_median": t["median"]["step_ms"], "step_ms_p10": t["step_ms"]["p10"],
+            "step_ms_p90": t["step_ms"]["p90"], "peak_memory_bytes": t["peak_memory_bytes"],
+            "device": t["facts"]["device"], "num_parameters": t["facts"]["num_parameters"],
+            "vocab_size": t["facts"]["vocab_size"], "train_examples": t["facts"]["train_examples"],
+            "load_1min_before": load}
+
+
+def measure_torch(args, nproc, mode, data, work, synthetic_spec):
+    out = os.path.join(work, f"pytorch_{mode}_{nproc}ranks.json")
+    load = load_1min()
+    extra = ["--threads", str(args.threads)] if args.threads else []
+    if synthetic_spec:
+        extra += ["--synthetic", synthetic_spec]
+    run(torch_cmd(nproc, args.port, ["--data", data, "--mode", mode, "--warmup", str(args.warmup),
+                                     "--steps", str(args.steps), "--out", out] + extra))
+    r = json.load(open(out))
+    r["load_1min_before"] = load
+    return r
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--config", action="append", required=True, help="a Tandem YAML config (repeatable)")
-    ap.add_argument("--set", action="append", default=[], help="override for every config: key=value")
-    ap.add_argument("--nproc", type=int, default=1, help="ranks on this machine")
+    ap.add_argument("--set", action="append", default=[],
+                    help="override: key=value for every config, NAME:key=value for the config NAME.yaml only")
+    ap.add_argument("--synthetic", action="append", default=[], metavar="NAME",
+                    help="train this config (file name without .yaml) on synthetic full-length sequences; its "
+                         "data must be an AG News CSV pair (stand-in files give meta.json) (repeatable)")
+    ap.add_argument("--nproc", default="1", help="ranks on this machine, or a list: 1,2")
     ap.add_argument("--modes", default="eager,compile", help="PyTorch modes: eager, compile")
+    ap.add_argument("--repeats", type=int, default=1,
+                    help="measure every case this many times, Tandem and PyTorch interleaved; report medians")
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--steps", type=int, default=20)
-    ap.add_argument("--threads", type=int, default=1, help="PyTorch CPU threads per rank")
+    ap.add_argument("--threads", type=int, default=0,
+                    help="PyTorch CPU threads per rank; 0 (default): each framework's own default")
     ap.add_argument("--tandem", default=os.path.join(ROOT, "build", "apps", "tandem"), help="the tandem binary")
     ap.add_argument("--out", required=True)
     ap.add_argument("--port", type=int, default=29731)
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
-    sets = [x for s in args.set for x in ("--set", s)]
-    rows = []
+    nprocs = [int(n) for n in str(args.nproc).split(",")]
+
+    def sets_for(name):
+        out = []
+        for s in args.set:
+            target, colon, rest = s.partition(":")
+            if colon and "=" not in target:
+                if target == name:
+                    out += ["--set", rest]
+            else:
+                out += ["--set", s]
+        return out
+    cases = []  # (name, config, sets, data, precision, synthetic)
     for config in args.config:
         name = os.path.splitext(os.path.basename(config))[0]
         work = os.path.join(args.out, name)
         data = os.path.join(work, "data")
-        run([args.tandem, "bench", "export-data", "--config", config, "--out", data] + sets)
+        synthetic = name in args.synthetic
+        sets = sets_for(name)
+        csets = sets + (standin_ag_news(os.path.join(work, "standin")) if synthetic else [])
+        run([args.tandem, "bench", "export-data", "--config", config, "--out", data] + csets)
         meta = json.load(open(os.path.join(data, "meta.json")))
         precision = "bf16" if meta["training"]["bf16"] else ("fp16" if meta["training"]["fp16"] else "fp32")
-        run([args.tandem, "bench", "step", "--config", config, "--nproc", str(args.nproc), "--precisions", precision,
-             "--warmup", str(args.warmup), "--steps", str(args.steps), "--rounds", "1", "--out", work] + sets)
-        t = json.load(open(os.path.join(work, "step.json")))["cases"][0]
-        tandem = {"framework": "tandem", "mode": "-", "samples_per_second": t["samples_per_second"],
-                  "step_ms_median": t["median"]["step_ms"], "step_ms_p10": t["step_ms"]["p10"],
-                  "step_ms_p90": t["step_ms"]["p90"], "peak_memory_bytes": t["peak_memory_bytes"],
-                  "device": t["facts"]["device"], "num_parameters": t["facts"]["num_parameters"]}
-        results = [tandem]
-        for mode in args.modes.split(","):
-            out = os.path.join(work, f"pytorch_{mode}.json")
-            run(torch_cmd(args.nproc, args.port, ["--data", data, "--mode", mode, "--warmup", str(args.warmup),
-                                                  "--steps", str(args.steps), "--threads", str(args.threads),
-                                                  "--out", out]))
-            results.append(json.load(open(out)))
-        for r in results:
-            rows.append({"config": name, "nproc": args.nproc, "precision": precision, **r,
-                         "tandem_speedup": tandem["samples_per_second"] and r["samples_per_second"] and
-                         tandem["samples_per_second"] / r["samples_per_second"]})
-    lines = ["| config | ranks | precision | implementation | samples/s | step ms (p10-p90) | peak MiB | "
-             "Tandem samples/s ÷ this |", "|---|---:|---|---|---:|---:|---:|---:|"]
+        cases.append((name, config, sets, data, precision, synthetic, work))
+    samples = {}  # (config, nproc, impl) -> list of results
+    for rep in range(args.repeats):
+        for name, config, csets, data, precision, synthetic, work in cases:
+            for nproc in nprocs:
+                t = measure_tandem(args, config, nproc, work, csets, precision, synthetic)
+                samples.setdefault((name, nproc, "Tandem", precision), []).append(t)
+                spec = f"{t['vocab_size']},{t['train_examples']}" if synthetic else None
+                for mode in args.modes.split(","):
+                    r = measure_torch(args, nproc, mode, data, work, spec)
+                    samples.setdefault((name, nproc, f"PyTorch {mode}", precision), []).append(r)
+                print(f"repeat {rep + 1}/{args.repeats} {name} {nproc} ranks: " + ", ".join(
+                    f"{impl} {v[-1]['samples_per_second']:.1f}" for (n, p, impl, _), v in samples.items()
+                    if n == name and p == nproc), flush=True)
+    rows = []
+    for (name, nproc, impl, precision), results in samples.items():
+        sps = [r["samples_per_second"] for r in results]
+        med = statistics.median(sps)
+        tandem_med = statistics.median(r["samples_per_second"] for r in samples[(name, nproc, "Tandem", precision)])
+        rows.append({"config": name, "nproc": nproc, "precision": precision, "implementation": impl,
+                     "synthetic_data": name in args.synthetic, "samples_per_second_median": med,
+                     "samples_per_second_all": sps,
+                     "step_ms_median": statistics.median(r["step_ms_median"] for r in results),
+                     "threads_per_rank": results[0].get("threads_per_rank"),
+                     "load_1min_before": [r["load_1min_before"] for r in results],
+                     "tandem_speedup": tandem_med / med if med else None, "runs": results})
+    lines = ["| config | data | ranks | implementation | samples/s (median) | all repeats | step ms | "
+             "load before each | Tandem ÷ this |", "|---|---|---:|---|---:|---|---:|---|---:|"]
     for r in rows:
-        impl = "Tandem" if r["framework"] == "tandem" else f"PyTorch {r['mode']}"
-        lines.append(f"| {r['config']} | {r['nproc']} | {r['precision']} | {impl} | {r['samples_per_second']:.1f} | "
-                     f"{r['step_ms_median']:.1f} ({r['step_ms_p10']:.1f}-{r['step_ms_p90']:.1f}) | "
-                     f"{r['peak_memory_bytes'] / 2**20:.1f} | {r['tandem_speedup']:.2f} |")
+        lines.append(f"| {r['config']} | {'synthetic' if r['synthetic_data'] else 'real'} | {r['nproc']} | "
+                     f"{r['implementation']} | {r['samples_per_second_median']:.1f} | "
+                     f"{', '.join(f'{x:.0f}' for x in r['samples_per_second_all'])} | {r['step_ms_median']:.1f} | "
+                     f"{', '.join(f'{x:.1f}' for x in r['load_1min_before'])} | {r['tandem_speedup']:.2f} |")
     table = "\n".join(lines)
     print("\n" + table)
     with open(os.path.join(args.out, "compare.md"), "w") as f:

@@ -84,8 +84,13 @@ def main():
     ap.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--steps", type=int, default=20)
-    ap.add_argument("--threads", type=int, default=1,
-                    help="CPU threads per rank (1: like Tandem's single-threaded CPU kernels)")
+    ap.add_argument("--threads", type=int, default=0,
+                    help="CPU threads per rank; 0 (default) leaves PyTorch's own choice (all cores, or "
+                         "OMP_NUM_THREADS, which torchrun sets to 1 when it starts several ranks)")
+    ap.add_argument("--synthetic", metavar="VOCAB,EXAMPLES",
+                    help="train on random full-length sequences (ids in [3, VOCAB), [CLS] first, 4 classes) "
+                         "instead of --data's ids, like `tandem bench step --synthetic`; --data still gives "
+                         "meta.json")
     ap.add_argument("--out", help="write the result as JSON here (rank 0)")
     args = ap.parse_args()
 
@@ -98,20 +103,30 @@ def main():
     device = torch.device("cuda", local_rank % max(1, torch.cuda.device_count())) if use_cuda else torch.device("cpu")
     if use_cuda:
         torch.cuda.set_device(device)
-    else:
+    elif args.threads > 0:
         torch.set_num_threads(args.threads)
     if world > 1:
         dist.init_process_group("nccl" if use_cuda else "gloo")
     torch.manual_seed(tc["seed"])
 
-    ids = torch.from_numpy(np.load(os.path.join(args.data, "train_ids.npy")).astype(np.int64))
-    mask = torch.from_numpy(np.load(os.path.join(args.data, "train_mask.npy")))
-    labels = torch.from_numpy(np.load(os.path.join(args.data, "train_labels.npy")))
+    num_classes, vocab_size = meta["num_classes"], meta["vocab_size"]
+    if args.synthetic:
+        vocab_size, n = (int(v) for v in args.synthetic.split(","))
+        num_classes, seq = 4, mc["max_seq_len"]
+        g = torch.Generator().manual_seed(tc["seed"])
+        ids = torch.randint(3, vocab_size, (n, seq), generator=g)
+        ids[:, 0] = 2  # [CLS], as Tandem's synthetic rows
+        mask = torch.ones(n, seq, dtype=torch.uint8)
+        labels = torch.arange(n) % num_classes
+    else:
+        ids = torch.from_numpy(np.load(os.path.join(args.data, "train_ids.npy")).astype(np.int64))
+        mask = torch.from_numpy(np.load(os.path.join(args.data, "train_mask.npy")))
+        labels = torch.from_numpy(np.load(os.path.join(args.data, "train_labels.npy")))
     if use_cuda:
         ids, mask, labels = ids.to(device), mask.to(device), labels.to(device)
 
-    model = TorchTextClassifier(meta["vocab_size"], mc["d_model"], mc["n_heads"], mc["num_layers"],
-                                mc["dim_feedforward"], mc["max_seq_len"], meta["num_classes"], mc["dropout"],
+    model = TorchTextClassifier(vocab_size, mc["d_model"], mc["n_heads"], mc["num_layers"],
+                                mc["dim_feedforward"], mc["max_seq_len"], num_classes, mc["dropout"],
                                 mc["activation"], mc["norm_first"], mc["pooling"]).to(device)
     model.train()
     params = sum(p.numel() for p in model.parameters())
@@ -190,7 +205,8 @@ def main():
     result = {
         "framework": "pytorch", "mode": args.mode, "torch_version": torch.__version__,
         "device": device.type, "world_size": world, "per_device_batch": batch, "gradient_accumulation_steps": accum,
-        "precision": "bf16" if tc["bf16"] else ("fp16" if tc["fp16"] else "fp32"), "threads_per_rank": args.threads,
+        "precision": "bf16" if tc["bf16"] else ("fp16" if tc["fp16"] else "fp32"), "threads_per_rank": torch.get_num_threads(),
+        "synthetic_data": bool(args.synthetic),
         "num_parameters": params, "warmup": args.warmup, "steps": args.steps,
         "step_ms_median": median, "step_ms_p10": q[0], "step_ms_p90": q[-1],
         "samples_per_second": world * batch * accum / (median / 1e3),

@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "core/element.h"
+#include "core/thread_pool.h"
+#include "kernels/cpu/isa/cpu_kernels.h"
 
 namespace tandem {
 
@@ -128,10 +130,95 @@ void backward(const T* qkv, const uint8_t* mask, const acc_t<T>* lse, const T* d
   }
 }
 
+// ---- f32: the selected ISA's kernels on strided views of qkv, threads over (batch, head).
+// Each (b, h) is computed whole by one thread, so the bits do not depend on the thread count.
+
+// Per-thread scores, dropout factors and score gradients, S x S each.
+struct HeadScratch {
+  explicit HeadScratch(int64_t seq) : p(static_cast<size_t>(seq * seq)), f(p.size()), dp(p.size()) {}
+  std::vector<float> p, f, dp;
+};
+
+// f[i, j] = keep(i, j) / (1 - p) for head bh, from kernels/attention_params.h's Philox blocks.
+void fill_dropout_factors(const CpuKernels& k, const AttentionShape& s, const AttentionDropout& d, int64_t bh,
+                          float* f) {
+  const float kept = 1.0f / (1.0f - d.p);
+  for (int64_t i = 0; i < s.seq; ++i)
+    k.dropout_factors(d.seed, d.offset, attention_dropout_block(bh, i, 0, s.seq), s.seq, d.p, kept, f + i * s.seq);
+}
+
+void multiply_in_place(float* a, const float* b, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) a[i] *= b[i];
+}
+
+void forward_f32(const float* qkv, const uint8_t* mask, float* out, float* lse, const AttentionShape& s,
+                 const AttentionDropout& d) {
+  const CpuKernels& k = cpu_kernels();
+  const int64_t H = s.heads, Dh = s.head_dim, S = s.seq, width = 3 * H * Dh;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(Dh));
+  parallel_for(0, s.batch * H, 1, [&](int64_t lo, int64_t hi) {
+    HeadScratch w(S);
+    for (int64_t bh = lo; bh < hi; ++bh) {
+      const int64_t b = bh / H, h = bh % H;
+      const float* q = qkv + b * S * width + (kQ * H + h) * Dh;
+      const float* kk = qkv + b * S * width + (kK * H + h) * Dh;
+      const float* v = qkv + b * S * width + (kV * H + h) * Dh;
+      float* p = w.p.data();
+      k.gemm(false, true, S, S, Dh, scale, q, width, kk, width, 0.0f, p, S);
+      k.masked_softmax_rows(p, S, S, S, mask ? mask + b * S : nullptr, lse + bh * S);
+      if (d.active()) {
+        fill_dropout_factors(k, s, d, bh, w.f.data());
+        multiply_in_place(p, w.f.data(), S * S);
+      }
+      k.gemm(false, false, S, Dh, S, 1.0f, p, S, v, width, 0.0f, out + b * S * H * Dh + h * Dh, H * Dh);
+    }
+  });
+}
+
+void backward_f32(const float* qkv, const uint8_t* mask, const float* lse, const float* dout, float* dqkv,
+                  const AttentionShape& s, const AttentionDropout& d) {
+  const CpuKernels& k = cpu_kernels();
+  const int64_t H = s.heads, Dh = s.head_dim, S = s.seq, width = 3 * H * Dh;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(Dh));
+  parallel_for(0, s.batch * H, 1, [&](int64_t lo, int64_t hi) {
+    HeadScratch w(S);
+    for (int64_t bh = lo; bh < hi; ++bh) {
+      const int64_t b = bh / H, h = bh % H;
+      const int64_t base = b * S * width;
+      const float* q = qkv + base + (kQ * H + h) * Dh;
+      const float* kk = qkv + base + (kK * H + h) * Dh;
+      const float* v = qkv + base + (kV * H + h) * Dh;
+      const float* go = dout + b * S * H * Dh + h * Dh;
+      float *p = w.p.data(), *f = w.f.data(), *dp = w.dp.data();
+      // p: the softmax again, from the forward's lse.
+      k.gemm(false, true, S, S, Dh, scale, q, width, kk, width, 0.0f, p, S);
+      k.softmax_from_lse_rows(p, S, S, S, mask ? mask + b * S : nullptr, lse + bh * S);
+      // dp = d loss / d softmax output = (dout v^T) * f.
+      k.gemm(false, true, S, S, Dh, 1.0f, go, H * Dh, v, width, 0.0f, dp, S);
+      if (d.active()) {
+        fill_dropout_factors(k, s, d, bh, f);
+        multiply_in_place(dp, f, S * S);
+        multiply_in_place(f, p, S * S);  // f = p * f, the dropped probabilities, for dv
+      }
+      // dv = (p * f)^T dout.
+      k.gemm(true, false, S, Dh, S, 1.0f, d.active() ? f : p, S, go, H * Dh, 0.0f, dqkv + base + (kV * H + h) * Dh,
+             width);
+      // ds = p * (dp - rowsum(p * dp)): d loss / d scaled score; dq = ds k * scale, dk = ds^T q * scale.
+      k.softmax_backward_rows(p, dp, S, S, S);
+      k.gemm(false, false, S, Dh, S, scale, dp, S, kk, width, 0.0f, dqkv + base + (kQ * H + h) * Dh, width);
+      k.gemm(true, false, S, Dh, S, scale, dp, S, q, width, 0.0f, dqkv + base + (kK * H + h) * Dh, width);
+    }
+  });
+}
+
 }  // namespace
 
 void attention_forward_cpu(const void* qkv, const uint8_t* mask, void* out, void* lse, const AttentionShape& s,
                            const AttentionDropout& d, DType t) {
+  if (t == DType::F32) {
+    forward_f32(static_cast<const float*>(qkv), mask, static_cast<float*>(out), static_cast<float*>(lse), s, d);
+    return;
+  }
   TANDEM_DISPATCH_FLOAT(t, "attention_forward_cpu", [&] {
     forward(static_cast<const scalar_t*>(qkv), mask, static_cast<scalar_t*>(out), static_cast<acc_t<scalar_t>*>(lse),
             s, d);
@@ -140,6 +227,11 @@ void attention_forward_cpu(const void* qkv, const uint8_t* mask, void* out, void
 
 void attention_backward_cpu(const void* qkv, const uint8_t* mask, const void* lse, const void* dout, void* dqkv,
                             const AttentionShape& s, const AttentionDropout& d, DType t) {
+  if (t == DType::F32) {
+    backward_f32(static_cast<const float*>(qkv), mask, static_cast<const float*>(lse), static_cast<const float*>(dout),
+                 static_cast<float*>(dqkv), s, d);
+    return;
+  }
   TANDEM_DISPATCH_FLOAT(t, "attention_backward_cpu", [&] {
     backward(static_cast<const scalar_t*>(qkv), mask, static_cast<const acc_t<scalar_t>*>(lse),
              static_cast<const scalar_t*>(dout), static_cast<scalar_t*>(dqkv), s, d);

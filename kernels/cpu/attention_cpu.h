@@ -1,8 +1,10 @@
-// CPU reference for attention (kernels/attention.h), straightforward and
-// unfused: per (batch row, head), the S x S scores are formed with Eigen, the
-// softmax is taken row by row with the max subtracted, dropout is applied from
-// the shared Philox rule, and the probabilities multiply V. 16-bit inputs are
-// widened to f32; all statistics are f32 (f64 for f64); results round once.
+// CPU attention (kernels/attention.h): per (batch row, head), the S x S scores
+// are formed, the softmax is taken row by row with the max subtracted, dropout
+// is applied from the shared Philox rule, and the probabilities multiply V.
+// f32 runs the selected ISA's kernels (kernels/cpu/isa/) on strided views of
+// qkv (no gathered copies), one (batch, head) pair per task of the thread pool.
+// f64 and 16-bit inputs take the reference path on Eigen matrices (16-bit
+// widened to f32); all statistics are f32 (f64 for f64); results round once.
 //
 // qkv [B, S, 3*H*Dh] packed (3, H, Dh); mask [B, S] (1 = real) or null;
 // out [B, S, H*Dh] in the dtype t; lse [B, H, S] in acc_t (f32, f64 for f64):

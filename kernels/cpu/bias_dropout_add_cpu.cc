@@ -3,6 +3,8 @@
 #include <vector>
 
 #include "core/element.h"
+#include "core/thread_pool.h"
+#include "kernels/cpu/isa/cpu_kernels.h"
 #include "kernels/dropout_mask.h"
 
 namespace tandem {
@@ -30,10 +32,59 @@ class MaskStream {
   unsigned bits_ = 0;
 };
 
+// f32: threads over rows; each task asks the ISA kernel for the keep factors of
+// its flat range (whole Philox blocks: the range is widened to a multiple of 4).
+template <class Fn>
+void for_rows_with_factors(int64_t rows, int64_t dim, float p, uint64_t seed, uint64_t subsequence, const Fn& fn) {
+  const CpuKernels& k = cpu_kernels();
+  const float scale = dropout_scale(p);
+  parallel_for(0, rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(dim, 1)), [&](int64_t lo, int64_t hi) {
+    const int64_t begin = lo * dim, end = hi * dim, first = begin / 4 * 4;
+    std::vector<float> f(p == 0.0f ? 0 : static_cast<size_t>(end - first));
+    if (p != 0.0f) k.dropout_factors(seed, subsequence, static_cast<uint64_t>(first / 4), end - first, p, scale, f.data());
+    for (int64_t r = lo; r < hi; ++r) fn(r, p == 0.0f ? nullptr : f.data() + (r * dim - first));
+  });
+}
+
+void forward_f32(const float* x, const float* bias, const float* residual, float* y, int64_t rows, int64_t dim,
+                 float p, uint64_t seed, uint64_t subsequence) {
+  for_rows_with_factors(rows, dim, p, seed, subsequence, [&](int64_t r, const float* f) {
+    const float* xr = x + r * dim;
+    const float* rr = residual ? residual + r * dim : nullptr;
+    float* yr = y + r * dim;
+    for (int64_t d = 0; d < dim; ++d) {
+      float v = xr[d];
+      if (bias) v += bias[d];
+      if (f) v *= f[d];
+      if (rr) v += rr[d];
+      yr[d] = v;
+    }
+  });
+}
+
+void backward_f32(const float* dy, float* dx, float* dbias, int64_t rows, int64_t dim, float p, uint64_t seed,
+                  uint64_t subsequence) {
+  // Called with dx only (without dx the reference path runs): dbias is the column sum of dx.
+  for_rows_with_factors(rows, dim, p, seed, subsequence, [&](int64_t r, const float* f) {
+    const float* g = dy + r * dim;
+    float* o = dx + r * dim;
+    if (f)
+      for (int64_t d = 0; d < dim; ++d) o[d] = g[d] * f[d];
+    else
+      std::copy(g, g + dim, o);
+  });
+  if (dbias) cpu_kernels().column_sum(dx, rows, dim, dbias);
+}
+
 }  // namespace
 
 void bias_dropout_add_forward_cpu(const void* x, const void* bias, const void* residual, void* y, DType t,
                                   int64_t rows, int64_t dim, float p, uint64_t seed, uint64_t subsequence) {
+  if (t == DType::F32) {
+    forward_f32(static_cast<const float*>(x), static_cast<const float*>(bias), static_cast<const float*>(residual),
+                static_cast<float*>(y), rows, dim, p, seed, subsequence);
+    return;
+  }
   TANDEM_DISPATCH_FLOAT(t, "bias_dropout_add_forward_cpu", [&] {
     using A = acc_t<scalar_t>;
     auto* px = static_cast<const scalar_t*>(x);
@@ -56,6 +107,11 @@ void bias_dropout_add_forward_cpu(const void* x, const void* bias, const void* r
 
 void bias_dropout_add_backward_cpu(const void* dy, void* dx, void* dbias, DType t, int64_t rows, int64_t dim, float p,
                                    uint64_t seed, uint64_t subsequence) {
+  if (t == DType::F32 && dx) {
+    backward_f32(static_cast<const float*>(dy), static_cast<float*>(dx), static_cast<float*>(dbias), rows, dim, p, seed,
+                 subsequence);
+    return;
+  }
   TANDEM_DISPATCH_FLOAT(t, "bias_dropout_add_backward_cpu", [&] {
     using A = acc_t<scalar_t>;
     auto* pg = static_cast<const scalar_t*>(dy);

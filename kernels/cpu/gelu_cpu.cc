@@ -3,10 +3,21 @@
 #include <vector>
 
 #include "core/element.h"
+#include "kernels/cpu/isa/cpu_kernels.h"
 
 namespace tandem {
 
+namespace {
+// A flat f32 buffer as rows for the row-parallel kernels (one row if n has no small factor).
+int64_t flat_row_width(int64_t n) { return n % 256 == 0 ? 256 : n; }
+}  // namespace
+
 void gelu_forward_cpu(const void* x, void* y, DType t, int64_t n, GeluApproximation approx) {
+  if (t == DType::F32 && n > 0) {
+    const int64_t w = flat_row_width(n);
+    cpu_kernels().bias_gelu_forward(static_cast<const float*>(x), nullptr, static_cast<float*>(y), n / w, w, approx);
+    return;
+  }
   TANDEM_DISPATCH_FLOAT(t, "gelu_forward_cpu", [&] {
     auto* px = static_cast<const scalar_t*>(x);
     auto* py = static_cast<scalar_t*>(y);
@@ -15,6 +26,12 @@ void gelu_forward_cpu(const void* x, void* y, DType t, int64_t n, GeluApproximat
 }
 
 void gelu_backward_cpu(const void* dy, const void* x, void* dx, DType t, int64_t n, GeluApproximation approx) {
+  if (t == DType::F32 && n > 0) {
+    const int64_t w = flat_row_width(n);
+    cpu_kernels().bias_gelu_backward(static_cast<const float*>(dy), static_cast<const float*>(x), nullptr,
+                                     static_cast<float*>(dx), nullptr, n / w, w, approx);
+    return;
+  }
   TANDEM_DISPATCH_FLOAT(t, "gelu_backward_cpu", [&] {
     auto* pg = static_cast<const scalar_t*>(dy);
     auto* px = static_cast<const scalar_t*>(x);
@@ -25,6 +42,11 @@ void gelu_backward_cpu(const void* dy, const void* x, void* dx, DType t, int64_t
 
 void bias_gelu_forward_cpu(const void* x, const void* bias, void* y, DType t, int64_t rows, int64_t dim,
                            GeluApproximation approx) {
+  if (t == DType::F32) {
+    cpu_kernels().bias_gelu_forward(static_cast<const float*>(x), static_cast<const float*>(bias),
+                                    static_cast<float*>(y), rows, dim, approx);
+    return;
+  }
   TANDEM_DISPATCH_FLOAT(t, "bias_gelu_forward_cpu", [&] {
     auto* px = static_cast<const scalar_t*>(x);
     auto* pb = static_cast<const scalar_t*>(bias);
@@ -37,6 +59,12 @@ void bias_gelu_forward_cpu(const void* x, const void* bias, void* y, DType t, in
 
 void bias_gelu_backward_cpu(const void* dy, const void* x, const void* bias, void* dx, void* dbias, DType t,
                             int64_t rows, int64_t dim, GeluApproximation approx) {
+  if (t == DType::F32) {
+    cpu_kernels().bias_gelu_backward(static_cast<const float*>(dy), static_cast<const float*>(x),
+                                     static_cast<const float*>(bias), static_cast<float*>(dx),
+                                     static_cast<float*>(dbias), rows, dim, approx);
+    return;
+  }
   TANDEM_DISPATCH_FLOAT(t, "bias_gelu_backward_cpu", [&] {
     using A = acc_t<scalar_t>;
     auto* pg = static_cast<const scalar_t*>(dy);

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "core/element.h"
+#include "kernels/cpu/isa/cpu_kernels.h"
 
 namespace tandem {
 
@@ -69,6 +70,12 @@ void backward(const T* dy, const T* x, const W* w, const acc_t<T>* mean, const a
 
 void layer_norm_forward_cpu(const void* x, const void* weight, const void* bias, void* y, void* mean, void* rstd,
                             int64_t rows, int64_t dim, double eps, DType t, DType wt) {
+  if (t == DType::F32 && wt == DType::F32) {
+    cpu_kernels().layer_norm_forward(static_cast<const float*>(x), static_cast<const float*>(weight),
+                                     static_cast<const float*>(bias), static_cast<float*>(y), static_cast<float*>(mean),
+                                     static_cast<float*>(rstd), rows, dim, static_cast<float>(eps));
+    return;
+  }
   TANDEM_DISPATCH_FLOAT(t, "layer_norm_forward_cpu", [&] {
     using A = acc_t<scalar_t>;
     auto call = [&](auto w_tag) {
@@ -84,6 +91,13 @@ void layer_norm_forward_cpu(const void* x, const void* weight, const void* bias,
 
 void layer_norm_backward_cpu(const void* dy, const void* x, const void* weight, const void* mean, const void* rstd,
                              void* dx, void* dweight, void* dbias, int64_t rows, int64_t dim, DType t, DType wt) {
+  if (t == DType::F32 && wt == DType::F32) {
+    cpu_kernels().layer_norm_backward(static_cast<const float*>(dy), static_cast<const float*>(x),
+                                      static_cast<const float*>(weight), static_cast<const float*>(mean),
+                                      static_cast<const float*>(rstd), static_cast<float*>(dx),
+                                      static_cast<float*>(dweight), static_cast<float*>(dbias), rows, dim);
+    return;
+  }
   TANDEM_DISPATCH_FLOAT(t, "layer_norm_backward_cpu", [&] {
     using A = acc_t<scalar_t>;
     auto call = [&](auto w_tag) {

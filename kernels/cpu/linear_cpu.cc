@@ -1,9 +1,10 @@
 #include "kernels/cpu/linear_cpu.h"
 
 #include <Eigen/Core>
-#include <vector>
+#include <algorithm>
 
 #include "core/element.h"
+#include "kernels/cpu/isa/cpu_kernels.h"
 
 namespace tandem {
 
@@ -35,10 +36,33 @@ void narrow_store(const M& m, void* dst) {
   for (int64_t i = 0; i < n; ++i) d[i] = store<T>(m.data()[i]);
 }
 
+// f32: the selected ISA's GEMM on the tensors in place. The bias is written
+// into y first and the product added to it (beta = 1): no temporary.
+void linear_forward_f32(const float* x, const float* w, const float* b, float* y, int64_t rows, int64_t in,
+                        int64_t out) {
+  if (b) {
+    for (int64_t r = 0; r < rows; ++r) std::copy(b, b + out, y + r * out);
+  }
+  cpu_kernels().gemm(false, true, rows, out, in, 1.0f, x, in, w, in, b ? 1.0f : 0.0f, y, out);
+}
+
+void linear_backward_f32(const float* dy, const float* x, const float* w, float* dx, float* dw, float* db,
+                         int64_t rows, int64_t in, int64_t out) {
+  const CpuKernels& k = cpu_kernels();
+  if (dx) k.gemm(false, false, rows, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in);
+  if (dw) k.gemm(true, false, out, in, rows, 1.0f, dy, out, x, in, 0.0f, dw, in);
+  if (db) k.column_sum(dy, rows, out, db);
+}
+
 }  // namespace
 
 void linear_forward_cpu(const void* x, const void* w, const void* b, void* y, int64_t rows, int64_t in,
                         int64_t out, DType t) {
+  if (t == DType::F32) {
+    linear_forward_f32(static_cast<const float*>(x), static_cast<const float*>(w), static_cast<const float*>(b),
+                       static_cast<float*>(y), rows, in, out);
+    return;
+  }
   TANDEM_DISPATCH_FLOAT(t, "linear_forward_cpu", [&] {
     using A = acc_t<scalar_t>;
     Mat<A> X = widen<scalar_t>(x, rows, in);
@@ -51,6 +75,11 @@ void linear_forward_cpu(const void* x, const void* w, const void* b, void* y, in
 
 void linear_backward_cpu(const void* dy, const void* x, const void* w, void* dx, void* dw, void* db, int64_t rows,
                          int64_t in, int64_t out, DType t) {
+  if (t == DType::F32) {
+    linear_backward_f32(static_cast<const float*>(dy), static_cast<const float*>(x), static_cast<const float*>(w),
+                        static_cast<float*>(dx), static_cast<float*>(dw), static_cast<float*>(db), rows, in, out);
+    return;
+  }
   TANDEM_DISPATCH_FLOAT(t, "linear_backward_cpu", [&] {
     using A = acc_t<scalar_t>;
     Mat<A> DY = widen<scalar_t>(dy, rows, out);

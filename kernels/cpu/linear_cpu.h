@@ -1,5 +1,7 @@
-// CPU reference for linear, on Eigen. Rows = N, x [N, in], w [out, in], y [N, out].
-// 16-bit inputs are widened to f32 matrices, multiplied, and rounded once.
+// CPU linear. Rows = N, x [N, in], w [out, in], y [N, out].
+// f32 runs the selected ISA's threaded GEMM on the buffers in place
+// (kernels/cpu/isa/); f64 and 16-bit inputs take the reference path: Eigen on
+// acc_t matrices (16-bit inputs widened to f32), rounded once.
 #pragma once
 
 #include <cstdint>
