@@ -48,6 +48,8 @@ class RingProcessGroup final : public ProcessGroup {
   ~RingProcessGroup() override;
 
   std::string backend_name() const override { return "ring"; }
+  // CUDA tensors are staged through host memory on the comm thread.
+  DeviceCompletion device_completion() const override { return DeviceCompletion::OnHost; }
 
   std::shared_ptr<Work> all_reduce(Tensor& t, ReduceOp op) override;
   std::shared_ptr<Work> all_reduce(const Tensor& in, Tensor& out, ReduceOp op) override;

@@ -344,9 +344,10 @@ void Reducer::finalize() {
   for (size_t bi = 0; bi < buckets_.size(); ++bi) {
     Bucket& b = buckets_[bi];
     if (b.spec.device.is_cuda()) {
-      // NCCL results are ordered on the comm stream: no host wait. The ring backend
-      // completes device ops from its host thread, so wait for it.
-      if (group_->backend_name() != "nccl") {
+      // A backend that completes on the stream (NCCL) orders its result on the comm
+      // stream: no host wait. One that completes on the host (the ring) has the
+      // result in the bucket only once its Work completed (comm/process_group.h).
+      if (group_->device_completion() == comm::DeviceCompletion::OnHost) {
         TANDEM_CHECK(b.reduction.work->wait(options_.timeout),
                      "DDP (rank {}): timed out after {} ms waiting for the all-reduce of bucket {}", group_->rank(),
                      options_.timeout.count(), bi);
