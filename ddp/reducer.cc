@@ -1,5 +1,7 @@
 #include "ddp/reducer.h"
 
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <unordered_map>
 
@@ -99,7 +101,7 @@ Reducer::Reducer(std::vector<std::pair<std::string, Tensor>> params, std::shared
   // Gradients become ready roughly in reverse registration order: bucket that way first.
   std::vector<int> order(params_.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(order.size() - 1 - i);
-  build_buckets(order);
+  build_buckets(assign_buckets(param_descs(), order, options_.first_bucket_bytes, options_.bucket_bytes));
   for (size_t i = 0; i < params_.size(); ++i) {
     params_[i].hook = params_[i].tensor.register_post_accumulate_grad_hook(
         [this, i](Tensor&) { on_gradient_ready(static_cast<int>(i)); });
@@ -116,11 +118,29 @@ Tensor Reducer::bucket_view(int index) const {
   return b.buffer.view_range(b.offsets[static_cast<size_t>(p.slot)], p.tensor.shape());
 }
 
-void Reducer::build_buckets(const std::vector<int>& order) {
-  NoGradGuard no_grad;
+std::vector<ParamDesc> Reducer::param_descs() const {
   std::vector<ParamDesc> descs;
   for (const Param& p : params_) descs.push_back(ParamDesc{p.tensor.nbytes(), p.tensor.dtype(), p.tensor.device()});
-  layout_ = assign_buckets(descs, order, options_.first_bucket_bytes, options_.bucket_bytes);
+  return descs;
+}
+
+Device Reducer::comm_device() const {
+  return has_device_params_ ? Device::cuda(comm_stream_.device()) : Device::cpu();
+}
+
+std::vector<Field> Reducer::layout_fields() const {
+  std::vector<Field> f{{"buckets", std::to_string(layout_.size())}};
+  for (size_t bi = 0; bi < layout_.size(); ++bi) {
+    const BucketSpec& b = layout_[bi];
+    f.push_back({fmt::format("bucket {}", bi),
+                 fmt::format("{}, {} bytes, parameters {}", dtype_name(b.dtype), b.bytes, fmt::join(b.params, " "))});
+  }
+  return f;
+}
+
+void Reducer::build_buckets(std::vector<BucketSpec> layout) {
+  NoGradGuard no_grad;
+  layout_ = std::move(layout);
   // Gradients living in the old buckets (gradient_as_bucket_view) move to the new ones.
   std::vector<Tensor> old_grads;
   for (const Param& p : params_) old_grads.push_back(p.tensor.grad());
@@ -149,21 +169,54 @@ void Reducer::build_buckets(const std::vector<int>& order) {
   }
 }
 
-void Reducer::rebuild_from_rank0_order() {
+void Reducer::rebuild_buckets() {
   NoGradGuard no_grad;
-  // Every rank adopts rank 0's order, so all ranks build identical buckets even if
-  // their gradients became ready in different orders.
-  std::vector<int64_t> order(ready_order_.begin(), ready_order_.end());
-  Device where = has_device_params_ ? Device::cuda(comm_stream_.device()) : Device::cpu();
-  Tensor t = Tensor::from_vector(order, {static_cast<int64_t>(order.size())}, DType::I64, where);
-  auto work = group_->broadcast(t, 0);
-  TANDEM_CHECK(work->wait(options_.timeout), "DDP (rank {}): timed out broadcasting the rebuilt bucket order",
-               group_->rank());
-  std::vector<int> adopted;
-  for (int64_t v : t.to_int_vector()) adopted.push_back(static_cast<int>(v));
-  build_buckets(adopted);
+  // PyTorch's sync_bucket_indices: rank 0 buckets its parameters in the order
+  // their gradients became ready there and sends the result, the number of
+  // parameters per bucket and their indices; every rank adopts it. Computing
+  // the layout on each rank instead would let different options or ready
+  // orders build different buckets, whose all-reduces would then not match.
+  const Device where = comm_device();
+  BucketIndices mine;
+  if (group_->rank() == 0) {
+    mine = bucket_indices(assign_buckets(param_descs(), ready_order_, options_.first_bucket_bytes,
+                                         options_.bucket_bytes));
+  }
+  auto broadcast = [&](Tensor& t, const char* what) {
+    TANDEM_CHECK(group_->broadcast(t, 0)->wait(options_.timeout),
+                 "DDP (rank {}): timed out receiving rank 0's rebuilt bucket {}", group_->rank(), what);
+  };
+  // First the bucket count, which sizes the second broadcast on every rank.
+  Tensor count = Tensor::from_vector(std::vector<int64_t>{static_cast<int64_t>(mine.counts.size())}, {1},
+                                     DType::I64, where);
+  broadcast(count, "count");
+  const int64_t buckets = count.to_int_vector()[0];
+  std::vector<int64_t> flat(static_cast<size_t>(buckets) + params_.size(), 0);
+  if (group_->rank() == 0) {
+    std::copy(mine.counts.begin(), mine.counts.end(), flat.begin());
+    std::copy(mine.indices.begin(), mine.indices.end(), flat.begin() + buckets);
+  }
+  Tensor payload = Tensor::from_vector(flat, {static_cast<int64_t>(flat.size())}, DType::I64, where);
+  broadcast(payload, "indices");
+  flat = payload.to_int_vector();
+  BucketIndices adopted{{flat.begin(), flat.begin() + buckets}, {flat.begin() + buckets, flat.end()}};
+  // A layout that does not fit this rank's parameters is not thrown here, where
+  // the other ranks would go on into the agreement check without this one: it
+  // becomes a field of that check, which then fails on every rank naming it.
+  std::string adoption = "adopted";
+  try {
+    build_buckets(buckets_from_indices(param_descs(), adopted));
+  } catch (const Error& e) {
+    adoption = std::string("does not fit this rank: ") + e.what();
+    std::replace(adoption.begin(), adoption.end(), '\n', ' ');
+  }
   rebuilt_ = true;
   rebuild_due_ = false;
+  std::vector<Field> fields{{"rank 0's rebuilt bucket layout", adoption}};
+  fields.insert(fields.end(), options_.setup_fields.begin(), options_.setup_fields.end());
+  for (Field& f : layout_fields()) fields.push_back(std::move(f));
+  check_ranks_agree(*group_, fields, where, options_.timeout, "the DDP setup after the bucket rebuild",
+                    "every rank must construct DistributedDataParallel with the same model and options");
 }
 
 void Reducer::prepare_forward() {
@@ -174,7 +227,7 @@ void Reducer::prepare_forward() {
   }
   stats_.buckets_rebuilt = false;
   if (rebuild_due_) {
-    rebuild_from_rank0_order();
+    rebuild_buckets();
     stats_.buckets_rebuilt = true;
   }
   if (options_.gradient_as_bucket_view) {
@@ -333,7 +386,7 @@ void Reducer::finalize() {
   if (track_unused) {
     std::vector<int64_t> local(params_.size());
     for (size_t i = 0; i < params_.size(); ++i) local[i] = params_[i].used || params_[i].used_in_no_sync ? 1 : 0;
-    Device where = has_device_params_ ? Device::cuda(comm_stream_.device()) : Device::cpu();
+    const Device where = comm_device();
     Tensor used = Tensor::from_vector(local, {static_cast<int64_t>(local.size())}, DType::I32, where);
     auto work = group_->all_reduce(used, comm::ReduceOp::Sum);
     TANDEM_CHECK(work->wait(options_.timeout), "DDP (rank {}): timed out reducing the used-parameter map",

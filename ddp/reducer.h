@@ -23,6 +23,7 @@
 #include "core/tensor.h"
 #include "ddp/bucket_assignment.h"
 #include "ddp/comm_hook.h"
+#include "ddp/rank_agreement.h"
 #include "ddp/stats.h"
 
 namespace tandem::ddp {
@@ -35,6 +36,9 @@ struct ReducerOptions {
   bool static_graph = false;
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};
   CommHook comm_hook;  // empty: allreduce_hook()
+  // What the ranks must agree on besides the bucket layout (DDP's options):
+  // checked again, with the layout, after the rebuild.
+  std::vector<Field> setup_fields;
 };
 
 class Reducer {
@@ -54,6 +58,10 @@ class Reducer {
 
   const IterationStats& last_stats() const { return stats_; }
   const std::vector<BucketSpec>& buckets() const { return layout_; }
+  // The layout as rank agreement compares it: the bucket count, then each
+  // bucket's dtype, bytes and parameter indices (not the device: NCCL ranks
+  // each hold their own GPU).
+  std::vector<Field> layout_fields() const;
   bool buckets_rebuilt() const { return rebuilt_; }
   int64_t iterations() const { return iteration_; }  // synchronised iterations finished
   // The names of each bucket's parameters, in bucket order (for traces).
@@ -93,8 +101,10 @@ class Reducer {
     bool used_in_no_sync = false;  // ... or in a no_sync micro-step since the last synchronised one
   };
 
-  void build_buckets(const std::vector<int>& order);
-  void rebuild_from_rank0_order();
+  std::vector<ParamDesc> param_descs() const;
+  void build_buckets(std::vector<BucketSpec> layout);
+  void rebuild_buckets();
+  Device comm_device() const;
   void on_gradient_ready(int index);
   void mark_ready(int index);
   void launch_ready_buckets();

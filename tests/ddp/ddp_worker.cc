@@ -26,14 +26,16 @@ using namespace tandem;
 int main(int argc, char** argv) {
   CLI::App app{"DDP test rank"};
   int64_t steps = 3, batch = 4, micro = 1;
-  double cap_mb = 25, first_cap_mb = 1, lr = 0.05;
+  double cap_mb = 25, first_cap_mb = 1, lr = 0.05, rank1_cap_mb = -1;
   bool grad_view = false, find_unused = false, static_graph = false, mismatch = false, eval_on_rank0 = false;
   int slow_backward_ms = 0;
-  std::string branch = "always", hook = "allreduce", out_dir, device_name = "cpu", backend = "ring";
+  std::string branch = "always", hook = "allreduce", rank1_hook, out_dir, device_name = "cpu", backend = "ring";
   app.add_option("--steps", steps);
   app.add_option("--batch", batch);
   app.add_option("--micro", micro, "micro-steps per optimizer step (no_sync on all but the last)");
   app.add_option("--bucket-cap-mb", cap_mb);
+  app.add_option("--rank1-bucket-cap-mb", rank1_cap_mb, "rank 1 uses this bucket_cap_mb (a mismatch on purpose)");
+  app.add_option("--rank1-hook", rank1_hook, "rank 1 uses this comm hook (a mismatch on purpose)");
   app.add_option("--first-bucket-mb", first_cap_mb);
   app.add_option("--lr", lr);
   app.add_flag("--grad-view", grad_view);
@@ -77,14 +79,15 @@ int main(int argc, char** argv) {
     model->to(device);
 
     ddp::DDPOptions o;
-    o.bucket_cap_mb = cap_mb;
+    o.bucket_cap_mb = rank == 1 && rank1_cap_mb >= 0 ? rank1_cap_mb : cap_mb;
+    if (rank == 1 && !rank1_hook.empty()) hook = rank1_hook;
     o.first_bucket_cap_mb = first_cap_mb;
     o.gradient_as_bucket_view = grad_view;
     o.find_unused_parameters = find_unused;
     o.static_graph = static_graph;
     o.timeout = std::chrono::seconds(30);
-    if (hook == "fp16") o.comm_hook = ddp::fp16_compress_hook();
-    else if (hook == "bf16") o.comm_hook = ddp::bf16_compress_hook();
+    if (hook == "fp16") o.comm_hook = ddp::fp16_compress_hook(), o.comm_hook_name = "fp16";
+    else if (hook == "bf16") o.comm_hook = ddp::bf16_compress_hook(), o.comm_hook_name = "bf16";
     else if (hook == "user") {
       // A user-supplied hook: sums a copy of the bucket and copies it back in
       // `finish`, exercising both halves of the hook contract.
