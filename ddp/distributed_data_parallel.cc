@@ -41,6 +41,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   r.static_graph = options_.static_graph;
   r.timeout = options_.timeout;
   r.comm_hook = options_.comm_hook;
+  r.comm_hook_state = options_.comm_hook_state;
   r.setup_fields = option_fields();
   std::vector<std::pair<std::string, Tensor>> params;
   for (auto& [name, t] : module_->named_parameters())

@@ -31,7 +31,8 @@ struct DDPOptions {
   bool find_unused_parameters = false;
   bool static_graph = false;
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};
-  CommHook comm_hook;  // empty: plain all-reduce
+  CommHook comm_hook;  // empty: allreduce_hook()
+  std::shared_ptr<void> comm_hook_state;  // the hook's `state` argument (PyTorch's register_comm_hook(state, hook))
   std::string comm_hook_name;  // how logging_data() names comm_hook ("user" when empty with a hook set)
 };
 

@@ -9,11 +9,6 @@
 #include "core/autograd/grad_mode.h"
 #include "core/autograd/node.h"
 #include "core/check.h"
-#include "kernels/cpu/elementwise_cpu.h"
-
-#if TANDEM_WITH_CUDA
-#include "kernels/cuda/elementwise_cuda.h"
-#endif
 
 namespace tandem::ddp {
 
@@ -23,19 +18,6 @@ using Clock = std::chrono::steady_clock;
 
 double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
-}
-
-// dst = alpha * src, elementwise, on the tensors' device (current stream).
-void scale_into(const Tensor& dst, const Tensor& src, double alpha) {
-  if (dst.device().is_cpu()) {
-    scale_cpu(src.data_ptr(), dst.data_ptr(), dst.dtype(), dst.numel(), alpha);
-  } else {
-#if TANDEM_WITH_CUDA
-    scale_cuda(src.data_ptr(), dst.data_ptr(), dst.dtype(), dst.numel(), alpha,
-               cuda::current_stream(dst.device().index).handle());
-#endif
-  }
-  dst.bump_version();
 }
 
 bool is_view_into(const Tensor& t, const Tensor& view) {
@@ -157,6 +139,10 @@ void Reducer::build_buckets(std::vector<BucketSpec> layout) {
       elems += p.tensor.numel();
     }
     b.buffer = Tensor::zeros({elems}, b.spec.dtype, b.spec.device);
+    b.hook_view.index = static_cast<int>(bi);
+    b.hook_view.buffer = b.buffer;
+    b.hook_view.offsets = b.offsets;
+    for (int i : b.spec.params) b.hook_view.parameters.push_back(params_[static_cast<size_t>(i)].tensor);
     buckets_.push_back(std::move(b));
   }
   if (options_.gradient_as_bucket_view) {
@@ -325,9 +311,9 @@ void Reducer::mark_ready(int index) {
       p.tensor.set_grad(view);
     }
   } else if (g.defined()) {
-    // Divide before the sum, as PyTorch does: the sum of averages cannot overflow
-    // where the sum of gradients might (f16 compression).
-    scale_into(view, g, 1.0 / group_->size());
+    // Not divided here: the comm hook averages, as PyTorch's hooks do
+    // (ddp/comm_hook.h), so a ported hook does not divide twice.
+    view.copy_(g);
   } else {
     view.zero_();
   }
@@ -344,8 +330,8 @@ void Reducer::launch_ready_buckets() {
   while (next_to_launch_ < static_cast<int>(buckets_.size()) &&
          buckets_[static_cast<size_t>(next_to_launch_)].pending == 0) {
     Bucket& b = buckets_[static_cast<size_t>(next_to_launch_)];
-    if (options_.gradient_as_bucket_view) scale_into(b.buffer, b.buffer, 1.0 / group_->size());
-    GradBucket gb{next_to_launch_, b.buffer};
+    GradBucket gb = b.hook_view;  // a copy: what a hook does to it does not outlive the call
+    gb.is_last = next_to_launch_ + 1 == static_cast<int>(buckets_.size());
     if (b.spec.device.is_cuda()) {
       // The comm stream must see the gradients the compute stream wrote.
       cuda::Event written;
@@ -353,9 +339,9 @@ void Reducer::launch_ready_buckets() {
       written.block(comm_stream_);
       b.buffer.storage()->record_stream(comm_stream_);
       cuda::StreamGuard guard(comm_stream_);
-      b.reduction = options_.comm_hook(*group_, gb);
+      b.reduction = options_.comm_hook(options_.comm_hook_state.get(), *group_, gb);
     } else {
-      b.reduction = options_.comm_hook(*group_, gb);
+      b.reduction = options_.comm_hook(options_.comm_hook_state.get(), *group_, gb);
     }
     TANDEM_CHECK(b.reduction.work != nullptr, "DDP: the comm hook returned no work for bucket {}", next_to_launch_);
     b.launched = true;

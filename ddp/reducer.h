@@ -36,6 +36,7 @@ struct ReducerOptions {
   bool static_graph = false;
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};
   CommHook comm_hook;  // empty: allreduce_hook()
+  std::shared_ptr<void> comm_hook_state;  // handed to every call of comm_hook
   // What the ranks must agree on besides the bucket layout (DDP's options):
   // checked again, with the layout, after the rebuild.
   std::vector<Field> setup_fields;
@@ -85,6 +86,7 @@ class Reducer {
     BucketSpec spec;
     Tensor buffer;
     std::vector<int64_t> offsets;  // element offset of each parameter in buffer
+    GradBucket hook_view;          // what the comm hook is given (is_last set at launch)
     int pending = 0;
     bool launched = false;
     PendingReduction reduction;

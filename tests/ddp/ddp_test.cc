@@ -343,6 +343,32 @@ TEST_F(DdpTest, AUserSuppliedCommHookIsUsed) {
   expect_matches_reference(launch_ranks(2, {"--steps", "3", "--hook", "user"}), reference(2, 3, 4, 1, "always"));
 }
 
+TEST_F(DdpTest, AHookPortedFromPyTorchComputesWhatTheDefaultComputes) {
+  // PyTorch's allreduce_hook divides the bucket by the world size itself; the
+  // Reducer hands it undivided gradients, so it averages once, bit for bit as
+  // the built-in hook does. Its state sees every call and the buckets'
+  // metadata: offsets, shapes, and is_last on exactly one bucket per step.
+  const std::vector<std::string> args = {"--steps", "3", "--bucket-cap-mb", "0.001", "--first-bucket-mb", "0.0005"};
+  std::vector<std::string> ported_args = args;
+  ported_args.insert(ported_args.end(), {"--hook", "ported"});
+  RanksRun ported = launch_ranks(2, ported_args);
+  RanksRun builtin = launch_ranks(2, args);
+  expect_matches_reference(ported, reference(2, 3, 4, 1, "always"));
+  ASSERT_EQ(builtin.result.exit_code, 0) << builtin.stderr_text;
+  for (size_t k = 0; k < ported.params.size(); ++k) {
+    for (const auto& [name, t] : ported.params[k].tensors)
+      EXPECT_EQ(t.to_double_vector(), builtin.params[k].find(name)->to_double_vector()) << "rank " << k << " " << name;
+    const nlohmann::json& st = ported.stats[k];
+    // Step 1 with the initial buckets, steps 2 and 3 with the rebuilt ones.
+    const auto& d = st["logging_data"];
+    EXPECT_EQ(st["hook_calls"].get<int64_t>(),
+              static_cast<int64_t>(d["bucket_sizes"].size() + 2 * d["rebuilt_bucket_sizes"].size()))
+        << st.dump();
+    EXPECT_EQ(st["hook_last_calls"].get<int64_t>(), 3) << st.dump();
+    EXPECT_TRUE(st["hook_metadata_errors"].empty()) << st.dump();
+  }
+}
+
 // --- On a GPU: the same training with CUDA tensors, against the CPU reference ---------
 // NCCL at world size 1 still runs the whole device path: buckets launched on
 // the comm stream after an event on the compute stream, the rebuild and its
