@@ -114,7 +114,10 @@ void ring_transfer(const RingLink& link, const RingFrame& op, const std::vector<
       size_t limit = std::min(sends[si].bytes, processed(sends[si].gate));
       sendable = limit > s_off ? limit - s_off : 0;
     }
-    const bool can_send = si < ns && (h_sent < H || sendable > 0);
+    // A header goes out with the first payload bytes it announces (one segment,
+    // not two), alone only for an empty message or to finish a partial send.
+    const bool can_send =
+        si < ns && (sendable > 0 || (h_sent < H && (h_sent > 0 || sends[si].bytes == 0)));
     bool progress = false;
 
     if (can_send) {
@@ -140,14 +143,31 @@ void ring_transfer(const RingLink& link, const RingFrame& op, const std::vector<
     }
 
     if (ri < nr) {
+      // The rest of the header and payload in one call; the header is checked as
+      // soon as it is complete, before any payload byte is reduced or the receive
+      // counts as done.
       const RingRecv& r = recvs[ri];
-      ssize_t k;
-      if (h_got < H) {
-        // The header alone first: nothing is taken as payload before it is checked.
-        k = ::recv(link.recv_fd, in_header + h_got, H - h_got, MSG_DONTWAIT);
-        if (k > 0) {
-          h_got += static_cast<size_t>(k);
-          progress = true;
+      iovec iov[2];
+      int n_iov = 0;
+      if (h_got < H) iov[n_iov++] = {in_header + h_got, H - h_got};
+      size_t chunk_len = 0;
+      if (r.bytes > r_got) {
+        chunk_len = r.reduce ? std::min(chunk, r.bytes - r_done) : r.bytes - r_done;
+        char* dst = r.reduce ? scratch.data() + (r_got - r_done) : r.dst + r_got;
+        size_t want = r.reduce ? chunk_len - (r_got - r_done) : r.bytes - r_got;
+        iov[n_iov++] = {dst, want};
+      }
+      msghdr msg{};
+      msg.msg_iov = iov;
+      msg.msg_iovlen = static_cast<size_t>(n_iov);
+      ssize_t k = ::recvmsg(link.recv_fd, &msg, MSG_DONTWAIT);
+      if (k > 0) {
+        auto got_bytes = static_cast<size_t>(k);
+        progress = true;
+        if (h_got < H) {
+          const size_t to_header = std::min(got_bytes, H - h_got);
+          h_got += to_header;
+          got_bytes -= to_header;
           if (h_got == H) {
             const RingFrame expected = frame_of(ri, r.bytes);
             RingFrame got;
@@ -165,25 +185,16 @@ void ring_transfer(const RingLink& link, const RingFrame& op, const std::vector<
             }
           }
         }
-      } else {
-        size_t chunk_len = r.reduce ? std::min(chunk, r.bytes - r_done) : r.bytes - r_done;
-        char* dst = r.reduce ? scratch.data() + (r_got - r_done) : r.dst + r_got;
-        size_t want = r.reduce ? chunk_len - (r_got - r_done) : r.bytes - r_got;
-        k = ::recv(link.recv_fd, dst, want, MSG_DONTWAIT);
-        if (k > 0) {
-          r_got += static_cast<size_t>(k);
-          progress = true;
-          if (!r.reduce) {
-            r_done = r_got;
-          } else if (r_got - r_done == chunk_len) {
-            reduce(ri, r.dst + r_done, scratch.data(), chunk_len);
-            r_done = r_got;
-          }
+        r_got += got_bytes;
+        if (!r.reduce) {
+          r_done = r_got;
+        } else if (got_bytes > 0 && r_got - r_done == chunk_len) {
+          reduce(ri, r.dst + r_done, scratch.data(), chunk_len);
+          r_done = r_got;
         }
-      }
-      if (k == 0) {
+      } else if (k == 0) {
         fail(link.left_name, "closed the connection (the process died or gave up)");
-      } else if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+      } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
         fail(link.left_name, std::string("lost the connection while we were receiving: ") + std::strerror(errno));
       }
     }

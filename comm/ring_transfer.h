@@ -15,8 +15,9 @@
 //
 // Every message is framed: a 32-byte header (RingFrame: the op's sequence
 // number, which collective, its dtype and root, the message's index in the
-// pass and its length) goes before the payload. The receiver checks the
-// header against the message it expects before taking a payload byte. TCP
+// pass and its length) goes before the payload, in the same segment as its
+// first bytes. The receiver checks the header against the message it expects
+// as soon as it has it, before any payload byte is reduced or counted. TCP
 // carries bare bytes, so without this a rank that issued a different
 // collective, or the same one with a different size, would be read as
 // payload: wrong sums, or a wait for bytes that never come until the idle
