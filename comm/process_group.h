@@ -3,7 +3,9 @@
 // All ops are asynchronous: they return a Work at once and run in issue
 // order. The caller must not touch the tensors until the Work completes (the
 // Work holds them, so they stay alive). Every rank must issue the same ops in
-// the same order with matching dtypes and sizes.
+// the same order with matching dtypes and sizes; a rank that does not is
+// named in an error, not left to hang (the ring's frame headers, and
+// TANDEM_DISTRIBUTED_DEBUG=DETAIL for any backend: see docs/comm.md).
 //
 //   all_reduce(t, op)            t = op over ranks of t                (in place)
 //   all_reduce(in, out, op)      out = op over ranks of in             (out of place)
