@@ -36,8 +36,8 @@ struct Args {
   double timeout_s = 1800;
 };
 
-StepCase parse_cap(const std::string& text, const TrainConfig& config) {
-  StepCase c = config_case(config, text);
+train::StepCase parse_cap(const std::string& text, const train::TrainConfig& config) {
+  train::StepCase c = train::config_case(config, text);
   if (text == "one" || text == "inf") {
     c.one_bucket = true;
     c.label = "one bucket";
@@ -59,7 +59,7 @@ void run(const Args& a) {
   TANDEM_CHECK(a.nproc >= 2, "bench buckets: --nproc must be at least 2 (buckets exist only with DDP)");
   std::vector<std::string> overrides = a.overrides;
   if (!a.backend.empty()) overrides.push_back("ddp_backend=" + a.backend);
-  const TrainConfig config = load_train_config(a.config, overrides);
+  const train::TrainConfig config = train::load_train_config(a.config, overrides);
   validate(config);
   WorkerSpec spec;
   spec.config = a.config;

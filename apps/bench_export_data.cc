@@ -15,7 +15,7 @@
 
 #include "apps/commands.h"
 #include "apps/npy.h"
-#include "apps/train_setup.h"
+#include "train/setup.h"
 #include "core/check.h"
 #include "data/batch_source.h"
 #include "data/tokenizer.h"
@@ -48,8 +48,8 @@ void export_split(const data::TextClassificationSource& source, const fs::path& 
 }
 
 // What the PyTorch twin needs to build the same model and optimizer.
-nlohmann::json model_json(const TrainConfig& c) {
-  const ModelConfig& m = c.model;
+nlohmann::json model_json(const train::TrainConfig& c) {
+  const train::ModelConfig& m = c.model;
   return {{"d_model", m.d_model},         {"n_heads", m.n_heads},
           {"num_layers", m.num_layers},   {"dim_feedforward", m.dim_feedforward},
           {"max_seq_len", m.max_seq_len}, {"dropout", m.dropout},
@@ -57,7 +57,7 @@ nlohmann::json model_json(const TrainConfig& c) {
           {"norm_first", m.norm_first}};
 }
 
-nlohmann::json training_json(const TrainConfig& c) {
+nlohmann::json training_json(const train::TrainConfig& c) {
   return {{"per_device_train_batch_size", c.per_device_train_batch_size},
           {"gradient_accumulation_steps", c.gradient_accumulation_steps},
           {"optim", c.optim},
@@ -80,14 +80,12 @@ nlohmann::json training_json(const TrainConfig& c) {
 }
 
 void run(const Args& a) {
-  const TrainConfig config = load_train_config(a.config, a.overrides);
+  const train::TrainConfig config = train::load_train_config(a.config, a.overrides);
   validate(config);
-  auto train_set = std::make_shared<data::Dataset>(data::load_dataset(dataset_spec(config, "train", {})));
-  auto test_set =
-      std::make_shared<data::Dataset>(data::load_dataset(dataset_spec(config, "test", train_set->class_names)));
-  train_set->validate();
-  test_set->validate();
-  auto tokenizer = std::make_shared<data::Tokenizer>(data::Tokenizer::build(*train_set, tokenizer_options(config)));
+  const train::TrainingData d = train::load_training_data(config);
+  const auto& train_set = d.train;
+  const auto& test_set = d.test;
+  const auto& tokenizer = d.tokenizer;
   const fs::path dir = a.out;
   fs::create_directories(dir);
   export_split(data::TextClassificationSource(train_set, tokenizer, config.model.max_seq_len), dir, "train");

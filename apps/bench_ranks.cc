@@ -7,8 +7,8 @@
 #include <sstream>
 
 #include "apps/commands.h"
-#include "apps/train_results.h"
-#include "apps/trainer.h"
+#include "train/results.h"
+#include "train/trainer.h"
 #include "comm/init.h"
 #include "comm/launcher.h"
 #include "core/check.h"
@@ -21,7 +21,7 @@ using nlohmann::json;
 
 namespace {
 
-json case_json(const StepCase& c) {
+json case_json(const train::StepCase& c) {
   return {{"label", c.label},
           {"bucket_cap_mb", c.bucket_cap_mb},
           {"one_bucket", c.one_bucket},
@@ -29,8 +29,8 @@ json case_json(const StepCase& c) {
           {"comm_hook", c.comm_hook}};
 }
 
-StepCase case_from(const json& j) {
-  StepCase c;
+train::StepCase case_from(const json& j) {
+  train::StepCase c;
   c.label = j.at("label").get<std::string>();
   c.bucket_cap_mb = j.at("bucket_cap_mb").get<double>();
   c.one_bucket = j.at("one_bucket").get<bool>();
@@ -41,7 +41,7 @@ StepCase case_from(const json& j) {
 
 json spec_json(const WorkerSpec& s) {
   json cases = json::array();
-  for (const StepCase& c : s.cases) cases.push_back(case_json(c));
+  for (const train::StepCase& c : s.cases) cases.push_back(case_json(c));
   return {{"config", s.config},
           {"overrides", s.overrides},
           {"cases", cases},
@@ -182,7 +182,7 @@ RankResults run_bench_ranks(int nproc, const WorkerSpec& spec, std::chrono::seco
 
 void run_bench_worker(const std::string& spec_path) {
   const WorkerSpec spec = spec_from(read_json(spec_path));
-  TrainConfig config = load_train_config(spec.config, spec.overrides);
+  train::TrainConfig config = train::load_train_config(spec.config, spec.overrides);
   validate(config);
   const comm::RankInfo info = comm::rank_info_from_env();
   std::shared_ptr<comm::ProcessGroup> group;
@@ -191,9 +191,9 @@ void run_bench_worker(const std::string& spec_path) {
     o.timeout = std::chrono::seconds(config.ddp_timeout);
     group = comm::init_process_group(config.ddp_backend, info, o);
   }
-  StepRunnerOptions ro;
+  train::StepRunnerOptions ro;
   ro.synthetic = spec.synthetic;
-  StepRunner runner(config, group, ro);
+  train::StepRunner runner(config, group, ro);
 
   const size_t n = spec.cases.size();
   std::vector<std::vector<report::StepSample>> samples(n);
@@ -220,12 +220,12 @@ void run_bench_worker(const std::string& spec_path) {
                      {{"rank", info.rank}, {"checkpoint_ms", checkpoint_ms}, {"cases", cases}});
 
   if (!spec.train_output_dir.empty()) {
-    TrainConfig tc = config;
+    train::TrainConfig tc = config;
     tc.output_dir = spec.train_output_dir;
-    TrainerOptions options;
+    train::TrainerOptions options;
     options.quiet = true;
-    const TrainResult r = train(tc, group, options);
-    if (info.rank == 0) write_train_results(tc.output_dir, r, info.world_size, group ? group->backend_name() : "none");
+    const train::TrainResult r = train::train(tc, group, options);
+    if (info.rank == 0) train::write_train_results(tc.output_dir, r, info.world_size, group ? group->backend_name() : "none");
   }
 }
 

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "apps/step_runner.h"
+#include "train/step_runner.h"
 #include "report/profile.h"
 
 namespace tandem::apps {
@@ -20,7 +20,7 @@ namespace tandem::apps {
 struct WorkerSpec {
   std::string config;  // YAML path, as the user gave it (ranks run in the same folder)
   std::vector<std::string> overrides;
-  std::vector<StepCase> cases;
+  std::vector<train::StepCase> cases;
   int warmup = 5;
   int steps = 20;
   int rounds = 1;  // the case list is run this many times, rotated each round; samples pooled

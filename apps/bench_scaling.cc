@@ -73,7 +73,7 @@ void run(const Args& a) {
   const std::vector<int> sizes = world_sizes(a);
   std::vector<std::string> base = a.overrides;
   if (!a.backend.empty()) base.push_back("ddp_backend=" + a.backend);
-  const TrainConfig config = load_train_config(a.config, base);
+  const train::TrainConfig config = train::load_train_config(a.config, base);
   validate(config);
   if (a.mode == "strong") {
     TANDEM_CHECK(a.global_batch > 0, "--mode strong needs --global-batch");
@@ -98,8 +98,8 @@ void run(const Args& a) {
       spec.overrides = base;
       if (a.mode == "strong")
         spec.overrides.push_back(fmt::format("per_device_train_batch_size={}", a.global_batch / n));
-      const TrainConfig c = load_train_config(a.config, spec.overrides);
-      spec.cases = {config_case(c, fmt::format("{} rank{}", n, n > 1 ? "s" : ""))};
+      const train::TrainConfig c = train::load_train_config(a.config, spec.overrides);
+      spec.cases = {train::config_case(c, fmt::format("{} rank{}", n, n > 1 ? "s" : ""))};
       spec.warmup = a.warmup;
       spec.steps = a.steps;
       spec.synthetic = a.synthetic;

@@ -34,14 +34,14 @@ void run(const Args& a) {
   require_not_launched("bench step");
   std::vector<std::string> overrides = a.overrides;
   if (!a.backend.empty()) overrides.push_back("ddp_backend=" + a.backend);
-  const TrainConfig config = load_train_config(a.config, overrides);
+  const train::TrainConfig config = train::load_train_config(a.config, overrides);
   validate(config);
   WorkerSpec spec;
   spec.config = a.config;
   spec.overrides = overrides;
   for (const std::string& p : split_list(a.precisions)) {
     TANDEM_CHECK(p == "fp32" || p == "bf16" || p == "fp16", "--precisions: '{}' (fp32, bf16 or fp16)", p);
-    StepCase c = config_case(config, p);
+    train::StepCase c = train::config_case(config, p);
     c.precision = p;
     spec.cases.push_back(c);
   }

@@ -24,7 +24,7 @@
 #include "apps/batch_search.h"
 #include "apps/bench_ranks.h"
 #include "apps/commands.h"
-#include "apps/step_runner.h"
+#include "train/step_runner.h"
 #include "comm/launcher.h"
 #include "core/check.h"
 #include "core/stream.h"
@@ -104,7 +104,7 @@ int64_t vm_size_bytes() {
 void run_child(const Args& a) {
   std::vector<std::string> overrides = a.overrides;
   overrides.push_back(fmt::format("per_device_train_batch_size={}", a.trial));
-  const TrainConfig config = load_train_config(a.config, overrides);
+  const train::TrainConfig config = train::load_train_config(a.config, overrides);
   validate(config);
   const int64_t limit = a.memory_limit.empty() ? 0 : parse_bytes(a.memory_limit);
   if (limit > 0 && !cuda::available()) {
@@ -115,10 +115,10 @@ void run_child(const Args& a) {
   }
   const ProbeResult r = run_trial(
       [&] {
-        StepRunnerOptions ro;
+        train::StepRunnerOptions ro;
         ro.synthetic = true;
-        StepRunner runner(config, nullptr, ro);
-        runner.run(config_case(config, "trial"), 0, a.steps);
+        train::StepRunner runner(config, nullptr, ro);
+        runner.run(train::config_case(config, "trial"), 0, a.steps);
         return runner.peak_memory_bytes();
       },
       limit);
@@ -160,7 +160,7 @@ ProbeResult probe_in_child(const Args& a, const std::string& limit_text, const f
 
 void run_parent(const Args& a) {
   require_not_launched("find-batch-size");
-  const TrainConfig config = load_train_config(a.config, a.overrides);
+  const train::TrainConfig config = train::load_train_config(a.config, a.overrides);
   validate(config);
   const bool gpu = cuda::available() && config.device != "cpu";
   std::string limit_text = a.memory_limit;

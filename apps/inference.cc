@@ -6,20 +6,14 @@
 
 #include "apps/commands.h"
 #include "apps/saved_model.h"
-#include "apps/train_setup.h"
-#include "apps/trainer.h"
+#include "train/setup.h"
+#include "train/evaluation.h"
 #include "core/autograd/grad_mode.h"
 #include "core/check.h"
 #include "data/batch_source.h"
 #include "data/dataset_spec.h"
 
 namespace tandem::apps {
-
-namespace {
-
-DType compute_of(const TrainConfig& c) { return c.bf16 ? DType::BF16 : (c.fp16 ? DType::F16 : DType::F32); }
-
-}  // namespace
 
 void add_evaluate_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("evaluate", "Evaluate a checkpoint on the test split of its data (or another)");
@@ -29,7 +23,7 @@ void add_evaluate_command(CLI::App& app) {
   cmd->add_option("--set", *overrides, "override a saved config key, e.g. --set data.test_path=other.csv");
   cmd->callback([checkpoint, overrides] {
     SavedModel s = load_saved_model(*checkpoint, *overrides);
-    auto test = std::make_shared<data::Dataset>(data::load_dataset(dataset_spec(s.config, "test", s.class_names)));
+    auto test = std::make_shared<data::Dataset>(data::load_dataset(train::dataset_spec(s.config, "test", s.class_names)));
     test->validate();
     data::DataLoaderOptions lo;
     lo.batch_size = s.config.per_device_eval_batch_size;
@@ -38,11 +32,13 @@ void add_evaluate_command(CLI::App& app) {
     so.shuffle = false;
     data::DataLoader loader(std::make_shared<data::TextClassificationSource>(test, s.tokenizer, s.config.model.max_seq_len),
                             data::DistributedSampler(test->size(), so), lo);
-    EvalResult r = evaluate(*s.model, loader, compute_of(s.config), static_cast<int64_t>(s.class_names.size()));
-    fmt::print("{} examples: accuracy {:.4f} (majority-class baseline {:.4f}), loss {:.4f}\n", r.examples, r.accuracy,
-               test->majority_fraction(), r.loss);
+    const train::EvalResult r = train::evaluate(*s.model, loader, train::compute_dtype(s.config),
+                                                static_cast<int64_t>(s.class_names.size()));
+    fmt::print("{} examples: accuracy {:.4f} (majority-class baseline {:.4f}), loss {:.4f}, macro-F1 {:.4f}\n",
+               r.examples, r.accuracy, test->majority_fraction(), r.loss, r.macro_f1);
     for (size_t k = 0; k < s.class_names.size(); ++k)
-      fmt::print("  {:<16} accuracy {:.4f}\n", s.class_names[k], r.per_class_accuracy[k]);
+      fmt::print("  {:<16} accuracy {:.4f}  precision {:.4f}  F1 {:.4f}\n", s.class_names[k], r.per_class_accuracy[k],
+                 r.per_class_precision[k], r.per_class_f1[k]);
   });
 }
 
@@ -70,7 +66,7 @@ void add_predict_command(CLI::App& app) {
     NoGradGuard no_grad;
     data::Encoding enc = s.tokenizer->encode_batch(texts, s.config.model.max_seq_len);
     nn::ForwardContext ctx;
-    ctx.compute_dtype = compute_of(s.config);
+    ctx.compute_dtype = train::compute_dtype(s.config);
     Tensor logits = s.model->forward(enc.ids.to(s.device), enc.mask.to(s.device), ctx);
     std::vector<double> l = logits.to_double_vector();
     const size_t c = s.class_names.size();

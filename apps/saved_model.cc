@@ -1,6 +1,6 @@
 #include "apps/saved_model.h"
 
-#include "apps/checkpoint.h"
+#include "train/checkpoint.h"
 #include "core/check.h"
 #include "core/stream.h"
 
@@ -11,10 +11,10 @@ namespace fs = std::filesystem;
 SavedModel load_saved_model(const fs::path& checkpoint, const std::vector<std::string>& overrides) {
   TANDEM_CHECK(fs::is_directory(checkpoint), "checkpoint folder {} does not exist", checkpoint.string());
   SavedModel s;
-  s.config = load_train_config((checkpoint / "config.yaml").string(), overrides);
+  s.config = train::load_train_config((checkpoint / "config.yaml").string(), overrides);
   validate(s.config);
   s.tokenizer = std::make_shared<data::Tokenizer>(data::Tokenizer::load(data::Tokenizer::file_in(checkpoint)));
-  Checkpoint ck = load_checkpoint(checkpoint);
+  train::Checkpoint ck = train::load_checkpoint(checkpoint);
   s.class_names = ck.state.class_names;
   TANDEM_CHECK(s.class_names.size() >= 2, "{}: trainer_state.json lists {} classes", checkpoint.string(),
                s.class_names.size());

@@ -8,14 +8,14 @@
 #include <string>
 #include <vector>
 
-#include "apps/train_config.h"
+#include "train/config.h"
 #include "data/tokenizer.h"
 #include "nn/transformer.h"
 
 namespace tandem::apps {
 
 struct SavedModel {
-  TrainConfig config;
+  train::TrainConfig config;
   std::shared_ptr<data::Tokenizer> tokenizer;
   std::vector<std::string> class_names;
   std::shared_ptr<nn::TextClassifier> model;  // in eval mode, on `device`

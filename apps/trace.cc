@@ -4,7 +4,7 @@
 #include <filesystem>
 
 #include "apps/commands.h"
-#include "apps/trace_files.h"
+#include "train/trace_files.h"
 
 namespace tandem::apps {
 
@@ -21,13 +21,13 @@ void add_trace_command(CLI::App& app) {
   merge->add_option("-o,--output", args->out, "the merged trace (default: <first folder>/trace.json)");
   merge->callback([args] {
     std::vector<std::filesystem::path> inputs(args->inputs.begin(), args->inputs.end());
-    std::vector<std::filesystem::path> files = find_rank_traces(inputs);
+    std::vector<std::filesystem::path> files = train::find_rank_traces(inputs);
     std::filesystem::path out = args->out;
     if (out.empty()) {
       const std::filesystem::path& first = inputs.front();
       out = (std::filesystem::is_directory(first) ? first : first.parent_path()) / "trace.json";
     }
-    const size_t events = merge_trace_files(files, out);
+    const size_t events = train::merge_trace_files(files, out);
     fmt::print("merged {} trace(s), {} events, into {}\n", files.size(), events, out.string());
   });
 }

@@ -3,8 +3,8 @@
 #include <fmt/format.h>
 
 #include "apps/commands.h"
-#include "apps/train_results.h"
-#include "apps/trainer.h"
+#include "train/results.h"
+#include "train/trainer.h"
 #include "comm/init.h"
 
 namespace tandem::apps {
@@ -26,7 +26,7 @@ void add_train_command(CLI::App& app) {
                   "stop after this many optimizer steps, saving a checkpoint that --resume continues from");
   cmd->add_flag("--quiet", args->quiet, "no progress output");
   cmd->callback([args] {
-    TrainConfig config = load_train_config(args->config, args->overrides);
+    train::TrainConfig config = train::load_train_config(args->config, args->overrides);
     validate(config);
     comm::RankInfo info = comm::rank_info_from_env();
     std::shared_ptr<comm::ProcessGroup> group;
@@ -35,22 +35,27 @@ void add_train_command(CLI::App& app) {
       o.timeout = std::chrono::seconds(config.ddp_timeout);
       group = comm::init_process_group(config.ddp_backend, info, o);
     }
-    TrainerOptions options;
+    train::TrainerOptions options;
     options.resume = args->resume;
     options.quiet = args->quiet;
     options.stop_after_steps = args->stop_after;
-    TrainResult r = train(config, group, options);
+    train::TrainResult r = train::train(config, group, options);
     if (info.rank != 0) return;
-    write_train_results(config.output_dir, r, info.world_size, group ? group->backend_name() : "none");
+    train::write_train_results(config.output_dir, r, info.world_size, group ? group->backend_name() : "none");
     if (r.stopped_early) {
       if (!args->quiet) fmt::print("\nstopped after step {}; continue with --resume latest\n", r.steps);
       return;
     }
     if (!args->quiet) {
-      fmt::print("\ntest accuracy {:.4f} (majority-class baseline {:.4f}), test loss {:.4f}\n", r.eval.accuracy,
-                 r.majority_baseline, r.eval.loss);
+      fmt::print("\ntest accuracy {:.4f} (majority-class baseline {:.4f}), test loss {:.4f}, macro-F1 {:.4f}\n",
+                 r.eval.accuracy, r.majority_baseline, r.eval.loss, r.eval.macro_f1);
       for (size_t k = 0; k < r.class_names.size(); ++k)
-        fmt::print("  {:<16} accuracy {:.4f}\n", r.class_names[k], r.eval.per_class_accuracy[k]);
+        fmt::print("  {:<16} accuracy {:.4f}  precision {:.4f}  F1 {:.4f}\n", r.class_names[k],
+                   r.eval.per_class_accuracy[k], r.eval.per_class_precision[k], r.eval.per_class_f1[k]);
+      if (r.early_stopped) fmt::print("early stopping ended training at step {}\n", r.steps);
+      if (r.best_step >= 0)
+        fmt::print("best model: step {} ({} {:.4f}){}\n", r.best_step, r.metric_for_best_model, r.best_metric,
+                   config.load_best_model_at_end ? ", loaded" : "");
       fmt::print("{} steps in {:.1f} s ({:.0f} samples/s over {} rank(s)); results in {}/results.json\n", r.steps,
                  r.seconds, r.samples_per_second, info.world_size, config.output_dir);
     }

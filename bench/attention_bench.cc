@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/elapsed.h"
 #include "core/random.h"
 #include "core/stream.h"
 #include "core/tensor.h"
@@ -78,7 +79,7 @@ double time_per_call(const Options& o, const std::function<void()>& f) {
   while (calls < 3 || seconds < o.min_seconds) {
     f();
     ++calls;
-    seconds = std::chrono::duration<double>(clock::now() - t0).count();
+    seconds = seconds_since(t0);
   }
   return seconds / calls;
 }

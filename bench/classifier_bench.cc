@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/autograd/grad_mode.h"
+#include "core/elapsed.h"
 #include "core/random.h"
 #include "core/stream.h"
 #include "kernels/cross_entropy.h"
@@ -75,7 +76,7 @@ double time_ms(Device device, F&& f) {
     while (runs.size() < 3 || std::chrono::steady_clock::now() - start < std::chrono::seconds(2)) {
       auto t0 = std::chrono::steady_clock::now();
       f();
-      runs.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      runs.push_back(milliseconds_since(t0));
       if (runs.size() >= 50) break;
     }
   }

@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/elapsed.h"
 #include "data/batch_source.h"
 #include "data/data_loader.h"
 #include "data/fortunes.h"
@@ -31,8 +32,6 @@ using namespace tandem::data;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 // Word forms "w<k>" spelled with letters, drawn with probability ~ 1/rank (Zipf).
 Dataset synthetic_corpus(int64_t n, uint64_t seed) {

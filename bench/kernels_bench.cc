@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "core/elapsed.h"
 #include "core/random.h"
 #include "core/stream.h"
 #include "core/tensor.h"
@@ -70,7 +71,7 @@ double time_cpu_ms(const std::function<void()>& f, int reps) {
   for (int i = 0; reps > 0 ? i < reps : (i < 3 || (total < 1000.0 && i < 50)); ++i) {
     auto a = std::chrono::steady_clock::now();
     f();
-    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - a).count();
+    double ms = milliseconds_since(a);
     t.push_back(ms);
     total += ms;
   }

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/elapsed.h"
 #include "core/random.h"
 #include "core/stream.h"
 #include "core/tensor.h"
@@ -93,7 +94,7 @@ double median_seconds(const Options& o, const std::function<void()>& f) {
     } else {
       const auto t0 = std::chrono::steady_clock::now();
       f();
-      t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      t = seconds_since(t0);
     }
     times.push_back(t);
     total += t;

@@ -13,6 +13,7 @@
 #include <chrono>
 
 #include "core/allocator.h"
+#include "core/elapsed.h"
 #include "profile/step_profiler.h"
 #include "profile/step_trace.h"
 #include "profile/trace.h"
@@ -40,7 +41,7 @@ double ns_per_step(int64_t steps, bool detailed, bool trace) {
     for (const StepRecord& r : p.collect())
       if (trace) trace_step(t, r);
   }
-  const double ns = std::chrono::duration<double, std::nano>(Clock::now() - start).count();
+  const double ns = tandem::nanoseconds_since(start);
   return ns / static_cast<double>(steps);
 }
 
@@ -56,7 +57,7 @@ int main(int argc, char** argv) {
     const auto a = Clock::now();
     Clock::time_point x{};
     for (int i = 0; i < n; ++i) x = std::max(x, Clock::now());
-    return std::chrono::duration<double, std::nano>(x - a).count() / n;
+    return tandem::nanoseconds_between(a, x) / n;
   }();
   fmt::print("steady_clock::now(): {:.1f} ns\n\n", clock_ns);
   fmt::print("{:<34}{:>14}\n", "per step", "ns (best of 5)");

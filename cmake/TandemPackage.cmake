@@ -8,7 +8,7 @@
 include(CMakePackageConfigHelpers)
 
 set(TANDEM_LIBRARIES tandem_core tandem_kernels tandem_comm tandem_data tandem_nn tandem_optim tandem_ddp
-    tandem_profile tandem_report)
+    tandem_profile tandem_report tandem_train)
 foreach(lib IN LISTS TANDEM_LIBRARIES)
   string(REPLACE "tandem_" "" short "${lib}")
   set_target_properties(${lib} PROPERTIES EXPORT_NAME ${short})
@@ -29,7 +29,7 @@ install(TARGETS tandem_flags tandem_all ${TANDEM_LIBRARIES} EXPORT TandemTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(TARGETS tandem RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})  # `tandem launch` starts a user's ranks
-install(DIRECTORY core kernels nn optim comm ddp data profile report
+install(DIRECTORY core kernels nn optim comm ddp data profile report train
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tandem
         FILES_MATCHING PATTERN "*.h"
         PATTERN "cpu" EXCLUDE PATTERN "cuda" EXCLUDE

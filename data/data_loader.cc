@@ -10,6 +10,7 @@
 #endif
 
 #include "core/check.h"
+#include "core/elapsed.h"
 
 namespace tandem::data {
 
@@ -17,15 +18,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-Clock::duration as_duration(double seconds) {
-  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
-}
-
 // Polls instead of cudaEventSynchronize so the wait has a deadline.
 bool wait_event(const cuda::Event& event, double timeout_seconds) {
-  const auto deadline = Clock::now() + as_duration(timeout_seconds);
+  const auto deadline = Clock::now() + seconds_as_duration(timeout_seconds);
   while (!event.query()) {
     if (Clock::now() > deadline) return false;
     std::this_thread::sleep_for(std::chrono::microseconds(20));
@@ -151,7 +146,7 @@ void DataLoader::cancel_locked(std::unique_lock<std::mutex>& lock) {
   active_ = false;
   for (auto& r : results_) *r = Result{};
   // A worker still building a batch of the old run writes into a staging slot the new run will use.
-  if (!done_cv_.wait_for(lock, as_duration(options_.timeout_seconds), [&] { return busy_ == 0; }))
+  if (!done_cv_.wait_for(lock, seconds_as_duration(options_.timeout_seconds), [&] { return busy_ == 0; }))
     TANDEM_FAIL("data loader: a worker did not finish its batch within {} s after the epoch was stopped",
                 options_.timeout_seconds);
 }
@@ -300,7 +295,7 @@ std::optional<Batch> DataLoader::next() {
   } else {
     Result& slot = *results_[static_cast<size_t>(k) % results_.size()];
     const bool ready =
-        done_cv_.wait_for(lock, as_duration(options_.timeout_seconds), [&] { return slot.k == k || stop_; });
+        done_cv_.wait_for(lock, seconds_as_duration(options_.timeout_seconds), [&] { return slot.k == k || stop_; });
     if (!ready || stop_) {
       ++generation_;
       active_ = false;

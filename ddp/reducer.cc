@@ -9,16 +9,13 @@
 #include "core/autograd/grad_mode.h"
 #include "core/autograd/node.h"
 #include "core/check.h"
+#include "core/elapsed.h"
 
 namespace tandem::ddp {
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double ms_between(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double, std::milli>(b - a).count();
-}
 
 bool is_view_into(const Tensor& t, const Tensor& view) {
   return t.defined() && t.storage() == view.storage() && t.offset_bytes() == view.offset_bytes() &&
@@ -434,9 +431,9 @@ void Reducer::record_stats(Clock::time_point end_of_autograd) {
   s.forward_start = forward_start_;
   s.backward_start = backward_start_;
   s.autograd_end = end_of_autograd;
-  s.forward_ms = ms_between(forward_start_, backward_start_);
-  s.backward_compute_ms = ms_between(backward_start_, end_of_autograd);
-  s.exposed_comm_ms = ms_between(end_of_autograd, done);
+  s.forward_ms = milliseconds_between(forward_start_, backward_start_);
+  s.backward_compute_ms = milliseconds_between(backward_start_, end_of_autograd);
+  s.exposed_comm_ms = milliseconds_between(end_of_autograd, done);
   for (const Param& p : params_) s.unused_params += p.used || p.used_in_no_sync ? 0 : 1;
   for (int i : ready_order_) s.ready_order.push_back(params_[static_cast<size_t>(i)].name);
   record_comm_stats(s);
@@ -453,11 +450,11 @@ void Reducer::record_comm_stats(IterationStats& s) const {
     BucketStats bs;
     bs.bytes = b.spec.bytes;
     bs.num_params = static_cast<int>(b.spec.params.size());
-    bs.ready_ms = ms_between(backward_start_, b.ready_at);
+    bs.ready_ms = milliseconds_between(backward_start_, b.ready_at);
     const auto& w = b.reduction.work;
     if (w && w->is_completed()) {
-      bs.comm_start_ms = ms_between(backward_start_, w->start_time());
-      bs.comm_end_ms = ms_between(backward_start_, w->end_time());
+      bs.comm_start_ms = milliseconds_between(backward_start_, w->start_time());
+      bs.comm_end_ms = milliseconds_between(backward_start_, w->end_time());
       intervals.emplace_back(bs.comm_start_ms, bs.comm_end_ms);
     } else {
       s.comm_complete = false;

@@ -1,5 +1,7 @@
 #include "profile/device_timer.h"
 
+#include "core/elapsed.h"
+
 namespace tandem::profile {
 
 DeviceTimer::DeviceTimer(int device) : device_(device), pool_(std::make_shared<Pool>()) {
@@ -47,7 +49,7 @@ std::optional<DeviceTimer::Clock::time_point> DeviceTimer::host_time(const Mark&
   if (!anchor_) return std::nullopt;
   std::optional<double> ms = elapsed_ms(anchor_, m);
   if (!ms) return std::nullopt;
-  return anchor_host_ + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double, std::milli>(*ms));
+  return anchor_host_ + milliseconds_as_duration(*ms);
 }
 
 }  // namespace tandem::profile

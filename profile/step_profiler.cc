@@ -1,16 +1,9 @@
 #include "profile/step_profiler.h"
 
 #include "core/check.h"
+#include "core/elapsed.h"
 
 namespace tandem::profile {
-
-namespace {
-
-double ms_between(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double, std::milli>(b - a).count();
-}
-
-}  // namespace
 
 double StepRecord::other_ms() const {
   double in_phases = 0;
@@ -51,7 +44,7 @@ void StepProfiler::leave() {
   if (!open_) return;
   const Clock::time_point t = now_();
   const Phase phase = *open_;
-  current_.host_ms[index_of(phase)] += ms_between(open_since_, t);
+  current_.host_ms[index_of(phase)] += milliseconds_between(open_since_, t);
   if (current_.detailed) current_.spans.push_back(PhaseSpan{phase, open_since_, t, false});
   if (open_mark_) {
     current_device_.push_back(DeviceInterval{phase, std::move(open_mark_), options_.device_timer->mark()});
@@ -75,7 +68,7 @@ void StepProfiler::end_step() {
   TANDEM_CHECK(in_step_, "step profiler: end_step without begin_step");
   leave();
   current_.end = now_();
-  current_.step_ms = ms_between(current_.start, current_.end);
+  current_.step_ms = milliseconds_between(current_.start, current_.end);
   if (options_.peak_memory) current_.peak_memory_bytes = options_.peak_memory();
   pending_.push_back(Pending{std::move(current_), std::move(current_device_)});
   current_ = StepRecord{};

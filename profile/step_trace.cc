@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "core/elapsed.h"
+
 namespace tandem::profile {
 
 namespace {
@@ -21,7 +23,7 @@ int lane_of(const PhaseSpan& s, bool gpu_run) {
 }
 
 Clock::time_point after(Clock::time_point t, double ms) {
-  return t + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double, std::milli>(ms));
+  return t + milliseconds_as_duration(ms);
 }
 
 }  // namespace

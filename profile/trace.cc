@@ -8,6 +8,7 @@
 #include <set>
 
 #include "core/check.h"
+#include "core/elapsed.h"
 
 namespace tandem::profile {
 
@@ -59,8 +60,8 @@ std::string lane::name(int l) {
 Trace::Trace(int rank, int world_size, ClockOrigin origin) : rank_(rank), world_size_(world_size), origin_(origin) {}
 
 void Trace::span(int l, std::string name, TimePoint start, TimePoint end, nlohmann::json args) {
-  const double ts = std::chrono::duration<double, std::micro>(start - origin_.steady).count();
-  const double dur = std::chrono::duration<double, std::micro>(end - start).count();
+  const double ts = microseconds_between(origin_.steady, start);
+  const double dur = microseconds_between(start, end);
   spans_.push_back(Span{l, std::move(name), round_ns(ts), round_ns(std::max(0.0, dur)), std::move(args)});
 }
 

@@ -1,3 +1,4 @@
+// The diagnosis rules of diagnosis.h, each a function from the measured profile to an optional finding.
 #include "report/diagnosis.h"
 
 #include <fmt/format.h>
@@ -5,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+
+#include "report/number_format.h"
 
 namespace tandem::report {
 
@@ -35,9 +38,11 @@ double data_wait_fraction(const Profile& p) {
   return p.median.step_ms > 0 ? p.median.data_wait_ms / p.median.step_ms : 0;
 }
 
-namespace {
+double overlap_fraction(const Profile& p) {
+  return p.median.comm_ms > 0 ? p.median.overlap_ms / p.median.comm_ms : std::nan("");
+}
 
-std::string pct(double f) { return fmt::format("{:.0f}%", 100 * f); }
+namespace {
 
 std::string mb(double v) {
   std::string s = fmt::format("{:g}", v);
@@ -55,7 +60,7 @@ std::optional<Advice> comm_bound(const DiagnosisInput& in, const Thresholds& t) 
                        "{:.1f} ms ({}) of the {:.1f} ms step is exposed, not hidden behind backward "
                        "({:.0f}% of the all-reduce overlapped).",
                        p.median.comm_ms, p.compute_ms(), ratio, p.median.exposed_comm_ms, pct(exposed),
-                       p.median.step_ms, p.median.comm_ms > 0 ? 100 * p.median.overlap_ms / p.median.comm_ms : 0.0),
+                       p.median.step_ms, 100 * overlap_fraction(p)),
            {}};
   if (in.buckets) {
     const BucketSweepFacts& b = *in.buckets;
@@ -71,7 +76,7 @@ std::optional<Advice> comm_bound(const DiagnosisInput& in, const Thresholds& t) 
           {"ddp_bucket_cap_mb", "",
            fmt::format("keep {} MB: the sweep's fastest size ({}) is within {} or the noise of it, so bucket size "
                        "is not the lever here",
-                       mb(b.current_cap_mb), b.best_label, pct(t.bucket_gain))});
+                       mb(b.current_cap_mb), b.best_label, bound_pct(t.bucket_gain))});
     }
   } else {
     a.suggestions.push_back({"ddp_bucket_cap_mb", "",
@@ -143,10 +148,11 @@ std::optional<Advice> sync_points(const DiagnosisInput& in, const Thresholds& t)
           fmt::format("a logging step takes {:.1f} ms more than a plain one; every {} steps that is {} "
                       "of the training time",
                       p.logging_overhead_ms, f.logging_steps, pct(frac)));
-      const double target = std::ceil(p.logging_overhead_ms / (0.01 * p.median.step_ms));
+      const double target = std::ceil(p.logging_overhead_ms / (t.sync_target_fraction * p.median.step_ms));
       a.suggestions.push_back({"logging_steps", fmt::format("{:.0f}", std::max<double>(target, 2.0 * f.logging_steps)),
-                               "each logging step reads the loss back to the host and drains the pipeline; keep "
-                               "that under 1% of the time"});
+                               fmt::format("each logging step reads the loss back to the host and drains the "
+                                           "pipeline; keep that under {} of the time",
+                                           bound_pct(t.sync_target_fraction))});
     }
   } else if (f.device == "cuda" && f.logging_steps > 0 && f.logging_steps < t.cuda_min_logging_steps) {
     found.push_back(
@@ -162,7 +168,7 @@ std::optional<Advice> sync_points(const DiagnosisInput& in, const Thresholds& t)
           fmt::format("one checkpoint takes {:.0f} ms; every {} steps that is {} of the training time "
                       "(the other ranks wait at the next all-reduce)",
                       p.checkpoint_ms, f.save_steps, pct(frac)));
-      const double target = std::ceil(p.checkpoint_ms / (0.01 * p.median.step_ms));
+      const double target = std::ceil(p.checkpoint_ms / (t.sync_target_fraction * p.median.step_ms));
       a.suggestions.push_back({"save_steps", fmt::format("{:.0f}", std::max<double>(target, 2.0 * f.save_steps)),
                                "checkpoint less often (save_total_limit only bounds the disk space)"});
     }
@@ -251,7 +257,7 @@ std::optional<Advice> scaling(const DiagnosisInput& in, const Thresholds& t) {
   if (s.efficiency < t.poor_efficiency) {
     return Advice{Finding::PoorScaling,
                   fmt::format("Poor scaling: {:.2f}x speedup on {} ranks (efficiency {}, below {}){}.", s.speedup,
-                              s.world_size, pct(s.efficiency), pct(t.poor_efficiency), growth),
+                              s.world_size, pct(s.efficiency), bound_pct(t.poor_efficiency), growth),
                   {}};
   }
   return std::nullopt;
@@ -321,6 +327,16 @@ std::vector<Advice> diagnose(const DiagnosisInput& in, const Thresholds& t) {
   }
   add(noisy(in, t));
   return out;
+}
+
+std::string describe_thresholds(const Thresholds& t) {
+  // A negative speedup is below 1x by definition, not by a threshold.
+  return fmt::format(
+      "Thresholds (report/diagnosis.h): comm-bound when exposed all-reduce > {} of the step or compute/comm < {:g}; "
+      "data-bound when DataLoader wait > {}; sync points when logging or checkpointing costs > {}; small batch "
+      "below {} per device; poor scaling below {} efficiency, negative below 1x.\n",
+      bound_pct(t.comm_exposed_fraction), t.compute_comm_ratio, bound_pct(t.data_wait_fraction),
+      bound_pct(t.sync_fraction), t.small_batch, bound_pct(t.poor_efficiency));
 }
 
 std::string format_advice(const std::vector<Advice>& advice) {

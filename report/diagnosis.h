@@ -1,39 +1,45 @@
 // Automatic diagnosis of a DDP run: a pure function from what was measured
 // to findings, each naming the configuration keys (the knobs) to change.
 //
-// Rules and their thresholds (Thresholds below holds the numbers):
-//   comm-bound      world > 1 and (exposed all-reduce time > 20% of the step,
-//                   or compute/comm < 1, compute = forward + backward autograd
-//                   pass, comm = all-reduce time). Knobs: ddp_bucket_cap_mb
-//                   (the bucket sweep's best when it beats the current size by
-//                   more than the noise), ddp_comm_hook (bf16/fp16 compression
-//                   halves the bytes; bf16 autocast does not: gradients stay
-//                   f32), gradient_accumulation_steps (no_sync: one all-reduce
-//                   per k micro-batches), per_device_train_batch_size, the
-//                   model size when the model is small (< 10 M parameters),
-//                   and data.vocab_max_size when the token embedding is more
-//                   than half the gradients (its gradient comes last in
+// Rules (each bound is a field of Thresholds below, the one place its number
+// lives; describe_thresholds() spells them for the report):
+//   comm-bound      world > 1 and (exposed all-reduce time > comm_exposed_fraction
+//                   of the step, or compute/comm < compute_comm_ratio, compute =
+//                   forward + backward autograd pass, comm = all-reduce time).
+//                   Knobs: ddp_bucket_cap_mb (the bucket sweep's best when it
+//                   beats the current size by more than bucket_gain and the
+//                   noise), ddp_comm_hook (bf16/fp16 compression halves the
+//                   bytes; bf16 autocast does not: gradients stay f32),
+//                   gradient_accumulation_steps (no_sync: one all-reduce per k
+//                   micro-batches), per_device_train_batch_size, the model size
+//                   when the model is small (< small_model_parameters), and
+//                   data.vocab_max_size when the token embedding is more than
+//                   embedding_share of the gradients (its gradient comes last in
 //                   backward, so its all-reduce cannot be hidden).
-//   data-bound      waiting for the DataLoader > 10% of the step. Knobs:
-//                   dataloader_num_workers, dataloader_pin_memory (CUDA).
+//   data-bound      waiting for the DataLoader > data_wait_fraction of the step.
+//                   Knobs: dataloader_num_workers, dataloader_pin_memory (CUDA).
 //   sync points     a logging step costs a host synchronisation: flagged when
-//                   the measured extra time, spread over logging_steps, is > 5%
-//                   of a step, or (CUDA, not measured) logging_steps < 5.
-//                   Checkpoints: one save's time spread over save_steps > 5%.
-//                   Knobs: logging_steps, save_steps.
-//   small batch     per_device_train_batch_size < 32 while comm-bound or with
-//                   gradient accumulation. Knobs: per_device_train_batch_size,
-//                   gradient_accumulation_steps (same effective batch).
+//                   the measured extra time, spread over logging_steps, is >
+//                   sync_fraction of a step, or (CUDA, not measured)
+//                   logging_steps < cuda_min_logging_steps. Checkpoints: one
+//                   save's time spread over save_steps > sync_fraction. Knobs:
+//                   logging_steps, save_steps (sized to sync_target_fraction).
+//   small batch     per_device_train_batch_size < small_batch while comm-bound
+//                   or with gradient accumulation. Knobs:
+//                   per_device_train_batch_size, gradient_accumulation_steps
+//                   (same effective batch).
 //   negative        scaling speedup < 1 at the largest world size: more ranks
-//   scaling         are slower than one. Poor scaling: efficiency < 70%. With
-//                   the 1-rank profile, the finding says where the extra step
-//                   time went (compute, exposed all-reduce, optimizer, data).
+//   scaling         are slower than one. Poor scaling: efficiency <
+//                   poor_efficiency. With the 1-rank profile, the finding says
+//                   where the extra step time went (compute, exposed
+//                   all-reduce, optimizer, data).
 //   oversubscribed  CPU ranks whose threads (compute, loader workers, comm)
 //                   outnumber the cores: scaling then measures core sharing.
 //   balanced        none of the bottlenecks above.
 //   noisy           a measurement note, not a bottleneck: the step time's
-//                   p10-p90 spread > 30% of its median, or the machine's load
-//                   average at the start >= 75% of its cores (others' work).
+//                   p10-p90 spread > noisy_spread of its median, or the
+//                   machine's load average at the start >= busy_load of its
+//                   cores (others' work).
 #pragma once
 
 #include <optional>
@@ -49,6 +55,7 @@ struct Thresholds {
   double compute_comm_ratio = 1.0;      // compute / all-reduce below this: comm-bound
   double data_wait_fraction = 0.10;     // DataLoader wait / step
   double sync_fraction = 0.05;          // logging or checkpoint time / step, amortised
+  double sync_target_fraction = 0.01;   // what the suggested logging_steps / save_steps bring that cost down to
   int64_t cuda_min_logging_steps = 5;   // CUDA without a measurement: logging this often is a sync point
   int64_t small_batch = 32;             // per-device batch below this is "small"
   int64_t small_model_parameters = 10'000'000;
@@ -114,10 +121,16 @@ struct Advice {
 double exposed_comm_fraction(const Profile& p);
 double compute_comm_ratio(const Profile& p);  // +inf when there is no communication
 double data_wait_fraction(const Profile& p);
+// All-reduce time that ran during the autograd pass / all-reduce time; NaN when there was none.
+double overlap_fraction(const Profile& p);
 
 std::vector<Advice> diagnose(const DiagnosisInput& input, const Thresholds& t = {});
 
 // The advice as text: one paragraph per finding, one line per suggestion.
 std::string format_advice(const std::vector<Advice>& advice);
+
+// The thresholds as one paragraph for the report ("Thresholds (report/diagnosis.h):
+// comm-bound when exposed all-reduce > 20% of the step ..."), every number read from `t`.
+std::string describe_thresholds(const Thresholds& t);
 
 }  // namespace tandem::report

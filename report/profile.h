@@ -81,6 +81,12 @@ struct Profile {
   std::vector<double> step_samples_ms;  // every timed step (slowest rank), for plots
 
   double compute_ms() const { return median.forward_ms + median.backward_compute_ms; }
+  // The part of the step in none of the named phases (logging, glue, the loader hand-off); never negative.
+  double other_ms() const {
+    const double rest =
+        median.step_ms - median.data_wait_ms - median.forward_ms - median.backward_ms - median.optimizer_ms;
+    return rest > 0 ? rest : 0.0;
+  }
   // Estimated epoch time from the throughput (epoch examples / samples per second).
   double epoch_seconds() const {
     return samples_per_second > 0 ? static_cast<double>(facts.train_examples) / samples_per_second : 0;

@@ -29,6 +29,7 @@ struct ReportInputs {
   std::vector<TrainingRun> runs;
   std::string command;  // how the report was made
   std::string date;
+  Thresholds thresholds;  // what the diagnosis judges by; report.txt and the efficiency plot state them
 };
 
 // What the diagnosis looks at: the largest world size of the scaling bench

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "core/check.h"
 
 namespace tandem::report {
@@ -22,6 +24,26 @@ std::string join(const std::vector<std::string>& fields, const std::string& sep,
   return out;
 }
 }  // namespace
+
+std::string to_text(const Table& t) {
+  check_shape(t);
+  std::vector<size_t> width(t.header.size(), 0);
+  for (size_t c = 0; c < t.header.size(); ++c) width[c] = t.header[c].size();
+  for (const auto& row : t.rows)
+    for (size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
+  auto line = [&](const std::vector<std::string>& fields) {
+    std::string s = " ";
+    for (size_t c = 0; c < fields.size(); ++c)
+      s += c == 0 ? fmt::format(" {:<{}}", fields[c], width[c]) : fmt::format("  {:>{}}", fields[c], width[c]);
+    return s + "\n";
+  };
+  std::string out = line(t.header);
+  size_t total = 1;
+  for (size_t w : width) total += w + 2;
+  out += "  " + std::string(total - 1, '-') + "\n";
+  for (const auto& row : t.rows) out += line(row);
+  return out;
+}
 
 std::string csv_field(const std::string& field) {
   if (field.find_first_of(",\"\r\n") == std::string::npos) return field;

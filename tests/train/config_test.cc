@@ -1,0 +1,218 @@
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+
+#include "train/config.h"
+#include "train/setup.h"
+#include "core/check.h"
+
+namespace tandem::train {
+namespace {
+
+std::string write_config(const std::string& name, const std::string& text) {
+  std::string path = ::testing::TempDir() + "/" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(TrainConfig, DefaultsFollowHuggingFaceTrainingArguments) {
+  TrainConfig c = load_train_config("", {});
+  EXPECT_EQ(c.per_device_train_batch_size, 8);
+  EXPECT_DOUBLE_EQ(c.learning_rate, 5e-5);
+  EXPECT_DOUBLE_EQ(c.ddp_bucket_cap_mb, 25.0);
+  EXPECT_EQ(c.lr_scheduler_type, "linear");
+  EXPECT_EQ(c.seed, 42);
+}
+
+TEST(TrainConfig, ReadsTopLevelKeysAndSections) {
+  auto path = write_config("a.yaml",
+                           "per_device_train_batch_size: 32\nlearning_rate: 1e-3\nbf16: true\n"
+                           "model:\n  d_model: 256\n  n_heads: 8\ndata:\n  format: fortunes\n  categories: [art, food]\n");
+  TrainConfig c = load_train_config(path, {});
+  EXPECT_EQ(c.per_device_train_batch_size, 32);
+  EXPECT_DOUBLE_EQ(c.learning_rate, 1e-3);
+  EXPECT_TRUE(c.bf16);
+  EXPECT_EQ(c.model.d_model, 256);
+  EXPECT_EQ(c.data.categories, (std::vector<std::string>{"art", "food"}));
+}
+
+TEST(TrainConfig, TokenizerSectionDefaultsToWordAndReadsBpeSettings) {
+  EXPECT_EQ(load_train_config("", {}).tokenizer.type, "word");
+  auto path = write_config("tok.yaml", "tokenizer:\n  type: bpe\n  vocab_size: 4000\n  min_frequency: 3\n");
+  TrainConfig c = load_train_config(path, {});
+  EXPECT_EQ(c.tokenizer.type, "bpe");
+  EXPECT_EQ(c.tokenizer.vocab_size, 4000);
+  data::TokenizerOptions t = tokenizer_options(c);
+  EXPECT_EQ(t.type, "bpe");
+  EXPECT_EQ(t.vocab_size, 4000);
+  EXPECT_EQ(t.min_frequency, 3);
+  std::string e = error_of([&] { load_train_config("", {"tokenizer.type=wordpiece"}); });
+  EXPECT_NE(e.find("key 'tokenizer.type' must be one of word, bpe, got 'wordpiece'"), std::string::npos) << e;
+}
+
+TEST(TrainConfig, CsvKeysReachTheDatasetSpec) {
+  auto path = write_config("csv.yaml",
+                           "data:\n  format: csv\n  train_path: tr.tsv\n  test_path: te.tsv\n  delimiter: tab\n"
+                           "  header: true\n  label_column: topic\n  text_columns: [title, body]\n"
+                           "  class_names: [a, b]\n");
+  TrainConfig c = load_train_config(path, {});
+  validate(c);
+  data::DatasetSpec s = dataset_spec(c, "train", {});
+  EXPECT_EQ(s.path, "tr.tsv");
+  EXPECT_EQ(s.csv.delimiter, '\t');
+  EXPECT_TRUE(s.header);
+  EXPECT_EQ(s.csv.label_column, "topic");
+  EXPECT_EQ(s.csv.text_columns, (std::vector<std::string>{"title", "body"}));
+  EXPECT_EQ(s.class_names, (std::vector<std::string>{"a", "b"}));
+  // The test split takes the train split's classes.
+  EXPECT_EQ(dataset_spec(c, "test", {"x", "y", "z"}).class_names, (std::vector<std::string>{"x", "y", "z"}));
+  c.data.delimiter = ";;";
+  std::string e = error_of([&] { validate(c); });
+  EXPECT_NE(e.find("data.delimiter must be one character or \"tab\", got ';;'"), std::string::npos) << e;
+}
+
+TEST(TrainConfig, OverridesApplyAfterTheFileAndReachIntoSections) {
+  auto path = write_config("b.yaml", "learning_rate: 1e-3\nmodel:\n  d_model: 64\n");
+  TrainConfig c = load_train_config(path, {"learning_rate=3e-4", "model.d_model=32", "data.categories=[a, b]"});
+  EXPECT_DOUBLE_EQ(c.learning_rate, 3e-4);
+  EXPECT_EQ(c.model.d_model, 32);
+  EXPECT_EQ(c.data.categories.size(), 2u);
+}
+
+TEST(TrainConfig, UnknownKeyIsAnErrorWithFileLineAndSuggestion) {
+  auto path = write_config("c.yaml", "seed: 1\nlearning_rat: 0.1\n");
+  std::string e = error_of([&] { load_train_config(path, {}); });
+  EXPECT_NE(e.find("c.yaml:2"), std::string::npos) << e;
+  EXPECT_NE(e.find("unknown key 'learning_rat'"), std::string::npos) << e;
+  EXPECT_NE(e.find("did you mean 'learning_rate'"), std::string::npos) << e;
+}
+
+TEST(TrainConfig, KeyOutsideItsSectionSuggestsTheSection) {
+  std::string e = error_of([&] { load_train_config("", {"d_model=3"}); });
+  EXPECT_NE(e.find("did you mean 'model.d_model'"), std::string::npos) << e;
+}
+
+TEST(TrainConfig, WrongTypeIsAnErrorNamingKeyAndExpectedType) {
+  auto path = write_config("d.yaml", "per_device_train_batch_size: many\n");
+  std::string e = error_of([&] { load_train_config(path, {}); });
+  EXPECT_NE(e.find("d.yaml:1"), std::string::npos) << e;
+  EXPECT_NE(e.find("'per_device_train_batch_size' must be an integer, got 'many'"), std::string::npos) << e;
+  EXPECT_NE(error_of([&] { load_train_config("", {"per_device_train_batch_size=1.5"}); }).find("an integer"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { load_train_config("", {"bf16=maybe"}); }).find("true or false"), std::string::npos);
+  EXPECT_NE(error_of([&] { load_train_config("", {"model=3"}); }).find("unknown key 'model'"), std::string::npos);
+}
+
+TEST(TrainConfig, ValueOutsideTheChoicesListsThem) {
+  std::string e = error_of([&] { load_train_config("", {"lr_scheduler_type=step"}); });
+  EXPECT_NE(e.find("must be one of linear, cosine, constant, constant_with_warmup"), std::string::npos) << e;
+}
+
+TEST(TrainConfig, MalformedYamlNamesTheLine) {
+  auto path = write_config("e.yaml", "seed: 1\nmodel: [unclosed\n");
+  std::string e = error_of([&] { load_train_config(path, {}); });
+  EXPECT_NE(e.find("e.yaml:"), std::string::npos) << e;
+  EXPECT_NE(e.find("invalid YAML"), std::string::npos) << e;
+}
+
+TEST(TrainConfig, MissingFileIsAnError) {
+  EXPECT_NE(error_of([] { load_train_config("/nonexistent/x.yaml", {}); }).find("/nonexistent/x.yaml"),
+            std::string::npos);
+}
+
+TEST(TrainConfig, MalformedOverrideIsAnError) {
+  EXPECT_NE(error_of([] { load_train_config("", {"seed"}); }).find("expected key=value"), std::string::npos);
+}
+
+TEST(TrainConfig, ValidationRejectsInconsistentSettings) {
+  TrainConfig c;
+  c.model.d_model = 130;
+  c.model.n_heads = 4;
+  EXPECT_NE(error_of([&] { validate(c); }).find("divisible"), std::string::npos);
+  c = TrainConfig();
+  c.bf16 = c.fp16 = true;
+  EXPECT_NE(error_of([&] { validate(c); }).find("bf16 and fp16"), std::string::npos);
+  c = TrainConfig();
+  c.per_device_train_batch_size = 0;
+  EXPECT_NE(error_of([&] { validate(c); }).find("per_device_train_batch_size"), std::string::npos);
+  EXPECT_NO_THROW(validate(TrainConfig()));
+}
+
+TEST(TrainConfig, ChoosingTheModelNeedsEvaluations) {
+  TrainConfig c = load_train_config("", {"eval_strategy=no", "load_best_model_at_end=true"});
+  EXPECT_NE(error_of([&] { validate(c); }).find("load_best_model_at_end needs evaluations"), std::string::npos);
+  c = load_train_config("", {"eval_strategy=no", "early_stopping_patience=2"});
+  EXPECT_NE(error_of([&] { validate(c); }).find("early_stopping_patience needs evaluations"), std::string::npos);
+  EXPECT_NO_THROW(validate(load_train_config("", {"load_best_model_at_end=true", "early_stopping_patience=2"})));
+}
+
+TEST(TrainConfig, MetricForBestModelAcceptsHuggingFaceNames) {
+  EXPECT_EQ(load_train_config("", {"metric_for_best_model=eval_accuracy"}).metric_for_best_model, "eval_accuracy");
+  EXPECT_NE(error_of([] { load_train_config("", {"metric_for_best_model=f1"}); }).find("macro_f1"), std::string::npos);
+}
+
+TEST(TrainConfig, ValidationFractionMustLeaveTrainingData) {
+  TrainConfig c = load_train_config("", {"data.validation_fraction=1"});
+  EXPECT_NE(error_of([&] { validate(c); }).find("data.validation_fraction"), std::string::npos);
+}
+
+TEST(TrainConfig, ResolvedYamlLoadsBackToTheSameConfig) {
+  TrainConfig c = load_train_config("", {"learning_rate=0.002", "model.n_heads=2", "data.categories=[x, y]", "bf16=true"});
+  auto path = write_config("resolved.yaml", to_yaml(c));
+  TrainConfig back = load_train_config(path, {});
+  EXPECT_EQ(to_yaml(back), to_yaml(c));
+  EXPECT_DOUBLE_EQ(back.learning_rate, 0.002);
+  EXPECT_EQ(back.data.categories, (std::vector<std::string>{"x", "y"}));
+}
+
+TEST(TrainConfig, ProfilingIsOffByDefaultAndSetByItsKeys) {
+  TrainConfig d = load_train_config("", {});
+  EXPECT_EQ(d.profile_steps, 0);
+  EXPECT_EQ(d.profile_skip_first, 2);
+  EXPECT_FALSE(d.trace);
+  EXPECT_EQ(d.profile_dir, "");
+  auto path = write_config("prof.yaml", "profile_steps: 20\nprofile_skip_first: 5\ntrace: true\nprofile_dir: /tmp/p\n");
+  TrainConfig c = load_train_config(path, {});
+  EXPECT_NO_THROW(validate(c));
+  EXPECT_EQ(c.profile_steps, 20);
+  EXPECT_EQ(c.profile_skip_first, 5);
+  EXPECT_TRUE(c.trace);
+  EXPECT_EQ(c.profile_dir, "/tmp/p");
+  EXPECT_EQ(to_yaml(load_train_config(write_config("prof2.yaml", to_yaml(c)), {})), to_yaml(c));
+}
+
+TEST(TrainConfig, TraceWithoutProfileStepsAndNegativeCountsAreErrorsNamingTheKey) {
+  EXPECT_NE(error_of([] { validate(load_train_config("", {"trace=true"})); }).find("trace: true needs profile_steps > 0"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { validate(load_train_config("", {"profile_steps=-1"})); }).find("profile_steps must be >= 0"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { validate(load_train_config("", {"profile_skip_first=-3"})); })
+                .find("profile_skip_first must be >= 0"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { load_train_config("", {"trace=sometimes"}); }).find("true or false"), std::string::npos);
+}
+
+TEST(TrainConfig, EveryShippedConfigLoadsAndValidates) {
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(TANDEM_CONFIGS_DIR)) {
+    if (e.path().extension() != ".yaml") continue;
+    SCOPED_TRACE(e.path().string());
+    EXPECT_NO_THROW(validate(load_train_config(e.path().string(), {})));
+    ++n;
+  }
+  EXPECT_GE(n, 4);
+}
+
+}  // namespace
+}  // namespace tandem::train

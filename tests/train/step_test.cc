@@ -1,0 +1,187 @@
+// TrainStep: gradient accumulation, clipping, the schedule, zero_grad and the
+// observer's view of a step, each against a reference computed without it.
+#include "train/step.h"
+
+#include <gtest/gtest.h>
+
+#include "core/check.h"
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "kernels/cross_entropy.h"
+#include "optim/sgd.h"
+
+namespace tandem::train {
+namespace {
+
+nn::TextClassifierConfig tiny_config() {
+  nn::TextClassifierConfig c;
+  c.vocab_size = 20;
+  c.d_model = 8;
+  c.n_heads = 2;
+  c.num_layers = 1;
+  c.dim_feedforward = 16;
+  c.max_seq_len = 6;
+  c.num_classes = 3;
+  c.dropout = 0.0;  // the same function on every call, so steps can be compared
+  return c;
+}
+
+// `rows` rows starting at row `first` of one fixed pseudo-random data set.
+data::Batch make_batch(int64_t first, int64_t rows) {
+  const int64_t S = tiny_config().max_seq_len;
+  std::vector<int64_t> ids, labels;
+  std::vector<double> mask;
+  for (int64_t r = first; r < first + rows; ++r) {
+    for (int64_t j = 0; j < S; ++j) {
+      ids.push_back(1 + (r * 7 + j * 3) % 19);
+      mask.push_back(j < 3 + r % 3 ? 1.0 : 0.0);  // rows of different lengths
+    }
+    labels.push_back(r % 3);
+  }
+  data::Batch b;
+  b.ids = Tensor::from_vector(ids, {rows, S}, DType::I64);
+  b.mask = Tensor::from_vector(mask, {rows, S}, DType::U8);
+  b.labels = Tensor::from_vector(labels, {rows}, DType::I64);
+  return b;
+}
+
+struct Trainee {
+  nn::TextClassifier model{tiny_config(), 42};
+  SGD optimizer{model.parameters(), SGDOptions{.lr = 0.5}};
+  GradScaler scaler{GradScaler::for_compute_dtype(DType::F32)};
+};
+
+std::vector<double> flat_parameters(const nn::Module& m) {
+  std::vector<double> out;
+  for (const auto& [name, p] : m.named_parameters()) {
+    std::vector<double> v = p.detach().to_double_vector();
+    out.insert(out.end(), v.begin(), v.end());
+  }
+  return out;
+}
+
+TEST(TrainStep, AccumulatingMicroBatchesEqualsOneStepOnTheirUnion) {
+  Trainee accumulated, whole;
+  StepOptions two;
+  two.accumulation_steps = 2;
+  TrainStep a(accumulated.model, nullptr, accumulated.optimizer, accumulated.scaler, nullptr, {}, two);
+  TrainStep b(whole.model, nullptr, whole.optimizer, whole.scaler, nullptr, {}, StepOptions{});
+  int64_t next = 0;
+  StepResult ra = a.run(0, [&] { return make_batch(4 * next++, 4); });
+  StepResult rb = b.run(0, [] { return make_batch(0, 8); });
+
+  EXPECT_EQ(ra.micro_batches, 2);
+  EXPECT_EQ(ra.samples, 8);
+  EXPECT_NEAR(ra.loss_sum.item() / 2, rb.loss_sum.item(), 1e-5);
+  const std::vector<double> pa = flat_parameters(accumulated.model), pb = flat_parameters(whole.model);
+  ASSERT_EQ(pa.size(), pb.size());
+  const std::vector<double> start = flat_parameters(Trainee().model);
+  double moved = 0;
+  for (size_t i = 0; i < pa.size(); ++i) {
+    EXPECT_NEAR(pa[i], pb[i], 1e-5) << "parameter element " << i;
+    moved = std::max(moved, std::abs(pb[i] - start[i]));
+  }
+  EXPECT_GT(moved, 1e-3);  // the step did change the parameters
+}
+
+TEST(TrainStep, DrawsExactlyAccumulationStepsMicroBatchesPerStep) {
+  Trainee s;
+  StepOptions o;
+  o.accumulation_steps = 3;
+  TrainStep step(s.model, nullptr, s.optimizer, s.scaler, nullptr, {}, o);
+  int calls = 0;
+  StepResult r = step.run(0, [&] { return make_batch(2 * calls++, 2); });
+  EXPECT_EQ(calls, 3);
+  EXPECT_EQ(r.micro_batches, 3);
+  EXPECT_EQ(r.samples, 6);
+}
+
+TEST(TrainStep, ClipsTheGradientAndReportsItsNormBeforeClipping) {
+  // The reference norm: one plain backward on an identical model.
+  Trainee ref;
+  const data::Batch batch = make_batch(0, 4);
+  nn::ForwardContext ctx;
+  cross_entropy(ref.model.forward(batch.ids, batch.mask, ctx), batch.labels).backward();
+  double sq = 0;
+  for (const Tensor& p : ref.model.parameters())
+    for (double g : p.grad().to_double_vector()) sq += g * g;
+  const double norm = std::sqrt(sq);
+
+  Trainee s;
+  const std::vector<double> before = flat_parameters(s.model);
+  StepOptions o;
+  o.max_grad_norm = 1e-3;
+  TrainStep step(s.model, nullptr, s.optimizer, s.scaler, nullptr, {}, o);
+  StepResult r = step.run(0, [&] { return batch; });
+  ASSERT_TRUE(r.grad_norm.defined());
+  EXPECT_NEAR(r.grad_norm.item(), norm, 1e-4 * norm);
+  ASSERT_GT(norm, o.max_grad_norm);
+  // SGD moves the parameters by lr times the clipped gradient, whose norm is max_grad_norm.
+  const std::vector<double> after = flat_parameters(s.model);
+  double moved = 0;
+  for (size_t i = 0; i < after.size(); ++i) moved += (after[i] - before[i]) * (after[i] - before[i]);
+  EXPECT_NEAR(std::sqrt(moved), 0.5 * o.max_grad_norm, 1e-3 * 0.5 * o.max_grad_norm);
+}
+
+TEST(TrainStep, WithoutClippingReportsNoNorm) {
+  Trainee s;
+  TrainStep step(s.model, nullptr, s.optimizer, s.scaler, nullptr, {}, StepOptions{});
+  EXPECT_FALSE(step.run(0, [] { return make_batch(0, 2); }).grad_norm.defined());
+}
+
+TEST(TrainStep, AdvancesTheScheduleOncePerStep) {
+  Trainee s;
+  ScheduleConfig sc;
+  sc.kind = ScheduleKind::Linear;
+  sc.num_training_steps = 4;
+  LRScheduler schedule(s.optimizer, sc);
+  StepOptions o;
+  o.accumulation_steps = 2;
+  TrainStep step(s.model, nullptr, s.optimizer, s.scaler, &schedule, {}, o);
+  step.run(0, [] { return make_batch(0, 2); });
+  step.run(1, [] { return make_batch(2, 2); });
+  EXPECT_EQ(schedule.last_step(), 2);
+  EXPECT_NEAR(s.optimizer.lr(0), 0.5 * 2.0 / 4.0, 1e-12);  // linear decay from 0.5 to 0 over 4 steps
+}
+
+TEST(TrainStep, LeavesNoGradientsBehind) {
+  Trainee s;
+  TrainStep step(s.model, nullptr, s.optimizer, s.scaler, nullptr, {}, StepOptions{});
+  step.run(0, [] { return make_batch(0, 2); });
+  for (const auto& [name, p] : s.model.named_parameters()) EXPECT_FALSE(p.grad().defined()) << name;
+}
+
+// Records what a step reports, as text.
+class Recorder final : public StepObserver {
+ public:
+  void enter(profile::Phase phase) override { events.emplace_back(profile::phase_name(phase)); }
+  void on_batch(const data::Batch& b, bool synchronised) override {
+    events.push_back("batch " + std::to_string(b.labels.size(0)) + (synchronised ? " sync" : ""));
+  }
+  std::vector<std::string> events;
+};
+
+TEST(TrainStep, TellsItsObserverEachPhaseAndBatchInOrder) {
+  Trainee s;
+  StepOptions o;
+  o.accumulation_steps = 2;
+  TrainStep step(s.model, nullptr, s.optimizer, s.scaler, nullptr, {}, o);
+  Recorder rec;
+  step.run(0, [] { return make_batch(0, 3); }, &rec);
+  const std::vector<std::string> expected = {"data_wait",        "batch 3", "forward", "backward_compute", "data_wait",
+                                             "batch 3",          "forward", "backward_compute", "optimizer"};
+  EXPECT_EQ(rec.events, expected);
+}
+
+TEST(TrainStep, RejectsAnAccumulationBelowOne) {
+  Trainee s;
+  StepOptions o;
+  o.accumulation_steps = 0;
+  EXPECT_THROW(TrainStep(s.model, nullptr, s.optimizer, s.scaler, nullptr, {}, o), Error);
+}
+
+}  // namespace
+}  // namespace tandem::train

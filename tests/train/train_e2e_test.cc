@@ -1,0 +1,262 @@
+// `tandem train`, `evaluate` and `predict` end to end, as processes: a tiny
+// model on a tiny, learnable JSONL task (label 1 when the text contains
+// "alpha", 0 when it contains "omega", among random filler words).
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "comm/launcher.h"
+#include "core/philox.h"
+
+namespace tandem::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Output {
+  int exit_code = 0;
+  std::string out, err;
+};
+
+Output run_tandem(int ranks, const std::vector<std::string>& args) {
+  comm::LaunchOptions o;
+  o.nproc_per_node = ranks;
+  o.command = {TANDEM_BINARY};
+  o.command.insert(o.command.end(), args.begin(), args.end());
+  o.timeout = std::chrono::seconds(240);
+  Output r;
+  o.on_line = [&](int, bool is_stderr, const std::string& line) { (is_stderr ? r.err : r.out) += line + "\n"; };
+  r.exit_code = comm::launch(o).exit_code;
+  return r;
+}
+
+void write_task(const fs::path& path, int n, uint64_t seed) {
+  static const char* filler[] = {"the", "a", "cat", "dog", "runs", "blue", "green", "fast", "slow", "tree",
+                                 "house", "river", "stone", "cloud", "lamp", "book"};
+  std::ofstream out(path);
+  for (int i = 0; i < n; ++i) {
+    Philox4 r = philox_block(seed, 0, static_cast<uint64_t>(i));
+    const int label = static_cast<int>(r.v[0] % 2);
+    std::string text;
+    const int words = 4 + static_cast<int>(r.v[1] % 6), key_at = static_cast<int>(r.v[2] % words);
+    for (int w = 0; w < words; ++w) {
+      if (!text.empty()) text += ' ';
+      text += w == key_at ? (label ? "alpha" : "omega") : filler[philox_block(seed, 1, static_cast<uint64_t>(i * 16 + w)).v[0] % 16];
+    }
+    out << nlohmann::json{{"text", text}, {"label", label}}.dump() << "\n";
+  }
+}
+
+std::vector<nlohmann::json> records(const fs::path& metrics, const std::string& kind) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(metrics);
+  for (std::string line; std::getline(in, line);) {
+    auto j = nlohmann::json::parse(line);
+    if (j["kind"] == kind) out.push_back(j);
+  }
+  return out;
+}
+
+nlohmann::json read_json(const fs::path& p) {
+  std::ifstream in(p);
+  return nlohmann::json::parse(in);
+}
+
+class TrainEndToEnd : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = fs::temp_directory_path() / ("tandem_e2e_" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+    write_task(dir_ / "train.jsonl", 256, 1);
+    write_task(dir_ / "test.jsonl", 64, 2);
+    std::ofstream(dir_ / "config.yaml") << "per_device_train_batch_size: 8\n"
+                                           "per_device_eval_batch_size: 32\n"
+                                           "num_train_epochs: 2\n"
+                                           "learning_rate: 3.0e-3\n"
+                                           "weight_decay: 0.01\n"
+                                           "warmup_steps: 4\n"
+                                           "logging_steps: 1\n"
+                                           "eval_strategy: epoch\n"
+                                           "save_steps: 10\n"
+                                           "save_total_limit: 2\n"
+                                           "seed: 7\n"
+                                           "dataloader_num_workers: 1\n"
+                                           "model: {d_model: 16, n_heads: 2, num_layers: 1, dim_feedforward: 32, "
+                                           "max_seq_len: 16, dropout: 0.1}\n"
+                                           "data:\n"
+                                           "  format: jsonl\n"
+                                           "  train_path: " + (dir_ / "train.jsonl").string() + "\n"
+                                           "  test_path: " + (dir_ / "test.jsonl").string() + "\n"
+                                           "  vocab_min_freq: 1\n";
+  }
+  static void TearDownTestSuite() { fs::remove_all(dir_); }
+  static std::vector<std::string> train_args(const fs::path& out, std::vector<std::string> extra = {}) {
+    std::vector<std::string> a = {"train", "--config", (dir_ / "config.yaml").string(), "--quiet",
+                                  "--set", "output_dir=" + out.string()};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  }
+  static fs::path dir_;
+};
+fs::path TrainEndToEnd::dir_;
+
+TEST_F(TrainEndToEnd, TwoRanksLearnAndEndWithIdenticalWeights) {
+  const fs::path out = dir_ / "two_ranks";
+  Output r = run_tandem(2, train_args(out));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  nlohmann::json res = read_json(out / "results.json");
+  auto sums = res["weight_checksums"].get<std::vector<int64_t>>();
+  ASSERT_EQ(sums.size(), 2u);
+  EXPECT_EQ(sums[0], sums[1]) << "the ranks' weights diverged";
+  auto train = records(out / "metrics.jsonl", "train");
+  ASSERT_GE(train.size(), 10u);
+  double first = 0, last = 0;
+  for (int i = 0; i < 4; ++i) {
+    first += train[static_cast<size_t>(i)]["loss"].get<double>();
+    last += train[train.size() - 1 - static_cast<size_t>(i)]["loss"].get<double>();
+  }
+  EXPECT_LT(last, first) << "the loss did not fall";
+  EXPECT_GT(res["eval_accuracy"].get<double>(), res["majority_baseline"].get<double>());
+  for (const char* f : {"config.yaml", "vocab.txt", "train_log.csv", "eval_log.csv"}) EXPECT_TRUE(fs::exists(out / f)) << f;
+}
+
+TEST_F(TrainEndToEnd, ResumingGivesTheSameLossCurveAsAnUninterruptedRun) {
+  const fs::path a = dir_ / "straight", b = dir_ / "interrupted";
+  Output ra = run_tandem(1, train_args(a));
+  ASSERT_EQ(ra.exit_code, 0) << ra.err;
+  Output rb1 = run_tandem(1, train_args(b, {"--stop-after", "13"}));
+  ASSERT_EQ(rb1.exit_code, 0) << rb1.err;
+  EXPECT_TRUE(read_json(b / "results.json")["stopped_early"].get<bool>());
+  Output rb2 = run_tandem(1, train_args(b, {"--resume", "latest"}));
+  ASSERT_EQ(rb2.exit_code, 0) << rb2.err;
+  auto la = records(a / "metrics.jsonl", "train"), lb = records(b / "metrics.jsonl", "train");
+  ASSERT_EQ(la.size(), lb.size());
+  for (size_t i = 0; i < la.size(); ++i) {
+    EXPECT_EQ(la[i]["step"], lb[i]["step"]);
+    EXPECT_EQ(la[i]["loss"].get<double>(), lb[i]["loss"].get<double>()) << "step " << la[i]["step"];
+  }
+  EXPECT_EQ(read_json(a / "results.json")["weight_checksums"], read_json(b / "results.json")["weight_checksums"]);
+}
+
+TEST_F(TrainEndToEnd, EvaluateAndPredictUseTheSavedCheckpoint) {
+  const fs::path out = dir_ / "for_eval";
+  ASSERT_EQ(run_tandem(1, train_args(out)).exit_code, 0);
+  nlohmann::json res = read_json(out / "results.json");
+  fs::path ck;
+  for (const auto& e : fs::directory_iterator(out))
+    if (e.path().filename().string().rfind("checkpoint-", 0) == 0 && e.path() > ck) ck = e.path();
+  ASSERT_FALSE(ck.empty());
+  Output ev = run_tandem(1, {"evaluate", "--checkpoint", ck.string()});
+  ASSERT_EQ(ev.exit_code, 0) << ev.err;
+  EXPECT_NE(ev.out.find(fmt::format("accuracy {:.4f}", res["eval_accuracy"].get<double>())), std::string::npos)
+      << ev.out;
+  Output pr = run_tandem(1, {"predict", "--checkpoint", ck.string(), "--text", "the alpha cat", "--text", "omega tree"});
+  ASSERT_EQ(pr.exit_code, 0) << pr.err;
+  EXPECT_NE(pr.out.find("the alpha cat"), std::string::npos) << pr.out;
+}
+
+TEST_F(TrainEndToEnd, ABpeTokenizerIsSavedAsTokenizerJsonAndEvaluateUsesIt) {
+  const fs::path out = dir_ / "bpe";
+  Output r = run_tandem(1, train_args(out, {"--set", "tokenizer.type=bpe", "--set", "tokenizer.vocab_size=60"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(fs::exists(out / "tokenizer.json"));
+  EXPECT_FALSE(fs::exists(out / "vocab.txt"));
+  EXPECT_EQ(read_json(out / "tokenizer.json")["model"]["vocab"].size(), 60u);
+  nlohmann::json res = read_json(out / "results.json");
+  fs::path ck;
+  for (const auto& e : fs::directory_iterator(out))
+    if (e.path().filename().string().rfind("checkpoint-", 0) == 0 && e.path() > ck) ck = e.path();
+  ASSERT_FALSE(ck.empty());
+  EXPECT_TRUE(fs::exists(ck / "tokenizer.json"));
+  Output ev = run_tandem(1, {"evaluate", "--checkpoint", ck.string()});
+  ASSERT_EQ(ev.exit_code, 0) << ev.err;
+  EXPECT_NE(ev.out.find(fmt::format("accuracy {:.4f}", res["eval_accuracy"].get<double>())), std::string::npos)
+      << ev.out;
+}
+
+TEST_F(TrainEndToEnd, ACheckpointFolderFromAnotherModelIsRefusedNamingTheParameter) {
+  const fs::path out = dir_ / "mismatch";
+  ASSERT_EQ(run_tandem(1, train_args(out, {"--stop-after", "10"})).exit_code, 0);
+  Output r = run_tandem(1, train_args(out, {"--resume", "latest", "--set", "model.d_model=32"}));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("load_state_dict"), std::string::npos) << r.err;
+}
+
+std::string file_bytes(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+TEST_F(TrainEndToEnd, LoadBestModelAtEndGoesBackToTheBestValidationEvaluationOnEveryRank) {
+  const fs::path out = dir_ / "best";
+  Output r = run_tandem(2, train_args(out, {"--set", "data.validation_fraction=0.25", "--set", "eval_strategy=steps",
+                                            "--set", "eval_steps=6", "--set", "save_steps=6", "--set", "num_train_epochs=8", "--set",
+                                            "save_total_limit=-1", "--set", "load_best_model_at_end=true", "--set",
+                                            "metric_for_best_model=eval_accuracy"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // The best step by the validation records themselves: the highest accuracy, the first of equals.
+  auto evals = records(out / "metrics.jsonl", "eval");
+  ASSERT_GE(evals.size(), 3u);
+  int64_t best_step = -1;
+  double best = 0;
+  for (const auto& e : evals) {
+    EXPECT_EQ(e["split"], "validation");
+    if (best_step < 0 || e["eval_accuracy"].get<double>() > best) {
+      best = e["eval_accuracy"].get<double>();
+      best_step = e["step"].get<int64_t>();
+    }
+  }
+  nlohmann::json res = read_json(out / "results.json");
+  EXPECT_EQ(res["best_model"]["step"].get<int64_t>(), best_step);
+  EXPECT_DOUBLE_EQ(res["best_model"]["value"].get<double>(), best);
+  auto sums = res["weight_checksums"].get<std::vector<int64_t>>();
+  ASSERT_EQ(sums.size(), 2u);
+  EXPECT_EQ(sums[0], sums[1]) << "rank 1 did not take the best model";
+  // The test split is evaluated once, at the end, on the best model, whose weights the last checkpoint holds.
+  EXPECT_EQ(records(out / "metrics.jsonl", "test").size(), 1u);
+  const int64_t last = res["steps"].get<int64_t>();
+  std::string curve;
+  for (const auto& e : evals) curve += fmt::format(" {}:{}", e["step"].get<int64_t>(), e["eval_accuracy"].get<double>());
+  ASSERT_NE(best_step, last) << "the run's last model was its best, so this proves nothing; the curve:" << curve;
+  EXPECT_EQ(file_bytes(out / fmt::format("checkpoint-{}", last) / "model.safetensors"),
+            file_bytes(out / fmt::format("checkpoint-{}", best_step) / "model.safetensors"));
+}
+
+TEST_F(TrainEndToEnd, EarlyStoppingEndsEveryRankAfterPatienceEvaluationsWithoutImprovement) {
+  const fs::path out = dir_ / "early";
+  // A threshold no accuracy gain can pass: the second evaluation (step 8) is the first without improvement.
+  Output r = run_tandem(2, train_args(out, {"--set", "eval_strategy=steps", "--set", "eval_steps=4", "--set",
+                                            "early_stopping_patience=1", "--set", "early_stopping_threshold=2",
+                                            "--set", "metric_for_best_model=accuracy"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  nlohmann::json res = read_json(out / "results.json");
+  EXPECT_TRUE(res["early_stopped"].get<bool>());
+  EXPECT_FALSE(res["stopped_early"].get<bool>());
+  EXPECT_EQ(res["steps"].get<int64_t>(), 8);
+  auto sums = res["weight_checksums"].get<std::vector<int64_t>>();
+  ASSERT_EQ(sums.size(), 2u);
+  EXPECT_EQ(sums[0], sums[1]);
+}
+
+TEST_F(TrainEndToEnd, ResultsCarryMacroF1AndPerClassF1) {
+  const fs::path out = dir_ / "f1";
+  ASSERT_EQ(run_tandem(1, train_args(out, {"--set", "max_steps=8"})).exit_code, 0);
+  nlohmann::json res = read_json(out / "results.json");
+  const auto f1 = res["eval_per_class_f1"].get<std::vector<double>>();
+  ASSERT_EQ(f1.size(), 2u);
+  EXPECT_NEAR(res["eval_macro_f1"].get<double>(), (f1[0] + f1[1]) / 2, 1e-12);
+}
+
+TEST_F(TrainEndToEnd, ABadConfigExitsNonZeroNamingTheKey) {
+  std::ofstream(dir_ / "bad.yaml") << "per_device_train_batch_sise: 8\n";
+  Output r = run_tandem(1, {"train", "--config", (dir_ / "bad.yaml").string()});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("bad.yaml:1: unknown key 'per_device_train_batch_sise'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("did you mean 'per_device_train_batch_size'"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace tandem::train

@@ -1,0 +1,349 @@
+#include "train/config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <functional>
+#include <set>
+
+#include "core/check.h"
+
+namespace tandem::train {
+
+namespace {
+
+// One schema entry: a dotted key, how to read a YAML scalar into the config,
+// and how to write the current value back.
+struct Field {
+  std::string key;
+  std::function<void(TrainConfig&, const YAML::Node&, const std::string& where)> set;
+  std::function<void(const TrainConfig&, YAML::Emitter&)> emit;
+};
+
+template <class T>
+const char* type_name() {
+  if constexpr (std::is_same_v<T, bool>) return "true or false";
+  else if constexpr (std::is_same_v<T, int64_t>) return "an integer";
+  else if constexpr (std::is_same_v<T, double>) return "a number";
+  else if constexpr (std::is_same_v<T, std::string>) return "a string";
+  else return "a list of strings";
+}
+
+template <class T>
+T read_value(const YAML::Node& node, const std::string& key, const std::string& where) {
+  auto bad = [&]() -> Error {
+    std::string got = node.IsScalar() ? "'" + node.Scalar() + "'" : (node.IsSequence() ? "a list" : "a map");
+    return Error(fmt::format("{}: key '{}' must be {}, got {}", where, key, type_name<T>(), got));
+  };
+  if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+    if (!node.IsSequence()) throw bad();
+    std::vector<std::string> out;
+    for (const auto& item : node) {
+      if (!item.IsScalar()) throw bad();
+      out.push_back(item.Scalar());
+    }
+    return out;
+  } else {
+    if (!node.IsScalar()) throw bad();
+    if constexpr (std::is_same_v<T, std::string>) {
+      return node.Scalar();
+    } else {
+      // yaml-cpp would accept 1.5 as an integer by truncation: reject that explicitly.
+      if constexpr (std::is_same_v<T, int64_t>) {
+        const std::string& s = node.Scalar();
+        if (s.find_first_of(".eE") != std::string::npos && s.rfind("0x", 0) != 0) throw bad();
+      }
+      T v{};
+      if (!YAML::convert<T>::decode(node, v)) throw bad();
+      return v;
+    }
+  }
+}
+
+template <class T>
+Field field(std::string key, std::function<T&(TrainConfig&)> member, std::vector<std::string> choices = {}) {
+  Field f;
+  f.key = key;
+  f.set = [key, member, choices](TrainConfig& c, const YAML::Node& node, const std::string& where) {
+    T v = read_value<T>(node, key, where);
+    if constexpr (std::is_same_v<T, std::string>) {
+      if (!choices.empty() && std::find(choices.begin(), choices.end(), v) == choices.end()) {
+        std::string list;
+        for (const auto& ch : choices) list += (list.empty() ? "" : ", ") + ch;
+        throw Error(fmt::format("{}: key '{}' must be one of {}, got '{}'", where, key, list, v));
+      }
+    }
+    member(c) = std::move(v);
+  };
+  f.emit = [member](const TrainConfig& c, YAML::Emitter& out) {
+    const T& v = member(const_cast<TrainConfig&>(c));
+    if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+      out << YAML::Flow << YAML::BeginSeq;
+      for (const auto& s : v) out << s;
+      out << YAML::EndSeq;
+    } else {
+      out << v;
+    }
+  };
+  return f;
+}
+
+#define TOP(T, name, ...) field<T>(#name, [](TrainConfig& c) -> T& { return c.name; } __VA_OPT__(, ) __VA_ARGS__)
+#define MODEL(T, name, ...) field<T>("model." #name, [](TrainConfig& c) -> T& { return c.model.name; } __VA_OPT__(, ) __VA_ARGS__)
+#define DATA(T, name, ...) field<T>("data." #name, [](TrainConfig& c) -> T& { return c.data.name; } __VA_OPT__(, ) __VA_ARGS__)
+#define TOKENIZER(T, name, ...) field<T>("tokenizer." #name, [](TrainConfig& c) -> T& { return c.tokenizer.name; } __VA_OPT__(, ) __VA_ARGS__)
+
+const std::vector<Field>& schema() {
+  using S = std::string;
+  using L = std::vector<std::string>;
+  static const std::vector<Field> fields = {
+      TOP(S, output_dir),
+      TOP(int64_t, per_device_train_batch_size),
+      TOP(int64_t, per_device_eval_batch_size),
+      TOP(int64_t, gradient_accumulation_steps),
+      TOP(double, num_train_epochs),
+      TOP(int64_t, max_steps),
+      TOP(S, optim, {"adamw", "sgd"}),
+      TOP(double, learning_rate),
+      TOP(double, weight_decay),
+      TOP(double, adam_beta1),
+      TOP(double, adam_beta2),
+      TOP(double, adam_epsilon),
+      TOP(double, momentum),
+      TOP(S, lr_scheduler_type, {"linear", "cosine", "constant", "constant_with_warmup"}),
+      TOP(int64_t, warmup_steps),
+      TOP(double, warmup_ratio),
+      TOP(double, max_grad_norm),
+      TOP(double, label_smoothing_factor),
+      TOP(int64_t, logging_steps),
+      TOP(S, eval_strategy, {"no", "steps", "epoch"}),
+      TOP(int64_t, eval_steps),
+      TOP(int64_t, save_steps),
+      TOP(int64_t, save_total_limit),
+      TOP(bool, load_best_model_at_end),
+      TOP(S, metric_for_best_model, {"loss", "accuracy", "macro_f1", "eval_loss", "eval_accuracy", "eval_macro_f1"}),
+      TOP(int64_t, early_stopping_patience),
+      TOP(double, early_stopping_threshold),
+      TOP(int64_t, seed),
+      TOP(bool, bf16),
+      TOP(bool, fp16),
+      TOP(S, device, {"auto", "cpu", "cuda"}),
+      TOP(S, ddp_backend, {"auto", "ring", "nccl"}),
+      TOP(double, ddp_bucket_cap_mb),
+      TOP(bool, ddp_find_unused_parameters),
+      TOP(bool, ddp_gradient_as_bucket_view),
+      TOP(bool, ddp_static_graph),
+      TOP(S, ddp_comm_hook, {"allreduce", "fp16", "bf16"}),
+      TOP(int64_t, ddp_timeout),
+      TOP(int64_t, dataloader_num_workers),
+      TOP(bool, dataloader_pin_memory),
+      TOP(int64_t, profile_steps),
+      TOP(int64_t, profile_skip_first),
+      TOP(bool, trace),
+      TOP(S, profile_dir),
+      MODEL(int64_t, d_model),
+      MODEL(int64_t, n_heads),
+      MODEL(int64_t, num_layers),
+      MODEL(int64_t, dim_feedforward),
+      MODEL(int64_t, max_seq_len),
+      MODEL(double, dropout),
+      MODEL(S, pooling, {"mean", "cls"}),
+      MODEL(S, activation, {"gelu", "gelu_tanh", "relu"}),
+      MODEL(bool, norm_first),
+      DATA(S, format, {"fortunes", "ag_news", "csv", "imdb", "jsonl", "tsv"}),
+      DATA(S, train_path),
+      DATA(S, test_path),
+      DATA(L, categories),
+      DATA(S, text_field),
+      DATA(S, label_field),
+      DATA(L, class_names),
+      DATA(S, delimiter),
+      DATA(bool, header),
+      DATA(S, label_column),
+      DATA(L, text_columns),
+      DATA(double, test_fraction),
+      DATA(double, validation_fraction),
+      DATA(int64_t, vocab_min_freq),
+      DATA(int64_t, vocab_max_size),
+      DATA(bool, lowercase),
+      TOKENIZER(S, type, {"word", "bpe"}),
+      TOKENIZER(int64_t, vocab_size),
+      TOKENIZER(int64_t, min_frequency),
+  };
+  return fields;
+}
+
+#undef TOP
+#undef MODEL
+#undef DATA
+#undef TOKENIZER
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j)
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+std::string suggestion(const std::string& key) {
+  std::string best;
+  size_t best_d = 4;  // suggest only near misses
+  for (const Field& f : schema()) {
+    size_t d = edit_distance(key, f.key);
+    // A key given without its section ("d_model") matches "model.d_model".
+    if (f.key.size() > key.size() && f.key.compare(f.key.size() - key.size(), key.size(), key) == 0 &&
+        f.key[f.key.size() - key.size() - 1] == '.')
+      d = 1;
+    if (d < best_d) {
+      best_d = d;
+      best = f.key;
+    }
+  }
+  return best.empty() ? "" : fmt::format(" (did you mean '{}'?)", best);
+}
+
+const Field& find_field(const std::string& key, const std::string& where) {
+  for (const Field& f : schema())
+    if (f.key == key) return f;
+  throw Error(fmt::format("{}: unknown key '{}'{}", where, key, suggestion(key)));
+}
+
+std::string where_of(const std::string& file, const YAML::Node& node) {
+  return fmt::format("{}:{}", file, node.Mark().line + 1);
+}
+
+void apply_map(TrainConfig& c, const YAML::Node& map, const std::string& prefix, const std::string& file) {
+  for (const auto& entry : map) {
+    // Copies: yaml-cpp's iterator hands out a temporary pair, so references into it dangle.
+    const YAML::Node key_node = entry.first, value = entry.second;
+    const std::string key = prefix + key_node.as<std::string>();
+    if ((key == "model" || key == "data" || key == "tokenizer") && prefix.empty()) {
+      if (!value.IsMap()) throw Error(fmt::format("{}: section '{}' must be a map", where_of(file, key_node), key));
+      apply_map(c, value, key + ".", file);
+      continue;
+    }
+    find_field(key, where_of(file, key_node)).set(c, value, where_of(file, value));
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> config_keys() {
+  std::vector<std::string> keys;
+  for (const Field& f : schema()) keys.push_back(f.key);
+  return keys;
+}
+
+TrainConfig load_train_config(const std::string& path, const std::vector<std::string>& overrides) {
+  TrainConfig c;
+  if (!path.empty()) {
+    YAML::Node root;
+    try {
+      root = YAML::LoadFile(path);
+    } catch (const YAML::BadFile&) {
+      throw Error(fmt::format("cannot read config file {}", path));
+    } catch (const YAML::ParserException& e) {
+      throw Error(fmt::format("{}:{}: invalid YAML: {}", path, e.mark.line + 1, e.msg));
+    }
+    if (!root.IsNull()) {
+      if (!root.IsMap()) throw Error(fmt::format("{}: the config must be a map of keys to values", path));
+      apply_map(c, root, "", path);
+    }
+  }
+  for (const std::string& o : overrides) {
+    const size_t eq = o.find('=');
+    const std::string where = fmt::format("--set {}", o);
+    if (eq == std::string::npos || eq == 0) throw Error(fmt::format("{}: expected key=value", where));
+    const std::string key = o.substr(0, eq);
+    YAML::Node value;
+    try {
+      value = YAML::Load(o.substr(eq + 1));
+    } catch (const YAML::ParserException& e) {
+      throw Error(fmt::format("{}: invalid value: {}", where, e.msg));
+    }
+    if (value.IsNull()) value = YAML::Node(std::string());
+    find_field(key, where).set(c, value, where);
+  }
+  return c;
+}
+
+void validate(const TrainConfig& c) {
+  auto positive = [](int64_t v, const char* key) { TANDEM_CHECK(v > 0, "config: {} must be > 0, got {}", key, v); };
+  positive(c.per_device_train_batch_size, "per_device_train_batch_size");
+  positive(c.per_device_eval_batch_size, "per_device_eval_batch_size");
+  positive(c.gradient_accumulation_steps, "gradient_accumulation_steps");
+  positive(c.logging_steps, "logging_steps");
+  positive(c.model.d_model, "model.d_model");
+  positive(c.model.n_heads, "model.n_heads");
+  positive(c.model.num_layers, "model.num_layers");
+  positive(c.model.dim_feedforward, "model.dim_feedforward");
+  positive(c.model.max_seq_len, "model.max_seq_len");
+  positive(c.data.vocab_max_size, "data.vocab_max_size");
+  TANDEM_CHECK(c.max_steps > 0 || c.num_train_epochs > 0, "config: num_train_epochs must be > 0 (or set max_steps)");
+  TANDEM_CHECK(c.model.d_model % c.model.n_heads == 0, "config: model.d_model ({}) must be divisible by model.n_heads ({})",
+               c.model.d_model, c.model.n_heads);
+  TANDEM_CHECK(c.model.dropout >= 0 && c.model.dropout < 1, "config: model.dropout must be in [0, 1), got {}",
+               c.model.dropout);
+  TANDEM_CHECK(!(c.bf16 && c.fp16), "config: bf16 and fp16 cannot both be true");
+  TANDEM_CHECK(c.learning_rate > 0, "config: learning_rate must be > 0, got {}", c.learning_rate);
+  TANDEM_CHECK(c.weight_decay >= 0, "config: weight_decay must be >= 0, got {}", c.weight_decay);
+  TANDEM_CHECK(c.warmup_ratio >= 0 && c.warmup_ratio <= 1, "config: warmup_ratio must be in [0, 1], got {}",
+               c.warmup_ratio);
+  TANDEM_CHECK(c.warmup_steps >= 0, "config: warmup_steps must be >= 0, got {}", c.warmup_steps);
+  TANDEM_CHECK(c.label_smoothing_factor >= 0 && c.label_smoothing_factor < 1,
+               "config: label_smoothing_factor must be in [0, 1), got {}", c.label_smoothing_factor);
+  TANDEM_CHECK(c.ddp_bucket_cap_mb >= 0, "config: ddp_bucket_cap_mb must be >= 0, got {}", c.ddp_bucket_cap_mb);
+  TANDEM_CHECK(c.ddp_timeout > 0, "config: ddp_timeout must be > 0 seconds, got {}", c.ddp_timeout);
+  TANDEM_CHECK(c.dataloader_num_workers >= 0, "config: dataloader_num_workers must be >= 0, got {}",
+               c.dataloader_num_workers);
+  TANDEM_CHECK(c.eval_strategy != "steps" || c.eval_steps > 0, "config: eval_steps must be > 0 with eval_strategy steps");
+  TANDEM_CHECK(c.data.test_fraction > 0 && c.data.test_fraction < 1, "config: data.test_fraction must be in (0, 1), got {}",
+               c.data.test_fraction);
+  TANDEM_CHECK(c.data.validation_fraction >= 0 && c.data.validation_fraction < 1,
+               "config: data.validation_fraction must be in [0, 1), got {}", c.data.validation_fraction);
+  TANDEM_CHECK(c.early_stopping_patience >= 0, "config: early_stopping_patience must be >= 0, got {}",
+               c.early_stopping_patience);
+  TANDEM_CHECK(c.early_stopping_threshold >= 0, "config: early_stopping_threshold must be >= 0, got {}",
+               c.early_stopping_threshold);
+  TANDEM_CHECK((!c.load_best_model_at_end && c.early_stopping_patience == 0) || c.eval_strategy != "no",
+               "config: {} needs evaluations: set eval_strategy to epoch or steps",
+               c.load_best_model_at_end ? "load_best_model_at_end" : "early_stopping_patience");
+  TANDEM_CHECK(!c.output_dir.empty(), "config: output_dir must not be empty");
+  TANDEM_CHECK(c.data.delimiter == "tab" || c.data.delimiter.size() == 1,
+               "config: data.delimiter must be one character or \"tab\", got '{}'", c.data.delimiter);
+  TANDEM_CHECK(!c.data.text_columns.empty(), "config: data.text_columns must name at least one column");
+  positive(c.tokenizer.vocab_size, "tokenizer.vocab_size");
+  TANDEM_CHECK(c.tokenizer.min_frequency >= 0, "config: tokenizer.min_frequency must be >= 0, got {}",
+               c.tokenizer.min_frequency);
+  TANDEM_CHECK(c.profile_steps >= 0, "config: profile_steps must be >= 0, got {}", c.profile_steps);
+  TANDEM_CHECK(c.profile_skip_first >= 0, "config: profile_skip_first must be >= 0, got {}", c.profile_skip_first);
+  TANDEM_CHECK(!c.trace || c.profile_steps > 0,
+               "config: trace: true needs profile_steps > 0 (how many steps the trace covers)");
+}
+
+std::string to_yaml(const TrainConfig& c) {
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  std::string open_section;
+  for (const Field& f : schema()) {
+    const size_t dot = f.key.find('.');
+    const std::string section = dot == std::string::npos ? "" : f.key.substr(0, dot);
+    if (section != open_section) {
+      if (!open_section.empty()) out << YAML::EndMap;
+      if (!section.empty()) out << YAML::Key << section << YAML::Value << YAML::BeginMap;
+      open_section = section;
+    }
+    out << YAML::Key << (dot == std::string::npos ? f.key : f.key.substr(dot + 1)) << YAML::Value;
+    f.emit(c, out);
+  }
+  if (!open_section.empty()) out << YAML::EndMap;
+  out << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+}  // namespace tandem::train

@@ -1,0 +1,33 @@
+#include "train/results.h"
+
+#include <nlohmann/json.hpp>
+
+#include "train/checkpoint.h"
+
+namespace tandem::train {
+
+void write_train_results(const std::filesystem::path& output_dir, const TrainResult& r, int world_size,
+                         const std::string& backend) {
+  nlohmann::json j = {{"steps", r.steps},
+                      {"train_loss", r.train_loss},
+                      {"eval_loss", r.eval.loss},
+                      {"eval_accuracy", r.eval.accuracy},
+                      {"eval_macro_f1", r.eval.macro_f1},
+                      {"eval_per_class_accuracy", r.eval.per_class_accuracy},
+                      {"eval_per_class_precision", r.eval.per_class_precision},
+                      {"eval_per_class_f1", r.eval.per_class_f1},
+                      {"class_names", r.class_names},
+                      {"majority_baseline", r.majority_baseline},
+                      {"train_seconds", r.seconds},
+                      {"samples_per_second", r.samples_per_second},
+                      {"world_size", world_size},
+                      {"stopped_early", r.stopped_early},
+                      {"early_stopped", r.early_stopped},
+                      {"weight_checksums", r.weight_checksums},
+                      {"backend", backend}};
+  if (r.best_step >= 0)
+    j["best_model"] = {{"step", r.best_step}, {"metric", r.metric_for_best_model}, {"value", r.best_metric}};
+  write_file_atomically(output_dir / "results.json", j.dump(2) + "\n");
+}
+
+}  // namespace tandem::train

@@ -1,0 +1,57 @@
+// The pieces of a training job built from a TrainConfig, shared by the
+// trainer, the benchmarks (which time steps with exactly the trainer's data,
+// model, optimizer and DDP settings) and `tandem bench export-data`: one
+// place for each of them.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "train/config.h"
+#include "core/device.h"
+#include "core/dtype.h"
+#include "data/data_loader.h"
+#include "data/dataset_spec.h"
+#include "data/tokenizer.h"
+#include "ddp/distributed_data_parallel.h"
+#include "nn/transformer.h"
+#include "optim/optimizer.h"
+#include "train/step.h"
+
+namespace tandem::train {
+
+// device: cpu, cuda (an error without one) or auto; CUDA ranks use GPU local_rank % count.
+Device pick_device(const TrainConfig& c, int local_rank);
+// f32, or bf16/f16 when the config asks for mixed precision.
+DType compute_dtype(const TrainConfig& c);
+// The reader spec of a split ("train" or "test"); class_names fixes the label set (the train split's).
+data::DatasetSpec dataset_spec(const TrainConfig& c, const std::string& split,
+                               const std::vector<std::string>& class_names);
+// The tokenizer section (and data.vocab_*, data.lowercase) as builder options; [CLS] always first.
+data::TokenizerOptions tokenizer_options(const TrainConfig& c);
+// The training split, the validation split (data.validation_fraction of the training split,
+// per class, when > 0), the test split (when asked for; its labels follow the training split's
+// classes), all validated, and the tokenizer built from what remains for training: every rank
+// builds the same one.
+struct TrainingData {
+  std::shared_ptr<data::Dataset> train, validation, test;  // validation: null without one
+  std::shared_ptr<data::Tokenizer> tokenizer;
+};
+TrainingData load_training_data(const TrainConfig& c, bool with_test = true);
+// The training split's sampler (shuffled, seeded) for `rank` of `world_size`.
+data::SamplerOptions train_sampler_options(const TrainConfig& c, int rank, int world_size);
+// The training loader's options (batch size, workers, pinning, timeout) on `device`.
+data::DataLoaderOptions train_loader_options(const TrainConfig& c, Device device);
+nn::TextClassifierConfig model_config(const TrainConfig& c, int64_t vocab_size, int64_t num_classes);
+// AdamW or SGD; weight decay on matrices only (biases and LayerNorm weights are not decayed).
+std::unique_ptr<Optimizer> make_optimizer(const TrainConfig& c, const nn::Module& model);
+// allreduce | fp16 | bf16
+ddp::CommHook comm_hook(const std::string& name);
+ddp::DDPOptions ddp_options(const TrainConfig& c);
+// The compute dtype and this rank's dropout seed.
+nn::ForwardContext forward_context(const TrainConfig& c, int rank);
+// Accumulation, clipping, label smoothing; zero_grad keeps bucket-view gradients.
+StepOptions step_options(const TrainConfig& c);
+
+}  // namespace tandem::train

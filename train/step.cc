@@ -1,0 +1,72 @@
+#include "train/step.h"
+
+#include "core/autograd/grad_mode.h"
+#include "core/check.h"
+#include "kernels/cross_entropy.h"
+#include "kernels/elementwise.h"
+#include "optim/clip_grad.h"
+
+namespace tandem::train {
+
+using profile::Phase;
+
+TrainStep::TrainStep(nn::TextClassifier& model, ddp::DistributedDataParallel* ddp, Optimizer& optimizer,
+                     GradScaler& scaler, LRScheduler* scheduler, nn::ForwardContext context, StepOptions options)
+    : model_(model),
+      ddp_(ddp),
+      optimizer_(optimizer),
+      scaler_(scaler),
+      scheduler_(scheduler),
+      ctx_(context),
+      options_(options) {
+  TANDEM_CHECK(options_.accumulation_steps >= 1, "train step: accumulation_steps must be >= 1, got {}",
+               options_.accumulation_steps);
+}
+
+StepResult TrainStep::run(int64_t step, const std::function<data::Batch()>& next_batch, StepObserver* observer) {
+  StepObserver none;
+  StepObserver& obs = observer ? *observer : none;
+  const int64_t accum = options_.accumulation_steps;
+  StepResult r;
+  for (int64_t micro = 0; micro < accum; ++micro) {
+    obs.enter(Phase::DataWait);
+    const data::Batch batch = next_batch();
+    const bool last = micro + 1 == accum;
+    obs.on_batch(batch, ddp_ != nullptr && last);
+    ctx_.step = static_cast<uint64_t>(step);
+    ctx_.calls = static_cast<uint64_t>(micro) << 8;  // distinct dropout streams per micro-batch
+    auto forward_backward = [&] {
+      obs.enter(Phase::Forward);
+      auto forward = [&] { return model_.forward(batch.ids, batch.mask, ctx_); };
+      Tensor logits = ddp_ ? ddp_->forward(forward) : forward();
+      Tensor loss = cross_entropy(logits, batch.labels, options_.label_smoothing);
+      // The mean over the step's rows: each micro-batch contributes 1/accum (equal-sized micro-batches).
+      Tensor scaled = scaler_.scale(accum > 1 ? scale(loss, 1.0 / static_cast<double>(accum)) : loss);
+      {
+        NoGradGuard no_grad;
+        r.loss_sum = r.loss_sum.defined() ? add(r.loss_sum, loss.detach()) : loss.detach().clone();
+      }
+      obs.enter(Phase::BackwardCompute);
+      scaled.backward();  // with DDP, the last micro-batch's backward also launches the all-reduces
+    };
+    if (ddp_ && !last) {
+      auto no_sync = ddp_->no_sync();  // accumulate locally; the last micro-batch reduces the sum
+      forward_backward();
+    } else {
+      forward_backward();
+    }
+    ++r.micro_batches;
+    r.samples += batch.labels.size(0);
+  }
+
+  obs.enter(Phase::Optimizer);
+  scaler_.unscale_(optimizer_);
+  if (options_.max_grad_norm > 0) r.grad_norm = clip_grad_norm_(optimizer_.params(), options_.max_grad_norm);
+  scaler_.step(optimizer_);
+  scaler_.update();
+  if (scheduler_) scheduler_->step();
+  optimizer_.zero_grad(options_.zero_grad_to_none);
+  return r;
+}
+
+}  // namespace tandem::train

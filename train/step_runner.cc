@@ -1,0 +1,308 @@
+#include "train/step_runner.h"
+
+#include <chrono>
+#include <optional>
+
+#include "train/checkpoint.h"
+#include "train/setup.h"
+#include "comm/rank_env.h"
+#include "core/allocator.h"
+#include "core/autograd/grad_mode.h"
+#include "core/check.h"
+#include "core/stream.h"
+#include "data/batch_source.h"
+#include "data/data_loader.h"
+#include "data/tokenizer.h"
+#include "optim/grad_scaler.h"
+#include "train/step.h"
+
+namespace tandem::train {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double ms_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+constexpr int64_t kSyntheticClasses = 4;
+
+// Full-length rows of pseudo-random token ids (a pure function of the example
+// index), labels index % classes: the shape of real data with no files.
+class SyntheticSource final : public data::BatchSource {
+ public:
+  SyntheticSource(int64_t examples, int64_t seq_len, int64_t vocab)
+      : examples_(examples), seq_len_(seq_len), vocab_(vocab) {}
+  int64_t size() const override { return examples_; }
+  int64_t seq_len() const override { return seq_len_; }
+  void fill(std::span<const int64_t> indices, const data::BatchBuffers& out) const override {
+    for (size_t r = 0; r < indices.size(); ++r) {
+      const int64_t idx = indices[r];
+      for (int64_t j = 0; j < seq_len_; ++j) {
+        const int64_t id = j == 0 ? data::Tokenizer::kCls : 3 + static_cast<int64_t>(mix(idx, j) % (vocab_ - 3));
+        const size_t at = r * static_cast<size_t>(seq_len_) + static_cast<size_t>(j);
+        if (out.ids_dtype == DType::I32)
+          static_cast<int32_t*>(out.ids)[at] = static_cast<int32_t>(id);
+        else
+          static_cast<int64_t*>(out.ids)[at] = id;
+        out.mask[at] = 1;
+      }
+      out.labels[r] = idx % kSyntheticClasses;
+    }
+  }
+
+ private:
+  static uint64_t mix(int64_t i, int64_t j) {  // splitmix64 of (i, j)
+    uint64_t z = static_cast<uint64_t>(i) * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(j) + 0x632BE59BD9B4E019ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  int64_t examples_, seq_len_, vocab_;
+};
+
+// Host time of each phase of a TrainStep, as a bench sample. The synchronised micro-batch's
+// backward is not all compute (it waits for the all-reduces at its end): its compute time comes
+// from DDP's statistics instead.
+class StepTimer final : public StepObserver {
+ public:
+  void enter(profile::Phase phase) override {
+    stop();
+    phase_ = phase;
+    open_ = true;
+    start_ = Clock::now();
+  }
+  void on_batch(const data::Batch&, bool synchronised) override { synchronised_ = synchronised; }
+  // Closes the open phase.
+  void stop() {
+    if (!open_) return;
+    const double ms = ms_between(start_, Clock::now());
+    open_ = false;
+    switch (phase_) {
+      case profile::Phase::DataWait: s_.data_wait_ms += ms; break;
+      case profile::Phase::Forward: s_.forward_ms += ms; break;
+      case profile::Phase::BackwardCompute:
+        s_.backward_ms += ms;
+        if (!synchronised_) s_.backward_compute_ms += ms;
+        break;
+      case profile::Phase::Optimizer: s_.optimizer_ms += ms; break;
+      default: TANDEM_FAIL("bench: a train step entered phase {}", profile::phase_name(phase_));
+    }
+  }
+  const report::StepSample& sample() const { return s_; }
+
+ private:
+  report::StepSample s_;
+  profile::Phase phase_ = profile::Phase::DataWait;
+  Clock::time_point start_;
+  bool open_ = false, synchronised_ = false;
+};
+
+DType precision_dtype(const std::string& p) {
+  if (p == "fp32") return DType::F32;
+  if (p == "bf16") return DType::BF16;
+  if (p == "fp16") return DType::F16;
+  TANDEM_FAIL("precision '{}': expected fp32, bf16 or fp16", p);
+}
+
+}  // namespace
+
+StepCase config_case(const TrainConfig& config, const std::string& label) {
+  StepCase c;
+  c.label = label;
+  c.bucket_cap_mb = config.ddp_bucket_cap_mb;
+  c.precision = config.bf16 ? "bf16" : (config.fp16 ? "fp16" : "fp32");
+  c.comm_hook = config.ddp_comm_hook;
+  return c;
+}
+
+struct StepRunner::State {
+  TrainConfig config;
+  std::shared_ptr<comm::ProcessGroup> group;
+  StepRunnerOptions options;
+  int rank = 0, world = 1;
+  Device device;
+  int64_t train_examples = 0;
+  std::unique_ptr<data::DataLoader> loader;
+  int64_t epoch = 0;
+  std::shared_ptr<nn::TextClassifier> model;
+  std::unique_ptr<ddp::DistributedDataParallel> ddp;
+  std::unique_ptr<Optimizer> optimizer;
+  std::optional<GradScaler> scaler;
+  std::unique_ptr<TrainStep> train_step;
+  nn::ForwardContext ctx;
+  int64_t step = 0;
+  std::vector<int64_t> bucket_bytes;
+
+  data::Batch next_batch() {
+    std::optional<data::Batch> b = loader->next();
+    if (!b) {
+      loader->start_epoch(++epoch);
+      b = loader->next();
+    }
+    TANDEM_CHECK(b.has_value(), "rank {}: the training data gives no full batch of {} (drop_last; {} examples in all)",
+                 rank, config.per_device_train_batch_size, train_examples);
+    return std::move(*b);
+  }
+
+  void prepare(const StepCase& c) {
+    optimizer->zero_grad(true);
+    ddp.reset();  // the old reducer's hooks go before the new one's arrive
+    if (group && world > 1) {
+      ddp::DDPOptions d = ddp_options(config);
+      d.bucket_cap_mb = c.one_bucket ? 1e9 : c.bucket_cap_mb;
+      if (c.one_bucket) d.first_bucket_cap_mb = 1e9;
+      d.comm_hook = comm_hook(c.comm_hook);
+      ddp = std::make_unique<ddp::DistributedDataParallel>(model, group, d);
+    }
+    ctx.compute_dtype = precision_dtype(c.precision);
+    scaler.emplace(GradScaler::for_compute_dtype(ctx.compute_dtype));
+    // A constant learning rate (no schedule): it does not change the work.
+    train_step = std::make_unique<TrainStep>(*model, ddp.get(), *optimizer, *scaler, nullptr, ctx, step_options(config));
+  }
+
+  report::StepSample one_step() {
+    StepTimer timer;
+    const Clock::time_point t0 = Clock::now();
+    StepResult r = train_step->run(step, [this] { return next_batch(); }, &timer);
+    timer.stop();
+    report::StepSample s = timer.sample();
+    const Clock::time_point tl = Clock::now();
+    ++step;
+    if (config.logging_steps > 0 && step % config.logging_steps == 0) {
+      (void)r.loss_sum.item();  // what a logging step does: read the loss on the host
+      s.sync_ms = ms_between(tl, Clock::now());
+      s.logging_step = true;
+    }
+    if (device.is_cuda()) cuda::current_stream(device.index).synchronize();
+    s.step_ms = ms_between(t0, Clock::now());
+    if (ddp) {
+      // After the device synchronisation, so that completing NCCL's comm times does not block.
+      const ddp::IterationStats& st = ddp->complete_stats();
+      s.backward_compute_ms += st.backward_compute_ms;
+      s.comm_ms = st.backward_comm_ms;
+      s.exposed_comm_ms = st.exposed_comm_ms;
+      s.overlap_ms = st.overlap_ms;
+    }
+    return s;
+  }
+};
+
+StepRunner::StepRunner(const TrainConfig& config, std::shared_ptr<comm::ProcessGroup> group, StepRunnerOptions options)
+    : s_(std::make_unique<State>()) {
+  validate(config);
+  State& s = *s_;
+  s.config = config;
+  s.group = std::move(group);
+  s.options = options;
+  s.rank = s.group ? s.group->rank() : 0;
+  s.world = s.group ? s.group->size() : 1;
+  s.device = pick_device(config, s.group ? comm::rank_info_from_env().local_rank : 0);  // as the nccl backend's
+  if (s.device.is_cuda()) cuda::set_device(s.device.index);
+  const int64_t batch = config.per_device_train_batch_size;
+
+  std::shared_ptr<const data::BatchSource> source;
+  int64_t vocab = 0, classes = 0;
+  if (options.synthetic) {
+    vocab = config.data.vocab_max_size;
+    classes = kSyntheticClasses;
+    TANDEM_CHECK(vocab > 3, "synthetic data needs data.vocab_max_size > 3");
+    s.train_examples = std::max<int64_t>(4096, 4 * batch * s.world);
+    source = std::make_shared<SyntheticSource>(s.train_examples, config.model.max_seq_len, vocab);
+  } else {
+    const TrainingData d = load_training_data(config, /*with_test=*/false);
+    vocab = d.tokenizer->vocab_size();
+    classes = d.train->num_classes();
+    s.train_examples = d.train->size();
+    source = std::make_shared<data::TextClassificationSource>(d.train, d.tokenizer, config.model.max_seq_len);
+  }
+  // Every step a full batch: the same work each step.
+  data::SamplerOptions so = train_sampler_options(config, s.rank, s.world);
+  so.drop_last = true;
+  data::DataLoaderOptions lo = train_loader_options(config, s.device);
+  lo.drop_last = true;
+  s.loader = std::make_unique<data::DataLoader>(source, data::DistributedSampler(source->size(), so), lo);
+  s.loader->start_epoch(0);
+
+  s.model =
+      std::make_shared<nn::TextClassifier>(model_config(config, vocab, classes), static_cast<uint64_t>(config.seed));
+  s.model->to(s.device);
+  s.model->train(true);
+  s.optimizer = make_optimizer(config, *s.model);
+  s.ctx = forward_context(config, s.rank);  // its compute dtype is each case's
+}
+
+StepRunner::~StepRunner() = default;
+
+std::vector<report::StepSample> StepRunner::run(const StepCase& c, int warmup, int steps) {
+  TANDEM_CHECK(warmup >= 0 && steps > 0, "bench: need warmup >= 0 and steps > 0 (got {} and {})", warmup, steps);
+  State& s = *s_;
+  s.prepare(c);
+  std::vector<report::StepSample> out;
+  for (int i = 0; i < warmup + steps; ++i) {
+    if (i == warmup) {
+      if (s.device.is_cuda())
+        cuda_memory::reset_peak(s.device.index);
+      else
+        host_memory::reset_peak();
+    }
+    report::StepSample sample = s.one_step();
+    if (i >= warmup) out.push_back(sample);
+  }
+  peak_memory_ = static_cast<int64_t>(s.device.is_cuda() ? cuda_memory::stats(s.device.index).peak_in_use
+                                                         : host_memory::stats().peak_in_use);
+  s.bucket_bytes.clear();
+  if (s.ddp)
+    for (const ddp::BucketSpec& b : s.ddp->buckets()) s.bucket_bytes.push_back(static_cast<int64_t>(b.bytes));
+  return out;
+}
+
+report::RunFacts StepRunner::facts(const StepCase& c) const {
+  const State& s = *s_;
+  const TrainConfig& k = s.config;
+  report::RunFacts f;
+  f.label = c.label;
+  f.device = s.device.is_cuda() ? "cuda" : "cpu";
+  f.backend = s.group && s.world > 1 ? s.group->backend_name() : "none";
+  f.world_size = s.world;
+  f.per_device_batch = k.per_device_train_batch_size;
+  f.gradient_accumulation_steps = k.gradient_accumulation_steps;
+  f.seq_len = k.model.max_seq_len;
+  f.logging_steps = k.logging_steps;
+  f.save_steps = k.save_steps;
+  f.dataloader_num_workers = k.dataloader_num_workers;
+  f.dataloader_pin_memory = k.dataloader_pin_memory;
+  f.precision = c.precision;
+  f.comm_hook = c.comm_hook;
+  f.bucket_cap_mb = c.bucket_cap_mb;
+  f.one_bucket = c.one_bucket;
+  f.bucket_bytes = s.bucket_bytes;
+  f.num_parameters = s.model->num_parameters();
+  f.vocab_size = s.model->config().vocab_size;
+  f.d_model = s.model->config().d_model;
+  f.train_examples = s.train_examples;
+  f.synthetic_data = s.options.synthetic;
+  return f;
+}
+
+double StepRunner::time_checkpoint_ms(const fs::path& dir) {
+  State& s = *s_;
+  const fs::path scratch = dir / fmt::format(".checkpoint-timing-rank{}", s.rank);
+  fs::remove_all(scratch);
+  fs::create_directories(scratch);
+  NamedTensors optimizer_state;
+  for (const auto& [name, t] : s.optimizer->state_dict()) optimizer_state.tensors.emplace_back(name, t);
+  TrainerState state;
+  state.global_step = s.step;
+  state.world_size = s.world;
+  state.seed = s.config.seed;
+  const Clock::time_point t0 = Clock::now();
+  save_checkpoint(scratch, s.model->state_dict(), optimizer_state, state, to_yaml(s.config), {}, 1);
+  const double ms = ms_between(t0, Clock::now());
+  fs::remove_all(scratch);
+  return ms;
+}
+
+}  // namespace tandem::train
