@@ -2,6 +2,8 @@
 
 #include <set>
 
+#include "comm/debug_level.h"
+#include "comm/debug_process_group.h"
 #include "comm/ring_process_group.h"
 #include "core/check.h"
 #include "core/stream.h"
@@ -72,17 +74,25 @@ std::shared_ptr<ProcessGroup> make_process_group(const std::string& backend, std
                                                  const RankInfo& info, ProcessGroupOptions options) {
   TANDEM_CHECK(backend == "ring" || backend == "nccl" || backend == "auto",
                "unknown process group backend '{}' (ring, nccl, auto)", backend);
+  // Read first, so that a malformed debug variable fails before any rendezvous.
+  const bool debug = distributed_debug_level() == DebugLevel::Detail;
   std::string chosen = backend == "auto" ? choose_auto(*store, info, options) : backend;
-  if (chosen == "ring") return std::make_shared<RingProcessGroup>(std::move(store), info.rank, info.world_size, options);
+  std::shared_ptr<ProcessGroup> pg;
+  if (chosen == "ring") {
+    pg = std::make_shared<RingProcessGroup>(store, info.rank, info.world_size, options);
+  } else {
 #if TANDEM_WITH_NCCL
-  const int device = device_for_local_rank(info.local_rank);
-  TANDEM_CHECK(device >= 0, "backend 'nccl': rank {} has no CUDA device (use 'ring')", info.rank);
-  return std::make_shared<NcclProcessGroup>(std::move(store), info.rank, info.world_size, device, options);
+    const int device = device_for_local_rank(info.local_rank);
+    TANDEM_CHECK(device >= 0, "backend 'nccl': rank {} has no CUDA device (use 'ring')", info.rank);
+    pg = std::make_shared<NcclProcessGroup>(store, info.rank, info.world_size, device, options);
 #else
-  TANDEM_FAIL("backend 'nccl': Tandem was built without {} (use 'ring'{})",
-              cuda::built_with_cuda() ? "NCCL" : "CUDA",
-              cuda::built_with_cuda() ? ", or rebuild with NCCL_ROOT pointing at an NCCL install" : "");
+    TANDEM_FAIL("backend 'nccl': Tandem was built without {} (use 'ring'{})",
+                cuda::built_with_cuda() ? "NCCL" : "CUDA",
+                cuda::built_with_cuda() ? ", or rebuild with NCCL_ROOT pointing at an NCCL install" : "");
 #endif
+  }
+  if (debug) return std::make_shared<DebugProcessGroup>(std::move(pg), std::move(store), std::move(options));
+  return pg;
 }
 
 std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend, const RankInfo& info,

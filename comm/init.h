@@ -11,7 +11,10 @@
 //           (told apart by UUID, so one visible GPU per rank counts), otherwise
 //           ring (decided together through the store, so all ranks agree).
 // Everything is bounded by options.timeout; a rank that never arrives makes
-// the others fail naming it.
+// the others fail naming it. With TANDEM_DISTRIBUTED_DEBUG (or
+// TORCH_DISTRIBUTED_DEBUG) set to DETAIL the backend comes wrapped in a
+// DebugProcessGroup, which checks every collective against the other ranks'
+// before it runs (comm/debug_process_group.h).
 #pragma once
 
 #include <memory>

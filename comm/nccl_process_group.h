@@ -34,6 +34,8 @@ class NcclProcessGroup final : public ProcessGroup {
   ~NcclProcessGroup() override;
 
   std::string backend_name() const override { return "nccl"; }
+  // Ops are enqueued on the caller's current stream.
+  DeviceCompletion device_completion() const override { return DeviceCompletion::OnStream; }
   int device() const { return device_; }
 
   std::shared_ptr<Work> all_reduce(Tensor& t, ReduceOp op) override;

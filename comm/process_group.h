@@ -3,7 +3,9 @@
 // All ops are asynchronous: they return a Work at once and run in issue
 // order. The caller must not touch the tensors until the Work completes (the
 // Work holds them, so they stay alive). Every rank must issue the same ops in
-// the same order with matching dtypes and sizes.
+// the same order with matching dtypes and sizes; a rank that does not is
+// named in an error, not left to hang (the ring's frame headers, and
+// TANDEM_DISTRIBUTED_DEBUG=DETAIL for any backend: see docs/comm.md).
 //
 //   all_reduce(t, op)            t = op over ranks of t                (in place)
 //   all_reduce(in, out, op)      out = op over ranks of in             (out of place)
@@ -34,6 +36,21 @@ namespace tandem::comm {
 
 enum class ReduceOp { Sum, Avg, Max };
 
+// How a backend completes an op on CUDA tensors, which decides how a consumer
+// (DDP's Reducer) may order its own device work after the op:
+//   OnStream  the op itself is enqueued on the issuing stream (nccl), so work
+//             queued after it on that stream, or behind an event recorded
+//             there, sees the result: no host wait is needed, and waiting on
+//             the host would stall the CPU for the whole reduction.
+//   OnHost    the data moves under a host thread (ring: staged through pinned
+//             memory on the comm thread), so the result is in the tensor only
+//             once the Work completed: the consumer must wait() on the host
+//             before it orders device work after the op.
+// (PyTorch's Reducer makes the same distinction through Work::getFuture().)
+// A property of the backend, not of its name, so that wrappers and new
+// backends say it themselves.
+enum class DeviceCompletion { OnStream, OnHost };
+
 struct ProcessGroupOptions {
   // Rendezvous deadline, and how long an op may go without moving a byte
   // (ring) or without finishing (nccl) before it fails.
@@ -55,6 +72,7 @@ class ProcessGroup {
   int rank() const { return rank_; }
   int size() const { return size_; }
   virtual std::string backend_name() const = 0;
+  virtual DeviceCompletion device_completion() const = 0;
 
   virtual std::shared_ptr<Work> all_reduce(Tensor& t, ReduceOp op) = 0;
   virtual std::shared_ptr<Work> all_reduce(const Tensor& in, Tensor& out, ReduceOp op) = 0;

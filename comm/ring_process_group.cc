@@ -131,14 +131,16 @@ void RingProcessGroup::rendezvous() {
   link_ = RingLink{right_.fd(), left_.fd(), right_name, left_name};
 }
 
-std::shared_ptr<Work> RingProcessGroup::enqueue(const std::string& name, std::vector<Tensor> tensors, Body body) {
+std::shared_ptr<Work> RingProcessGroup::enqueue(RingFrame frame, std::vector<Tensor> tensors, Body body) {
+  const std::string name(ring_op_name(frame.op));
   for (const Tensor& t : tensors)
     TANDEM_CHECK(!is_cuda(t) || cuda::built_with_cuda(), "{} on {}: Tandem was built without CUDA", name, t.str());
   auto work = std::make_shared<Work>(name, std::move(tensors));
   {
     std::lock_guard<std::mutex> lock(mutex_);
     TANDEM_CHECK(!stopping_, "{}: the process group is shutting down", name);
-    queue_.push_back(Task{work, std::move(body), op_count_++});
+    frame.seq = op_count_++;
+    queue_.push_back(Task{work, std::move(body), frame});
   }
   cv_.notify_one();
   return work;
@@ -158,14 +160,16 @@ void RingProcessGroup::run_loop() {
       task.work->mark_failed("the process group failed earlier and cannot be used: " + broken_);
     } else {
       task.work->mark_started();
-      std::string what = task.work->op_name() + " #" + std::to_string(task.seq) + " on rank " + std::to_string(rank());
+      std::string what =
+          task.work->op_name() + " #" + std::to_string(task.frame.seq) + " on rank " + std::to_string(rank());
+      running_ = task.frame;
       try {
         task.body(what);
         task.work->mark_completed();
       } catch (const PeerTimeout& e) {
-        task.work->mark_failed(fail_group(e.what(), task.seq, true));
+        task.work->mark_failed(fail_group(e.what(), task.frame.seq, true));
       } catch (const std::exception& e) {
-        task.work->mark_failed(fail_group(e.what(), task.seq, false));
+        task.work->mark_failed(fail_group(e.what(), task.frame.seq, false));
       }
     }
     task.work->release_tensors();
@@ -197,7 +201,7 @@ void RingProcessGroup::transfer(const std::vector<RingSend>& sends, const std::v
                                 const RingReduceFn& reduce, const std::string& what) {
   RingTransferOptions o;
   o.chunk_bytes = options_.ring_chunk_bytes;
-  ring_transfer(link_, sends, recvs, reduce, scratch_, o, options_.timeout, what);
+  ring_transfer(link_, running_, sends, recvs, reduce, scratch_, o, options_.timeout, what);
 }
 
 // --- the algorithms on host buffers ---------------------------------------------
@@ -205,11 +209,12 @@ void RingProcessGroup::transfer(const std::vector<RingSend>& sends, const std::v
 void RingProcessGroup::ring_all_reduce(const char* src, char* buf, DType dtype, int64_t count, ReduceOp op,
                                        const std::string& what) {
   const int n = size(), r = rank();
-  if (count == 0) return;
   if (n == 1) {
-    if (src != buf) std::memcpy(buf, src, static_cast<size_t>(count) * dtype_size(dtype));
+    if (src != buf && count > 0) std::memcpy(buf, src, static_cast<size_t>(count) * dtype_size(dtype));
     return;
   }
+  // An empty buffer still exchanges its (empty) frames: a rank whose peers
+  // reduce something else is caught here, not at some later op.
   const size_t esz = dtype_size(dtype);
   const Segments seg = split(count, n, esz);
   auto mod = [n](int x) { return ((x % n) + n) % n; };
@@ -242,7 +247,7 @@ void RingProcessGroup::ring_all_reduce(const char* src, char* buf, DType dtype, 
 
 void RingProcessGroup::ring_broadcast(char* buf, size_t bytes, int root, const std::string& what) {
   const int n = size();
-  if (n == 1 || bytes == 0) return;
+  if (n == 1) return;
   const int pos = (rank() - root + n) % n;  // distance from the root along the ring
   std::vector<RingSend> sends;
   std::vector<RingRecv> recvs;
@@ -253,7 +258,7 @@ void RingProcessGroup::ring_broadcast(char* buf, size_t bytes, int root, const s
 
 void RingProcessGroup::ring_all_gather(char* buf, size_t b, const std::string& what) {
   const int n = size(), r = rank();
-  if (n == 1 || b == 0) return;
+  if (n == 1) return;
   auto mod = [n](int x) { return ((x % n) + n) % n; };
   std::vector<RingSend> sends;
   std::vector<RingRecv> recvs;
@@ -268,7 +273,6 @@ void RingProcessGroup::ring_reduce_scatter(char* buf, DType dtype, int64_t count
                                            const std::string& what) {
   const int n = size(), r = rank();
   const size_t esz = dtype_size(dtype), b = static_cast<size_t>(count) * esz;
-  if (count == 0) return;
   if (n == 1) return;
   auto mod = [n](int x) { return ((x % n) + n) % n; };
   std::vector<RingSend> sends;
@@ -305,7 +309,7 @@ std::shared_ptr<Work> RingProcessGroup::all_reduce(Tensor& t, ReduceOp op) { ret
 std::shared_ptr<Work> RingProcessGroup::all_reduce(const Tensor& in, Tensor& out, ReduceOp op) {
   check_all_reduce(in, out);
   auto ready = mark_ready_if_cuda(in);
-  return enqueue("all_reduce", {in, out}, [this, in, out, op, ready](const std::string& what) {
+  return enqueue(RingFrame{.op = RingOp::AllReduce, .dtype = in.dtype()}, {in, out}, [this, in, out, op, ready](const std::string& what) {
     if (is_cuda(in)) {
 #if TANDEM_WITH_CUDA
       staging_->wait_ready(ready, options_.timeout);
@@ -324,7 +328,7 @@ std::shared_ptr<Work> RingProcessGroup::all_reduce(const Tensor& in, Tensor& out
 std::shared_ptr<Work> RingProcessGroup::broadcast(Tensor& t, int root) {
   check_broadcast(t, root);
   auto ready = mark_ready_if_cuda(t);
-  return enqueue("broadcast", {t}, [this, t, root, ready](const std::string& what) {
+  return enqueue(RingFrame{.op = RingOp::Broadcast, .dtype = t.dtype(), .root = root}, {t}, [this, t, root, ready](const std::string& what) {
     if (is_cuda(t)) {
 #if TANDEM_WITH_CUDA
       staging_->wait_ready(ready, options_.timeout);
@@ -342,7 +346,7 @@ std::shared_ptr<Work> RingProcessGroup::broadcast(Tensor& t, int root) {
 std::shared_ptr<Work> RingProcessGroup::all_gather(const Tensor& in, Tensor& out) {
   check_all_gather(in, out);
   auto ready = mark_ready_if_cuda(in);
-  return enqueue("all_gather", {in, out}, [this, in, out, ready](const std::string& what) {
+  return enqueue(RingFrame{.op = RingOp::AllGather, .dtype = in.dtype()}, {in, out}, [this, in, out, ready](const std::string& what) {
     const size_t b = in.nbytes();
     if (is_cuda(in)) {
 #if TANDEM_WITH_CUDA
@@ -363,7 +367,7 @@ std::shared_ptr<Work> RingProcessGroup::all_gather(const Tensor& in, Tensor& out
 std::shared_ptr<Work> RingProcessGroup::reduce_scatter(const Tensor& in, Tensor& out, ReduceOp op) {
   check_reduce_scatter(in, out);
   auto ready = mark_ready_if_cuda(in);
-  return enqueue("reduce_scatter", {in, out}, [this, in, out, op, ready](const std::string& what) {
+  return enqueue(RingFrame{.op = RingOp::ReduceScatter, .dtype = in.dtype()}, {in, out}, [this, in, out, op, ready](const std::string& what) {
     const size_t b = out.nbytes();
     char* buf = nullptr;
     std::vector<char> work;
@@ -390,7 +394,7 @@ std::shared_ptr<Work> RingProcessGroup::reduce_scatter(const Tensor& in, Tensor&
 
 std::shared_ptr<Work> RingProcessGroup::barrier() {
   Tensor token = Tensor::full({1}, 1.0, DType::I32);
-  return enqueue("barrier", {token}, [this, token](const std::string& what) {
+  return enqueue(RingFrame{.op = RingOp::Barrier, .dtype = DType::I32}, {token}, [this, token](const std::string& what) {
     auto* p = static_cast<char*>(token.data_ptr());
     ring_all_reduce(p, p, DType::I32, 1, ReduceOp::Sum, what);
     int got = *token.data<int32_t>();

@@ -48,6 +48,8 @@ class RingProcessGroup final : public ProcessGroup {
   ~RingProcessGroup() override;
 
   std::string backend_name() const override { return "ring"; }
+  // CUDA tensors are staged through host memory on the comm thread.
+  DeviceCompletion device_completion() const override { return DeviceCompletion::OnHost; }
 
   std::shared_ptr<Work> all_reduce(Tensor& t, ReduceOp op) override;
   std::shared_ptr<Work> all_reduce(const Tensor& in, Tensor& out, ReduceOp op) override;
@@ -59,7 +61,8 @@ class RingProcessGroup final : public ProcessGroup {
  private:
   // Body of an op on the comm thread; `what` names it in errors ("all_reduce #12 on rank 3").
   using Body = std::function<void(const std::string& what)>;
-  std::shared_ptr<Work> enqueue(const std::string& name, std::vector<Tensor> tensors, Body body);
+  // `frame` names the op on the wire (its seq is filled in here).
+  std::shared_ptr<Work> enqueue(RingFrame frame, std::vector<Tensor> tensors, Body body);
   void run_loop();
   void rendezvous();
   // Records the failure, tears the ring down; returns the message for the Work.
@@ -90,11 +93,12 @@ class RingProcessGroup final : public ProcessGroup {
   struct Task {
     std::shared_ptr<Work> work;
     Body body;
-    uint64_t seq = 0;  // position in this group's op sequence, the same on every rank
+    RingFrame frame;  // frame.seq: position in this group's op sequence, the same on every rank
   };
   std::deque<Task> queue_;
   bool stopping_ = false;
   std::string broken_;  // first failure; set on the comm thread only
+  RingFrame running_;   // the op the comm thread runs: what its frames carry
   uint64_t op_count_ = 0;  // ops issued (under mutex_): numbers them in error messages
   std::thread thread_;
 };

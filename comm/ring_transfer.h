@@ -10,7 +10,19 @@
 // directly in their destination or, when `reduce` is set, land in a
 // chunk-sized scratch buffer and are handed to the reduce callback one chunk
 // at a time (whole elements), while the kernel's socket buffers keep
-// receiving the next chunk.
+// receiving the next chunk. Send i of a rank is receive i of its right
+// neighbour: both sides derive their lists from the same op.
+//
+// Every message is framed: a 32-byte header (RingFrame: the op's sequence
+// number, which collective, its dtype and root, the message's index in the
+// pass and its length) goes before the payload, in the same segment as its
+// first bytes. The receiver checks the header against the message it expects
+// as soon as it has it, before any payload byte is reduced or counted. TCP
+// carries bare bytes, so without this a rank that issued a different
+// collective, or the same one with a different size, would be read as
+// payload: wrong sums, or a wait for bytes that never come until the idle
+// timeout. With it, the first frame of the first op where the ranks differ
+// fails with an Error naming the neighbour and both (sequence, bytes).
 //
 // Every wait is bounded: if no byte moves in either direction for
 // `idle_timeout`, or a connection closes, it throws Error naming the
@@ -26,6 +38,7 @@
 
 #include "comm/socket.h"
 #include "core/check.h"
+#include "core/dtype.h"
 
 namespace tandem::comm {
 
@@ -34,6 +47,26 @@ class PeerTimeout : public Error {
  public:
   using Error::Error;
 };
+
+enum class RingOp : uint8_t { AllReduce = 1, Broadcast, AllGather, ReduceScatter, Barrier };
+std::string_view ring_op_name(RingOp op);
+
+// What one message of a pass is, as its header says on the wire.
+struct RingFrame {
+  uint64_t seq = 0;  // the op's position in the group's sequence (the same on every rank)
+  RingOp op = RingOp::AllReduce;
+  DType dtype = DType::F32;
+  int32_t root = -1;  // broadcast: the root; -1 otherwise
+  uint32_t step = 0;  // the message's index in its pass
+  uint64_t bytes = 0;
+  bool operator==(const RingFrame&) const = default;
+};
+constexpr size_t kRingFrameHeaderBytes = 32;
+void encode_ring_frame(const RingFrame& f, unsigned char* out);  // kRingFrameHeaderBytes
+// False when the bytes are not a frame header at all (the streams are out of step).
+bool decode_ring_frame(const unsigned char* in, RingFrame* f);
+// "sequence 5, 400 bytes (all_reduce f32, message 0)"
+std::string describe_ring_frame(const RingFrame& f);
 
 struct RingSend {
   const char* data;
@@ -62,8 +95,10 @@ struct RingTransferOptions {
   size_t max_send_bytes = 1 << 20; // per send() call, so receiving gets its turn
 };
 
-void ring_transfer(const RingLink& link, const std::vector<RingSend>& sends, const std::vector<RingRecv>& recvs,
-                   const RingReduceFn& reduce, std::vector<char>& scratch, const RingTransferOptions& options,
-                   std::chrono::milliseconds idle_timeout, const std::string& what);
+// `op` says which op the pass belongs to (seq, op, dtype, root); the frames'
+// step and bytes come from the lists.
+void ring_transfer(const RingLink& link, const RingFrame& op, const std::vector<RingSend>& sends,
+                   const std::vector<RingRecv>& recvs, const RingReduceFn& reduce, std::vector<char>& scratch,
+                   const RingTransferOptions& options, std::chrono::milliseconds idle_timeout, const std::string& what);
 
 }  // namespace tandem::comm

@@ -52,4 +52,50 @@ std::vector<BucketSpec> assign_buckets(const std::vector<ParamDesc>& params, con
   return out;
 }
 
+BucketIndices bucket_indices(const std::vector<BucketSpec>& layout) {
+  BucketIndices out;
+  for (const BucketSpec& b : layout) {
+    out.counts.push_back(static_cast<int64_t>(b.params.size()));
+    out.indices.insert(out.indices.end(), b.params.begin(), b.params.end());
+  }
+  return out;
+}
+
+std::vector<BucketSpec> buckets_from_indices(const std::vector<ParamDesc>& params, const BucketIndices& in) {
+  int64_t total = 0;
+  for (int64_t c : in.counts) {
+    TANDEM_CHECK(c > 0, "bucket layout: a bucket of {} parameters", c);
+    total += c;
+  }
+  TANDEM_CHECK(total == static_cast<int64_t>(in.indices.size()) && in.indices.size() == params.size(),
+               "bucket layout: {} buckets holding {} parameters with {} indices, for {} parameters on this rank",
+               in.counts.size(), total, in.indices.size(), params.size());
+  std::vector<bool> seen(params.size(), false);
+  std::vector<BucketSpec> out;
+  size_t next = 0;
+  for (size_t bi = 0; bi < in.counts.size(); ++bi) {
+    BucketSpec b;
+    for (int64_t k = 0; k < in.counts[bi]; ++k, ++next) {
+      const int64_t i = in.indices[next];
+      TANDEM_CHECK(i >= 0 && static_cast<size_t>(i) < params.size() && !seen[static_cast<size_t>(i)],
+                   "bucket layout: bucket {} holds parameter index {}, {}", bi, i,
+                   i >= 0 && static_cast<size_t>(i) < params.size() ? "already in a bucket"
+                                                                    : fmt::format("of {} parameters", params.size()));
+      seen[static_cast<size_t>(i)] = true;
+      const ParamDesc& p = params[static_cast<size_t>(i)];
+      if (b.params.empty()) {
+        b.dtype = p.dtype;
+        b.device = p.device;
+      }
+      TANDEM_CHECK(p.dtype == b.dtype && p.device == b.device,
+                   "bucket layout: bucket {} mixes {} on {} with parameter {} ({} on {})", bi, dtype_name(b.dtype),
+                   b.device.str(), i, dtype_name(p.dtype), p.device.str());
+      b.params.push_back(static_cast<int>(i));
+      b.bytes += p.bytes;
+    }
+    out.push_back(std::move(b));
+  }
+  return out;
+}
+
 }  // namespace tandem::ddp

@@ -34,4 +34,18 @@ struct BucketSpec {
 std::vector<BucketSpec> assign_buckets(const std::vector<ParamDesc>& params, const std::vector<int>& order,
                                        size_t first_cap_bytes, size_t cap_bytes);
 
+// A layout as the rebuild sends it from rank 0 (PyTorch's sync_bucket_indices):
+// the number of parameters in each bucket, and all buckets' parameter indices
+// in order. Every rank adopts rank 0's layout rather than computing its own, so
+// the layout cannot differ between ranks whatever their options or ready orders.
+struct BucketIndices {
+  std::vector<int64_t> counts;   // parameters per bucket
+  std::vector<int64_t> indices;  // sum(counts) entries
+};
+BucketIndices bucket_indices(const std::vector<BucketSpec>& layout);
+// The layout those indices describe over this rank's parameters. Throws Error
+// naming what does not fit: an index out of range or given twice, a parameter
+// left out, an empty bucket, a bucket mixing dtypes or devices.
+std::vector<BucketSpec> buckets_from_indices(const std::vector<ParamDesc>& params, const BucketIndices& in);
+
 }  // namespace tandem::ddp

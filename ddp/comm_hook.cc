@@ -1,17 +1,45 @@
 #include "ddp/comm_hook.h"
 
+#include "kernels/cpu/elementwise_cpu.h"
+
+#if TANDEM_WITH_CUDA
+#include "core/stream.h"
+#include "kernels/cuda/elementwise_cuda.h"
+#endif
+
 namespace tandem::ddp {
 
+std::vector<Tensor> GradBucket::gradients() const {
+  std::vector<Tensor> out;
+  for (size_t k = 0; k < parameters.size(); ++k) out.push_back(buffer.view_range(offsets[k], parameters[k].shape()));
+  return out;
+}
+
+void scale_in_place(const Tensor& t, double alpha) {
+  if (t.device().is_cpu()) {
+    scale_cpu(t.data_ptr(), t.data_ptr(), t.dtype(), t.numel(), alpha);
+  } else {
+#if TANDEM_WITH_CUDA
+    scale_cuda(t.data_ptr(), t.data_ptr(), t.dtype(), t.numel(), alpha, cuda::current_stream(t.device().index).handle());
+#endif
+  }
+  t.bump_version();
+}
+
 CommHook allreduce_hook() {
-  return [](comm::ProcessGroup& group, GradBucket& bucket) {
+  return [](void*, comm::ProcessGroup& group, GradBucket& bucket) {
+    // Divide before the sum, as PyTorch does: the sum of averages cannot overflow
+    // where the sum of gradients might.
+    scale_in_place(bucket.buffer, 1.0 / group.size());
     return PendingReduction{group.all_reduce(bucket.buffer, comm::ReduceOp::Sum), {}};
   };
 }
 
 namespace {
 CommHook compress_hook(DType wire) {
-  return [wire](comm::ProcessGroup& group, GradBucket& bucket) {
+  return [wire](void*, comm::ProcessGroup& group, GradBucket& bucket) {
     Tensor compressed = bucket.buffer.to(wire);
+    scale_in_place(compressed, 1.0 / group.size());
     auto work = group.all_reduce(compressed, comm::ReduceOp::Sum);
     Tensor target = bucket.buffer;
     return PendingReduction{work, [compressed, target]() mutable { target.copy_(compressed); }};

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <map>
 #include <set>
-#include <sstream>
 
 #include "core/autograd/grad_mode.h"
 #include "core/check.h"
@@ -11,13 +10,6 @@
 namespace tandem::ddp {
 
 namespace {
-
-std::vector<std::string> split_lines(const std::string& s) {
-  std::vector<std::string> out;
-  std::istringstream in(s);
-  for (std::string line; std::getline(in, line);) out.push_back(line);
-  return out;
-}
 
 Device comm_device(const nn::Module& m) {
   for (auto& [n, t] : m.named_parameters())
@@ -49,11 +41,20 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   r.static_graph = options_.static_graph;
   r.timeout = options_.timeout;
   r.comm_hook = options_.comm_hook;
+  r.comm_hook_state = options_.comm_hook_state;
+  r.setup_fields = option_fields();
   std::vector<std::pair<std::string, Tensor>> params;
   for (auto& [name, t] : module_->named_parameters())
     if (t.requires_grad()) params.emplace_back(name, t);
   reducer_ = std::make_unique<Reducer>(std::move(params), group_, std::move(r));
   for (const BucketSpec& b : reducer_->buckets()) initial_bucket_sizes_.push_back(static_cast<int64_t>(b.bytes));
+  // Ranks with different options would build different buckets or issue
+  // different collectives in backward: compare them (and the layout they give)
+  // now, before the first backward depends on them.
+  std::vector<Field> setup = option_fields();
+  for (Field& f : reducer_->layout_fields()) setup.push_back(std::move(f));
+  check_ranks_agree(*group_, setup, comm_device(*module_), options_.timeout, "the DDP setup",
+                    "every rank must construct DistributedDataParallel with the same options");
 }
 
 LoggingData DistributedDataParallel::logging_data() const {
@@ -75,7 +76,7 @@ LoggingData DistributedDataParallel::logging_data() const {
   d.gradient_as_bucket_view = options_.gradient_as_bucket_view;
   d.find_unused_parameters = options_.find_unused_parameters;
   d.static_graph = options_.static_graph;
-  d.comm_hook = !options_.comm_hook ? "allreduce" : (options_.comm_hook_name.empty() ? "user" : options_.comm_hook_name);
+  d.comm_hook = comm_hook_name();
   d.timeout_ms = options_.timeout.count();
   d.bucket_sizes = initial_bucket_sizes_;
   d.has_rebuilt_buckets = reducer_->buckets_rebuilt();
@@ -87,45 +88,33 @@ LoggingData DistributedDataParallel::logging_data() const {
 }
 
 void DistributedDataParallel::verify_same_parameters_on_all_ranks() {
-  std::string mine;
+  // requires_grad is part of it: the Reducer buckets only parameters that
+  // require grad, so a parameter frozen on one rank alone shifts every bucket.
+  std::vector<Field> fields;
   for (auto& [name, t] : module_->named_parameters())
-    mine += fmt::format("{} {}{}\n", name, dtype_name(t.dtype()), shape_str(t.shape()));
-  const int world = group_->size();
-  const Device where = comm_device(*module_);
+    fields.push_back({fmt::format("parameter {}", fields.size()),
+                      fmt::format("{} {}{}{}", name, dtype_name(t.dtype()), shape_str(t.shape()),
+                                  t.requires_grad() ? "" : " (frozen)")});
+  check_ranks_agree(*group_, fields, comm_device(*module_), options_.timeout, "the model",
+                    "every rank must build the same model");
+}
 
-  // Exchange lengths, then the padded descriptions.
-  Tensor len = Tensor::from_vector(std::vector<int64_t>{static_cast<int64_t>(mine.size())}, {1}, DType::I64, where);
-  Tensor lens = Tensor::zeros({world}, DType::I64, where);
-  TANDEM_CHECK(group_->all_gather(len, lens)->wait(options_.timeout),
-               "DDP (rank {}): timed out exchanging parameter lists with the other ranks", group_->rank());
-  std::vector<int64_t> all_lens = lens.to_int_vector();
-  int64_t max_len = *std::max_element(all_lens.begin(), all_lens.end());
-  // One character per i32 element: every backend gathers i32 (byte tensors are not a collective dtype).
-  std::vector<int64_t> chars(static_cast<size_t>(max_len), 0);
-  for (size_t i = 0; i < mine.size(); ++i) chars[i] = static_cast<unsigned char>(mine[i]);
-  Tensor text = Tensor::from_vector(chars, {max_len}, DType::I32, where);
-  Tensor texts = Tensor::zeros({world * max_len}, DType::I32, where);
-  TANDEM_CHECK(group_->all_gather(text, texts)->wait(options_.timeout),
-               "DDP (rank {}): timed out exchanging parameter lists with the other ranks", group_->rank());
-  std::vector<int64_t> gathered = texts.to_int_vector();
-  std::string all(gathered.size(), '\0');
-  for (size_t i = 0; i < gathered.size(); ++i) all[i] = static_cast<char>(gathered[i]);
-  const char* base = all.data();
+std::vector<Field> DistributedDataParallel::option_fields() const {
+  // Everything that shapes the collectives DDP issues: the bucket caps (the
+  // layout), find_unused_parameters and static_graph (the used-map all-reduce),
+  // gradient_as_bucket_view (which gradients reach a bucket), the comm hook
+  // (what is sent: a compressed bucket has another dtype and size). The
+  // timeout is left out: differing timeouts change no collective.
+  return {{"bucket_cap_mb", fmt::format("{}", options_.bucket_cap_mb)},
+          {"first_bucket_cap_mb", fmt::format("{}", options_.first_bucket_cap_mb)},
+          {"gradient_as_bucket_view", options_.gradient_as_bucket_view ? "true" : "false"},
+          {"find_unused_parameters", options_.find_unused_parameters ? "true" : "false"},
+          {"static_graph", options_.static_graph ? "true" : "false"},
+          {"comm_hook", comm_hook_name()}};
+}
 
-  auto lines_of = [&](int r) {
-    return split_lines(std::string(base + r * max_len, static_cast<size_t>(all_lens[static_cast<size_t>(r)])));
-  };
-  std::vector<std::string> ref = lines_of(0);
-  for (int r = 1; r < world; ++r) {
-    std::vector<std::string> other = lines_of(r);
-    for (size_t i = 0; i < std::max(ref.size(), other.size()); ++i) {
-      std::string a = i < ref.size() ? ref[i] : "(none)", b = i < other.size() ? other[i] : "(none)";
-      TANDEM_CHECK(a == b,
-                   "DDP: the model differs between ranks: parameter {} is '{}' on rank 0 but '{}' on rank {} "
-                   "(every rank must build the same model)",
-                   i, a, b, r);
-    }
-  }
+std::string DistributedDataParallel::comm_hook_name() const {
+  return !options_.comm_hook ? "allreduce" : (options_.comm_hook_name.empty() ? "user" : options_.comm_hook_name);
 }
 
 void DistributedDataParallel::broadcast_from_rank0() {

@@ -2,8 +2,12 @@
 // a ProcessGroup.
 //
 // At construction it checks that every rank has the same parameters (names,
-// shapes, dtypes; the first mismatch is reported on every rank, never a hang)
-// and copies rank 0's parameters and buffers to all ranks. Each training step
+// shapes, dtypes, requires_grad), copies rank 0's parameters and buffers to
+// all ranks, and checks that every rank has the same options (bucket caps,
+// find_unused_parameters, static_graph, gradient_as_bucket_view, comm hook)
+// and bucket layout; the layout is checked again after the bucket rebuild.
+// The first mismatch is reported on every rank, naming the rank and the
+// field, never a hang (ddp/rank_agreement.h). Each training step
 // runs the forward pass through forward(), then loss.backward(): gradients
 // are averaged across ranks by the Reducer while backward runs, and are in
 // param.grad() when backward returns. no_sync() turns synchronisation off for
@@ -27,7 +31,8 @@ struct DDPOptions {
   bool find_unused_parameters = false;
   bool static_graph = false;
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};
-  CommHook comm_hook;  // empty: plain all-reduce
+  CommHook comm_hook;  // empty: allreduce_hook()
+  std::shared_ptr<void> comm_hook_state;  // the hook's `state` argument (PyTorch's register_comm_hook(state, hook))
   std::string comm_hook_name;  // how logging_data() names comm_hook ("user" when empty with a hook set)
 };
 
@@ -68,6 +73,8 @@ class DistributedDataParallel {
 
  private:
   void verify_same_parameters_on_all_ranks();
+  std::vector<Field> option_fields() const;  // the options every rank must share
+  std::string comm_hook_name() const;
   void broadcast_from_rank0();
 
   std::shared_ptr<nn::Module> module_;

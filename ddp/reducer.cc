@@ -1,5 +1,7 @@
 #include "ddp/reducer.h"
 
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <unordered_map>
 
@@ -8,30 +10,12 @@
 #include "core/autograd/node.h"
 #include "core/check.h"
 #include "core/elapsed.h"
-#include "kernels/cpu/elementwise_cpu.h"
-
-#if TANDEM_WITH_CUDA
-#include "kernels/cuda/elementwise_cuda.h"
-#endif
 
 namespace tandem::ddp {
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// dst = alpha * src, elementwise, on the tensors' device (current stream).
-void scale_into(const Tensor& dst, const Tensor& src, double alpha) {
-  if (dst.device().is_cpu()) {
-    scale_cpu(src.data_ptr(), dst.data_ptr(), dst.dtype(), dst.numel(), alpha);
-  } else {
-#if TANDEM_WITH_CUDA
-    scale_cuda(src.data_ptr(), dst.data_ptr(), dst.dtype(), dst.numel(), alpha,
-               cuda::current_stream(dst.device().index).handle());
-#endif
-  }
-  dst.bump_version();
-}
 
 bool is_view_into(const Tensor& t, const Tensor& view) {
   return t.defined() && t.storage() == view.storage() && t.offset_bytes() == view.offset_bytes() &&
@@ -96,7 +80,7 @@ Reducer::Reducer(std::vector<std::pair<std::string, Tensor>> params, std::shared
   // Gradients become ready roughly in reverse registration order: bucket that way first.
   std::vector<int> order(params_.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(order.size() - 1 - i);
-  build_buckets(order);
+  build_buckets(assign_buckets(param_descs(), order, options_.first_bucket_bytes, options_.bucket_bytes));
   for (size_t i = 0; i < params_.size(); ++i) {
     params_[i].hook = params_[i].tensor.register_post_accumulate_grad_hook(
         [this, i](Tensor&) { on_gradient_ready(static_cast<int>(i)); });
@@ -113,11 +97,29 @@ Tensor Reducer::bucket_view(int index) const {
   return b.buffer.view_range(b.offsets[static_cast<size_t>(p.slot)], p.tensor.shape());
 }
 
-void Reducer::build_buckets(const std::vector<int>& order) {
-  NoGradGuard no_grad;
+std::vector<ParamDesc> Reducer::param_descs() const {
   std::vector<ParamDesc> descs;
   for (const Param& p : params_) descs.push_back(ParamDesc{p.tensor.nbytes(), p.tensor.dtype(), p.tensor.device()});
-  layout_ = assign_buckets(descs, order, options_.first_bucket_bytes, options_.bucket_bytes);
+  return descs;
+}
+
+Device Reducer::comm_device() const {
+  return has_device_params_ ? Device::cuda(comm_stream_.device()) : Device::cpu();
+}
+
+std::vector<Field> Reducer::layout_fields() const {
+  std::vector<Field> f{{"buckets", std::to_string(layout_.size())}};
+  for (size_t bi = 0; bi < layout_.size(); ++bi) {
+    const BucketSpec& b = layout_[bi];
+    f.push_back({fmt::format("bucket {}", bi),
+                 fmt::format("{}, {} bytes, parameters {}", dtype_name(b.dtype), b.bytes, fmt::join(b.params, " "))});
+  }
+  return f;
+}
+
+void Reducer::build_buckets(std::vector<BucketSpec> layout) {
+  NoGradGuard no_grad;
+  layout_ = std::move(layout);
   // Gradients living in the old buckets (gradient_as_bucket_view) move to the new ones.
   std::vector<Tensor> old_grads;
   for (const Param& p : params_) old_grads.push_back(p.tensor.grad());
@@ -134,6 +136,10 @@ void Reducer::build_buckets(const std::vector<int>& order) {
       elems += p.tensor.numel();
     }
     b.buffer = Tensor::zeros({elems}, b.spec.dtype, b.spec.device);
+    b.hook_view.index = static_cast<int>(bi);
+    b.hook_view.buffer = b.buffer;
+    b.hook_view.offsets = b.offsets;
+    for (int i : b.spec.params) b.hook_view.parameters.push_back(params_[static_cast<size_t>(i)].tensor);
     buckets_.push_back(std::move(b));
   }
   if (options_.gradient_as_bucket_view) {
@@ -146,21 +152,54 @@ void Reducer::build_buckets(const std::vector<int>& order) {
   }
 }
 
-void Reducer::rebuild_from_rank0_order() {
+void Reducer::rebuild_buckets() {
   NoGradGuard no_grad;
-  // Every rank adopts rank 0's order, so all ranks build identical buckets even if
-  // their gradients became ready in different orders.
-  std::vector<int64_t> order(ready_order_.begin(), ready_order_.end());
-  Device where = has_device_params_ ? Device::cuda(comm_stream_.device()) : Device::cpu();
-  Tensor t = Tensor::from_vector(order, {static_cast<int64_t>(order.size())}, DType::I64, where);
-  auto work = group_->broadcast(t, 0);
-  TANDEM_CHECK(work->wait(options_.timeout), "DDP (rank {}): timed out broadcasting the rebuilt bucket order",
-               group_->rank());
-  std::vector<int> adopted;
-  for (int64_t v : t.to_int_vector()) adopted.push_back(static_cast<int>(v));
-  build_buckets(adopted);
+  // PyTorch's sync_bucket_indices: rank 0 buckets its parameters in the order
+  // their gradients became ready there and sends the result, the number of
+  // parameters per bucket and their indices; every rank adopts it. Computing
+  // the layout on each rank instead would let different options or ready
+  // orders build different buckets, whose all-reduces would then not match.
+  const Device where = comm_device();
+  BucketIndices mine;
+  if (group_->rank() == 0) {
+    mine = bucket_indices(assign_buckets(param_descs(), ready_order_, options_.first_bucket_bytes,
+                                         options_.bucket_bytes));
+  }
+  auto broadcast = [&](Tensor& t, const char* what) {
+    TANDEM_CHECK(group_->broadcast(t, 0)->wait(options_.timeout),
+                 "DDP (rank {}): timed out receiving rank 0's rebuilt bucket {}", group_->rank(), what);
+  };
+  // First the bucket count, which sizes the second broadcast on every rank.
+  Tensor count = Tensor::from_vector(std::vector<int64_t>{static_cast<int64_t>(mine.counts.size())}, {1},
+                                     DType::I64, where);
+  broadcast(count, "count");
+  const int64_t buckets = count.to_int_vector()[0];
+  std::vector<int64_t> flat(static_cast<size_t>(buckets) + params_.size(), 0);
+  if (group_->rank() == 0) {
+    std::copy(mine.counts.begin(), mine.counts.end(), flat.begin());
+    std::copy(mine.indices.begin(), mine.indices.end(), flat.begin() + buckets);
+  }
+  Tensor payload = Tensor::from_vector(flat, {static_cast<int64_t>(flat.size())}, DType::I64, where);
+  broadcast(payload, "indices");
+  flat = payload.to_int_vector();
+  BucketIndices adopted{{flat.begin(), flat.begin() + buckets}, {flat.begin() + buckets, flat.end()}};
+  // A layout that does not fit this rank's parameters is not thrown here, where
+  // the other ranks would go on into the agreement check without this one: it
+  // becomes a field of that check, which then fails on every rank naming it.
+  std::string adoption = "adopted";
+  try {
+    build_buckets(buckets_from_indices(param_descs(), adopted));
+  } catch (const Error& e) {
+    adoption = std::string("does not fit this rank: ") + e.what();
+    std::replace(adoption.begin(), adoption.end(), '\n', ' ');
+  }
   rebuilt_ = true;
   rebuild_due_ = false;
+  std::vector<Field> fields{{"rank 0's rebuilt bucket layout", adoption}};
+  fields.insert(fields.end(), options_.setup_fields.begin(), options_.setup_fields.end());
+  for (Field& f : layout_fields()) fields.push_back(std::move(f));
+  check_ranks_agree(*group_, fields, where, options_.timeout, "the DDP setup after the bucket rebuild",
+                    "every rank must construct DistributedDataParallel with the same model and options");
 }
 
 void Reducer::prepare_forward() {
@@ -171,7 +210,7 @@ void Reducer::prepare_forward() {
   }
   stats_.buckets_rebuilt = false;
   if (rebuild_due_) {
-    rebuild_from_rank0_order();
+    rebuild_buckets();
     stats_.buckets_rebuilt = true;
   }
   if (options_.gradient_as_bucket_view) {
@@ -269,9 +308,9 @@ void Reducer::mark_ready(int index) {
       p.tensor.set_grad(view);
     }
   } else if (g.defined()) {
-    // Divide before the sum, as PyTorch does: the sum of averages cannot overflow
-    // where the sum of gradients might (f16 compression).
-    scale_into(view, g, 1.0 / group_->size());
+    // Not divided here: the comm hook averages, as PyTorch's hooks do
+    // (ddp/comm_hook.h), so a ported hook does not divide twice.
+    view.copy_(g);
   } else {
     view.zero_();
   }
@@ -288,8 +327,8 @@ void Reducer::launch_ready_buckets() {
   while (next_to_launch_ < static_cast<int>(buckets_.size()) &&
          buckets_[static_cast<size_t>(next_to_launch_)].pending == 0) {
     Bucket& b = buckets_[static_cast<size_t>(next_to_launch_)];
-    if (options_.gradient_as_bucket_view) scale_into(b.buffer, b.buffer, 1.0 / group_->size());
-    GradBucket gb{next_to_launch_, b.buffer};
+    GradBucket gb = b.hook_view;  // a copy: what a hook does to it does not outlive the call
+    gb.is_last = next_to_launch_ + 1 == static_cast<int>(buckets_.size());
     if (b.spec.device.is_cuda()) {
       // The comm stream must see the gradients the compute stream wrote.
       cuda::Event written;
@@ -297,9 +336,9 @@ void Reducer::launch_ready_buckets() {
       written.block(comm_stream_);
       b.buffer.storage()->record_stream(comm_stream_);
       cuda::StreamGuard guard(comm_stream_);
-      b.reduction = options_.comm_hook(*group_, gb);
+      b.reduction = options_.comm_hook(options_.comm_hook_state.get(), *group_, gb);
     } else {
-      b.reduction = options_.comm_hook(*group_, gb);
+      b.reduction = options_.comm_hook(options_.comm_hook_state.get(), *group_, gb);
     }
     TANDEM_CHECK(b.reduction.work != nullptr, "DDP: the comm hook returned no work for bucket {}", next_to_launch_);
     b.launched = true;
@@ -330,7 +369,7 @@ void Reducer::finalize() {
   if (track_unused) {
     std::vector<int64_t> local(params_.size());
     for (size_t i = 0; i < params_.size(); ++i) local[i] = params_[i].used || params_[i].used_in_no_sync ? 1 : 0;
-    Device where = has_device_params_ ? Device::cuda(comm_stream_.device()) : Device::cpu();
+    const Device where = comm_device();
     Tensor used = Tensor::from_vector(local, {static_cast<int64_t>(local.size())}, DType::I32, where);
     auto work = group_->all_reduce(used, comm::ReduceOp::Sum);
     TANDEM_CHECK(work->wait(options_.timeout), "DDP (rank {}): timed out reducing the used-parameter map",
@@ -341,9 +380,10 @@ void Reducer::finalize() {
   for (size_t bi = 0; bi < buckets_.size(); ++bi) {
     Bucket& b = buckets_[bi];
     if (b.spec.device.is_cuda()) {
-      // NCCL results are ordered on the comm stream: no host wait. The ring backend
-      // completes device ops from its host thread, so wait for it.
-      if (group_->backend_name() != "nccl") {
+      // A backend that completes on the stream (NCCL) orders its result on the comm
+      // stream: no host wait. One that completes on the host (the ring) has the
+      // result in the bucket only once its Work completed (comm/process_group.h).
+      if (group_->device_completion() == comm::DeviceCompletion::OnHost) {
         TANDEM_CHECK(b.reduction.work->wait(options_.timeout),
                      "DDP (rank {}): timed out after {} ms waiting for the all-reduce of bucket {}", group_->rank(),
                      options_.timeout.count(), bi);

@@ -23,6 +23,7 @@
 #include "core/tensor.h"
 #include "ddp/bucket_assignment.h"
 #include "ddp/comm_hook.h"
+#include "ddp/rank_agreement.h"
 #include "ddp/stats.h"
 
 namespace tandem::ddp {
@@ -35,6 +36,10 @@ struct ReducerOptions {
   bool static_graph = false;
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};
   CommHook comm_hook;  // empty: allreduce_hook()
+  std::shared_ptr<void> comm_hook_state;  // handed to every call of comm_hook
+  // What the ranks must agree on besides the bucket layout (DDP's options):
+  // checked again, with the layout, after the rebuild.
+  std::vector<Field> setup_fields;
 };
 
 class Reducer {
@@ -54,6 +59,10 @@ class Reducer {
 
   const IterationStats& last_stats() const { return stats_; }
   const std::vector<BucketSpec>& buckets() const { return layout_; }
+  // The layout as rank agreement compares it: the bucket count, then each
+  // bucket's dtype, bytes and parameter indices (not the device: NCCL ranks
+  // each hold their own GPU).
+  std::vector<Field> layout_fields() const;
   bool buckets_rebuilt() const { return rebuilt_; }
   int64_t iterations() const { return iteration_; }  // synchronised iterations finished
   // The names of each bucket's parameters, in bucket order (for traces).
@@ -77,6 +86,7 @@ class Reducer {
     BucketSpec spec;
     Tensor buffer;
     std::vector<int64_t> offsets;  // element offset of each parameter in buffer
+    GradBucket hook_view;          // what the comm hook is given (is_last set at launch)
     int pending = 0;
     bool launched = false;
     PendingReduction reduction;
@@ -93,8 +103,10 @@ class Reducer {
     bool used_in_no_sync = false;  // ... or in a no_sync micro-step since the last synchronised one
   };
 
-  void build_buckets(const std::vector<int>& order);
-  void rebuild_from_rank0_order();
+  std::vector<ParamDesc> param_descs() const;
+  void build_buckets(std::vector<BucketSpec> layout);
+  void rebuild_buckets();
+  Device comm_device() const;
   void on_gradient_ready(int index);
   void mark_ready(int index);
   void launch_ready_buckets();

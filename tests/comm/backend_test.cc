@@ -88,6 +88,12 @@ TEST(NcclBackend, EveryOpRunsOnTheCurrentStreamAndStampsItsWork) {
   ASSERT_TRUE(pg->barrier()->wait(20000ms));
 }
 
+TEST(NcclBackend, CompletesDeviceOpsOnTheStream) {
+  TANDEM_REQUIRE_GPU();
+  auto pg = init_process_group("nccl", RankInfo{}, quick());
+  EXPECT_EQ(pg->device_completion(), DeviceCompletion::OnStream);
+}
+
 TEST(NcclBackend, CpuTensorsAreRejected) {
   TANDEM_REQUIRE_GPU();
   auto pg = init_process_group("nccl", RankInfo{}, quick());
@@ -96,6 +102,13 @@ TEST(NcclBackend, CpuTensorsAreRejected) {
 }
 
 #endif  // TANDEM_WITH_NCCL
+
+TEST(RingBackend, CompletesDeviceOpsOnTheHost) {
+  // What DDP's Reducer reads to decide whether it must wait on the host before
+  // its device work may use a reduced bucket (comm/process_group.h).
+  auto pg = init_process_group("ring", RankInfo{}, quick());
+  EXPECT_EQ(pg->device_completion(), DeviceCompletion::OnHost);
+}
 
 TEST(RingBackend, CudaTensorsAreStagedThroughHostMemory) {
   TANDEM_REQUIRE_GPU();

@@ -8,6 +8,12 @@
 //   comm_worker rendezvous           init + barrier (for missing-rank tests)
 //   comm_worker kill_mid_allreduce V rank V SIGKILLs itself while a large
 //       all_reduce is running; the others must fail with an error naming V.
+//   comm_worker desync KIND          after one matching all_reduce, rank 1
+//       issues something else than the others: "count" (one element fewer),
+//       "skip" (skips an all_reduce), "dtype" (i32 where the others use f32),
+//       "root" (broadcasts from another root), "missing" (stops before the
+//       last op). Then every rank issues one more all_reduce and a barrier;
+//       the worker exits 2 with the error if any of it fails, 0 otherwise.
 //
 // Exit 0 on success, 1 on a wrong result, 2 on an error (printed on stderr).
 // TANDEM_COMM_TIMEOUT_MS sets the process group timeout.
@@ -200,6 +206,38 @@ int run_kill_mid_allreduce(ProcessGroup& pg, int victim) {
   }
 }
 
+// Each op waits for its Work, so the error belongs to the first op that fails.
+int run_desync(ProcessGroup& pg, const std::string& kind) {
+  const bool odd = pg.rank() == 1;
+  auto all_reduce = [&](int64_t count, DType d) {
+    Tensor t = Tensor::full({count}, 1.0, d);
+    pg.all_reduce(t, ReduceOp::Sum)->wait(wait_limit());
+  };
+  all_reduce(10, DType::F32);  // collective #0 matches everywhere
+  if (kind == "count") {
+    all_reduce(odd ? 99 : 100, DType::F32);
+  } else if (kind == "skip") {
+    if (!odd) all_reduce(100, DType::F32);
+  } else if (kind == "dtype") {
+    all_reduce(100, odd ? DType::I32 : DType::F32);
+  } else if (kind == "root") {
+    Tensor t = Tensor::full({100}, 1.0);
+    pg.broadcast(t, odd ? 1 : 0)->wait(wait_limit());
+  } else if (kind == "missing") {
+    if (odd) {
+      std::printf("rank %d: stops before the last all_reduce\n", pg.rank());
+      return 0;
+    }
+  } else {
+    std::fprintf(stderr, "comm_worker: unknown desync kind '%s'\n", kind.c_str());
+    return 2;
+  }
+  all_reduce(1000, DType::F32);
+  pg.barrier()->wait(wait_limit());
+  std::printf("rank %d: no error\n", pg.rank());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -222,6 +260,7 @@ int main(int argc, char** argv) {
     auto pg = init_process_group(backend, info, options);
     if (args[0] == "collectives") return run_collectives(*pg, device);
     if (args[0] == "kill_mid_allreduce") return run_kill_mid_allreduce(*pg, std::stoi(args.at(1)));
+    if (args[0] == "desync") return run_desync(*pg, args.at(1));
     if (args[0] == "rendezvous") {
       pg->barrier()->wait(wait_limit());
       std::printf("rank %d: rendezvous ok (%s)\n", pg->rank(), info.str().c_str());

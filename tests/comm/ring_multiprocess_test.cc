@@ -3,6 +3,8 @@
 // naming the rank at fault instead of a hang.
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "core/stream.h"
 #include "tests/comm/run_job.h"
 #include "tests/testing/gradcheck.h"
@@ -72,6 +74,118 @@ TEST_P(RingKilledPeer, OthersFailNamingTheDeadRankInsteadOfHanging) {
 
 INSTANTIATE_TEST_SUITE_P(WorldSizes, RingKilledPeer, ::testing::Values(3, 4),
                          [](const auto& info) { return std::to_string(info.param) + "ranks"; });
+
+// --- Ranks that issue different collectives ------------------------------------
+// The timeout is far longer than a test may take: these errors must come from
+// the first frame (or fingerprint) that differs, not from a timeout.
+
+std::map<std::string, std::string> long_timeout(bool debug = false) {
+  // OFF explicitly: it takes precedence over a TORCH_DISTRIBUTED_DEBUG the caller's shell may set.
+  return {{"TANDEM_COMM_TIMEOUT_MS", "120000"}, {"TANDEM_DISTRIBUTED_DEBUG", debug ? "DETAIL" : "OFF"}};
+}
+
+// Every rank exits 2 and its output contains each of `needles`.
+void expect_every_rank_fails_with(const testing::JobRun& run, int world, const std::vector<std::string>& needles) {
+  ASSERT_EQ(static_cast<int>(run.result.ranks.size()), world) << run.output();
+  for (int r = 0; r < world; ++r) {
+    EXPECT_EQ(run.result.ranks[r].exit_code, 2) << "rank " << r << "\n" << run.output();
+    for (const auto& n : needles) EXPECT_NE(run.output_of(r).find(n), std::string::npos) << "rank " << r << " lacks '" << n << "'\n" << run.output();
+  }
+}
+
+TEST(RingDesync, ADifferentElementCountFailsAtTheFirstFrameNamingThePeerAndBothSizes) {
+  // 2 ranks, 100 vs 99 f32: the segments are 50 + 50 and 50 + 49 elements, so
+  // both ranks find a 196-byte frame against a 200-byte one (rank 0 in message
+  // 0, rank 1 in message 1, whose header goes out ahead of its payload); which
+  // finds it first varies, and the other quotes it as the group's first failure.
+  auto run = run_job(2, {TANDEM_COMM_WORKER, "desync", "count"}, long_timeout(), /*stop_on_failure=*/false);
+  expect_every_rank_fails_with(run, 2,
+                               {"(left neighbour", "sent (sequence 1, ", "where this rank expected (sequence 1, ",
+                                "196 bytes (all_reduce f32", "200 bytes (all_reduce f32"});
+}
+
+TEST(RingDesync, ARankThatSkipsACollectiveIsCaughtAtItsNextFrame) {
+  // Rank 1's next all_reduce (1000 elements) is the others' collective #1 (100 elements).
+  auto run = run_job(3, {TANDEM_COMM_WORKER, "desync", "skip"}, long_timeout(), /*stop_on_failure=*/false);
+  expect_every_rank_fails_with(run, 3, {"where this rank expected (sequence 1, ", "the ranks issued different collectives"});
+}
+
+TEST(RingDesync, ADifferentDtypeOfTheSameSizeIsCaughtByTheFrame) {
+  auto run = run_job(2, {TANDEM_COMM_WORKER, "desync", "dtype"}, long_timeout(), /*stop_on_failure=*/false);
+  expect_every_rank_fails_with(run, 2, {"all_reduce i32", "all_reduce f32", "where this rank expected (sequence 1"});
+}
+
+TEST(RingDesync, ABroadcastFromADifferentRootIsCaughtByTheFrame) {
+  // Ranks 0 and 2 broadcast from root 0, rank 1 from root 1. Rank 2 receives
+  // rank 1's frame; rank 1 finds rank 0's unexpected broadcast frame at the next
+  // op. Which of them fails first varies, so each rank is only required to quote
+  // a broadcast frame, and the job as a whole to show both roots.
+  auto run = run_job(3, {TANDEM_COMM_WORKER, "desync", "root"}, long_timeout(), /*stop_on_failure=*/false);
+  expect_every_rank_fails_with(run, 3, {"(broadcast from root ", "where this rank expected"});
+  EXPECT_NE(run.output_of(2).find("sent (sequence 1, 400 bytes (broadcast from root 1 f32, message 0)) where this "
+                                  "rank expected (sequence 1, 400 bytes (broadcast from root 0 f32, message 0))"),
+            std::string::npos)
+      << run.output();
+}
+
+// --- TANDEM_DISTRIBUTED_DEBUG=DETAIL: fingerprints compared before each op ------------
+
+TEST(DebugDetail, ADifferentElementCountIsNamedOnEveryRankBeforeTheOpRuns) {
+  auto run = run_job(3, {TANDEM_COMM_WORKER, "desync", "count"}, long_timeout(true), /*stop_on_failure=*/false);
+  expect_every_rank_fails_with(run, 3,
+                               {"collective #1 of group 'default' differs between ranks: rank 0 issued "
+                                "all_reduce(sum, f32, 100 elements) but rank 1 issued all_reduce(sum, f32, 99 elements)"});
+}
+
+TEST(DebugDetail, ASkippedCollectiveIsNamedOnEveryRank) {
+  auto run = run_job(2, {TANDEM_COMM_WORKER, "desync", "skip"}, long_timeout(true), /*stop_on_failure=*/false);
+  expect_every_rank_fails_with(run, 2,
+                               {"collective #1 of group 'default' differs between ranks: rank 0 issued "
+                                "all_reduce(sum, f32, 100 elements) but rank 1 issued all_reduce(sum, f32, 1000 elements)"});
+}
+
+TEST(DebugDetail, ADifferentBroadcastRootIsNamed) {
+  auto run = run_job(2, {TANDEM_COMM_WORKER, "desync", "root"}, long_timeout(true), /*stop_on_failure=*/false);
+  expect_every_rank_fails_with(run, 2, {"rank 0 issued broadcast(f32, 100 elements, root 0) but rank 1 issued "
+                                        "broadcast(f32, 100 elements, root 1)"});
+}
+
+TEST(DebugDetail, TorchDistributedDebugTurnsItOnToo) {
+  auto run = run_job(2, {TANDEM_COMM_WORKER, "desync", "dtype"},
+                     {{"TANDEM_COMM_TIMEOUT_MS", "120000"}, {"TORCH_DISTRIBUTED_DEBUG", "detail"}},
+                     /*stop_on_failure=*/false);
+  expect_every_rank_fails_with(run, 2, {"rank 0 issued all_reduce(sum, f32, 100 elements) but rank 1 issued "
+                                        "all_reduce(sum, i32, 100 elements)"});
+}
+
+TEST(DebugDetail, ARankThatNeverIssuesTheCollectiveIsNamedAfterTheTimeout) {
+  auto run = run_job(3, {TANDEM_COMM_WORKER, "desync", "missing"},
+                     {{"TANDEM_COMM_TIMEOUT_MS", "1500"}, {"TANDEM_DISTRIBUTED_DEBUG", "DETAIL"}},
+                     /*stop_on_failure=*/false);
+  ASSERT_EQ(run.result.ranks.size(), 3u) << run.output();
+  EXPECT_EQ(run.result.ranks[1].exit_code, 0) << run.output();
+  for (int r : {0, 2}) {
+    EXPECT_EQ(run.result.ranks[r].exit_code, 2) << run.output();
+    EXPECT_NE(run.output_of(r).find("all_reduce(sum, f32, 1000 elements): rank(s) 1 did not issue a collective #1"),
+              std::string::npos)
+        << run.output();
+  }
+}
+
+TEST(DebugDetail, MatchingCollectivesGiveTheReferenceResults) {
+  // The full collectives check (every op, dtype and size against the closed-form reference) with the wrapper on.
+  auto run = run_job(3, {TANDEM_COMM_WORKER, "collectives", "--backend", "ring"}, long_timeout(true));
+  EXPECT_EQ(run.result.exit_code, 0) << run.result.message << "\n" << run.output();
+  for (int r = 0; r < 3; ++r) EXPECT_NE(run.output_of(r).find(", 0 wrong"), std::string::npos) << run.output();
+}
+
+TEST(DebugDetail, AnUnknownLevelIsAnErrorNamingTheVariable) {
+  auto run = run_job(1, {TANDEM_COMM_WORKER, "rendezvous"}, {{"TANDEM_DISTRIBUTED_DEBUG", "verbose"}});
+  EXPECT_EQ(run.result.exit_code, 2) << run.output();
+  EXPECT_NE(run.output().find("TANDEM_DISTRIBUTED_DEBUG='verbose' is not a debug level (OFF, INFO, DETAIL)"),
+            std::string::npos)
+      << run.output();
+}
 
 }  // namespace
 }  // namespace tandem

@@ -119,6 +119,49 @@ TEST(RingProcessGroup, MismatchedSizesAreRejectedBeforeAnythingIsSent) {
   EXPECT_THROW(pgs[0]->all_reduce(u8, ReduceOp::Sum), Error);
 }
 
+TEST(RingProcessGroup, ADifferentSizeOnAnotherRankFailsAtTheFirstFrameNamingItAndBothFrames) {
+  // A minute of timeout: the error must come from the frame header, not from waiting.
+  StoreServer server({});
+  auto pgs = make_ring(server, 2, options(60000ms));
+  Tensor a = Tensor::full({100}, 1.0), b = Tensor::full({99}, 1.0);
+  auto wa = pgs[0]->all_reduce(a, ReduceOp::Sum);
+  auto wb = pgs[1]->all_reduce(b, ReduceOp::Sum);
+  // Segments of 50 + 50 against 50 + 49 elements: rank 0 meets a 196-byte frame
+  // where it expects 200 bytes in message 0, rank 1 the reverse in message 1
+  // (headers go out ahead of their gated payload). Whichever fails first, the
+  // other quotes it as the group's first failure.
+  for (auto* w : {&wa, &wb}) {
+    try {
+      (*w)->wait(60000ms);
+      FAIL() << "expected an error";
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      const bool rank0_first = m.find("all_reduce #0 on rank 0: rank 1 (left neighbour, ") != std::string::npos &&
+                               m.find("sent (sequence 0, 196 bytes (all_reduce f32, message 0)) where this rank "
+                                      "expected (sequence 0, 200 bytes (all_reduce f32, message 0))") != std::string::npos;
+      const bool rank1_first = m.find("all_reduce #0 on rank 1: rank 0 (left neighbour, ") != std::string::npos &&
+                               m.find("sent (sequence 0, 200 bytes (all_reduce f32, message 1)) where this rank "
+                                      "expected (sequence 0, 196 bytes (all_reduce f32, message 1))") != std::string::npos;
+      EXPECT_TRUE(rank0_first || rank1_first) << m;
+    }
+  }
+}
+
+TEST(RingFrame, AHeaderRoundTripsAndOtherBytesAreNotAHeader) {
+  RingFrame f{.seq = 1234567890123ull, .op = RingOp::Broadcast, .dtype = DType::BF16, .root = 3, .step = 7,
+              .bytes = 1ull << 40};
+  unsigned char wire[kRingFrameHeaderBytes];
+  encode_ring_frame(f, wire);
+  RingFrame back;
+  ASSERT_TRUE(decode_ring_frame(wire, &back));
+  EXPECT_EQ(back, f);
+  EXPECT_EQ(describe_ring_frame(f), "sequence 1234567890123, 1099511627776 bytes (broadcast from root 3 bf16, message 7)");
+  // Payload bytes read where a header belongs (streams out of step) are told apart.
+  unsigned char payload[kRingFrameHeaderBytes];
+  for (size_t i = 0; i < sizeof payload; ++i) payload[i] = static_cast<unsigned char>(0x3f + i);
+  EXPECT_FALSE(decode_ring_frame(payload, &back));
+}
+
 TEST(RingProcessGroup, ASingleRankGroupNeedsNoPeers) {
   StoreServer server({});
   auto pgs = make_ring(server, 1, options());

@@ -14,6 +14,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "comm/launcher.h"
@@ -33,6 +34,7 @@ struct RanksRun {
   std::vector<NamedTensors> params;
   std::vector<nlohmann::json> stats;
   std::string stderr_text;
+  std::vector<std::string> stderr_of;  // per rank
 };
 
 class DdpTest : public ::testing::Test {
@@ -44,8 +46,13 @@ class DdpTest : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  RanksRun launch_ranks(int world, std::vector<std::string> args) {
+  // `env` is added to every rank's; with stop_on_failure false, a failing rank
+  // does not stop the others, so each rank's own error can be checked.
+  RanksRun launch_ranks(int world, std::vector<std::string> args, std::map<std::string, std::string> env = {},
+                        bool stop_on_failure = true) {
     comm::LaunchOptions o;
+    o.env = std::move(env);
+    o.stop_on_failure = stop_on_failure;
     o.nproc_per_node = world;
     o.command = {TANDEM_DDP_WORKER};
     o.command.insert(o.command.end(), args.begin(), args.end());
@@ -55,6 +62,10 @@ class DdpTest : public ::testing::Test {
     RanksRun r;
     o.on_line = [&](int rank, bool is_stderr, const std::string& line) {
       if (is_stderr) r.stderr_text += fmt::format("[rank {}] {}\n", rank, line);
+      if (is_stderr && rank >= 0) {
+        if (r.stderr_of.size() <= static_cast<size_t>(rank)) r.stderr_of.resize(static_cast<size_t>(rank) + 1);
+        r.stderr_of[static_cast<size_t>(rank)] += line + "\n";
+      }
     };
     r.result = comm::launch(o);
     if (r.result.exit_code == 0) {
@@ -217,6 +228,46 @@ TEST_F(DdpTest, DifferentModelsOnTheRanksFailOnEveryRankNamingTheMismatch) {
   EXPECT_NE(r.stderr_text.find("fc1.weight f32[24, 12]"), std::string::npos) << r.stderr_text;
 }
 
+// Every rank exits non-zero, and its own stderr holds `message`.
+void expect_every_rank_fails_with(const RanksRun& r, int world, const std::string& message) {
+  ASSERT_EQ(static_cast<int>(r.result.ranks.size()), world) << r.stderr_text;
+  for (int k = 0; k < world; ++k) {
+    EXPECT_EQ(r.result.ranks[static_cast<size_t>(k)].exit_code, 2) << "rank " << k << "\n" << r.stderr_text;
+    const std::string mine = static_cast<size_t>(k) < r.stderr_of.size() ? r.stderr_of[static_cast<size_t>(k)] : "";
+    EXPECT_NE(mine.find(message), std::string::npos) << "rank " << k << "\n" << r.stderr_text;
+  }
+}
+
+TEST_F(DdpTest, ADifferentBucketCapOnOneRankFailsOnEveryRankNamingTheRankAndTheOption) {
+  // Without the check the ranks would build different buckets and all-reduce
+  // different sizes. The workers' timeout is 30 s and the launcher's 90 s: the
+  // error must be this one, not a timeout.
+  RanksRun r = launch_ranks(3, {"--steps", "2", "--rank1-bucket-cap-mb", "0.001"}, {}, /*stop_on_failure=*/false);
+  expect_every_rank_fails_with(r, 3,
+                               "DDP: the DDP setup differs between ranks: bucket_cap_mb is '25' on rank 0 but '0.001' "
+                               "on rank 1 (every rank must construct DistributedDataParallel with the same options)");
+}
+
+TEST_F(DdpTest, ADifferentCommHookOnOneRankFailsOnEveryRankNamingIt) {
+  RanksRun r = launch_ranks(2, {"--steps", "2", "--rank1-hook", "bf16"}, {}, /*stop_on_failure=*/false);
+  expect_every_rank_fails_with(r, 2, "comm_hook is 'allreduce' on rank 0 but 'bf16' on rank 1");
+}
+
+TEST_F(DdpTest, TrainingWithTheDistributedDebugModeOnGivesBitwiseTheSameParameters) {
+  // TANDEM_DISTRIBUTED_DEBUG=DETAIL checks every collective's fingerprint
+  // before it runs; it must not change what is computed.
+  const std::vector<std::string> args = {"--steps", "3", "--bucket-cap-mb", "0.001", "--first-bucket-mb", "0.0005",
+                                         "--find-unused", "--branch", "alternate"};
+  RanksRun off = launch_ranks(3, args, {{"TANDEM_DISTRIBUTED_DEBUG", "OFF"}});
+  RanksRun on = launch_ranks(3, args, {{"TANDEM_DISTRIBUTED_DEBUG", "DETAIL"}});
+  expect_matches_reference(on, reference(3, 3, 4, 1, "alternate"));
+  ASSERT_EQ(off.result.exit_code, 0) << off.stderr_text;
+  for (size_t k = 0; k < on.params.size(); ++k) {
+    for (const auto& [name, t] : on.params[k].tensors)
+      EXPECT_EQ(t.to_double_vector(), off.params[k].find(name)->to_double_vector()) << "rank " << k << " " << name;
+  }
+}
+
 TEST_F(DdpTest, BucketsAreRebuiltInReadyOrderAndIdenticalOnAllRanks) {
   RanksRun r = launch_ranks(3, {"--steps", "2", "--bucket-cap-mb", "0.001", "--first-bucket-mb", "0.0005"});
   ASSERT_EQ(r.result.exit_code, 0) << r.stderr_text;
@@ -290,6 +341,32 @@ TEST_F(DdpTest, CompressionHooksStayCloseToFullPrecision) {
 
 TEST_F(DdpTest, AUserSuppliedCommHookIsUsed) {
   expect_matches_reference(launch_ranks(2, {"--steps", "3", "--hook", "user"}), reference(2, 3, 4, 1, "always"));
+}
+
+TEST_F(DdpTest, AHookPortedFromPyTorchComputesWhatTheDefaultComputes) {
+  // PyTorch's allreduce_hook divides the bucket by the world size itself; the
+  // Reducer hands it undivided gradients, so it averages once, bit for bit as
+  // the built-in hook does. Its state sees every call and the buckets'
+  // metadata: offsets, shapes, and is_last on exactly one bucket per step.
+  const std::vector<std::string> args = {"--steps", "3", "--bucket-cap-mb", "0.001", "--first-bucket-mb", "0.0005"};
+  std::vector<std::string> ported_args = args;
+  ported_args.insert(ported_args.end(), {"--hook", "ported"});
+  RanksRun ported = launch_ranks(2, ported_args);
+  RanksRun builtin = launch_ranks(2, args);
+  expect_matches_reference(ported, reference(2, 3, 4, 1, "always"));
+  ASSERT_EQ(builtin.result.exit_code, 0) << builtin.stderr_text;
+  for (size_t k = 0; k < ported.params.size(); ++k) {
+    for (const auto& [name, t] : ported.params[k].tensors)
+      EXPECT_EQ(t.to_double_vector(), builtin.params[k].find(name)->to_double_vector()) << "rank " << k << " " << name;
+    const nlohmann::json& st = ported.stats[k];
+    // Step 1 with the initial buckets, steps 2 and 3 with the rebuilt ones.
+    const auto& d = st["logging_data"];
+    EXPECT_EQ(st["hook_calls"].get<int64_t>(),
+              static_cast<int64_t>(d["bucket_sizes"].size() + 2 * d["rebuilt_bucket_sizes"].size()))
+        << st.dump();
+    EXPECT_EQ(st["hook_last_calls"].get<int64_t>(), 3) << st.dump();
+    EXPECT_TRUE(st["hook_metadata_errors"].empty()) << st.dump();
+  }
 }
 
 // --- On a GPU: the same training with CUDA tensors, against the CPU reference ---------

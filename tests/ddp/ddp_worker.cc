@@ -22,18 +22,41 @@
 
 using namespace tandem;
 
+namespace tandem::testing {
+// The state of the "ported" hook: how often it ran, how often on the last
+// bucket, and whatever in a bucket's metadata does not add up.
+struct HookRecord {
+  int64_t calls = 0, last_calls = 0;
+  std::vector<std::string> errors;
+  void record(const ddp::GradBucket& b) {
+    ++calls;
+    last_calls += b.is_last ? 1 : 0;
+    int64_t next = 0;
+    const std::vector<Tensor> grads = b.gradients();
+    for (size_t k = 0; k < b.parameters.size(); ++k) {
+      if (b.offsets[k] != next) errors.push_back(fmt::format("bucket {}: parameter {} at offset {}", b.index, k, b.offsets[k]));
+      if (grads[k].shape() != b.parameters[k].shape()) errors.push_back(fmt::format("bucket {}: gradient {} shape", b.index, k));
+      next += b.parameters[k].numel();
+    }
+    if (next != b.buffer.numel()) errors.push_back(fmt::format("bucket {}: {} of {} elements", b.index, next, b.buffer.numel()));
+  }
+};
+}  // namespace tandem::testing
+
 
 int main(int argc, char** argv) {
   CLI::App app{"DDP test rank"};
   int64_t steps = 3, batch = 4, micro = 1;
-  double cap_mb = 25, first_cap_mb = 1, lr = 0.05;
+  double cap_mb = 25, first_cap_mb = 1, lr = 0.05, rank1_cap_mb = -1;
   bool grad_view = false, find_unused = false, static_graph = false, mismatch = false, eval_on_rank0 = false;
   int slow_backward_ms = 0;
-  std::string branch = "always", hook = "allreduce", out_dir, device_name = "cpu", backend = "ring";
+  std::string branch = "always", hook = "allreduce", rank1_hook, out_dir, device_name = "cpu", backend = "ring";
   app.add_option("--steps", steps);
   app.add_option("--batch", batch);
   app.add_option("--micro", micro, "micro-steps per optimizer step (no_sync on all but the last)");
   app.add_option("--bucket-cap-mb", cap_mb);
+  app.add_option("--rank1-bucket-cap-mb", rank1_cap_mb, "rank 1 uses this bucket_cap_mb (a mismatch on purpose)");
+  app.add_option("--rank1-hook", rank1_hook, "rank 1 uses this comm hook (a mismatch on purpose)");
   app.add_option("--first-bucket-mb", first_cap_mb);
   app.add_option("--lr", lr);
   app.add_flag("--grad-view", grad_view);
@@ -76,24 +99,43 @@ int main(int argc, char** argv) {
 
     model->to(device);
 
+    auto hook_record = std::make_shared<testing::HookRecord>();
     ddp::DDPOptions o;
-    o.bucket_cap_mb = cap_mb;
+    o.bucket_cap_mb = rank == 1 && rank1_cap_mb >= 0 ? rank1_cap_mb : cap_mb;
+    if (rank == 1 && !rank1_hook.empty()) hook = rank1_hook;
     o.first_bucket_cap_mb = first_cap_mb;
     o.gradient_as_bucket_view = grad_view;
     o.find_unused_parameters = find_unused;
     o.static_graph = static_graph;
     o.timeout = std::chrono::seconds(30);
-    if (hook == "fp16") o.comm_hook = ddp::fp16_compress_hook();
-    else if (hook == "bf16") o.comm_hook = ddp::bf16_compress_hook();
+    if (hook == "fp16") o.comm_hook = ddp::fp16_compress_hook(), o.comm_hook_name = "fp16";
+    else if (hook == "bf16") o.comm_hook = ddp::bf16_compress_hook(), o.comm_hook_name = "bf16";
     else if (hook == "user") {
-      // A user-supplied hook: sums a copy of the bucket and copies it back in
-      // `finish`, exercising both halves of the hook contract.
-      o.comm_hook = [](comm::ProcessGroup& g, ddp::GradBucket& b) {
+      // A user-supplied hook: sums a copy of the bucket and copies it back,
+      // averaged, in `finish`, exercising both halves of the hook contract.
+      o.comm_hook = [](void*, comm::ProcessGroup& g, ddp::GradBucket& b) {
         Tensor copy = b.buffer.clone();
         Tensor target = b.buffer;
-        return ddp::PendingReduction{g.all_reduce(copy, comm::ReduceOp::Sum),
-                                     [copy, target]() mutable { target.copy_(copy); }};
+        const double world = g.size();
+        return ddp::PendingReduction{g.all_reduce(copy, comm::ReduceOp::Sum), [copy, target, world]() mutable {
+                                       target.copy_(copy);
+                                       ddp::scale_in_place(target, 1.0 / world);
+                                     }};
       };
+    } else if (hook == "ported") {
+      // PyTorch's default_hooks.allreduce_hook, line for line:
+      //   tensor = bucket.buffer(); tensor.div_(group_to_use.size())
+      //   return dist.all_reduce(tensor, async_op=True).get_future()...
+      // plus a state that counts calls and checks the bucket's metadata.
+      o.comm_hook = [](void* state, comm::ProcessGroup& g, ddp::GradBucket& b) {
+        auto& st = *static_cast<testing::HookRecord*>(state);
+        st.record(b);
+        Tensor tensor = b.buffer;
+        ddp::scale_in_place(tensor, 1.0 / g.size());
+        return ddp::PendingReduction{g.all_reduce(tensor, comm::ReduceOp::Sum), {}};
+      };
+      o.comm_hook_state = hook_record;
+      o.comm_hook_name = "ported";
     } else if (hook != "allreduce") TANDEM_FAIL("unknown --hook {}", hook);
     ddp::DistributedDataParallel ddp(model, group, o);
 
@@ -145,6 +187,9 @@ int main(int argc, char** argv) {
                                 {"comm_start_ms", b.comm_start_ms}, {"comm_end_ms", b.comm_end_ms}});
       for (const auto& b : ddp.buckets()) j["layout"].push_back(b.params);
       j["logging_data"] = nlohmann::json::parse(ddp::to_json(ddp.logging_data()));
+      j["hook_calls"] = hook_record->calls;
+      j["hook_last_calls"] = hook_record->last_calls;
+      j["hook_metadata_errors"] = hook_record->errors;
       std::ofstream(fmt::format("{}/stats_rank{}.json", out_dir, rank)) << j.dump(2);
     }
     return 0;
