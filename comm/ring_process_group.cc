@@ -4,6 +4,7 @@
 #include <random>
 
 #include "comm/host_reduce.h"
+#include "comm/little_endian.h"
 #include "comm/stuck_ranks.h"
 #include "core/check.h"
 
@@ -18,14 +19,6 @@ namespace {
 constexpr uint32_t kMagic = 0x4d444e54;  // "TNDM"
 constexpr size_t kHelloBytes = 16;       // magic, rank (u32), nonce (u64), little-endian
 
-void put_le(unsigned char* p, uint64_t v, int bytes) {
-  for (int i = 0; i < bytes; ++i) p[i] = static_cast<unsigned char>(v >> (8 * i));
-}
-uint64_t get_le(const unsigned char* p, int bytes) {
-  uint64_t v = 0;
-  for (int i = 0; i < bytes; ++i) v |= static_cast<uint64_t>(p[i]) << (8 * i);
-  return v;
-}
 
 // Byte offsets and lengths of n near-equal segments of `count` elements.
 struct Segments {

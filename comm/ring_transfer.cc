@@ -9,6 +9,7 @@
 #include <cstring>
 #include <limits>
 
+#include "comm/little_endian.h"
 #include "core/check.h"
 
 namespace tandem::comm {
@@ -17,14 +18,6 @@ namespace {
 
 constexpr uint32_t kFrameMagic = 0x46444e54;  // "TNDF"
 
-void put_le(unsigned char* p, uint64_t v, int bytes) {
-  for (int i = 0; i < bytes; ++i) p[i] = static_cast<unsigned char>(v >> (8 * i));
-}
-uint64_t get_le(const unsigned char* p, int bytes) {
-  uint64_t v = 0;
-  for (int i = 0; i < bytes; ++i) v |= static_cast<uint64_t>(p[i]) << (8 * i);
-  return v;
-}
 
 }  // namespace
 
