@@ -330,7 +330,8 @@ void Job::periodic_eval(double epoch) {
         for (const auto& [name, t] : model_->state_dict().tensors)
           best_weights_.tensors.emplace_back(name, t.detach().to(Device::cpu()).clone());
       }
-      stop = selection_->should_stop();
+      // At the last step there is nothing left to stop: the message would only confuse.
+      stop = selection_->should_stop() && step_ < stop_at_;
       if (stop)
         progress_.say(fmt::format("early stopping: {} evaluations without {} improving by more than {} (best {:.4f} "
                                   "at step {})",
