@@ -8,6 +8,18 @@
 
 namespace tandem::train {
 
+namespace {
+
+// "mm:ss", or "h:mm:ss" from an hour; "--:--" when unknown.
+std::string format_duration(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "--:--";
+  const int64_t s = static_cast<int64_t>(seconds + 0.5);
+  return s >= 3600 ? fmt::format("{}:{:02}:{:02}", s / 3600, (s / 60) % 60, s % 60)
+                   : fmt::format("{:02}:{:02}", s / 60, s % 60);
+}
+
+}  // namespace
+
 Progress::Progress(bool enabled) : enabled_(enabled), tty_(enabled && ::isatty(STDOUT_FILENO)) {}
 
 void Progress::say(const std::string& line) const {
@@ -32,13 +44,6 @@ void Progress::step(int64_t step, int64_t total_steps, double epoch, double loss
   std::printf("\r\033[K[%s%s] %s", std::string(static_cast<size_t>(filled), '#').c_str(),
               std::string(static_cast<size_t>(kWidth - filled), ' ').c_str(), line.c_str());
   std::fflush(stdout);
-}
-
-std::string Progress::format_duration(double seconds) {
-  if (!std::isfinite(seconds) || seconds < 0) return "--:--";
-  const int64_t s = static_cast<int64_t>(seconds + 0.5);
-  return s >= 3600 ? fmt::format("{}:{:02}:{:02}", s / 3600, (s / 60) % 60, s % 60)
-                   : fmt::format("{:02}:{:02}", s / 60, s % 60);
 }
 
 }  // namespace tandem::train

@@ -20,9 +20,6 @@ class Progress {
   void step(int64_t step, int64_t total_steps, double epoch, double loss, double learning_rate,
             double samples_per_second, double seconds_left) const;
 
-  // "mm:ss", or "h:mm:ss" from an hour; "--:--" when unknown.
-  static std::string format_duration(double seconds);
-
  private:
   bool enabled_;
   bool tty_;

@@ -43,8 +43,8 @@ StepResult TrainStep::run(int64_t step, const std::function<data::Batch()>& next
       // The mean over the step's rows: each micro-batch contributes 1/accum (equal-sized micro-batches).
       Tensor scaled = scaler_.scale(accum > 1 ? scale(loss, 1.0 / static_cast<double>(accum)) : loss);
       {
-        NoGradGuard no_grad;
-        r.loss_sum = r.loss_sum.defined() ? add(r.loss_sum, loss.detach()) : loss.detach().clone();
+        NoGradGuard no_grad;  // nothing writes the loss in place afterwards, so the first needs no copy
+        r.loss_sum = r.loss_sum.defined() ? add(r.loss_sum, loss.detach()) : loss.detach();
       }
       obs.enter(Phase::BackwardCompute);
       scaled.backward();  // with DDP, the last micro-batch's backward also launches the all-reduces

@@ -68,8 +68,6 @@ class TrainStep {
   // `next_batch`, which must return one each time it is called.
   StepResult run(int64_t step, const std::function<data::Batch()>& next_batch, StepObserver* observer = nullptr);
 
-  const StepOptions& options() const { return options_; }
-
  private:
   nn::TextClassifier& model_;
   ddp::DistributedDataParallel* ddp_;
