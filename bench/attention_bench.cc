@@ -29,7 +29,7 @@
 #include "kernels/cuda/attention_cuda.h"
 #endif
 
-namespace tandem {
+namespace tandem::kernels {
 namespace {
 
 struct Options {
@@ -123,10 +123,11 @@ void run(const Options& o, const AttentionShape& s) {
 }
 
 }  // namespace
-}  // namespace tandem
+}  // namespace tandem::kernels
 
 int main(int argc, char** argv) {
   using namespace tandem;
+  using namespace tandem::kernels;
   try {
     const Options o = parse(argc, argv);
     // (batch, seq, heads, head_dim): BERT-base-like shapes at growing sequence lengths, and Dh = 32 / 128.

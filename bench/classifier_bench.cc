@@ -113,7 +113,7 @@ void run(const Shape& s, Device device, DType compute, int64_t batch_override) {
     model.forward(ids, mask, ctx);
   });
   const double fwd_bwd = time_ms(device, [&] {
-    cross_entropy(model.forward(ids, mask, ctx), labels).backward();
+    kernels::cross_entropy(model.forward(ids, mask, ctx), labels).backward();
     for (auto& [n, p] : model.named_parameters()) p.set_grad(Tensor());
   });
   const double samples = static_cast<double>(sh.batch);

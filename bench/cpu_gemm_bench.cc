@@ -30,6 +30,7 @@ extern "C" void openblas_set_num_threads(int);
 namespace {
 
 using namespace tandem;
+using namespace tandem::kernels;
 
 struct Shape {
   const char* what;

@@ -48,7 +48,7 @@
 #include "kernels/cuda/pooling_cuda.h"
 #endif
 
-namespace tandem {
+namespace tandem::kernels {
 namespace {
 
 struct Options {
@@ -403,10 +403,11 @@ void run_device(Device dev, const Options& o) {
 }
 
 }  // namespace
-}  // namespace tandem
+}  // namespace tandem::kernels
 
 int main(int argc, char** argv) {
   using namespace tandem;
+  using namespace tandem::kernels;
   Options o;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];

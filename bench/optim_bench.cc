@@ -35,7 +35,7 @@
 #include "optim/adamw.h"
 #include "optim/sgd.h"
 
-namespace tandem {
+namespace tandem::optim {
 namespace {
 
 struct Options {
@@ -162,11 +162,11 @@ void run(const Options& o) {
 }
 
 }  // namespace
-}  // namespace tandem
+}  // namespace tandem::optim
 
 int main(int argc, char** argv) {
   try {
-    tandem::run(tandem::parse(argc, argv));
+    tandem::optim::run(tandem::optim::parse(argc, argv));
   } catch (const std::exception& e) {
     fmt::print(stderr, "optim_bench: {}\n", e.what());
     return 1;

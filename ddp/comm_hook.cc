@@ -17,10 +17,10 @@ std::vector<Tensor> GradBucket::gradients() const {
 
 void scale_in_place(const Tensor& t, double alpha) {
   if (t.device().is_cpu()) {
-    scale_cpu(t.data_ptr(), t.data_ptr(), t.dtype(), t.numel(), alpha);
+    kernels::scale_cpu(t.data_ptr(), t.data_ptr(), t.dtype(), t.numel(), alpha);
   } else {
 #if TANDEM_WITH_CUDA
-    scale_cuda(t.data_ptr(), t.data_ptr(), t.dtype(), t.numel(), alpha, cuda::current_stream(t.device().index).handle());
+    kernels::scale_cuda(t.data_ptr(), t.data_ptr(), t.dtype(), t.numel(), alpha, cuda::current_stream(t.device().index).handle());
 #endif
   }
   t.bump_version();

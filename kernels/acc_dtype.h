@@ -4,8 +4,8 @@
 
 #include "core/dtype.h"
 
-namespace tandem {
+namespace tandem::kernels {
 
 inline DType acc_dtype(DType t) { return t == DType::F64 ? DType::F64 : DType::F32; }
 
-}  // namespace tandem
+}  // namespace tandem::kernels

@@ -11,7 +11,7 @@
 #include "kernels/cuda/attention_cuda.h"
 #endif
 
-namespace tandem {
+namespace tandem::kernels {
 
 namespace {
 
@@ -114,4 +114,4 @@ Tensor attention(const Tensor& qkv, const Tensor& key_padding_mask, int num_head
   return out;
 }
 
-}  // namespace tandem
+}  // namespace tandem::kernels

@@ -41,7 +41,7 @@
 
 #include "core/tensor.h"
 
-namespace tandem {
+namespace tandem::kernels {
 
 Tensor attention(const Tensor& qkv, const Tensor& key_padding_mask, int num_heads, double dropout_p = 0.0,
                  uint64_t seed = 0, uint64_t offset = 0);
@@ -49,4 +49,4 @@ Tensor attention(const Tensor& qkv, const Tensor& key_padding_mask, int num_head
 // The largest head dimension the CUDA kernels accept.
 inline constexpr int64_t kAttentionMaxHeadDimCuda = 128;
 
-}  // namespace tandem
+}  // namespace tandem::kernels

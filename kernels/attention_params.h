@@ -16,7 +16,7 @@
 
 #include "core/philox.h"
 
-namespace tandem {
+namespace tandem::kernels {
 
 struct AttentionShape {
   int64_t batch = 0;     // B
@@ -50,4 +50,4 @@ TANDEM_HD inline bool attention_dropout_keep(const AttentionDropout& d, int64_t 
   return attention_dropout_keep(philox_block(d.seed, d.offset, attention_dropout_block(bh, i, j, seq)), j, d.p);
 }
 
-}  // namespace tandem
+}  // namespace tandem::kernels

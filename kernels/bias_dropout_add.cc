@@ -10,7 +10,7 @@
 #include "kernels/cuda/bias_dropout_add_cuda.h"
 #endif
 
-namespace tandem {
+namespace tandem::kernels {
 
 namespace {
 
@@ -112,4 +112,4 @@ Tensor bias_dropout_add(const Tensor& x, const Tensor& bias, const Tensor& resid
   return fused("bias_dropout_add", x, bias, residual, make_rng("bias_dropout_add", p, training, seed, subsequence));
 }
 
-}  // namespace tandem
+}  // namespace tandem::kernels

@@ -20,7 +20,7 @@
 
 #include "core/tensor.h"
 
-namespace tandem {
+namespace tandem::kernels {
 
 Tensor dropout(const Tensor& x, double p, bool training, uint64_t seed, uint64_t subsequence);
 
@@ -31,4 +31,4 @@ Tensor add_bias(const Tensor& x, const Tensor& bias);
 Tensor bias_dropout_add(const Tensor& x, const Tensor& bias, const Tensor& residual, double p, bool training,
                         uint64_t seed, uint64_t subsequence);
 
-}  // namespace tandem
+}  // namespace tandem::kernels

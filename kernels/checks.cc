@@ -2,7 +2,7 @@
 
 #include "core/check.h"
 
-namespace tandem {
+namespace tandem::kernels {
 
 void check_same_device_and_dtype(const char* op, std::initializer_list<const Tensor*> tensors) {
   const Tensor* first = nullptr;
@@ -26,4 +26,4 @@ void check_same_shape(const char* op, const Tensor& a, const Tensor& b) {
                shape_str(b.shape()));
 }
 
-}  // namespace tandem
+}  // namespace tandem::kernels

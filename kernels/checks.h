@@ -6,9 +6,9 @@
 
 #include "core/tensor.h"
 
-namespace tandem {
+namespace tandem::kernels {
 
 void check_same_device_and_dtype(const char* op, std::initializer_list<const Tensor*> tensors);
 void check_same_shape(const char* op, const Tensor& a, const Tensor& b);
 
-}  // namespace tandem
+}  // namespace tandem::kernels

@@ -15,7 +15,7 @@
 #include "kernels/cuda/reduce_cuda.h"
 #endif
 
-namespace tandem {
+namespace tandem::kernels {
 
 namespace {
 
@@ -102,4 +102,4 @@ Tensor accuracy_count(const Tensor& logits, const Tensor& labels) {
   return count;
 }
 
-}  // namespace tandem
+}  // namespace tandem::kernels

@@ -18,9 +18,9 @@
 
 #include "core/tensor.h"
 
-namespace tandem {
+namespace tandem::kernels {
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& labels, double label_smoothing = 0.0);
 Tensor accuracy_count(const Tensor& logits, const Tensor& labels);
 
-}  // namespace tandem
+}  // namespace tandem::kernels

@@ -7,11 +7,11 @@
 #include "core/stream.h"
 #include "core/tensor.h"
 
-namespace tandem {
+namespace tandem::kernels {
 
 inline void* stream_of(const Tensor& t) { return cuda::current_stream(t.device().index).handle(); }
 
-}  // namespace tandem
+}  // namespace tandem::kernels
 
 #if TANDEM_WITH_CUDA
 #define TANDEM_CUDA_ONLY(...) __VA_ARGS__

@@ -12,7 +12,7 @@
 
 #include "core/philox.h"
 
-namespace tandem {
+namespace tandem::kernels {
 
 TANDEM_HD inline float dropout_scale(float p) { return p < 1.0f ? 1.0f / (1.0f - p) : 0.0f; }
 
@@ -29,4 +29,4 @@ TANDEM_HD inline bool dropout_keep(uint64_t seed, uint64_t subsequence, uint64_t
   return philox_uniform(seed, subsequence, i) >= p;
 }
 
-}  // namespace tandem
+}  // namespace tandem::kernels

@@ -11,7 +11,7 @@
 #include "kernels/cuda/elementwise_cuda.h"
 #endif
 
-namespace tandem {
+namespace tandem::kernels {
 
 namespace {
 
@@ -150,4 +150,4 @@ Tensor cast(const Tensor& x, DType dtype) {
   return out;
 }
 
-}  // namespace tandem
+}  // namespace tandem::kernels

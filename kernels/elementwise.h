@@ -4,7 +4,7 @@
 
 #include "core/tensor.h"
 
-namespace tandem {
+namespace tandem::kernels {
 
 Tensor add(const Tensor& a, const Tensor& b);      // a + b
 Tensor mul(const Tensor& a, const Tensor& b);      // a * b
@@ -12,4 +12,4 @@ Tensor scale(const Tensor& x, double alpha);       // alpha * x
 Tensor relu(const Tensor& x);                      // max(x, 0); gradient 0 at x <= 0
 Tensor cast(const Tensor& x, DType dtype);         // x converted; the gradient is converted back
 
-}  // namespace tandem
+}  // namespace tandem::kernels

@@ -12,7 +12,7 @@
 #include "kernels/cuda/embedding_cuda.h"
 #endif
 
-namespace tandem {
+namespace tandem::kernels {
 
 namespace {
 
@@ -84,4 +84,4 @@ Tensor embedding(const Tensor& ids, const Tensor& tok_table, const Tensor& pos_t
   return out;
 }
 
-}  // namespace tandem
+}  // namespace tandem::kernels

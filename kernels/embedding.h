@@ -18,8 +18,8 @@
 
 #include "core/tensor.h"
 
-namespace tandem {
+namespace tandem::kernels {
 
 Tensor embedding(const Tensor& ids, const Tensor& tok_table, const Tensor& pos_table);
 
-}  // namespace tandem
+}  // namespace tandem::kernels

@@ -10,7 +10,7 @@
 #include "kernels/cuda/gelu_cuda.h"
 #endif
 
-namespace tandem {
+namespace tandem::kernels {
 
 namespace {
 
@@ -96,4 +96,4 @@ Tensor bias_gelu(const Tensor& x, const Tensor& bias, GeluApproximation approx) 
   return y;
 }
 
-}  // namespace tandem
+}  // namespace tandem::kernels

@@ -13,9 +13,9 @@
 #include "core/tensor.h"
 #include "kernels/gelu_formula.h"
 
-namespace tandem {
+namespace tandem::kernels {
 
 Tensor gelu(const Tensor& x, GeluApproximation approx = GeluApproximation::None);
 Tensor bias_gelu(const Tensor& x, const Tensor& bias, GeluApproximation approx = GeluApproximation::None);
 
-}  // namespace tandem
+}  // namespace tandem::kernels

@@ -11,7 +11,7 @@
 
 #include "core/half.h"  // TANDEM_HD
 
-namespace tandem {
+namespace tandem::kernels {
 
 enum class GeluApproximation { None, Tanh };
 
@@ -59,4 +59,4 @@ TANDEM_HD inline A gelu_derivative(A x, GeluApproximation approx) {
   return A(0.5) * (A(1) + erf_(x * A(kSqrt1_2))) + x * A(kInvSqrt2Pi) * exp_(A(-0.5) * x * x);
 }
 
-}  // namespace tandem
+}  // namespace tandem::kernels

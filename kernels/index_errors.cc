@@ -4,7 +4,7 @@
 #include "kernels/cuda/index_error_cuda.h"
 #endif
 
-namespace tandem {
+namespace tandem::kernels {
 
 void raise_pending_index_error() {
 #if TANDEM_WITH_CUDA
@@ -12,4 +12,4 @@ void raise_pending_index_error() {
 #endif
 }
 
-}  // namespace tandem
+}  // namespace tandem::kernels

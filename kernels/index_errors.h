@@ -11,10 +11,10 @@
 // synchronisation, e.g. reading the loss, at the latest).
 #pragma once
 
-namespace tandem {
+namespace tandem::kernels {
 
 // Throws Error describing the first recorded out-of-range index and clears the
 // record; returns normally when none is recorded or CUDA is not built in.
 void raise_pending_index_error();
 
-}  // namespace tandem
+}  // namespace tandem::kernels

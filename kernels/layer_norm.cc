@@ -11,7 +11,7 @@
 #include "kernels/cuda/layer_norm_cuda.h"
 #endif
 
-namespace tandem {
+namespace tandem::kernels {
 
 namespace {
 
@@ -88,4 +88,4 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
   return y;
 }
 
-}  // namespace tandem
+}  // namespace tandem::kernels

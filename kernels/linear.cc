@@ -10,7 +10,7 @@
 #include "kernels/cuda/linear_cuda.h"
 #endif
 
-namespace tandem {
+namespace tandem::kernels {
 
 namespace {
 
@@ -83,4 +83,4 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   return y;
 }
 
-}  // namespace tandem
+}  // namespace tandem::kernels

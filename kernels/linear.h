@@ -8,8 +8,8 @@
 
 #include "core/tensor.h"
 
-namespace tandem {
+namespace tandem::kernels {
 
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b = Tensor());
 
-}  // namespace tandem
+}  // namespace tandem::kernels

@@ -11,7 +11,7 @@
 #include "kernels/cuda/pooling_cuda.h"
 #endif
 
-namespace tandem {
+namespace tandem::kernels {
 
 namespace {
 
@@ -102,4 +102,4 @@ Tensor first_token_pool(const Tensor& x) {
   return y;
 }
 
-}  // namespace tandem
+}  // namespace tandem::kernels

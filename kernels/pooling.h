@@ -9,9 +9,9 @@
 
 #include "core/tensor.h"
 
-namespace tandem {
+namespace tandem::kernels {
 
 Tensor masked_mean_pool(const Tensor& x, const Tensor& mask);
 Tensor first_token_pool(const Tensor& x);
 
-}  // namespace tandem
+}  // namespace tandem::kernels

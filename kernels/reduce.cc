@@ -11,7 +11,7 @@
 #include "kernels/cuda/reduce_cuda.h"
 #endif
 
-namespace tandem {
+namespace tandem::kernels {
 
 namespace {
 
@@ -64,4 +64,4 @@ Tensor mean(const Tensor& x) {
   return reduce(x, scale, "mean", "MeanBackward");
 }
 
-}  // namespace tandem
+}  // namespace tandem::kernels

@@ -6,9 +6,9 @@
 
 #include "core/tensor.h"
 
-namespace tandem {
+namespace tandem::kernels {
 
 Tensor sum(const Tensor& x);
 Tensor mean(const Tensor& x);  // sum / numel; NaN for an empty tensor, as in PyTorch
 
-}  // namespace tandem
+}  // namespace tandem::kernels

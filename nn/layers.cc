@@ -20,8 +20,8 @@ TokenPositionEmbedding::TokenPositionEmbedding(int64_t vocab_size, int64_t max_s
 Tensor TokenPositionEmbedding::forward(const Tensor& ids, ForwardContext& ctx) const {
   // Gather from the f32 tables and cast the [B, S, D] result: cheaper than casting
   // the whole vocabulary table every step, and the table gradients stay f32.
-  Tensor x = embedding(ids, token_->weight(), position_->weight());
-  return x.dtype() == ctx.compute_dtype ? x : cast(x, ctx.compute_dtype);
+  Tensor x = kernels::embedding(ids, token_->weight(), position_->weight());
+  return x.dtype() == ctx.compute_dtype ? x : kernels::cast(x, ctx.compute_dtype);
 }
 
 LayerNorm::LayerNorm(int64_t d, double eps) : eps_(eps) {
@@ -31,8 +31,8 @@ LayerNorm::LayerNorm(int64_t d, double eps) : eps_(eps) {
 
 Tensor LayerNorm::forward(const Tensor& x, ForwardContext& ctx) const {
   // layer_norm reads f32 weights for 16-bit x: no cast, f32 gradients.
-  if (x.dtype() == DType::F64) return layer_norm(x, cast(weight_, DType::F64), cast(bias_, DType::F64), eps_);
-  return layer_norm(x, weight_, bias_, eps_);
+  if (x.dtype() == DType::F64) return kernels::layer_norm(x, kernels::cast(weight_, DType::F64), kernels::cast(bias_, DType::F64), eps_);
+  return kernels::layer_norm(x, weight_, bias_, eps_);
 }
 
 MultiheadAttention::MultiheadAttention(int64_t d_model, int64_t n_heads, double dropout, Init& init)
@@ -51,11 +51,11 @@ MultiheadAttention::MultiheadAttention(int64_t d_model, int64_t n_heads, double 
 
 Tensor MultiheadAttention::forward_without_out_bias(const Tensor& x, const Tensor& key_padding_mask,
                                                     ForwardContext& ctx) const {
-  Tensor qkv = linear(x, as_compute(in_proj_weight_, ctx), as_compute(in_proj_bias_, ctx));
+  Tensor qkv = kernels::linear(x, as_compute(in_proj_weight_, ctx), as_compute(in_proj_bias_, ctx));
   const double p = is_training() ? dropout_ : 0.0;
   const uint64_t stream = ctx.next_dropout_stream();
-  Tensor heads = attention(qkv, key_padding_mask, static_cast<int>(n_heads_), p, ctx.seed, stream);
-  return linear(heads, as_compute(out_proj_->weight(), ctx));
+  Tensor heads = kernels::attention(qkv, key_padding_mask, static_cast<int>(n_heads_), p, ctx.seed, stream);
+  return kernels::linear(heads, as_compute(out_proj_->weight(), ctx));
 }
 
 }  // namespace tandem::nn

@@ -8,7 +8,7 @@
 namespace tandem::nn {
 
 Tensor as_compute(const Tensor& param, const ForwardContext& ctx) {
-  return param.dtype() == ctx.compute_dtype ? param : cast(param, ctx.compute_dtype);
+  return param.dtype() == ctx.compute_dtype ? param : kernels::cast(param, ctx.compute_dtype);
 }
 
 Linear::Linear(int64_t in_features, int64_t out_features, bool bias, Init& init) {
@@ -18,7 +18,7 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool bias, Init& init)
 }
 
 Tensor Linear::forward(const Tensor& x, const ForwardContext& ctx) const {
-  return linear(x, as_compute(weight_, ctx), bias_.defined() ? as_compute(bias_, ctx) : Tensor());
+  return kernels::linear(x, as_compute(weight_, ctx), bias_.defined() ? as_compute(bias_, ctx) : Tensor());
 }
 
 }  // namespace tandem::nn

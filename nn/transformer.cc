@@ -36,22 +36,22 @@ Tensor TransformerEncoderLayer::self_attention_block(const Tensor& x, const Tens
                                                      ForwardContext& ctx) const {
   Tensor a = self_attn_->forward_without_out_bias(x, mask, ctx);
   // dropout1(a + out_proj.bias) + residual, one pass.
-  return bias_dropout_add(a, as_compute(self_attn_->out_proj_bias(), ctx), residual, dropout_, is_training(), ctx.seed,
+  return kernels::bias_dropout_add(a, as_compute(self_attn_->out_proj_bias(), ctx), residual, dropout_, is_training(), ctx.seed,
                           ctx.next_dropout_stream());
 }
 
 Tensor TransformerEncoderLayer::feed_forward_block(const Tensor& x, const Tensor& residual,
                                                    ForwardContext& ctx) const {
-  Tensor h = linear(x, as_compute(linear1_->weight(), ctx));
+  Tensor h = kernels::linear(x, as_compute(linear1_->weight(), ctx));
   Tensor b1 = as_compute(linear1_->bias(), ctx);
   switch (activation_) {
-    case Activation::Gelu: h = bias_gelu(h, b1, GeluApproximation::None); break;
-    case Activation::GeluTanh: h = bias_gelu(h, b1, GeluApproximation::Tanh); break;
-    case Activation::Relu: h = relu(add_bias(h, b1)); break;
+    case Activation::Gelu: h = kernels::bias_gelu(h, b1, kernels::GeluApproximation::None); break;
+    case Activation::GeluTanh: h = bias_gelu(h, b1, kernels::GeluApproximation::Tanh); break;
+    case Activation::Relu: h = kernels::relu(kernels::add_bias(h, b1)); break;
   }
-  h = dropout(h, dropout_, is_training(), ctx.seed, ctx.next_dropout_stream());
-  Tensor y = linear(h, as_compute(linear2_->weight(), ctx));
-  return bias_dropout_add(y, as_compute(linear2_->bias(), ctx), residual, dropout_, is_training(), ctx.seed,
+  h = kernels::dropout(h, dropout_, is_training(), ctx.seed, ctx.next_dropout_stream());
+  Tensor y = kernels::linear(h, as_compute(linear2_->weight(), ctx));
+  return kernels::bias_dropout_add(y, as_compute(linear2_->bias(), ctx), residual, dropout_, is_training(), ctx.seed,
                           ctx.next_dropout_stream());
 }
 
@@ -92,9 +92,9 @@ TextClassifier::TextClassifier(const TextClassifierConfig& config, uint64_t seed
 
 Tensor TextClassifier::forward(const Tensor& ids, const Tensor& mask, ForwardContext& ctx) const {
   Tensor x = embed_->forward(ids, ctx);
-  x = dropout(x, config_.dropout, is_training(), ctx.seed, ctx.next_dropout_stream());
+  x = kernels::dropout(x, config_.dropout, is_training(), ctx.seed, ctx.next_dropout_stream());
   Tensor h = encoder_->forward(x, mask, ctx);
-  Tensor pooled = config_.pooling == Pooling::Mean ? masked_mean_pool(h, mask) : first_token_pool(h);
+  Tensor pooled = config_.pooling == Pooling::Mean ? kernels::masked_mean_pool(h, mask) : kernels::first_token_pool(h);
   return head_->forward(pooled, ctx);
 }
 

@@ -8,7 +8,7 @@
 #include "optim/cuda/adamw_cuda.h"
 #endif
 
-namespace tandem {
+namespace tandem::optim {
 
 namespace {
 
@@ -58,8 +58,8 @@ void AdamW::update_group(size_t group, const TensorList& tensors, const float* f
   if (device().is_cpu()) {
     adamw_step_cpu(tensors, hyper, found_inf);
   } else {
-    TANDEM_CUDA_ONLY(adamw_step_cuda(tensors, hyper, found_inf, stream_of(param_group(group).front())));
+    TANDEM_CUDA_ONLY(adamw_step_cuda(tensors, hyper, found_inf, kernels::stream_of(param_group(group).front())));
   }
 }
 
-}  // namespace tandem
+}  // namespace tandem::optim

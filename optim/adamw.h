@@ -9,7 +9,7 @@
 
 #include "optim/optimizer.h"
 
-namespace tandem {
+namespace tandem::optim {
 
 struct AdamWOptions {
   double lr = 1e-3;
@@ -41,4 +41,4 @@ class AdamW final : public Optimizer {
   std::vector<Options> options_;
 };
 
-}  // namespace tandem
+}  // namespace tandem::optim

@@ -8,7 +8,7 @@
 #include "optim/cuda/clip_cuda.h"
 #endif
 
-namespace tandem {
+namespace tandem::optim {
 
 Tensor clip_grad_norm_(const std::vector<Tensor>& params, double max_norm) {
   TANDEM_CHECK(max_norm >= 0.0, "clip_grad_norm_: max_norm must be >= 0, got {}", max_norm);
@@ -34,9 +34,9 @@ Tensor clip_grad_norm_(const std::vector<Tensor>& params, double max_norm) {
     clip_grad_norm_cpu(list, max_norm, static_cast<float*>(total.data_ptr()));
   } else {
     TANDEM_CUDA_ONLY(clip_grad_norm_cuda(list, max_norm, static_cast<float*>(total.data_ptr()),
-                                         first.device().index, stream_of(first)));
+                                         first.device().index, kernels::stream_of(first)));
   }
   return total;
 }
 
-}  // namespace tandem
+}  // namespace tandem::optim

@@ -11,11 +11,11 @@
 
 #include "core/tensor.h"
 
-namespace tandem {
+namespace tandem::optim {
 
 // Parameters without a gradient are skipped. Returns the norm before clipping
 // as a 0-dim f32 tensor on the gradients' device (0 on the CPU when no
 // parameter has a gradient). Gradients must be f32 and on one device.
 Tensor clip_grad_norm_(const std::vector<Tensor>& params, double max_norm);
 
-}  // namespace tandem
+}  // namespace tandem::optim

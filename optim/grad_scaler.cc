@@ -11,7 +11,7 @@
 #include "optim/cuda/amp_cuda.h"
 #endif
 
-namespace tandem {
+namespace tandem::optim {
 
 namespace {
 
@@ -54,9 +54,9 @@ Tensor GradScaler::scale(const Tensor& loss) {
   }
   TANDEM_CHECK(loss.device() == scale_.device(), "GradScaler.scale: loss on {} but the scale lives on {}",
                loss.device().str(), scale_.device().str());
-  Tensor l = loss.dtype() == DType::F32 ? loss : cast(loss, DType::F32);
+  Tensor l = loss.dtype() == DType::F32 ? loss : kernels::cast(loss, DType::F32);
   Tensor factor = l.shape() == scale_.shape() ? scale_ : scale_.reshape(l.shape());
-  return mul(l, factor);
+  return kernels::mul(l, factor);
 }
 
 void GradScaler::unscale_(Optimizer& optimizer) {
@@ -82,7 +82,7 @@ void GradScaler::unscale_(Optimizer& optimizer) {
   if (scale_.device().is_cpu()) {
     unscale_and_check_cpu(grads, scale, found);
   } else {
-    TANDEM_CUDA_ONLY(unscale_and_check_cuda(grads, scale, found, stream_of(scale_)));
+    TANDEM_CUDA_ONLY(unscale_and_check_cuda(grads, scale, found, kernels::stream_of(scale_)));
   }
   per.stage = Stage::Unscaled;
 }
@@ -106,7 +106,7 @@ void GradScaler::update() {
   Tensor found;
   for (const auto& [opt, per] : per_optimizer_) {
     if (!per.found_inf.defined()) continue;
-    found = found.defined() ? add(found, per.found_inf) : per.found_inf;
+    found = found.defined() ? kernels::add(found, per.found_inf) : per.found_inf;
   }
   TANDEM_CHECK(found.defined(), "GradScaler.update: no inf checks were recorded: call step() (or unscale_()) first");
   auto* scale = static_cast<float*>(scale_.data_ptr());
@@ -116,7 +116,7 @@ void GradScaler::update() {
     update_scale_cpu(scale, tracker, flag, options_.growth_factor, options_.backoff_factor, options_.growth_interval);
   } else {
     TANDEM_CUDA_ONLY(update_scale_cuda(scale, tracker, flag, options_.growth_factor, options_.backoff_factor,
-                                       options_.growth_interval, stream_of(scale_)));
+                                       options_.growth_interval, kernels::stream_of(scale_)));
   }
   per_optimizer_.clear();
 }
@@ -170,4 +170,4 @@ void GradScaler::load_state_dict(const State& state) {
   }
 }
 
-}  // namespace tandem
+}  // namespace tandem::optim

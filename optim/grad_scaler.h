@@ -27,7 +27,7 @@
 #include "core/tensor.h"
 #include "optim/optimizer.h"
 
-namespace tandem {
+namespace tandem::optim {
 
 struct GradScalerOptions {
   double init_scale = 65536.0;  // 2^16
@@ -94,4 +94,4 @@ class GradScaler {
   std::map<const Optimizer*, PerOptimizer> per_optimizer_;  // this iteration only
 };
 
-}  // namespace tandem
+}  // namespace tandem::optim

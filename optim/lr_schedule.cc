@@ -6,7 +6,7 @@
 
 #include "core/check.h"
 
-namespace tandem {
+namespace tandem::optim {
 
 ScheduleKind parse_schedule_kind(std::string_view name) {
   if (name == "constant") return ScheduleKind::Constant;
@@ -87,4 +87,4 @@ void LRScheduler::apply() {
   for (size_t g = 0; g < base_lrs_.size(); ++g) optimizer_.set_lr(g, base_lrs_[g] * f);
 }
 
-}  // namespace tandem
+}  // namespace tandem::optim

@@ -23,7 +23,7 @@
 
 #include "optim/optimizer.h"
 
-namespace tandem {
+namespace tandem::optim {
 
 enum class ScheduleKind { Constant, ConstantWithWarmup, Linear, Cosine };
 
@@ -66,4 +66,4 @@ class LRScheduler {
   int64_t step_ = 0;
 };
 
-}  // namespace tandem
+}  // namespace tandem::optim

@@ -6,7 +6,7 @@
 
 #include "core/check.h"
 
-namespace tandem {
+namespace tandem::optim {
 
 Optimizer::Optimizer(const char* name, std::vector<std::vector<Tensor>> groups) : name_(name), groups_(std::move(groups)) {
   TANDEM_CHECK(!groups_.empty(), "{}: no parameter groups", name_);
@@ -166,4 +166,4 @@ void Optimizer::load_state_dict(const StateDict& state) {
   }
 }
 
-}  // namespace tandem
+}  // namespace tandem::optim

@@ -25,7 +25,7 @@
 #include "core/tensor.h"
 #include "optim/tensor_list.h"
 
-namespace tandem {
+namespace tandem::optim {
 
 class Optimizer {
  public:
@@ -84,4 +84,4 @@ class Optimizer {
   Device device_;
 };
 
-}  // namespace tandem
+}  // namespace tandem::optim

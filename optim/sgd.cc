@@ -8,7 +8,7 @@
 #include "optim/cuda/sgd_cuda.h"
 #endif
 
-namespace tandem {
+namespace tandem::optim {
 
 namespace {
 
@@ -59,8 +59,8 @@ void SGD::update_group(size_t group, const TensorList& tensors, const float* fou
   if (device().is_cpu()) {
     sgd_step_cpu(tensors, hyper, found_inf);
   } else {
-    TANDEM_CUDA_ONLY(sgd_step_cuda(tensors, hyper, found_inf, stream_of(param_group(group).front())));
+    TANDEM_CUDA_ONLY(sgd_step_cuda(tensors, hyper, found_inf, kernels::stream_of(param_group(group).front())));
   }
 }
 
-}  // namespace tandem
+}  // namespace tandem::optim

@@ -8,7 +8,7 @@
 
 #include "optim/optimizer.h"
 
-namespace tandem {
+namespace tandem::optim {
 
 struct SGDOptions {
   double lr = 1e-3;
@@ -41,4 +41,4 @@ class SGD final : public Optimizer {
   std::vector<Options> options_;
 };
 
-}  // namespace tandem
+}  // namespace tandem::optim

@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace tandem {
+namespace tandem::optim {
 
 struct TensorListEntry {
   std::array<float*, 4> ptr{};  // operands, each numel f32 elements (unused slots null)
@@ -20,4 +20,4 @@ struct TensorListEntry {
 
 using TensorList = std::vector<TensorListEntry>;
 
-}  // namespace tandem
+}  // namespace tandem::optim

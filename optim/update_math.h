@@ -16,7 +16,7 @@
 
 #include "core/half.h"  // TANDEM_HD
 
-namespace tandem {
+namespace tandem::optim {
 
 struct AdamWHyper {
   double lr = 1e-3;
@@ -144,4 +144,4 @@ TANDEM_HD inline float clip_coefficient(float total_norm, double max_norm) {
   return c > 1.0f ? 1.0f : c;
 }
 
-}  // namespace tandem
+}  // namespace tandem::optim

@@ -59,7 +59,7 @@ TrainerState state_from_json(const nlohmann::json& j, const fs::path& file) {
     s.sampler.seed = sm.at("seed");
     if (j.contains("scaler")) {
       const auto& sc = j.at("scaler");
-      GradScaler::State st;
+      optim::GradScaler::State st;
       st.scale = sc.at("scale");
       st.growth_factor = sc.at("growth_factor");
       st.backoff_factor = sc.at("backoff_factor");

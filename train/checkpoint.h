@@ -28,7 +28,7 @@ struct TrainerState {
   int64_t global_step = 0;  // optimizer steps taken
   int64_t epoch = 0;        // the epoch in progress
   data::SamplerState sampler;  // samples of `epoch` already consumed (per rank)
-  std::optional<GradScaler::State> scaler;
+  std::optional<optim::GradScaler::State> scaler;
   int64_t seed = 0;
   int64_t world_size = 1;
   std::vector<std::string> class_names;  // label i is class_names[i]

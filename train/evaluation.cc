@@ -55,7 +55,7 @@ EvalResult evaluate(const nn::TextClassifier& model, data::DataLoader& loader, D
   while (auto batch = loader.next()) {
     Tensor logits = m.forward(batch->ids, batch->mask, ctx);
     const int64_t n = batch->labels.size(0);
-    loss_sum += cross_entropy(logits, batch->labels).item() * static_cast<double>(n);
+    loss_sum += kernels::cross_entropy(logits, batch->labels).item() * static_cast<double>(n);
     // The predictions on the host (eval batches are few): the arg-max of each row.
     const std::vector<double> l = logits.to_double_vector();
     const std::vector<int64_t> y = batch->labels.to_int_vector();

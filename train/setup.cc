@@ -111,25 +111,25 @@ data::DataLoaderOptions train_loader_options(const TrainConfig& c, Device device
   return o;
 }
 
-std::unique_ptr<Optimizer> make_optimizer(const TrainConfig& c, const nn::Module& model) {
+std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& c, const nn::Module& model) {
   auto groups = decay_groups(model);
   if (c.optim == "sgd") {
-    SGDOptions o;
+    optim::SGDOptions o;
     o.lr = c.learning_rate;
     o.momentum = c.momentum;
     o.weight_decay = c.weight_decay;
-    SGDOptions nd = o;
+    optim::SGDOptions nd = o;
     nd.weight_decay = 0;
-    return std::make_unique<SGD>(std::vector<SGD::ParamGroup>{{groups[0], o}, {groups[1], nd}});
+    return std::make_unique<optim::SGD>(std::vector<optim::SGD::ParamGroup>{{groups[0], o}, {groups[1], nd}});
   }
-  AdamWOptions o;
+  optim::AdamWOptions o;
   o.lr = c.learning_rate;
   o.betas = {c.adam_beta1, c.adam_beta2};
   o.eps = c.adam_epsilon;
   o.weight_decay = c.weight_decay;
-  AdamWOptions nd = o;
+  optim::AdamWOptions nd = o;
   nd.weight_decay = 0;
-  return std::make_unique<AdamW>(std::vector<AdamW::ParamGroup>{{groups[0], o}, {groups[1], nd}});
+  return std::make_unique<optim::AdamW>(std::vector<optim::AdamW::ParamGroup>{{groups[0], o}, {groups[1], nd}});
 }
 
 ddp::CommHook comm_hook(const std::string& name) {

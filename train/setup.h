@@ -45,7 +45,7 @@ data::SamplerOptions train_sampler_options(const TrainConfig& c, int rank, int w
 data::DataLoaderOptions train_loader_options(const TrainConfig& c, Device device);
 nn::TextClassifierConfig model_config(const TrainConfig& c, int64_t vocab_size, int64_t num_classes);
 // AdamW or SGD; weight decay on matrices only (biases and LayerNorm weights are not decayed).
-std::unique_ptr<Optimizer> make_optimizer(const TrainConfig& c, const nn::Module& model);
+std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& c, const nn::Module& model);
 // allreduce | fp16 | bf16
 ddp::CommHook comm_hook(const std::string& name);
 ddp::DDPOptions ddp_options(const TrainConfig& c);

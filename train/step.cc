@@ -10,8 +10,8 @@ namespace tandem::train {
 
 using profile::Phase;
 
-TrainStep::TrainStep(nn::TextClassifier& model, ddp::DistributedDataParallel* ddp, Optimizer& optimizer,
-                     GradScaler& scaler, LRScheduler* scheduler, nn::ForwardContext context, StepOptions options)
+TrainStep::TrainStep(nn::TextClassifier& model, ddp::DistributedDataParallel* ddp, optim::Optimizer& optimizer,
+                     optim::GradScaler& scaler, optim::LRScheduler* scheduler, nn::ForwardContext context, StepOptions options)
     : model_(model),
       ddp_(ddp),
       optimizer_(optimizer),
@@ -39,12 +39,12 @@ StepResult TrainStep::run(int64_t step, const std::function<data::Batch()>& next
       obs.enter(Phase::Forward);
       auto forward = [&] { return model_.forward(batch.ids, batch.mask, ctx_); };
       Tensor logits = ddp_ ? ddp_->forward(forward) : forward();
-      Tensor loss = cross_entropy(logits, batch.labels, options_.label_smoothing);
+      Tensor loss = kernels::cross_entropy(logits, batch.labels, options_.label_smoothing);
       // The mean over the step's rows: each micro-batch contributes 1/accum (equal-sized micro-batches).
-      Tensor scaled = scaler_.scale(accum > 1 ? scale(loss, 1.0 / static_cast<double>(accum)) : loss);
+      Tensor scaled = scaler_.scale(accum > 1 ? kernels::scale(loss, 1.0 / static_cast<double>(accum)) : loss);
       {
         NoGradGuard no_grad;  // nothing writes the loss in place afterwards, so the first needs no copy
-        r.loss_sum = r.loss_sum.defined() ? add(r.loss_sum, loss.detach()) : loss.detach();
+        r.loss_sum = r.loss_sum.defined() ? kernels::add(r.loss_sum, loss.detach()) : loss.detach();
       }
       obs.enter(Phase::BackwardCompute);
       scaled.backward();  // with DDP, the last micro-batch's backward also launches the all-reduces
@@ -61,7 +61,7 @@ StepResult TrainStep::run(int64_t step, const std::function<data::Batch()>& next
 
   obs.enter(Phase::Optimizer);
   scaler_.unscale_(optimizer_);
-  if (options_.max_grad_norm > 0) r.grad_norm = clip_grad_norm_(optimizer_.params(), options_.max_grad_norm);
+  if (options_.max_grad_norm > 0) r.grad_norm = optim::clip_grad_norm_(optimizer_.params(), options_.max_grad_norm);
   scaler_.step(optimizer_);
   scaler_.update();
   if (scheduler_) scheduler_->step();

@@ -61,8 +61,8 @@ class TrainStep {
  public:
   // The references must outlive the TrainStep; `ddp` and `scheduler` may be null.
   // `context` carries the compute dtype and the dropout seed; the step sets its step and call counters.
-  TrainStep(nn::TextClassifier& model, ddp::DistributedDataParallel* ddp, Optimizer& optimizer, GradScaler& scaler,
-            LRScheduler* scheduler, nn::ForwardContext context, StepOptions options);
+  TrainStep(nn::TextClassifier& model, ddp::DistributedDataParallel* ddp, optim::Optimizer& optimizer, optim::GradScaler& scaler,
+            optim::LRScheduler* scheduler, nn::ForwardContext context, StepOptions options);
 
   // Runs step number `step` (the count of steps before it: dropout masks follow it) on micro-batches from
   // `next_batch`, which must return one each time it is called.
@@ -71,9 +71,9 @@ class TrainStep {
  private:
   nn::TextClassifier& model_;
   ddp::DistributedDataParallel* ddp_;
-  Optimizer& optimizer_;
-  GradScaler& scaler_;
-  LRScheduler* scheduler_;
+  optim::Optimizer& optimizer_;
+  optim::GradScaler& scaler_;
+  optim::LRScheduler* scheduler_;
   nn::ForwardContext ctx_;
   StepOptions options_;
 };

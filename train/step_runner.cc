@@ -126,8 +126,8 @@ struct StepRunner::State {
   int64_t epoch = 0;
   std::shared_ptr<nn::TextClassifier> model;
   std::unique_ptr<ddp::DistributedDataParallel> ddp;
-  std::unique_ptr<Optimizer> optimizer;
-  std::optional<GradScaler> scaler;
+  std::unique_ptr<optim::Optimizer> optimizer;
+  std::optional<optim::GradScaler> scaler;
   std::unique_ptr<TrainStep> train_step;
   nn::ForwardContext ctx;
   int64_t step = 0;
@@ -155,7 +155,7 @@ struct StepRunner::State {
       ddp = std::make_unique<ddp::DistributedDataParallel>(model, group, d);
     }
     ctx.compute_dtype = precision_dtype(c.precision);
-    scaler.emplace(GradScaler::for_compute_dtype(ctx.compute_dtype));
+    scaler.emplace(optim::GradScaler::for_compute_dtype(ctx.compute_dtype));
     // A constant learning rate (no schedule): it does not change the work.
     train_step = std::make_unique<TrainStep>(*model, ddp.get(), *optimizer, *scaler, nullptr, ctx, step_options(config));
   }

@@ -31,14 +31,14 @@ using profile::Phase;
 
 namespace {
 
-NamedTensors to_named(const Optimizer::StateDict& state) {
+NamedTensors to_named(const optim::Optimizer::StateDict& state) {
   NamedTensors out;
   for (const auto& [name, t] : state) out.tensors.emplace_back(name, t);
   return out;
 }
 
-Optimizer::StateDict from_named(const NamedTensors& named) {
-  Optimizer::StateDict out;
+optim::Optimizer::StateDict from_named(const NamedTensors& named) {
+  optim::Optimizer::StateDict out;
   for (const auto& [name, t] : named.tensors) out[name] = t;
   return out;
 }
@@ -105,9 +105,9 @@ class Job {
   const char* eval_split_ = "test";
   std::shared_ptr<nn::TextClassifier> model_;
   std::unique_ptr<ddp::DistributedDataParallel> ddp_;
-  std::unique_ptr<Optimizer> optimizer_;
-  std::unique_ptr<LRScheduler> scheduler_;
-  GradScaler scaler_;
+  std::unique_ptr<optim::Optimizer> optimizer_;
+  std::unique_ptr<optim::LRScheduler> scheduler_;
+  optim::GradScaler scaler_;
   std::unique_ptr<TrainProfiler> profiler_;
   std::unique_ptr<TrainStep> train_step_;
   std::unique_ptr<MetricsWriter> metrics_;  // rank 0
@@ -137,7 +137,7 @@ Job::Job(const TrainConfig& config, std::shared_ptr<comm::ProcessGroup> group, c
       main_rank_(rank_ == 0),
       progress_(main_rank_ && !options.quiet),
       out_dir_(config.output_dir),
-      scaler_(GradScaler::for_compute_dtype(compute_dtype(config))) {
+      scaler_(optim::GradScaler::for_compute_dtype(compute_dtype(config))) {
   if (main_rank_) fs::create_directories(out_dir_);
   // The GPU follows the local rank, as the nccl backend's does (not the global rank: nodes number their GPUs from 0).
   device_ = pick_device(config_, group_ ? comm::rank_info_from_env().local_rank : 0);
@@ -195,12 +195,12 @@ Job::Job(const TrainConfig& config, std::shared_ptr<comm::ProcessGroup> group, c
   total_steps_ = config_.max_steps > 0
                      ? config_.max_steps
                      : static_cast<int64_t>(std::ceil(config_.num_train_epochs * static_cast<double>(steps_per_epoch_)));
-  ScheduleConfig sc;
-  sc.kind = parse_schedule_kind(config_.lr_scheduler_type);
+  optim::ScheduleConfig sc;
+  sc.kind = optim::parse_schedule_kind(config_.lr_scheduler_type);
   sc.num_training_steps = total_steps_;
   sc.warmup_steps = config_.warmup_steps;
   sc.warmup_ratio = config_.warmup_ratio;
-  scheduler_ = std::make_unique<LRScheduler>(*optimizer_, sc);
+  scheduler_ = std::make_unique<optim::LRScheduler>(*optimizer_, sc);
 
   profiler_ = std::make_unique<TrainProfiler>(
       config_, TrainProfiler::Context{rank_, world_, device_, ddp_.get(), group_.get(),
@@ -267,7 +267,7 @@ void Job::run_step() {
   StepResult r = train_step_->run(step_, [this] { return next_batch(); }, profiler_.get());
   ++step_;
   state_.global_step = step_;
-  window_loss_ = window_loss_.defined() ? add(window_loss_, r.loss_sum) : r.loss_sum;
+  window_loss_ = window_loss_.defined() ? kernels::add(window_loss_, r.loss_sum) : r.loss_sum;
   if (r.grad_norm.defined()) last_grad_norm_ = r.grad_norm;
   window_micro_ += r.micro_batches;
   window_samples_ += r.samples;

@@ -49,16 +49,16 @@ int main(int argc, char** argv) {
     config.dim_feedforward = 128;
     auto model = std::make_shared<nn::TextClassifier>(config, /*seed=*/1);
     ddp::DistributedDataParallel ddp(model, group);
-    AdamWOptions adam;
+    optim::AdamWOptions adam;
     adam.lr = 1e-3;
-    AdamW optimizer(model->parameters(), adam);
+    optim::AdamW optimizer(model->parameters(), adam);
 
     nn::ForwardContext ctx;
     for (int epoch = 0; epoch < epochs; ++epoch) {
       loader.start_epoch(epoch);
       while (auto batch = loader.next()) {
         Tensor logits = ddp.forward([&] { return model->forward(batch->ids, batch->mask, ctx); });
-        cross_entropy(logits, batch->labels).backward();  // gradients are averaged over the ranks here
+        kernels::cross_entropy(logits, batch->labels).backward();  // gradients are averaged over the ranks here
         optimizer.step();
         optimizer.zero_grad();
         ++ctx.step;

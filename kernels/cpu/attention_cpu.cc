@@ -9,7 +9,7 @@
 #include "core/thread_pool.h"
 #include "kernels/cpu/isa/cpu_kernels.h"
 
-namespace tandem {
+namespace tandem::kernels {
 
 namespace {
 
@@ -238,4 +238,4 @@ void attention_backward_cpu(const void* qkv, const uint8_t* mask, const void* ls
   });
 }
 
-}  // namespace tandem
+}  // namespace tandem::kernels

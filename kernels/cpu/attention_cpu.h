@@ -17,7 +17,7 @@
 #include "core/dtype.h"
 #include "kernels/attention_params.h"
 
-namespace tandem {
+namespace tandem::kernels {
 
 void attention_forward_cpu(const void* qkv, const uint8_t* mask, void* out, void* lse, const AttentionShape& s,
                            const AttentionDropout& d, DType t);
@@ -27,4 +27,4 @@ void attention_forward_cpu(const void* qkv, const uint8_t* mask, void* out, void
 void attention_backward_cpu(const void* qkv, const uint8_t* mask, const void* lse, const void* dout, void* dqkv,
                             const AttentionShape& s, const AttentionDropout& d, DType t);
 
-}  // namespace tandem
+}  // namespace tandem::kernels

@@ -7,7 +7,7 @@
 #include "kernels/cpu/isa/cpu_kernels.h"
 #include "kernels/dropout_mask.h"
 
-namespace tandem {
+namespace tandem::kernels {
 
 namespace {
 
@@ -131,4 +131,4 @@ void bias_dropout_add_backward_cpu(const void* dy, void* dx, void* dbias, DType 
   });
 }
 
-}  // namespace tandem
+}  // namespace tandem::kernels

@@ -8,7 +8,7 @@
 
 #include "core/dtype.h"
 
-namespace tandem {
+namespace tandem::kernels {
 
 // bias [dim] and residual [rows, dim] may be null. p in [0, 1]; p == 0 draws no random numbers.
 void bias_dropout_add_forward_cpu(const void* x, const void* bias, const void* residual, void* y, DType t,
@@ -18,4 +18,4 @@ void bias_dropout_add_forward_cpu(const void* x, const void* bias, const void* r
 void bias_dropout_add_backward_cpu(const void* dy, void* dx, void* dbias, DType t, int64_t rows, int64_t dim, float p,
                                    uint64_t seed, uint64_t subsequence);
 
-}  // namespace tandem
+}  // namespace tandem::kernels

@@ -5,7 +5,7 @@
 #include "core/element.h"
 #include "kernels/cpu/index_range_cpu.h"
 
-namespace tandem {
+namespace tandem::kernels {
 
 void cross_entropy_forward_cpu(const void* logits, const void* labels, DType label_type, void* row_loss, void* dlogits,
                                DType t, int64_t n, int64_t classes, double label_smoothing) {
@@ -70,4 +70,4 @@ int64_t accuracy_count_cpu(const void* logits, const void* labels, DType label_t
   return correct;
 }
 
-}  // namespace tandem
+}  // namespace tandem::kernels

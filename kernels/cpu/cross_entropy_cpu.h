@@ -9,7 +9,7 @@
 
 #include "core/dtype.h"
 
-namespace tandem {
+namespace tandem::kernels {
 
 // With lse = log sum_c exp(z_c) and smoothing eps (PyTorch's definition: the
 // target is (1 - eps) * onehot(y) + eps / classes):
@@ -28,4 +28,4 @@ void scale_by_scalar_cpu(const void* src, const void* g, void* dst, DType t, int
 int64_t accuracy_count_cpu(const void* logits, const void* labels, DType label_type, DType t, int64_t n,
                            int64_t classes);
 
-}  // namespace tandem
+}  // namespace tandem::kernels

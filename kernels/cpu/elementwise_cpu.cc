@@ -2,7 +2,7 @@
 
 #include "core/element.h"
 
-namespace tandem {
+namespace tandem::kernels {
 
 void binary_cpu(BinaryOp op, const void* a, const void* b, void* out, DType t, int64_t n) {
   TANDEM_DISPATCH_FLOAT(t, "binary_cpu", [&] {
@@ -47,4 +47,4 @@ void relu_backward_cpu(const void* dy, const void* x, void* dx, DType t, int64_t
   });
 }
 
-}  // namespace tandem
+}  // namespace tandem::kernels

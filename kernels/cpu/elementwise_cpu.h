@@ -6,7 +6,7 @@
 
 #include "core/dtype.h"
 
-namespace tandem {
+namespace tandem::kernels {
 
 enum class BinaryOp { Add, Mul };
 
@@ -16,4 +16,4 @@ void relu_forward_cpu(const void* x, void* y, DType t, int64_t n);
 // dx = dy where x > 0, else 0.
 void relu_backward_cpu(const void* dy, const void* x, void* dx, DType t, int64_t n);
 
-}  // namespace tandem
+}  // namespace tandem::kernels

@@ -7,7 +7,7 @@
 #include "core/element.h"
 #include "kernels/cpu/index_range_cpu.h"
 
-namespace tandem {
+namespace tandem::kernels {
 
 void embedding_forward_cpu(const void* ids, DType id_type, const void* tok, const void* pos, void* out, int64_t batch,
                            int64_t seq, int64_t dim, DType t) {
@@ -66,4 +66,4 @@ void embedding_backward_cpu(const void* dout, const void* ids, DType id_type, vo
   });
 }
 
-}  // namespace tandem
+}  // namespace tandem::kernels

@@ -10,7 +10,7 @@
 
 #include "core/dtype.h"
 
-namespace tandem {
+namespace tandem::kernels {
 
 // out[b, s, :] = tok[ids[b, s], :] + pos[s, :]
 void embedding_forward_cpu(const void* ids, DType id_type, const void* tok, const void* pos, void* out, int64_t batch,
@@ -23,4 +23,4 @@ void embedding_forward_cpu(const void* ids, DType id_type, const void* tok, cons
 void embedding_backward_cpu(const void* dout, const void* ids, DType id_type, void* dtok, void* dpos, int64_t batch,
                             int64_t seq, int64_t dim, int64_t vocab, int64_t positions, DType t);
 
-}  // namespace tandem
+}  // namespace tandem::kernels

@@ -5,7 +5,7 @@
 #include "core/element.h"
 #include "kernels/cpu/isa/cpu_kernels.h"
 
-namespace tandem {
+namespace tandem::kernels {
 
 namespace {
 // A flat f32 buffer as rows for the row-parallel kernels (one row if n has no small factor).
@@ -85,4 +85,4 @@ void bias_gelu_backward_cpu(const void* dy, const void* x, const void* bias, voi
   });
 }
 
-}  // namespace tandem
+}  // namespace tandem::kernels

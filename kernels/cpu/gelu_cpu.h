@@ -7,7 +7,7 @@
 #include "core/dtype.h"
 #include "kernels/gelu_formula.h"
 
-namespace tandem {
+namespace tandem::kernels {
 
 void gelu_forward_cpu(const void* x, void* y, DType t, int64_t n, GeluApproximation approx);
 // dx = dy * gelu'(x)
@@ -21,4 +21,4 @@ void bias_gelu_forward_cpu(const void* x, const void* bias, void* y, DType t, in
 void bias_gelu_backward_cpu(const void* dy, const void* x, const void* bias, void* dx, void* dbias, DType t,
                             int64_t rows, int64_t dim, GeluApproximation approx);
 
-}  // namespace tandem
+}  // namespace tandem::kernels

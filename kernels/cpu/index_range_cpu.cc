@@ -2,7 +2,7 @@
 
 #include "core/check.h"
 
-namespace tandem {
+namespace tandem::kernels {
 
 int64_t first_out_of_range_cpu(const void* indices, DType t, int64_t n, int64_t limit) {
   TANDEM_CHECK(t == DType::I32 || t == DType::I64, "indices must be i32 or i64, got {}", dtype_name(t));
@@ -13,4 +13,4 @@ int64_t first_out_of_range_cpu(const void* indices, DType t, int64_t n, int64_t 
   return -1;
 }
 
-}  // namespace tandem
+}  // namespace tandem::kernels

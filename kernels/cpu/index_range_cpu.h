@@ -7,7 +7,7 @@
 
 #include "core/dtype.h"
 
-namespace tandem {
+namespace tandem::kernels {
 
 inline int64_t index_at(const void* indices, DType t, int64_t i) {
   return t == DType::I32 ? static_cast<const int32_t*>(indices)[i] : static_cast<const int64_t*>(indices)[i];
@@ -17,4 +17,4 @@ inline int64_t index_at(const void* indices, DType t, int64_t i) {
 // t must be i32 or i64.
 int64_t first_out_of_range_cpu(const void* indices, DType t, int64_t n, int64_t limit);
 
-}  // namespace tandem
+}  // namespace tandem::kernels

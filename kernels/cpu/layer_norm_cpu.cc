@@ -6,7 +6,7 @@
 #include "core/element.h"
 #include "kernels/cpu/isa/cpu_kernels.h"
 
-namespace tandem {
+namespace tandem::kernels {
 
 namespace {
 
@@ -112,4 +112,4 @@ void layer_norm_backward_cpu(const void* dy, const void* x, const void* weight, 
   });
 }
 
-}  // namespace tandem
+}  // namespace tandem::kernels

@@ -11,7 +11,7 @@
 
 #include "core/dtype.h"
 
-namespace tandem {
+namespace tandem::kernels {
 
 // y = (x - mean) * rstd * weight + bias, rstd = 1 / sqrt(var + eps). mean/rstd may be null.
 void layer_norm_forward_cpu(const void* x, const void* weight, const void* bias, void* y, void* mean, void* rstd,
@@ -23,4 +23,4 @@ void layer_norm_forward_cpu(const void* x, const void* weight, const void* bias,
 void layer_norm_backward_cpu(const void* dy, const void* x, const void* weight, const void* mean, const void* rstd,
                              void* dx, void* dweight, void* dbias, int64_t rows, int64_t dim, DType t, DType wt);
 
-}  // namespace tandem
+}  // namespace tandem::kernels

@@ -6,7 +6,7 @@
 #include "core/element.h"
 #include "kernels/cpu/isa/cpu_kernels.h"
 
-namespace tandem {
+namespace tandem::kernels {
 
 namespace {
 
@@ -89,4 +89,4 @@ void linear_backward_cpu(const void* dy, const void* x, const void* w, void* dx,
   });
 }
 
-}  // namespace tandem
+}  // namespace tandem::kernels

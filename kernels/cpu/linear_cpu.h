@@ -8,7 +8,7 @@
 
 #include "core/dtype.h"
 
-namespace tandem {
+namespace tandem::kernels {
 
 // b may be null.
 void linear_forward_cpu(const void* x, const void* w, const void* b, void* y, int64_t rows, int64_t in,
@@ -17,4 +17,4 @@ void linear_forward_cpu(const void* x, const void* w, const void* b, void* y, in
 void linear_backward_cpu(const void* dy, const void* x, const void* w, void* dx, void* dw, void* db, int64_t rows,
                          int64_t in, int64_t out, DType t);
 
-}  // namespace tandem
+}  // namespace tandem::kernels

@@ -5,7 +5,7 @@
 
 #include "core/element.h"
 
-namespace tandem {
+namespace tandem::kernels {
 
 void masked_mean_pool_forward_cpu(const void* x, const uint8_t* mask, void* y, void* count, DType t, int64_t batch,
                                   int64_t seq, int64_t dim) {
@@ -58,4 +58,4 @@ void first_token_pool_backward_cpu(const void* dy, void* dx, DType t, int64_t ba
     std::memcpy(static_cast<char*>(dx) + b * seq * row, static_cast<const char*>(dy) + b * row, row);
 }
 
-}  // namespace tandem
+}  // namespace tandem::kernels

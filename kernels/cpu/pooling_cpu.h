@@ -6,7 +6,7 @@
 
 #include "core/dtype.h"
 
-namespace tandem {
+namespace tandem::kernels {
 
 // Masked mean: count[b] = number of s with mask[b, s] != 0 (stored in acc_t,
 // f64 for f64 data, f32 otherwise); y[b, :] = sum of the masked x[b, s, :] / count[b],
@@ -21,4 +21,4 @@ void masked_mean_pool_backward_cpu(const void* dy, const uint8_t* mask, const vo
 void first_token_pool_forward_cpu(const void* x, void* y, DType t, int64_t batch, int64_t seq, int64_t dim);
 void first_token_pool_backward_cpu(const void* dy, void* dx, DType t, int64_t batch, int64_t seq, int64_t dim);
 
-}  // namespace tandem
+}  // namespace tandem::kernels

@@ -2,7 +2,7 @@
 
 #include "core/element.h"
 
-namespace tandem {
+namespace tandem::kernels {
 
 void sum_cpu(const void* x, void* out, DType t, int64_t n, double scale) {
   TANDEM_DISPATCH_FLOAT(t, "sum_cpu", [&] {
@@ -22,4 +22,4 @@ void broadcast_scalar_cpu(const void* dy, void* dx, DType t, int64_t n, double s
   });
 }
 
-}  // namespace tandem
+}  // namespace tandem::kernels

@@ -80,7 +80,7 @@
 #include "core/half.h"
 #include "kernels/cuda/attention_cuda.h"
 
-namespace tandem::attention_detail {
+namespace tandem::kernels::attention_detail {
 
 // c += a . b for one m16n8k16 step: a = 16x16 (rows g, g+8; columns 2t.. and 2t+8..),
 // b = 16x8 (rows 2t.., 2t+8..; column g), each register two 16-bit values.
@@ -101,12 +101,12 @@ __device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], 
   }
 }
 
-}  // namespace tandem::attention_detail
+}  // namespace tandem::kernels::attention_detail
 
 #define ATTENTION_SHARED_MEMORY(name) extern __shared__ __align__(16) unsigned char name[]
 #include "kernels/cuda/attention_kernels.cuh"
 
-namespace tandem {
+namespace tandem::kernels {
 
 namespace {
 
@@ -177,4 +177,4 @@ void attention_backward_cuda(const void* qkv, const uint8_t* mask, const void* o
   cuda_memory::deallocate(device, rowdot, rowdot_bytes, stream);
 }
 
-}  // namespace tandem
+}  // namespace tandem::kernels

@@ -9,7 +9,7 @@
 #include "core/dtype.h"
 #include "kernels/attention_params.h"
 
-namespace tandem {
+namespace tandem::kernels {
 
 void attention_forward_cuda(const void* qkv, const uint8_t* mask, void* out, float* lse, const AttentionShape& s,
                             const AttentionDropout& d, DType t, void* stream);
@@ -19,4 +19,4 @@ void attention_backward_cuda(const void* qkv, const uint8_t* mask, const void* o
                              const void* dout, void* dqkv, const AttentionShape& s, const AttentionDropout& d,
                              DType t, int device, void* stream);
 
-}  // namespace tandem
+}  // namespace tandem::kernels

@@ -22,7 +22,7 @@
 #include "kernels/attention.h"
 #include "kernels/attention_params.h"
 
-namespace tandem::attention_detail {
+namespace tandem::kernels::attention_detail {
 
 constexpr int kWarps = 4;
 constexpr int kThreads = 32 * kWarps;
@@ -584,4 +584,4 @@ inline Grid grid_for(const AttentionShape& s) {
   return {static_cast<unsigned>(s.batch * s.heads), static_cast<unsigned>((s.seq + kRows - 1) / kRows)};
 }
 
-}  // namespace tandem::attention_detail
+}  // namespace tandem::kernels::attention_detail

@@ -16,7 +16,7 @@
 #include "kernels/cuda/row_vectors.cuh"
 #include "kernels/dropout_mask.h"
 
-namespace tandem {
+namespace tandem::kernels {
 
 namespace {
 
@@ -161,4 +161,4 @@ void bias_dropout_add_backward_cuda(const void* dy, void* dx, void* dbias, DType
   });
 }
 
-}  // namespace tandem
+}  // namespace tandem::kernels

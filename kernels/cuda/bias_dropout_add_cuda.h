@@ -6,7 +6,7 @@
 
 #include "core/dtype.h"
 
-namespace tandem {
+namespace tandem::kernels {
 
 void bias_dropout_add_forward_cuda(const void* x, const void* bias, const void* residual, void* y, DType t,
                                    int64_t rows, int64_t dim, float p, uint64_t seed, uint64_t subsequence,
@@ -14,4 +14,4 @@ void bias_dropout_add_forward_cuda(const void* x, const void* bias, const void* 
 void bias_dropout_add_backward_cuda(const void* dy, void* dx, void* dbias, DType t, int64_t rows, int64_t dim, float p,
                                     uint64_t seed, uint64_t subsequence, int device, void* stream);
 
-}  // namespace tandem
+}  // namespace tandem::kernels

@@ -17,7 +17,7 @@
 #include "kernels/cuda/row_vectors.cuh"
 #include "kernels/cuda/scratch.cuh"
 
-namespace tandem {
+namespace tandem::kernels {
 
 inline int64_t column_sum_slots(int64_t rows) {
   int64_t s = (rows + 31) / 32;
@@ -60,4 +60,4 @@ class PartialSums {
   Scratch scratch_;
 };
 
-}  // namespace tandem
+}  // namespace tandem::kernels

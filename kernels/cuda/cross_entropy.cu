@@ -16,7 +16,7 @@
 #include "kernels/cuda/index_error_cuda.h"
 #include "kernels/cuda/row_vectors.cuh"
 
-namespace tandem {
+namespace tandem::kernels {
 
 namespace {
 
@@ -170,4 +170,4 @@ void accuracy_count_cuda(const void* logits, const void* labels, DType label_typ
   });
 }
 
-}  // namespace tandem
+}  // namespace tandem::kernels

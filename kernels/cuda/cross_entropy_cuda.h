@@ -8,7 +8,7 @@
 
 #include "core/dtype.h"
 
-namespace tandem {
+namespace tandem::kernels {
 
 void cross_entropy_forward_cuda(const void* logits, const void* labels, DType label_type, void* row_loss,
                                 void* dlogits, DType t, int64_t n, int64_t classes, double label_smoothing,
@@ -19,4 +19,4 @@ void scale_by_scalar_cuda(const void* src, const void* g, void* dst, DType t, in
 void accuracy_count_cuda(const void* logits, const void* labels, DType label_type, void* count, DType t, int64_t n,
                          int64_t classes, void* stream);
 
-}  // namespace tandem
+}  // namespace tandem::kernels

@@ -4,7 +4,7 @@
 
 #include "core/cuda_check.h"
 
-namespace tandem {
+namespace tandem::kernels {
 
 namespace {
 
@@ -32,4 +32,4 @@ cublasHandle_t cublas_handle(int device, cudaStream_t stream) {
   return h;
 }
 
-}  // namespace tandem
+}  // namespace tandem::kernels

@@ -7,8 +7,8 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
-namespace tandem {
+namespace tandem::kernels {
 
 cublasHandle_t cublas_handle(int device, cudaStream_t stream);
 
-}  // namespace tandem
+}  // namespace tandem::kernels

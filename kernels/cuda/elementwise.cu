@@ -11,7 +11,7 @@
 #include "core/element.h"
 #include "kernels/cuda/elementwise_cuda.h"
 
-namespace tandem {
+namespace tandem::kernels {
 
 namespace {
 
@@ -110,4 +110,4 @@ void relu_backward_cuda(const void* dy, const void* x, void* dx, DType t, int64_
                                [&] { launch_map<scalar_t, 2>(ReluGradF{}, dx, dy, x, n, stream); });
 }
 
-}  // namespace tandem
+}  // namespace tandem::kernels

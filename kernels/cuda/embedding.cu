@@ -31,7 +31,7 @@
 #include "kernels/cuda/row_vectors.cuh"
 #include "kernels/cuda/scratch.cuh"
 
-namespace tandem {
+namespace tandem::kernels {
 
 namespace {
 
@@ -269,4 +269,4 @@ void embedding_backward_cuda(const void* dout, const void* ids, DType id_type, v
   });
 }
 
-}  // namespace tandem
+}  // namespace tandem::kernels

@@ -8,7 +8,7 @@
 
 #include "core/dtype.h"
 
-namespace tandem {
+namespace tandem::kernels {
 
 void embedding_forward_cuda(const void* ids, DType id_type, const void* tok, const void* pos, void* out, int64_t batch,
                             int64_t seq, int64_t dim, int64_t vocab, DType t, void* stream);
@@ -16,4 +16,4 @@ void embedding_backward_cuda(const void* dout, const void* ids, DType id_type, v
                              int64_t seq, int64_t dim, int64_t vocab, int64_t positions, DType t, int device,
                              void* stream);
 
-}  // namespace tandem
+}  // namespace tandem::kernels

@@ -16,7 +16,7 @@
 #include "kernels/cuda/gelu_cuda.h"
 #include "kernels/cuda/row_vectors.cuh"
 
-namespace tandem {
+namespace tandem::kernels {
 
 namespace {
 
@@ -181,4 +181,4 @@ void bias_gelu_backward_cuda(const void* dy, const void* x, const void* bias, vo
   });
 }
 
-}  // namespace tandem
+}  // namespace tandem::kernels

@@ -6,7 +6,7 @@
 #include "core/dtype.h"
 #include "kernels/gelu_formula.h"
 
-namespace tandem {
+namespace tandem::kernels {
 
 void gelu_forward_cuda(const void* x, void* y, DType t, int64_t n, GeluApproximation approx, void* stream);
 void gelu_backward_cuda(const void* dy, const void* x, void* dx, DType t, int64_t n, GeluApproximation approx,
@@ -16,4 +16,4 @@ void bias_gelu_forward_cuda(const void* x, const void* bias, void* y, DType t, i
 void bias_gelu_backward_cuda(const void* dy, const void* x, const void* bias, void* dx, void* dbias, DType t,
                              int64_t rows, int64_t dim, GeluApproximation approx, int device, void* stream);
 
-}  // namespace tandem
+}  // namespace tandem::kernels

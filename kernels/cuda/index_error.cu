@@ -5,7 +5,7 @@
 #include "core/cuda_check.h"
 #include "kernels/cuda/index_error_cuda.h"
 
-namespace tandem {
+namespace tandem::kernels {
 
 namespace {
 
@@ -49,4 +49,4 @@ void raise_pending_index_error_cuda() {
               limit);
 }
 
-}  // namespace tandem
+}  // namespace tandem::kernels

@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-namespace tandem {
+namespace tandem::kernels {
 
 enum class IndexErrorOp : int32_t { None = 0, EmbeddingIds = 1, CrossEntropyLabels = 2, AccuracyLabels = 3 };
 
@@ -37,4 +37,4 @@ __device__ inline void report_index_error(IndexErrorRecord* rec, IndexErrorOp op
 }
 #endif
 
-}  // namespace tandem
+}  // namespace tandem::kernels

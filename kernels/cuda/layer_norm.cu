@@ -22,7 +22,7 @@
 #include "kernels/cuda/layer_norm_cuda.h"
 #include "kernels/cuda/row_vectors.cuh"
 
-namespace tandem {
+namespace tandem::kernels {
 
 namespace {
 
@@ -297,4 +297,4 @@ void layer_norm_backward_cuda(const void* dy, const void* x, const void* weight,
   });
 }
 
-}  // namespace tandem
+}  // namespace tandem::kernels

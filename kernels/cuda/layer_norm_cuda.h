@@ -7,7 +7,7 @@
 
 #include "core/dtype.h"
 
-namespace tandem {
+namespace tandem::kernels {
 
 void layer_norm_forward_cuda(const void* x, const void* weight, const void* bias, void* y, void* mean, void* rstd,
                              int64_t rows, int64_t dim, double eps, DType t, DType wt, void* stream);
@@ -15,4 +15,4 @@ void layer_norm_backward_cuda(const void* dy, const void* x, const void* weight,
                               void* dx, void* dweight, void* dbias, int64_t rows, int64_t dim, DType t, DType wt,
                               int device, void* stream);
 
-}  // namespace tandem
+}  // namespace tandem::kernels

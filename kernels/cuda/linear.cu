@@ -15,7 +15,7 @@
 #include "kernels/cuda/cublas_handle.h"
 #include "kernels/cuda/linear_cuda.h"
 
-namespace tandem {
+namespace tandem::kernels {
 
 namespace {
 
@@ -112,4 +112,4 @@ void linear_backward_cuda(const void* dy, const void* x, const void* w, void* dx
   }
 }
 
-}  // namespace tandem
+}  // namespace tandem::kernels

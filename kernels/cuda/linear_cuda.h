@@ -7,11 +7,11 @@
 
 #include "core/dtype.h"
 
-namespace tandem {
+namespace tandem::kernels {
 
 void linear_forward_cuda(const void* x, const void* w, const void* b, void* y, int64_t rows, int64_t in,
                          int64_t out, DType t, int device, void* stream);
 void linear_backward_cuda(const void* dy, const void* x, const void* w, void* dx, void* dw, void* db, int64_t rows,
                           int64_t in, int64_t out, DType t, int device, void* stream);
 
-}  // namespace tandem
+}  // namespace tandem::kernels

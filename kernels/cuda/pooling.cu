@@ -13,7 +13,7 @@
 #include "kernels/cuda/pooling_cuda.h"
 #include "kernels/cuda/row_vectors.cuh"
 
-namespace tandem {
+namespace tandem::kernels {
 
 namespace {
 
@@ -183,4 +183,4 @@ void first_token_pool_backward_cuda(const void* dy, void* dx, DType t, int64_t b
   });
 }
 
-}  // namespace tandem
+}  // namespace tandem::kernels

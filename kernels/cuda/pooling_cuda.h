@@ -6,7 +6,7 @@
 
 #include "core/dtype.h"
 
-namespace tandem {
+namespace tandem::kernels {
 
 void masked_mean_pool_forward_cuda(const void* x, const uint8_t* mask, void* y, void* count, DType t, int64_t batch,
                                    int64_t seq, int64_t dim, void* stream);
@@ -17,4 +17,4 @@ void first_token_pool_forward_cuda(const void* x, void* y, DType t, int64_t batc
 void first_token_pool_backward_cuda(const void* dy, void* dx, DType t, int64_t batch, int64_t seq, int64_t dim,
                                     void* stream);
 
-}  // namespace tandem
+}  // namespace tandem::kernels

@@ -13,7 +13,7 @@
 #include "core/element.h"
 #include "kernels/cuda/reduce_cuda.h"
 
-namespace tandem {
+namespace tandem::kernels {
 
 namespace {
 
@@ -84,4 +84,4 @@ void broadcast_scalar_cuda(const void* dy, void* dx, DType t, int64_t n, double 
   });
 }
 
-}  // namespace tandem
+}  // namespace tandem::kernels

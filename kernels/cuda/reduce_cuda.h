@@ -5,9 +5,9 @@
 
 #include "core/dtype.h"
 
-namespace tandem {
+namespace tandem::kernels {
 
 void sum_cuda(const void* x, void* out, DType t, int64_t n, double scale, int device, void* stream);
 void broadcast_scalar_cuda(const void* dy, void* dx, DType t, int64_t n, double scale, void* stream);
 
-}  // namespace tandem
+}  // namespace tandem::kernels

@@ -18,7 +18,7 @@
 
 #include "core/half.h"
 
-namespace tandem {
+namespace tandem::kernels {
 
 template <class T, int V>
 struct alignas(sizeof(T) * V) Vec {
@@ -98,4 +98,4 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
-}  // namespace tandem
+}  // namespace tandem::kernels

@@ -9,7 +9,7 @@
 
 #include "core/allocator.h"
 
-namespace tandem {
+namespace tandem::kernels {
 
 class Scratch {
  public:
@@ -33,4 +33,4 @@ class Scratch {
   void* ptr_ = nullptr;
 };
 
-}  // namespace tandem
+}  // namespace tandem::kernels

@@ -1,7 +1,7 @@
 #include "optim/cpu/adamw_cpu.h"
 #include "optim/cpu/simd_clones.h"
 
-namespace tandem {
+namespace tandem::optim {
 
 TANDEM_SIMD_CLONES void adamw_step_cpu(const TensorList& tensors, const AdamWHyper& hyper, const float* found_inf) {
   if (found_inf != nullptr && *found_inf != 0.0f) return;
@@ -16,4 +16,4 @@ TANDEM_SIMD_CLONES void adamw_step_cpu(const TensorList& tensors, const AdamWHyp
   }
 }
 
-}  // namespace tandem
+}  // namespace tandem::optim

@@ -5,11 +5,11 @@
 #include "optim/tensor_list.h"
 #include "optim/update_math.h"
 
-namespace tandem {
+namespace tandem::optim {
 
 // Operands: ptr = {param, grad, exp_avg, exp_avg_sq}, step = the tensor's step count.
 // Unless *found_inf is non-zero (found_inf may be null): increments each step
 // count, then updates param, exp_avg and exp_avg_sq in place. found_inf is a host pointer.
 void adamw_step_cpu(const TensorList& tensors, const AdamWHyper& hyper, const float* found_inf);
 
-}  // namespace tandem
+}  // namespace tandem::optim

@@ -2,7 +2,7 @@
 
 #include "optim/update_math.h"
 
-namespace tandem {
+namespace tandem::optim {
 
 void unscale_and_check_cpu(const TensorList& grads, const float* scale, float* found_inf) {
   const float inv = inverse_scale(*scale);
@@ -19,4 +19,4 @@ void update_scale_cpu(float* scale, int32_t* growth_tracker, const float* found_
   update_scale(*scale, *growth_tracker, *found_inf, growth_factor, backoff_factor, growth_interval);
 }
 
-}  // namespace tandem
+}  // namespace tandem::optim

@@ -7,7 +7,7 @@
 
 #include "optim/tensor_list.h"
 
-namespace tandem {
+namespace tandem::optim {
 
 // Operands: ptr = {grad}. Multiplies every gradient by float(1 / double(*scale))
 // and sets *found_inf = 1 if any element (before scaling) is inf or nan;
@@ -18,4 +18,4 @@ void unscale_and_check_cpu(const TensorList& grads, const float* scale, float* f
 void update_scale_cpu(float* scale, int32_t* growth_tracker, const float* found_inf, double growth_factor,
                       double backoff_factor, int64_t growth_interval);
 
-}  // namespace tandem
+}  // namespace tandem::optim

@@ -4,7 +4,7 @@
 
 #include "optim/update_math.h"
 
-namespace tandem {
+namespace tandem::optim {
 
 void clip_grad_norm_cpu(const TensorList& grads, double max_norm, float* total_norm) {
   double sum_sq = 0.0;
@@ -17,4 +17,4 @@ void clip_grad_norm_cpu(const TensorList& grads, double max_norm, float* total_n
   *total_norm = norm;
 }
 
-}  // namespace tandem
+}  // namespace tandem::optim

@@ -6,9 +6,9 @@
 
 #include "optim/tensor_list.h"
 
-namespace tandem {
+namespace tandem::optim {
 
 // Operands: ptr = {grad}. Writes the norm before clipping to *total_norm (host pointer).
 void clip_grad_norm_cpu(const TensorList& grads, double max_norm, float* total_norm);
 
-}  // namespace tandem
+}  // namespace tandem::optim

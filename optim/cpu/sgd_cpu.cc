@@ -4,7 +4,7 @@
 
 #include "optim/cpu/simd_clones.h"
 
-namespace tandem {
+namespace tandem::optim {
 
 TANDEM_SIMD_CLONES void sgd_step_cpu(const TensorList& tensors, const SgdHyper& hyper, const float* found_inf) {
   if (found_inf != nullptr && *found_inf != 0.0f) return;
@@ -34,4 +34,4 @@ TANDEM_SIMD_CLONES void sgd_step_cpu(const TensorList& tensors, const SgdHyper& 
   }
 }
 
-}  // namespace tandem
+}  // namespace tandem::optim

@@ -5,7 +5,7 @@
 #include "optim/tensor_list.h"
 #include "optim/update_math.h"
 
-namespace tandem {
+namespace tandem::optim {
 
 // Operands: ptr = {param, grad, momentum_buffer}; with hyper.momentum == 0 the
 // buffer and step slots are unused (may be null). With momentum, step counts
@@ -14,4 +14,4 @@ namespace tandem {
 // *found_inf is non-zero (found_inf may be null; a host pointer).
 void sgd_step_cpu(const TensorList& tensors, const SgdHyper& hyper, const float* found_inf);
 
-}  // namespace tandem
+}  // namespace tandem::optim

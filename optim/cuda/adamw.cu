@@ -11,7 +11,7 @@
 #include "optim/cuda/multi_tensor.cuh"
 #include "optim/cuda/step_count_cuda.h"
 
-namespace tandem {
+namespace tandem::optim {
 
 namespace {
 
@@ -38,4 +38,4 @@ void adamw_step_cuda(const TensorList& tensors, const AdamWHyper& hyper, const f
   mt::apply<4>(tensors, AdamWOp{hyper, found_inf, {}}, static_cast<cudaStream_t>(stream));
 }
 
-}  // namespace tandem
+}  // namespace tandem::optim

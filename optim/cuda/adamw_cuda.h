@@ -6,8 +6,8 @@
 #include "optim/tensor_list.h"
 #include "optim/update_math.h"
 
-namespace tandem {
+namespace tandem::optim {
 
 void adamw_step_cuda(const TensorList& tensors, const AdamWHyper& hyper, const float* found_inf, void* stream);
 
-}  // namespace tandem
+}  // namespace tandem::optim

@@ -13,7 +13,7 @@
 #include "optim/cuda/multi_tensor.cuh"
 #include "optim/update_math.h"
 
-namespace tandem {
+namespace tandem::optim {
 
 namespace {
 
@@ -52,4 +52,4 @@ void update_scale_cuda(float* scale, int32_t* growth_tracker, const float* found
   TANDEM_CUDA_CHECK_LAUNCH();
 }
 
-}  // namespace tandem
+}  // namespace tandem::optim

@@ -17,7 +17,7 @@
 #include "optim/cuda/multi_tensor.cuh"
 #include "optim/update_math.h"
 
-namespace tandem {
+namespace tandem::optim {
 
 namespace {
 
@@ -76,4 +76,4 @@ void clip_grad_norm_cuda(const TensorList& grads, double max_norm, float* total_
   cuda_memory::deallocate(device, scratch, bytes, stream);
 }
 
-}  // namespace tandem
+}  // namespace tandem::optim

@@ -4,8 +4,8 @@
 
 #include "optim/tensor_list.h"
 
-namespace tandem {
+namespace tandem::optim {
 
 void clip_grad_norm_cuda(const TensorList& grads, double max_norm, float* total_norm, int device, void* stream);
 
-}  // namespace tandem
+}  // namespace tandem::optim

@@ -33,7 +33,7 @@
 #include "core/cuda_check.h"
 #include "optim/tensor_list.h"
 
-namespace tandem::mt {
+namespace tandem::optim::mt {
 
 constexpr int kThreads = 256;
 constexpr int64_t kChunk = 4096;  // 4 float4 per thread per chunk
@@ -197,4 +197,4 @@ __device__ __forceinline__ float block_sum(float v) {
   return v;
 }
 
-}  // namespace tandem::mt
+}  // namespace tandem::optim::mt

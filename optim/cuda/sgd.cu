@@ -11,7 +11,7 @@
 #include "optim/cuda/sgd_cuda.h"
 #include "optim/cuda/step_count_cuda.h"
 
-namespace tandem {
+namespace tandem::optim {
 
 namespace {
 
@@ -55,4 +55,4 @@ void sgd_step_cuda(const TensorList& tensors, const SgdHyper& hyper, const float
   }
 }
 
-}  // namespace tandem
+}  // namespace tandem::optim

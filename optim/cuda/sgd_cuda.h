@@ -5,8 +5,8 @@
 #include "optim/tensor_list.h"
 #include "optim/update_math.h"
 
-namespace tandem {
+namespace tandem::optim {
 
 void sgd_step_cuda(const TensorList& tensors, const SgdHyper& hyper, const float* found_inf, void* stream);
 
-}  // namespace tandem
+}  // namespace tandem::optim

@@ -5,7 +5,7 @@
 #include "core/cuda_check.h"
 #include "optim/cuda/step_count_cuda.h"
 
-namespace tandem {
+namespace tandem::optim {
 
 namespace {
 
@@ -39,4 +39,4 @@ void increment_steps_cuda(const TensorList& tensors, const float* found_inf, voi
   launch();
 }
 
-}  // namespace tandem
+}  // namespace tandem::optim

@@ -6,9 +6,9 @@
 
 #include "optim/tensor_list.h"
 
-namespace tandem {
+namespace tandem::optim {
 
 // Increments *entry.step for every entry of `tensors`; found_inf may be null.
 void increment_steps_cuda(const TensorList& tensors, const float* found_inf, void* stream);
 
-}  // namespace tandem
+}  // namespace tandem::optim

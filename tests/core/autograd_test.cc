@@ -24,9 +24,9 @@ bool message_has(const Error& e, const std::string& text) { return std::string(e
 TEST(Autograd, GradientsAccumulateIntoLeavesAcrossBackwardCalls) {
   Tensor w = param({1, 2}, {2}, "w");
   Tensor x = Tensor::from_vector(std::vector<double>{3, 4}, {2}, DType::F64);
-  sum(mul(w, x)).backward();
+  kernels::sum(kernels::mul(w, x)).backward();
   EXPECT_EQ(w.grad().to_double_vector(), (std::vector<double>{3, 4}));
-  sum(mul(w, x)).backward();
+  kernels::sum(kernels::mul(w, x)).backward();
   EXPECT_EQ(w.grad().to_double_vector(), (std::vector<double>{6, 8}));
   EXPECT_FALSE(x.grad().defined()) << "x does not require grad";
 }
@@ -34,7 +34,7 @@ TEST(Autograd, GradientsAccumulateIntoLeavesAcrossBackwardCalls) {
 TEST(Autograd, AParameterUsedTwiceGetsTheSumOfBothPaths) {
   Tensor w = param({2, 3}, {2}, "w");
   // y = sum(w*w + w) -> dy/dw = 2w + 1
-  sum(add(mul(w, w), w)).backward();
+  kernels::sum(kernels::add(kernels::mul(w, w), w)).backward();
   EXPECT_EQ(w.grad().to_double_vector(), (std::vector<double>{5, 7}));
 }
 
@@ -47,8 +47,8 @@ TEST(Autograd, PostAccumulateHookFiresOncePerBackwardWithTheCompleteGradient) {
     seen = p.grad().to_double_vector();
   });
   // w reaches the loss through three paths; the hook must see all three summed.
-  Tensor y = add(add(mul(w, w), w), scale(w, 10));  // dy/dw = 2w + 11
-  sum(y).backward();
+  Tensor y = kernels::add(kernels::add(kernels::mul(w, w), w), kernels::scale(w, 10));  // dy/dw = 2w + 11
+  kernels::sum(y).backward();
   EXPECT_EQ(calls, 1);
   EXPECT_EQ(seen, (std::vector<double>{15, 17}));
 }
@@ -62,7 +62,7 @@ TEST(Autograd, HooksFollowTheGraphFromTheLossBackwards) {
   for (Tensor* w : {&w1, &w2, &w3})
     w->register_post_accumulate_grad_hook([&](Tensor& p) { order.push_back(p.name()); });
   Tensor x = Tensor::from_vector(std::vector<double>{1, 2, 3, 4}, {2, 2}, DType::F64);
-  sum(linear(relu(linear(relu(linear(x, w1)), w2)), w3)).backward();
+  kernels::sum(kernels::linear(kernels::relu(kernels::linear(kernels::relu(kernels::linear(x, w1)), w2)), w3)).backward();
   EXPECT_EQ(order, (std::vector<std::string>{"w3", "w2", "w1"}));
 }
 
@@ -71,7 +71,7 @@ TEST(Autograd, RemovedHooksNoLongerFire) {
   int calls = 0;
   uint64_t h = w.register_post_accumulate_grad_hook([&](Tensor&) { ++calls; });
   w.remove_post_accumulate_grad_hook(h);
-  sum(mul(w, w)).backward();
+  kernels::sum(kernels::mul(w, w)).backward();
   EXPECT_EQ(calls, 0);
 }
 
@@ -79,7 +79,7 @@ TEST(Autograd, HooksOnlyOnLeavesThatRequireGrad) {
   Tensor x = Tensor::zeros({2}, DType::F64);
   EXPECT_THROW(x.register_post_accumulate_grad_hook([](Tensor&) {}), Error);
   Tensor w = param({1, 2}, {2}, "w");
-  Tensor y = scale(w, 2);
+  Tensor y = kernels::scale(w, 2);
   EXPECT_THROW(y.register_post_accumulate_grad_hook([](Tensor&) {}), Error);
 }
 
@@ -91,17 +91,17 @@ TEST(Autograd, NoGradGuardRecordsNothingAndNests) {
       NoGradGuard inner;
     }
     EXPECT_FALSE(GradMode::enabled());
-    Tensor y = mul(w, w);
+    Tensor y = kernels::mul(w, w);
     EXPECT_FALSE(y.requires_grad());
     EXPECT_FALSE(y.grad_fn());
   }
   EXPECT_TRUE(GradMode::enabled());
-  EXPECT_TRUE(mul(w, w).requires_grad());
+  EXPECT_TRUE(kernels::mul(w, w).requires_grad());
 }
 
 TEST(Autograd, BackwardTwiceThroughFreedBuffersIsAnError) {
   Tensor w = param({1, 2}, {2}, "w");
-  Tensor loss = sum(mul(w, w));
+  Tensor loss = kernels::sum(kernels::mul(w, w));
   loss.backward();
   try {
     loss.backward();
@@ -114,7 +114,7 @@ TEST(Autograd, BackwardTwiceThroughFreedBuffersIsAnError) {
 
 TEST(Autograd, RetainGraphAllowsASecondBackward) {
   Tensor w = param({1, 2}, {2}, "w");
-  Tensor loss = sum(mul(w, w));
+  Tensor loss = kernels::sum(kernels::mul(w, w));
   loss.backward(Tensor(), /*retain_graph=*/true);
   loss.backward();
   EXPECT_EQ(w.grad().to_double_vector(), (std::vector<double>{4, 8}));
@@ -123,7 +123,7 @@ TEST(Autograd, RetainGraphAllowsASecondBackward) {
 TEST(Autograd, ModifyingASavedTensorInPlaceIsAnError) {
   Tensor w = param({1, 2}, {2}, "w");
   Tensor x = Tensor::from_vector(std::vector<double>{3, 4}, {2}, DType::F64);
-  Tensor loss = sum(mul(w, x));
+  Tensor loss = kernels::sum(kernels::mul(w, x));
   x.fill_(0);
   try {
     loss.backward();
@@ -135,7 +135,7 @@ TEST(Autograd, ModifyingASavedTensorInPlaceIsAnError) {
 
 TEST(Autograd, ImplicitGradientOnlyForOneElementOutputs) {
   Tensor w = param({1, 2}, {2}, "w");
-  Tensor y = mul(w, w);
+  Tensor y = kernels::mul(w, w);
   EXPECT_THROW(y.backward(), Error);
   y.backward(Tensor::from_vector(std::vector<double>{1, 1}, {2}, DType::F64));
   EXPECT_EQ(w.grad().to_double_vector(), (std::vector<double>{2, 4}));
@@ -176,13 +176,13 @@ TEST(Autograd, PreSetGradientViewIsAccumulatedIntoInPlace) {
   Tensor w = param({1, 2}, {2}, "w");
   Tensor bucket = Tensor::zeros({4}, DType::F64);
   w.set_grad(bucket.view_range(1, {2}));
-  sum(mul(w, w)).backward();
+  kernels::sum(kernels::mul(w, w)).backward();
   EXPECT_EQ(bucket.to_double_vector(), (std::vector<double>{0, 2, 4, 0}));
 }
 
 TEST(Autograd, CastIsDifferentiableAcrossDtypes) {
   Tensor w = param({1.5, -2}, {2}, "w");
-  Tensor y = sum(cast(scale(cast(w, DType::F32), 3), DType::F64));
+  Tensor y = kernels::sum(kernels::cast(kernels::scale(kernels::cast(w, DType::F32), 3), DType::F64));
   y.backward();
   EXPECT_EQ(w.grad().dtype(), DType::F64);
   EXPECT_EQ(w.grad().to_double_vector(), (std::vector<double>{3, 3}));
@@ -191,7 +191,7 @@ TEST(Autograd, CastIsDifferentiableAcrossDtypes) {
 TEST(Autograd, ReshapeIsDifferentiable) {
   Tensor w = param({1, 2, 3, 4, 5, 6}, {6}, "w");
   Tensor m = Tensor::from_vector(std::vector<double>{1, 0, 0, 1, 1, 1}, {3, 2}, DType::F64);
-  sum(linear(w.reshape({3, 2}), m)).backward();
+  kernels::sum(kernels::linear(w.reshape({3, 2}), m)).backward();
   EXPECT_EQ(w.grad().shape(), (Shape{6}));
 }
 
@@ -208,7 +208,7 @@ TEST(Autograd, QueuedCallbacksRunOnceAfterEveryNodeAndHook) {
       }
     });
   }
-  sum(add(mul(w1, w1), scale(w2, 2))).backward();
+  kernels::sum(kernels::add(kernels::mul(w1, w1), kernels::scale(w2, 2))).backward();
   ASSERT_EQ(events.size(), 3u);
   EXPECT_EQ(events.back(), "end");
   EXPECT_FALSE(in_backward());
@@ -225,9 +225,9 @@ TEST(Autograd, CallbacksOfAFailedBackwardAreDropped) {
     queue_backward_callback([&] { ++runs; });
     TANDEM_FAIL("hook failed");
   });
-  EXPECT_THROW(sum(mul(w, w)).backward(), Error);
+  EXPECT_THROW(kernels::sum(kernels::mul(w, w)).backward(), Error);
   EXPECT_EQ(runs, 0);
-  sum(scale(param({1}, {1}, "v"), 2)).backward();  // the next backward starts clean
+  kernels::sum(kernels::scale(param({1}, {1}, "v"), 2)).backward();  // the next backward starts clean
   EXPECT_EQ(runs, 0);
 }
 

@@ -46,10 +46,10 @@ ScenarioMlp::ScenarioMlp(uint64_t seed) {
 
 Tensor ScenarioMlp::forward(const Tensor& x, bool use_branch, int slow_backward_ms) const {
   nn::ForwardContext ctx;
-  Tensor h = relu(fc1_->forward(x, ctx));
+  Tensor h = kernels::relu(fc1_->forward(x, ctx));
   if (slow_backward_ms > 0) h = delay_backward(h, slow_backward_ms);
-  if (use_branch) h = add(h, relu(branch_->forward(h, ctx)));
-  return fc3_->forward(relu(fc2_->forward(h, ctx)), ctx);
+  if (use_branch) h = kernels::add(h, kernels::relu(branch_->forward(h, ctx)));
+  return fc3_->forward(kernels::relu(fc2_->forward(h, ctx)), ctx);
 }
 
 namespace {
@@ -67,8 +67,8 @@ Tensor scenario_targets(int64_t step, int64_t first, int64_t count) {
 }
 
 Tensor mse(const Tensor& y, const Tensor& t) {
-  Tensor d = add(y, scale(t, -1.0));
-  return mean(mul(d, d));
+  Tensor d = kernels::add(y, kernels::scale(t, -1.0));
+  return kernels::mean(kernels::mul(d, d));
 }
 
 bool scenario_branch_used(const std::string& mode, int64_t step, int rank, int64_t micro) {
@@ -85,7 +85,7 @@ void sgd_step(nn::Module& m, double lr) {
   for (auto& [name, p] : m.named_parameters()) {
     Tensor g = p.grad();
     if (!g.defined()) continue;
-    Tensor updated = add(p.detach(), scale(g, -lr));
+    Tensor updated = kernels::add(p.detach(), kernels::scale(g, -lr));
     Tensor dst = p.detach();
     dst.copy_(updated);
     g.zero_();

@@ -100,10 +100,10 @@ NamedTensors reference(int world, int64_t steps, int64_t batch, int64_t micro, c
           const int64_t first = (m * world + r) * batch;
           Tensor l = mse(model.forward(scenario_inputs(s, first, batch), scenario_branch_used(branch, s, r, m)),
                          scenario_targets(s, first, batch));
-          total = total.defined() ? add(total, l) : l;
+          total = total.defined() ? kernels::add(total, l) : l;
         }
       }
-      scale(total, 1.0 / static_cast<double>(world * micro)).backward();
+      kernels::scale(total, 1.0 / static_cast<double>(world * micro)).backward();
     }
     sgd_step(model, lr);
   }

@@ -148,7 +148,7 @@ int main(int argc, char** argv) {
         Tensor t = testing::scenario_targets(s, first, batch).to(device);
         auto step = [&] {
           Tensor y = ddp.forward([&] { return mlp->forward(x, use_branch, slow_backward_ms); });
-          scale(testing::mse(y, t), 1.0 / static_cast<double>(micro)).backward();
+          kernels::scale(testing::mse(y, t), 1.0 / static_cast<double>(micro)).backward();
         };
         if (m + 1 < micro) {
           auto guard = ddp.no_sync();

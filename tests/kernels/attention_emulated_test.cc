@@ -24,7 +24,7 @@
 #include "tests/kernels/attention_testing.h"
 #include "tests/testing/gradcheck.h"
 
-namespace tandem {
+namespace tandem::kernels {
 namespace {
 
 using namespace attention_detail;
@@ -190,4 +190,4 @@ TEST(WarpEmulator, ShufflesExchangeWithinAWarpOnly) {
 }
 
 }  // namespace
-}  // namespace tandem
+}  // namespace tandem::kernels

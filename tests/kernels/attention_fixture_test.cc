@@ -12,7 +12,7 @@
 #include "tests/kernels/attention_testing.h"
 #include "tests/testing/gradcheck.h"
 
-namespace tandem {
+namespace tandem::kernels {
 namespace {
 
 using testing::all_close;
@@ -52,4 +52,4 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, PyTorchFixture, ::testing::Values(DType::F64, D
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 }  // namespace
-}  // namespace tandem
+}  // namespace tandem::kernels

@@ -20,7 +20,7 @@
 #include "tests/kernels/attention_testing.h"
 #include "tests/testing/gradcheck.h"
 
-namespace tandem {
+namespace tandem::kernels {
 namespace {
 
 using testing::all_close;
@@ -143,4 +143,4 @@ TEST(AttentionCuda, RejectsHeadDimsBeyondTheFusedKernels) {
 }
 
 }  // namespace
-}  // namespace tandem
+}  // namespace tandem::kernels

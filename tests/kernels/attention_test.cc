@@ -11,7 +11,7 @@
 #include "tests/kernels/attention_testing.h"
 #include "tests/testing/gradcheck.h"
 
-namespace tandem {
+namespace tandem::kernels {
 namespace {
 
 using testing::gradcheck;
@@ -228,4 +228,4 @@ TEST(Attention, RejectsBadArgumentsWithClearErrors) {
 }
 
 }  // namespace
-}  // namespace tandem
+}  // namespace tandem::kernels

@@ -10,7 +10,7 @@
 #include "tests/testing/errors.h"
 #include "tests/testing/gradcheck.h"
 
-namespace tandem {
+namespace tandem::kernels {
 namespace {
 
 using testing::all_close;
@@ -115,4 +115,4 @@ TEST(BiasDropoutAdd, ResidualOfAnotherShapeIsAnError) {
 }
 
 }  // namespace
-}  // namespace tandem
+}  // namespace tandem::kernels

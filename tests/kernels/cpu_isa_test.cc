@@ -23,7 +23,7 @@
 #include "kernels/cpu/isa/cpu_kernels.h"
 #include "kernels/dropout_mask.h"
 
-namespace tandem {
+namespace tandem::kernels {
 namespace {
 
 constexpr double kU = 1.0 / 16777216.0;  // f32 unit roundoff
@@ -442,4 +442,4 @@ TEST(CpuIsaChoice, TheSelectedTableIsTheEnvironmentsChoice) {
 }
 
 }  // namespace
-}  // namespace tandem
+}  // namespace tandem::kernels

@@ -9,7 +9,7 @@
 #include "tests/testing/errors.h"
 #include "tests/testing/gradcheck.h"
 
-namespace tandem {
+namespace tandem::kernels {
 namespace {
 
 using testing::all_close;
@@ -123,4 +123,4 @@ TEST(AccuracyCount, ReturnsAnI64Scalar) {
 }
 
 }  // namespace
-}  // namespace tandem
+}  // namespace tandem::kernels

@@ -15,7 +15,7 @@
 #include "kernels/reduce.h"
 #include "tests/testing/gradcheck.h"
 
-namespace tandem {
+namespace tandem::kernels {
 namespace {
 
 using testing::all_close;
@@ -115,4 +115,4 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, CudaParity, ::testing::Values(DType::F32, DType
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 }  // namespace
-}  // namespace tandem
+}  // namespace tandem::kernels

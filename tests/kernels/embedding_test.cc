@@ -5,7 +5,7 @@
 #include "tests/testing/errors.h"
 #include "tests/testing/gradcheck.h"
 
-namespace tandem {
+namespace tandem::kernels {
 namespace {
 
 using testing::gradcheck;
@@ -98,4 +98,4 @@ TEST(Embedding, FloatIdsAreAnError) {
 }
 
 }  // namespace
-}  // namespace tandem
+}  // namespace tandem::kernels

@@ -6,7 +6,7 @@
 #include "tests/testing/errors.h"
 #include "tests/testing/gradcheck.h"
 
-namespace tandem {
+namespace tandem::kernels {
 namespace {
 
 using testing::all_close;
@@ -66,4 +66,4 @@ TEST(BiasGelu, BiasOfTheWrongWidthIsAnError) {
 }
 
 }  // namespace
-}  // namespace tandem
+}  // namespace tandem::kernels

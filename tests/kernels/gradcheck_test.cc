@@ -6,7 +6,7 @@
 #include "kernels/reduce.h"
 #include "tests/testing/gradcheck.h"
 
-namespace tandem {
+namespace tandem::kernels {
 namespace {
 
 using testing::gradcheck;
@@ -77,4 +77,4 @@ TEST(Gradcheck, TwoLayerMlpWithASharedParameterUsedTwice) {
 }
 
 }  // namespace
-}  // namespace tandem
+}  // namespace tandem::kernels

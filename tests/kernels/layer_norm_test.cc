@@ -8,7 +8,7 @@
 #include "tests/testing/errors.h"
 #include "tests/testing/gradcheck.h"
 
-namespace tandem {
+namespace tandem::kernels {
 namespace {
 
 using testing::all_close;
@@ -110,4 +110,4 @@ TEST(LayerNorm, WeightOfTheWrongWidthIsAnError) {
 }
 
 }  // namespace
-}  // namespace tandem
+}  // namespace tandem::kernels

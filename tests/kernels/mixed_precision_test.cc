@@ -10,7 +10,7 @@
 #include "kernels/reduce.h"
 #include "tests/testing/gradcheck.h"
 
-namespace tandem {
+namespace tandem::kernels {
 namespace {
 
 using testing::all_close;
@@ -49,4 +49,4 @@ TEST(MixedPrecision, CastBackwardReturnsAnF32GradientForF32MasterWeights) {
 }
 
 }  // namespace
-}  // namespace tandem
+}  // namespace tandem::kernels

@@ -26,7 +26,7 @@
 #include "tests/testing/errors.h"
 #include "tests/testing/gradcheck.h"
 
-namespace tandem {
+namespace tandem::kernels {
 namespace {
 
 using testing::all_close;
@@ -258,4 +258,4 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, OpsParity, ::testing::Values(DType::F32, DType:
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 }  // namespace
-}  // namespace tandem
+}  // namespace tandem::kernels

@@ -7,7 +7,7 @@
 #include "tests/testing/errors.h"
 #include "tests/testing/gradcheck.h"
 
-namespace tandem {
+namespace tandem::kernels {
 namespace {
 
 using testing::gradcheck;
@@ -79,4 +79,4 @@ TEST(FirstTokenPool, EmptySequenceIsAnError) {
 }
 
 }  // namespace
-}  // namespace tandem
+}  // namespace tandem::kernels

@@ -14,7 +14,7 @@
 #include "kernels/pooling.h"
 #include "tests/testing/gradcheck.h"
 
-namespace tandem {
+namespace tandem::kernels {
 namespace {
 
 using nlohmann::json;
@@ -125,4 +125,4 @@ TEST(TorchFixtures, MaskedMeanPoolWithPadding) {
 }
 
 }  // namespace
-}  // namespace tandem
+}  // namespace tandem::kernels

@@ -134,7 +134,7 @@ TEST(Module, LinearForwardInBf16GivesF32MasterGradients) {
   Tensor x = testing::random_tensor({2, 8}, 5, DType::BF16);
   Tensor y = fc.forward(x, ctx);
   EXPECT_EQ(y.dtype(), DType::BF16);
-  sum(cast(y, DType::F32)).backward();
+  kernels::sum(kernels::cast(y, DType::F32)).backward();
   EXPECT_EQ(fc.weight().grad().dtype(), DType::F32);
   EXPECT_EQ(fc.bias().grad().to_double_vector(), (std::vector<double>{2, 2, 2}));
 }

@@ -65,7 +65,7 @@ void check_layer(const std::string& file, Device device, DType compute) {
   Tensor x = f.at("input.x").to(device, compute).set_requires_grad(true);
   Tensor mask = f.at("input.mask").to(device);
   Tensor y = layer.forward(x, mask, ctx);
-  Tensor loss = sum(mul(cast(y, DType::F32), f.at("input.r").to(device)));
+  Tensor loss = kernels::sum(kernels::mul(kernels::cast(y, DType::F32), f.at("input.r").to(device)));
   loss.backward();
   Tol tol = tolerance(compute);
   EXPECT_TRUE(all_close(y, f.at("output.y"), tol.atol, tol.rtol)) << file << " output";
@@ -95,7 +95,7 @@ void check_classifier(const std::string& file, Device device, DType compute) {
   ForwardContext ctx;
   ctx.compute_dtype = compute;
   Tensor logits = model.forward(f.at("input.ids").to(device), f.at("input.mask").to(device), ctx);
-  Tensor loss = cross_entropy(logits, f.at("input.labels").to(device), c["label_smoothing"].get<double>());
+  Tensor loss = kernels::cross_entropy(logits, f.at("input.labels").to(device), c["label_smoothing"].get<double>());
   loss.backward();
   Tol tol = tolerance(compute);
   EXPECT_TRUE(all_close(logits, f.at("output.logits"), tol.atol, tol.rtol)) << file << " logits";

@@ -13,7 +13,7 @@
 #include "optim/clip_grad.h"
 #include "tests/optim/torch_fixture.h"
 
-namespace tandem {
+namespace tandem::optim {
 namespace {
 
 using testing::fixture_shape;
@@ -69,4 +69,4 @@ TEST(ClipGradNorm, RejectsNonF32GradientsAndNegativeMaxNorm) {
 }
 
 }  // namespace
-}  // namespace tandem
+}  // namespace tandem::optim

@@ -23,7 +23,7 @@
 #include "optim/sgd.h"
 #include "tests/testing/gradcheck.h"
 
-namespace tandem {
+namespace tandem::optim {
 namespace {
 
 using testing::all_close;
@@ -54,7 +54,7 @@ struct Twin {
   void set_grads(uint64_t seed, size_t skip = 0, double factor = 1.0) {
     for (size_t i = 0; i < cpu.size(); ++i) {
       Tensor g;
-      if (skip == 0 || i % skip != 1) g = scale(random_tensor(cpu[i].shape(), seed * 7919 + i, DType::F32), factor);
+      if (skip == 0 || i % skip != 1) g = kernels::scale(random_tensor(cpu[i].shape(), seed * 7919 + i, DType::F32), factor);
       cpu[i].set_grad(g);
       gpu[i].set_grad(g.defined() ? g.to(kGpu) : Tensor());
     }
@@ -243,4 +243,4 @@ TEST_F(OptimCudaParity, ClipGradNormIsDeterministic) {
 }
 
 }  // namespace
-}  // namespace tandem
+}  // namespace tandem::optim

@@ -17,7 +17,7 @@
 #include "optim/sgd.h"
 #include "tests/optim/torch_fixture.h"
 
-namespace tandem {
+namespace tandem::optim {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -30,7 +30,7 @@ Tensor param(std::vector<double> v) {
 
 // loss = sum(w * x): its gradient with respect to w is x (times the scale).
 Tensor linear_loss(const Tensor& w, std::vector<double> x) {
-  return sum(mul(w, Tensor::from_vector(x, w.shape())));
+  return kernels::sum(kernels::mul(w, Tensor::from_vector(x, w.shape())));
 }
 
 // One scaled iteration: zero_grad, scale(loss).backward(), step, update.
@@ -162,7 +162,7 @@ TEST(GradScaler, InfInOneOptimizerSkipsOnlyItsStepButBacksOff) {
   Tensor a = param({1, 2}), b = param({3, 4});
   SGD opt_a({a}, {.lr = 0.5}), opt_b({b}, {.lr = 0.5});
   GradScaler scaler(small_interval());
-  Tensor loss = add(linear_loss(a, {kInf, 1}), linear_loss(b, {1, 1}));
+  Tensor loss = kernels::add(linear_loss(a, {kInf, 1}), linear_loss(b, {1, 1}));
   scaler.scale(loss).backward();
   scaler.step(opt_a);
   scaler.step(opt_b);
@@ -260,8 +260,8 @@ TEST(GradScaler, MatchesTorchAmpGradScalerWithInjectedInfAndNan) {
     for (size_t k = 0; k < c["iterations"].size(); ++k) {
       const auto& it = c["iterations"][k];
       opt.zero_grad();
-      Tensor loss = add(sum(mul(w, testing::fixture_tensor(it["x"], {4}))),
-                        sum(mul(b, testing::fixture_tensor(it["y"], {3}))));
+      Tensor loss = kernels::add(kernels::sum(kernels::mul(w, testing::fixture_tensor(it["x"], {4}))),
+                        kernels::sum(kernels::mul(b, testing::fixture_tensor(it["y"], {3}))));
       scaler.scale(loss).backward();
       if (!c["clip_max_norm"].is_null()) {
         scaler.unscale_(opt);
@@ -283,4 +283,4 @@ TEST(GradScaler, MatchesTorchAmpGradScalerWithInjectedInfAndNan) {
 }
 
 }  // namespace
-}  // namespace tandem
+}  // namespace tandem::optim

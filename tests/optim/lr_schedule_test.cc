@@ -11,7 +11,7 @@
 #include "optim/sgd.h"
 #include "tests/optim/torch_fixture.h"
 
-namespace tandem {
+namespace tandem::optim {
 namespace {
 
 TEST(LrSchedule, LinearWarmupThenLinearDecayToZero) {
@@ -96,4 +96,4 @@ TEST(LrScheduler, SetStepResumesTheSchedule) {
 }
 
 }  // namespace
-}  // namespace tandem
+}  // namespace tandem::optim

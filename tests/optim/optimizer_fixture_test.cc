@@ -16,7 +16,7 @@
 #include "optim/sgd.h"
 #include "tests/optim/torch_fixture.h"
 
-namespace tandem {
+namespace tandem::optim {
 namespace {
 
 using nlohmann::json;
@@ -93,4 +93,4 @@ TEST(OptimizerFixture, AdamWMatchesPyTorchOverFiveSteps) { check_against_fixture
 TEST(OptimizerFixture, SgdMatchesPyTorchOverFiveSteps) { check_against_fixture("sgd.json"); }
 
 }  // namespace
-}  // namespace tandem
+}  // namespace tandem::optim

@@ -8,7 +8,7 @@
 #include "optim/sgd.h"
 #include "tests/testing/gradcheck.h"
 
-namespace tandem {
+namespace tandem::optim {
 namespace {
 
 using testing::random_tensor;
@@ -160,4 +160,4 @@ TEST(Optimizer, LoadStateDictRejectsWhatDoesNotFit) {
 }
 
 }  // namespace
-}  // namespace tandem
+}  // namespace tandem::optim

@@ -20,7 +20,7 @@ namespace {
 double projected(const std::function<Tensor(const std::vector<Tensor>&)>& f, const std::vector<Tensor>& inputs,
                  const Tensor& r) {
   NoGradGuard no_grad;
-  return sum(mul(f(inputs), r)).item();
+  return kernels::sum(kernels::mul(f(inputs), r)).item();
 }
 }  // namespace
 
@@ -34,7 +34,7 @@ double projected(const std::function<Tensor(const std::vector<Tensor>&)>& f, con
   Tensor r = random_tensor(out.shape(), 12345);
   for (const Tensor& t : inputs)
     if (t.requires_grad()) const_cast<Tensor&>(t).set_grad(Tensor());
-  sum(mul(out, r)).backward();
+  kernels::sum(kernels::mul(out, r)).backward();
 
   std::ostringstream errors;
   int bad = 0;

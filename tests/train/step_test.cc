@@ -50,8 +50,8 @@ data::Batch make_batch(int64_t first, int64_t rows) {
 
 struct Trainee {
   nn::TextClassifier model{tiny_config(), 42};
-  SGD optimizer{model.parameters(), SGDOptions{.lr = 0.5}};
-  GradScaler scaler{GradScaler::for_compute_dtype(DType::F32)};
+  optim::SGD optimizer{model.parameters(), optim::SGDOptions{.lr = 0.5}};
+  optim::GradScaler scaler{optim::GradScaler::for_compute_dtype(DType::F32)};
 };
 
 std::vector<double> flat_parameters(const nn::Module& m) {
@@ -104,7 +104,7 @@ TEST(TrainStep, ClipsTheGradientAndReportsItsNormBeforeClipping) {
   Trainee ref;
   const data::Batch batch = make_batch(0, 4);
   nn::ForwardContext ctx;
-  cross_entropy(ref.model.forward(batch.ids, batch.mask, ctx), batch.labels).backward();
+  kernels::cross_entropy(ref.model.forward(batch.ids, batch.mask, ctx), batch.labels).backward();
   double sq = 0;
   for (const Tensor& p : ref.model.parameters())
     for (double g : p.grad().to_double_vector()) sq += g * g;
@@ -134,10 +134,10 @@ TEST(TrainStep, WithoutClippingReportsNoNorm) {
 
 TEST(TrainStep, AdvancesTheScheduleOncePerStep) {
   Trainee s;
-  ScheduleConfig sc;
-  sc.kind = ScheduleKind::Linear;
+  optim::ScheduleConfig sc;
+  sc.kind = optim::ScheduleKind::Linear;
   sc.num_training_steps = 4;
-  LRScheduler schedule(s.optimizer, sc);
+  optim::LRScheduler schedule(s.optimizer, sc);
   StepOptions o;
   o.accumulation_steps = 2;
   TrainStep step(s.model, nullptr, s.optimizer, s.scaler, &schedule, {}, o);

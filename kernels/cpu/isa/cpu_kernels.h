@@ -22,7 +22,7 @@
 #include "core/cpu_isa.h"
 #include "kernels/gelu_formula.h"
 
-namespace tandem {
+namespace tandem::kernels {
 
 struct CpuKernels {
   CpuIsa isa;
@@ -78,4 +78,4 @@ namespace cpu_baseline { const CpuKernels& kernels(); }
 namespace cpu_avx2 { const CpuKernels& kernels(); }
 namespace cpu_avx512 { const CpuKernels& kernels(); }
 
-}  // namespace tandem
+}  // namespace tandem::kernels

@@ -2,7 +2,7 @@
 #include "core/check.h"
 #include "kernels/cpu/isa/cpu_kernels.h"
 
-namespace tandem {
+namespace tandem::kernels {
 
 const CpuKernels* cpu_kernels_for(CpuIsa isa) {
   if (!cpu_supports(isa)) return nullptr;
@@ -27,4 +27,4 @@ const CpuKernels& cpu_kernels() {
   return *table;
 }
 
-}  // namespace tandem
+}  // namespace tandem::kernels

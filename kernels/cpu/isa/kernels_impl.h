@@ -31,7 +31,7 @@
 #include "core/thread_pool.h"
 #include "kernels/cpu/isa/cpu_kernels.h"
 
-namespace tandem::TANDEM_ISA_NS {
+namespace tandem::kernels::TANDEM_ISA_NS {
 
 namespace {
 
@@ -444,4 +444,4 @@ const CpuKernels& kernels() {
   return table;
 }
 
-}  // namespace tandem::TANDEM_ISA_NS
+}  // namespace tandem::kernels::TANDEM_ISA_NS
