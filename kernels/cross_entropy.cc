@@ -1,5 +1,7 @@
 #include "kernels/cross_entropy.h"
 
+#include <cmath>
+
 #include "core/autograd/node.h"
 #include "core/check.h"
 #include "kernels/acc_dtype.h"
@@ -60,9 +62,25 @@ void check_inputs(const char* op, const Tensor& logits, const Tensor& labels) {
   }
 }
 
+void check_class_weights(const Tensor& logits, const Tensor& w) {
+  const DType want = acc_dtype(logits.dtype());
+  TANDEM_CHECK(w.dtype() == want && w.shape() == Shape{logits.size(1)},
+               "cross_entropy: class_weights must be {} [{}] for logits {}, got {}", dtype_name(want), logits.size(1),
+               logits.str(), w.str());
+  TANDEM_CHECK(w.device() == logits.device(), "cross_entropy: class_weights are on {} but logits on {}",
+               w.device().str(), logits.device().str());
+  TANDEM_CHECK(!w.requires_grad(), "cross_entropy: class_weights must not require grad");
+  if (w.device().is_cpu()) {
+    const std::vector<double> v = w.to_double_vector();
+    for (size_t c = 0; c < v.size(); ++c)
+      TANDEM_CHECK(std::isfinite(v[c]) && v[c] >= 0, "cross_entropy: class weight {} of class {} must be finite and >= 0",
+                   v[c], c);
+  }
+}
+
 }  // namespace
 
-Tensor cross_entropy(const Tensor& logits, const Tensor& labels, double label_smoothing) {
+Tensor cross_entropy(const Tensor& logits, const Tensor& labels, double label_smoothing, const Tensor& class_weights) {
   check_inputs("cross_entropy", logits, labels);
   TANDEM_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0,
                "cross_entropy: label_smoothing must be in [0, 1], got {}", label_smoothing);
@@ -74,7 +92,28 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& labels, double label_sm
   Tensor dlogits = need_grad ? Tensor::empty(logits.shape(), logits.dtype(), logits.device()) : Tensor();
   void* pd = need_grad ? dlogits.data_ptr() : nullptr;
   const double inv_n = 1.0 / static_cast<double>(n);
-  if (logits.device().is_cpu()) {
+  if (class_weights.defined()) {
+    check_class_weights(logits, class_weights);
+    if (logits.device().is_cpu()) {
+      cross_entropy_weighted_forward_cpu(logits.data_ptr(), labels.data_ptr(), labels.dtype(),
+                                         class_weights.data_ptr(), row_loss.data_ptr(), pd, logits.dtype(), n, classes,
+                                         label_smoothing);
+      sum_cpu(row_loss.data_ptr(), loss.data_ptr(), lt, n, 1.0);
+    } else {
+      TANDEM_CUDA_ONLY({
+        Tensor row_weight = Tensor::empty({n}, DType::F32, logits.device());
+        Tensor total = Tensor::empty({}, DType::F32, logits.device());
+        const int device = logits.device().index;
+        class_weight_of_rows_cuda(labels.data_ptr(), labels.dtype(), class_weights.data_ptr(), row_weight.data_ptr(),
+                                  n, classes, stream_of(logits));
+        sum_cuda(row_weight.data_ptr(), total.data_ptr(), DType::F32, n, 1.0, device, stream_of(logits));
+        cross_entropy_weighted_forward_cuda(logits.data_ptr(), labels.data_ptr(), labels.dtype(),
+                                            class_weights.data_ptr(), total.data_ptr(), row_loss.data_ptr(), pd,
+                                            logits.dtype(), n, classes, label_smoothing, stream_of(logits));
+        sum_cuda(row_loss.data_ptr(), loss.data_ptr(), lt, n, 1.0, device, stream_of(logits));
+      });
+    }
+  } else if (logits.device().is_cpu()) {
     cross_entropy_forward_cpu(logits.data_ptr(), labels.data_ptr(), labels.dtype(), row_loss.data_ptr(), pd,
                               logits.dtype(), n, classes, label_smoothing);
     sum_cpu(row_loss.data_ptr(), loss.data_ptr(), lt, n, inv_n);

@@ -11,6 +11,14 @@
 // losses summed in a fixed order. A label outside [0, C) is an Error naming it
 // and its row: immediately on the CPU, through kernels/index_errors.h on the GPU.
 //
+// class_weights (optional, [C], f32 — f64 for f64 logits — on the logits'
+// device) is PyTorch's `weight=`: each row's loss (smoothing terms included)
+// is weighted by the class weights and the mean divides by sum_i w[y_i]
+// instead of N, exactly as torch.nn.functional.cross_entropy(weight=w). The
+// sum stays on the device (no host sync). Weights must be finite and >= 0
+// (checked for CPU tensors; a batch whose labels all weigh 0 gives NaN, as in
+// PyTorch).
+//
 // accuracy_count(logits, labels) is the number of rows whose argmax (first
 // maximal class; NaN counts as maximal, as torch.argmax) equals the label, as
 // a 0-dim i64 tensor on the logits' device; it is not differentiable.
@@ -20,7 +28,8 @@
 
 namespace tandem::kernels {
 
-Tensor cross_entropy(const Tensor& logits, const Tensor& labels, double label_smoothing = 0.0);
+Tensor cross_entropy(const Tensor& logits, const Tensor& labels, double label_smoothing = 0.0,
+                     const Tensor& class_weights = Tensor());
 Tensor accuracy_count(const Tensor& logits, const Tensor& labels);
 
 }  // namespace tandem::kernels

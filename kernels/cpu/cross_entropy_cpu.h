@@ -19,6 +19,15 @@ namespace tandem::kernels {
 void cross_entropy_forward_cpu(const void* logits, const void* labels, DType label_type, void* row_loss, void* dlogits,
                                DType t, int64_t n, int64_t classes, double label_smoothing);
 
+// The class-weighted loss (PyTorch's `weight=`): with w = class_weights (acc_t [classes]),
+// W = sum_i w[y_i], S = sum_c w_c and log p = z - lse,
+//   row_loss[i] = ((1 - eps) w_y (lse - z_y) + (eps / classes) sum_c w_c (lse - z_c)) / W      (acc_t)
+//   dlogits[i, c] = ((1 - eps) w_y (p_c - [c == y]) + (eps / classes) (S p_c - w_c)) / W        (dtype t; may be null)
+// so that the loss is the sum of row_loss: the weighted mean PyTorch's mean reduction takes.
+void cross_entropy_weighted_forward_cpu(const void* logits, const void* labels, DType label_type,
+                                        const void* class_weights, void* row_loss, void* dlogits, DType t, int64_t n,
+                                        int64_t classes, double label_smoothing);
+
 // dst[i] = src[i] * g[0]: the saved gradient of the mean loss times the incoming gradient
 // (g has the loss's dtype: f64 for f64 logits, f32 otherwise).
 void scale_by_scalar_cpu(const void* src, const void* g, void* dst, DType t, int64_t n);

@@ -1,4 +1,4 @@
-// cross_entropy (with label smoothing) and accuracy_count: values against the
+// cross_entropy (with label smoothing and class weights) and accuracy_count: values against the
 // definition, gradients against finite differences, errors.
 #include <gtest/gtest.h>
 
@@ -100,6 +100,91 @@ TEST(CrossEntropy, NegativeLabelIsAnError) {
 
 TEST(CrossEntropy, LabelsOfTheWrongLengthAreAnError) {
   EXPECT_TRUE(throws_error_containing([] { cross_entropy(Tensor::zeros({3, 4}), labels_of({0, 1})); }, "must be [3]"));
+}
+
+// The class-weighted definition (torch.nn.functional.cross_entropy with weight=w, mean
+// reduction): sum_i sum_c target_ic w_c (-log p_ic) / sum_i w[y_i], in f64.
+double reference_weighted_loss(const std::vector<double>& z, const std::vector<int64_t>& y,
+                               const std::vector<double>& w, double eps) {
+  const size_t classes = w.size();
+  double total = 0, weight = 0;
+  for (size_t i = 0; i < y.size(); ++i) {
+    double m = -INFINITY, se = 0;
+    for (size_t c = 0; c < classes; ++c) m = std::max(m, z[i * classes + c]);
+    for (size_t c = 0; c < classes; ++c) se += std::exp(z[i * classes + c] - m);
+    for (size_t c = 0; c < classes; ++c) {
+      double logp = z[i * classes + c] - m - std::log(se);
+      double target = (static_cast<int64_t>(c) == y[i] ? 1 - eps : 0) + eps / static_cast<double>(classes);
+      total -= target * w[c] * logp;
+    }
+    weight += w[static_cast<size_t>(y[i])];
+  }
+  return total / weight;
+}
+
+Tensor weights_of(const std::vector<double>& w, DType t = DType::F64) {
+  return Tensor::from_vector(w, {static_cast<int64_t>(w.size())}, t);
+}
+
+TEST(WeightedCrossEntropy, MatchesTheDefinition) {
+  Tensor z = random_tensor({6, 4}, 7);
+  std::vector<int64_t> y{3, 0, 1, 1, 2, 0};
+  std::vector<double> w{0.5, 2.0, 1.0, 3.5};
+  EXPECT_NEAR(cross_entropy(z, labels_of(y), 0.0, weights_of(w)).item(), reference_weighted_loss(z.to_double_vector(), y, w, 0.0),
+              1e-14);
+}
+
+TEST(WeightedCrossEntropy, MatchesTheDefinitionWithLabelSmoothing) {
+  Tensor z = scale(random_tensor({5, 3}, 8), 2.0);
+  std::vector<int64_t> y{2, 0, 1, 1, 1};
+  std::vector<double> w{4.0, 0.25, 1.5};
+  EXPECT_NEAR(cross_entropy(z, labels_of(y), 0.1, weights_of(w)).item(),
+              reference_weighted_loss(z.to_double_vector(), y, w, 0.1), 1e-14);
+}
+
+TEST(WeightedCrossEntropy, EqualWeightsGiveTheUnweightedLossAndGradient) {
+  Tensor z = random_tensor({7, 5}, 9, DType::F32).set_requires_grad(true);
+  Tensor y = labels_of({4, 0, 1, 3, 3, 2, 0});
+  Tensor plain = cross_entropy(z, y, 0.1);
+  plain.backward();
+  std::vector<double> g_plain = z.grad().to_double_vector();
+  z.set_grad(Tensor());
+  Tensor weighted = cross_entropy(z, y, 0.1, weights_of({3, 3, 3, 3, 3}, DType::F32));
+  weighted.backward();
+  EXPECT_NEAR(weighted.item(), plain.item(), 1e-6);
+  EXPECT_TRUE(all_close(z.grad(), Tensor::from_vector(g_plain, z.shape(), DType::F32), 1e-7, 1e-6));
+}
+
+TEST(WeightedCrossEntropy, GradientMatchesFiniteDifferences) {
+  EXPECT_TRUE(gradcheck(
+      [](const auto& in) { return cross_entropy(in[0], labels_of({2, 0, 1, 2}), 0.0, weights_of({1.0, 0.2, 5.0})); },
+      {random_tensor({4, 3}, 10).set_requires_grad(true)}));
+}
+
+TEST(WeightedCrossEntropy, GradientWithLabelSmoothingMatchesFiniteDifferences) {
+  EXPECT_TRUE(gradcheck(
+      [](const auto& in) {
+        return cross_entropy(in[0], labels_of({4, 1, 0}), 0.2, weights_of({1.0, 2.0, 0.0, 0.5, 3.0}));
+      },
+      {random_tensor({3, 5}, 11).set_requires_grad(true)}));
+}
+
+TEST(WeightedCrossEntropy, WeightsOfTheWrongShapeOrDtypeAreAnError) {
+  EXPECT_TRUE(throws_error_containing(
+      [] { cross_entropy(Tensor::zeros({2, 3}), labels_of({0, 1}), 0.0, weights_of({1, 1}, DType::F32)); },
+      "class_weights must be f32 [3]"));
+  EXPECT_TRUE(throws_error_containing(
+      [] { cross_entropy(Tensor::zeros({2, 3}), labels_of({0, 1}), 0.0, weights_of({1, 1, 1}, DType::F64)); },
+      "class_weights must be f32 [3]"));
+}
+
+TEST(WeightedCrossEntropy, NegativeOrNonFiniteWeightIsAnErrorNamingItsClass) {
+  EXPECT_TRUE(throws_error_containing(
+      [] { cross_entropy(Tensor::zeros({2, 3}), labels_of({0, 1}), 0.0, weights_of({1, -1, 1}, DType::F32)); },
+      "class weight -1 of class 1 must be finite and >= 0"));
+  EXPECT_TRUE(throws_error_containing(
+      [] { cross_entropy(Tensor::zeros({2, 3}), labels_of({0, 1}), 0.0, weights_of({1, 1, NAN}, DType::F32)); },
+      "of class 2 must be finite"));
 }
 
 TEST(AccuracyCount, CountsRowsWhoseArgmaxIsTheLabel) {

@@ -246,6 +246,23 @@ TEST_P(OpsParity, CrossEntropyWithAndWithoutLabelSmoothing) {
     }
 }
 
+TEST_P(OpsParity, ClassWeightedCrossEntropyWithAndWithoutLabelSmoothing) {
+  struct Case { int64_t n, classes; };
+  for (double eps : {0.0, 0.1})
+    for (Case c : {Case{1, 2}, Case{7, 33}, Case{129, 5}, Case{512, 100}}) {
+      Tensor u = Tensor::empty({c.n});
+      fill_uniform(u, 38, 0, 0.0, static_cast<double>(c.classes));
+      std::vector<int64_t> y;
+      for (double v : u.to_double_vector()) y.push_back(static_cast<int64_t>(v));
+      Tensor labels = Tensor::from_vector(y, {c.n}, c.n % 2 ? DType::I64 : DType::I32);
+      Tensor w = Tensor::empty({c.classes});
+      fill_uniform(w, 39, 0, 0.1, 4.0);
+      check([&](const auto& in) {
+        return cross_entropy(in[0], labels.to(in[0].device()), eps, w.to(in[0].device()));
+      }, {input({c.n, c.classes}, 40)}, Tol{1e-4, 1e-4}, tolerance(t()));
+    }
+}
+
 TEST_P(OpsParity, CrossEntropyOutOfRangeLabelIsReportedByTheGpu) {
   Tensor z = random_tensor({3, 4}, 37, t(), Device::cuda(0));
   cross_entropy(z, Tensor::from_vector(std::vector<int64_t>{0, 4, 1}, {3}, DType::I64, Device::cuda(0)));
