@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <set>
 
@@ -88,6 +89,45 @@ Field field(std::string key, std::function<T&(TrainConfig&)> member, std::vector
   return f;
 }
 
+// class_weights: the word none or balanced, or a list of numbers (one per class).
+Field class_weights_field() {
+  Field f;
+  f.key = "class_weights";
+  f.set = [](TrainConfig& c, const YAML::Node& node, const std::string& where) {
+    if (node.IsScalar() && (node.Scalar() == "none" || node.Scalar() == "balanced")) {
+      c.class_weights = node.Scalar();
+      c.class_weight_values.clear();
+      return;
+    }
+    std::vector<double> values;
+    if (node.IsSequence()) {
+      for (size_t i = 0; i < node.size(); ++i) {
+        double v = 0;
+        if (!node[i].IsScalar() || !YAML::convert<double>::decode(node[i], v) || !std::isfinite(v) || v <= 0)
+          throw Error(fmt::format("{}: key 'class_weights': entry {} must be a positive number, got '{}'", where, i,
+                                  node[i].IsScalar() ? node[i].Scalar() : "a list or map"));
+        values.push_back(v);
+      }
+    }
+    if (values.empty())
+      throw Error(fmt::format("{}: key 'class_weights' must be none, balanced or a list of positive numbers (one per "
+                              "class), got {}",
+                              where, node.IsScalar() ? "'" + node.Scalar() + "'" : "an empty list or a map"));
+    c.class_weights = "list";
+    c.class_weight_values = std::move(values);
+  };
+  f.emit = [](const TrainConfig& c, YAML::Emitter& out) {
+    if (c.class_weights != "list") {
+      out << c.class_weights;
+      return;
+    }
+    out << YAML::Flow << YAML::BeginSeq;
+    for (double v : c.class_weight_values) out << v;
+    out << YAML::EndSeq;
+  };
+  return f;
+}
+
 #define TOP(T, name, ...) field<T>(#name, [](TrainConfig& c) -> T& { return c.name; } __VA_OPT__(, ) __VA_ARGS__)
 #define MODEL(T, name, ...) field<T>("model." #name, [](TrainConfig& c) -> T& { return c.model.name; } __VA_OPT__(, ) __VA_ARGS__)
 #define DATA(T, name, ...) field<T>("data." #name, [](TrainConfig& c) -> T& { return c.data.name; } __VA_OPT__(, ) __VA_ARGS__)
@@ -115,6 +155,7 @@ const std::vector<Field>& schema() {
       TOP(double, warmup_ratio),
       TOP(double, max_grad_norm),
       TOP(double, label_smoothing_factor),
+      class_weights_field(),
       TOP(int64_t, logging_steps),
       TOP(S, eval_strategy, {"no", "steps", "epoch"}),
       TOP(int64_t, eval_steps),

@@ -76,6 +76,11 @@ struct TrainConfig {
   double warmup_ratio = 0.0;
   double max_grad_norm = 1.0;  // <= 0 disables clipping
   double label_smoothing_factor = 0.0;
+  // Class weights of the training loss (PyTorch's cross_entropy weight=): "none", "balanced"
+  // (scikit-learn's n_samples / (n_classes * n_c), from the training split) or one positive
+  // number per class, in the data's class order (class_weight_values). Evaluation losses stay unweighted.
+  std::string class_weights = "none";  // none | balanced | list
+  std::vector<double> class_weight_values;
   int64_t logging_steps = 500;
   std::string eval_strategy = "epoch";  // no | steps | epoch
   int64_t eval_steps = 500;

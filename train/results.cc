@@ -25,6 +25,7 @@ void write_train_results(const std::filesystem::path& output_dir, const TrainRes
                       {"early_stopped", r.early_stopped},
                       {"weight_checksums", r.weight_checksums},
                       {"backend", backend}};
+  if (!r.class_weights.empty()) j["class_weights"] = r.class_weights;
   if (r.best_step >= 0)
     j["best_model"] = {{"step", r.best_step}, {"metric", r.metric_for_best_model}, {"value", r.best_metric}};
   write_file_atomically(output_dir / "results.json", j.dump(2) + "\n");

@@ -182,4 +182,27 @@ StepOptions step_options(const TrainConfig& c) {
   return o;
 }
 
+std::vector<double> class_weights(const TrainConfig& c, const data::Dataset& train) {
+  const auto classes = static_cast<size_t>(train.num_classes());
+  if (c.class_weights == "none") return {};
+  if (c.class_weights == "list") {
+    std::string names;
+    for (const auto& n : train.class_names) names += (names.empty() ? "" : ", ") + n;
+    TANDEM_CHECK(c.class_weight_values.size() == classes,
+                 "config: class_weights has {} values but the training data has {} classes ({})",
+                 c.class_weight_values.size(), classes, names);
+    return c.class_weight_values;
+  }
+  TANDEM_CHECK(c.class_weights == "balanced", "config: class_weights must be none, balanced or a list, got '{}'",
+               c.class_weights);
+  const std::vector<int64_t> count = train.class_counts();
+  std::vector<double> w(classes);
+  for (size_t k = 0; k < classes; ++k) {
+    TANDEM_CHECK(count[k] > 0, "config: class_weights balanced: class '{}' has no training examples",
+                 train.class_names[k]);
+    w[k] = static_cast<double>(train.size()) / (static_cast<double>(classes) * static_cast<double>(count[k]));
+  }
+  return w;
+}
+
 }  // namespace tandem::train

@@ -52,6 +52,11 @@ ddp::DDPOptions ddp_options(const TrainConfig& c);
 // The compute dtype and this rank's dropout seed.
 nn::ForwardContext forward_context(const TrainConfig& c, int rank);
 // Accumulation, clipping, label smoothing; zero_grad keeps bucket-view gradients.
+// (Class weights depend on the data: see class_weights.)
 StepOptions step_options(const TrainConfig& c);
+// The training loss's class weights, in the training split's class order: empty for
+// class_weights none; balanced: n / (classes * n_c) over the training split (scikit-learn's
+// class_weight="balanced"); a list: checked against the number of classes.
+std::vector<double> class_weights(const TrainConfig& c, const data::Dataset& train);
 
 }  // namespace tandem::train

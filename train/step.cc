@@ -39,7 +39,7 @@ StepResult TrainStep::run(int64_t step, const std::function<data::Batch()>& next
       obs.enter(Phase::Forward);
       auto forward = [&] { return model_.forward(batch.ids, batch.mask, ctx_); };
       Tensor logits = ddp_ ? ddp_->forward(forward) : forward();
-      Tensor loss = kernels::cross_entropy(logits, batch.labels, options_.label_smoothing);
+      Tensor loss = kernels::cross_entropy(logits, batch.labels, options_.label_smoothing, options_.class_weights);
       // The mean over the step's rows: each micro-batch contributes 1/accum (equal-sized micro-batches).
       Tensor scaled = scaler_.scale(accum > 1 ? kernels::scale(loss, 1.0 / static_cast<double>(accum)) : loss);
       {

@@ -45,6 +45,7 @@ struct StepOptions {
   int64_t accumulation_steps = 1;
   double max_grad_norm = 0;   // > 0: clip the gradients' total norm to this
   double label_smoothing = 0;
+  Tensor class_weights;  // f32 [classes] on the model's device (train::class_weights); undefined: unweighted loss
   // zero_grad frees the gradients (false keeps them: with gradient_as_bucket_view they are views of DDP's buckets).
   bool zero_grad_to_none = true;
 };

@@ -99,6 +99,7 @@ class Job {
   Device device_;
   DType compute_;
   TrainingData data_;
+  std::vector<double> class_weights_;  // of the training loss; empty: unweighted
   fs::path vocab_file_;
   // Rank 0: the periodic evaluations' split (validation, else test), and test when that differs.
   std::unique_ptr<data::DataLoader> train_loader_, eval_loader_, test_loader_;
@@ -205,8 +206,17 @@ Job::Job(const TrainConfig& config, std::shared_ptr<comm::ProcessGroup> group, c
   profiler_ = std::make_unique<TrainProfiler>(
       config_, TrainProfiler::Context{rank_, world_, device_, ddp_.get(), group_.get(),
                                       [this](const std::string& line) { progress_.say(line); }});
+  StepOptions step_opts = step_options(config_);
+  class_weights_ = class_weights(config_, *data_.train);
+  if (!class_weights_.empty()) {
+    step_opts.class_weights = Tensor::from_vector(class_weights_, {data_.train->num_classes()}, DType::F32).to(device_);
+    std::string list;
+    for (size_t k = 0; k < class_weights_.size(); ++k)
+      list += fmt::format("{}{} {:.3g}", k ? ", " : "", data_.train->class_names[k], class_weights_[k]);
+    progress_.say(fmt::format("class weights ({}): {}", config_.class_weights, list));
+  }
   train_step_ = std::make_unique<TrainStep>(*model_, ddp_.get(), *optimizer_, scaler_, scheduler_.get(),
-                                            forward_context(config_, rank_), step_options(config_));
+                                            forward_context(config_, rank_), std::move(step_opts));
 
   state_.seed = config_.seed;
   state_.world_size = world_;
@@ -418,6 +428,7 @@ TrainResult Job::finish() {
   if (metrics_ && ddp_) metrics_->record(ddp_record(*ddp_, "end"));  // now with the rebuilt buckets
   TrainResult r;
   r.class_names = data_.train->class_names;
+  r.class_weights = class_weights_;
   r.steps = step_;
   r.train_loss = last_train_loss_;
   r.seconds = seconds_since(train_start_);

@@ -167,6 +167,66 @@ TEST(TrainConfig, ValidationFractionMustLeaveTrainingData) {
   EXPECT_NE(error_of([&] { validate(c); }).find("data.validation_fraction"), std::string::npos);
 }
 
+data::Dataset dataset_with_counts(const std::vector<int64_t>& counts) {
+  data::Dataset d;
+  for (size_t k = 0; k < counts.size(); ++k) {
+    d.class_names.push_back("class" + std::to_string(k));
+    for (int64_t i = 0; i < counts[k]; ++i) d.examples.push_back({"text", static_cast<int32_t>(k), "mem:1"});
+  }
+  return d;
+}
+
+TEST(TrainConfig, ClassWeightsAreNoneByDefault) {
+  TrainConfig c = load_train_config("", {});
+  EXPECT_EQ(c.class_weights, "none");
+  EXPECT_TRUE(class_weights(c, dataset_with_counts({3, 1})).empty());
+}
+
+TEST(TrainConfig, BalancedClassWeightsFollowScikitLearn) {
+  // n / (classes * n_c): 8 examples, 2 classes of 6 and 2.
+  TrainConfig c = load_train_config("", {"class_weights=balanced"});
+  const std::vector<double> w = class_weights(c, dataset_with_counts({6, 2}));
+  ASSERT_EQ(w.size(), 2u);
+  EXPECT_DOUBLE_EQ(w[0], 8.0 / 12.0);
+  EXPECT_DOUBLE_EQ(w[1], 2.0);
+}
+
+TEST(TrainConfig, ClassWeightsListIsTakenInClassOrder) {
+  TrainConfig c = load_train_config("", {"class_weights=[1.5, 0.25, 4]"});
+  EXPECT_EQ(class_weights(c, dataset_with_counts({1, 1, 1})), (std::vector<double>{1.5, 0.25, 4}));
+}
+
+TEST(TrainConfig, ClassWeightsListMustHaveOneValuePerClass) {
+  TrainConfig c = load_train_config("", {"class_weights=[1, 2]"});
+  EXPECT_NE(error_of([&] { class_weights(c, dataset_with_counts({1, 1, 1})); })
+                .find("class_weights has 2 values but the training data has 3 classes (class0, class1, class2)"),
+            std::string::npos);
+}
+
+TEST(TrainConfig, BalancedClassWeightsWithAnEmptyClassAreAnErrorNamingIt) {
+  TrainConfig c = load_train_config("", {"class_weights=balanced"});
+  EXPECT_NE(error_of([&] { class_weights(c, dataset_with_counts({4, 0})); }).find("class 'class1' has no training"),
+            std::string::npos);
+}
+
+TEST(TrainConfig, ClassWeightsRejectOtherWordsAndNonPositiveEntriesNamingThem) {
+  auto path = write_config("weights.yaml", "seed: 1\nclass_weights: [1, -2]\n");
+  const std::string e = error_of([&] { load_train_config(path, {}); });
+  EXPECT_NE(e.find("weights.yaml:2: key 'class_weights': entry 1 must be a positive number, got '-2'"), std::string::npos)
+      << e;
+  EXPECT_NE(error_of([] { load_train_config("", {"class_weights=auto"}); }).find("none, balanced or a list"),
+            std::string::npos);
+}
+
+TEST(TrainConfig, ClassWeightsSurviveTheResolvedYaml) {
+  for (const char* v : {"class_weights=balanced", "class_weights=[2, 0.5]"}) {
+    TrainConfig c = load_train_config("", {v});
+    TrainConfig back = load_train_config(write_config("cw.yaml", to_yaml(c)), {});
+    EXPECT_EQ(back.class_weights, c.class_weights);
+    EXPECT_EQ(back.class_weight_values, c.class_weight_values);
+  }
+}
+
 TEST(TrainConfig, ResolvedYamlLoadsBackToTheSameConfig) {
   TrainConfig c = load_train_config("", {"learning_rate=0.002", "model.n_heads=2", "data.categories=[x, y]", "bf16=true"});
   auto path = write_config("resolved.yaml", to_yaml(c));

@@ -99,6 +99,35 @@ TEST(TrainStep, DrawsExactlyAccumulationStepsMicroBatchesPerStep) {
   EXPECT_EQ(r.samples, 6);
 }
 
+TEST(TrainStep, ClassWeightsWeightTheLossAndTheUpdate) {
+  // The reference: one weighted cross-entropy backward and SGD update by hand on an identical model.
+  const Tensor w = Tensor::from_vector(std::vector<double>{0.5, 3.0, 1.25}, {3}, DType::F32);
+  const data::Batch batch = make_batch(0, 6);
+  Trainee ref;
+  nn::ForwardContext ctx;
+  Tensor ref_loss = kernels::cross_entropy(ref.model.forward(batch.ids, batch.mask, ctx), batch.labels, 0.0, w);
+  ref_loss.backward();
+  std::vector<double> expected = flat_parameters(ref.model), grads;
+  for (const Tensor& p : ref.model.parameters()) {
+    std::vector<double> g = p.grad().to_double_vector();
+    grads.insert(grads.end(), g.begin(), g.end());
+  }
+  for (size_t i = 0; i < expected.size(); ++i) expected[i] -= 0.5 * grads[i];
+
+  Trainee s;
+  StepOptions o;
+  o.class_weights = w;
+  TrainStep step(s.model, nullptr, s.optimizer, s.scaler, nullptr, {}, o);
+  StepResult r = step.run(0, [&] { return batch; });
+  EXPECT_NEAR(r.loss_sum.item(), ref_loss.item(), 1e-6);
+  EXPECT_GT(std::abs(ref_loss.item() - kernels::cross_entropy(Trainee{}.model.forward(batch.ids, batch.mask, ctx),
+                                                              batch.labels).item()),
+            1e-3);  // the weights do change the loss
+  const std::vector<double> after = flat_parameters(s.model);
+  ASSERT_EQ(after.size(), expected.size());
+  for (size_t i = 0; i < after.size(); ++i) EXPECT_NEAR(after[i], expected[i], 1e-6) << i;
+}
+
 TEST(TrainStep, ClipsTheGradientAndReportsItsNormBeforeClipping) {
   // The reference norm: one plain backward on an identical model.
   Trainee ref;
