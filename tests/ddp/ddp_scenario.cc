@@ -92,4 +92,23 @@ void sgd_step(nn::Module& m, double lr) {
   }
 }
 
+std::vector<std::vector<Tensor>> scenario_param_groups(const nn::Module& m) {
+  std::vector<std::vector<Tensor>> groups(2);
+  for (const auto& [name, p] : m.named_parameters()) groups[p.dim() >= 2 ? 0 : 1].push_back(p);
+  return groups;
+}
+
+optim::AdamWOptions scenario_adamw_options(double lr, bool decayed) {
+  optim::AdamWOptions o;
+  o.lr = lr;
+  o.weight_decay = decayed ? 0.1 : 0.0;
+  return o;
+}
+
+std::unique_ptr<optim::AdamW> scenario_adamw(const nn::Module& m, double lr) {
+  const auto groups = scenario_param_groups(m);
+  return std::make_unique<optim::AdamW>(std::vector<optim::AdamW::ParamGroup>{
+      {groups[0], scenario_adamw_options(lr, true)}, {groups[1], scenario_adamw_options(lr, false)}});
+}
+
 }  // namespace tandem::testing

@@ -8,11 +8,14 @@
 // ranks with batch B see exactly the rows one process sees with batch N*B.
 #pragma once
 
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "core/tensor.h"
 #include "nn/linear.h"
 #include "nn/module.h"
+#include "optim/adamw.h"
 
 namespace tandem::testing {
 
@@ -44,5 +47,9 @@ bool scenario_branch_used(const std::string& mode, int64_t step, int rank, int64
 Tensor mse(const Tensor& y, const Tensor& t);
 // p -= lr * p.grad for every parameter with a gradient, then clears the gradients in place.
 void sgd_step(nn::Module& m, double lr);
+// The AdamW runs' parameter groups: {weight matrices} (decayed), {biases} (not).
+std::vector<std::vector<Tensor>> scenario_param_groups(const nn::Module& m);
+optim::AdamWOptions scenario_adamw_options(double lr, bool decayed);
+std::unique_ptr<optim::AdamW> scenario_adamw(const nn::Module& m, double lr);
 
 }  // namespace tandem::testing

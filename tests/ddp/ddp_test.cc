@@ -21,6 +21,7 @@
 #include "core/safetensors.h"
 #include "kernels/elementwise.h"
 #include "kernels/reduce.h"
+#include "optim/clip_grad.h"
 #include "tests/ddp/ddp_scenario.h"
 #include "tests/testing/gradcheck.h"
 
@@ -123,6 +124,73 @@ void expect_matches_reference(const RanksRun& run, const NamedTensors& ref, doub
       }
     }
   }
+}
+
+// One process, AdamW (decay on matrices) on the whole global batch of every step, optionally clipped.
+NamedTensors reference_adamw(int world, int64_t steps, int64_t batch, double lr, double clip = 0) {
+  ScenarioMlp model(1);
+  auto adamw = scenario_adamw(model, lr);
+  for (int64_t s = 0; s < steps; ++s) {
+    const int64_t rows = world * batch;
+    mse(model.forward(scenario_inputs(s, 0, rows), true), scenario_targets(s, 0, rows)).backward();
+    if (clip > 0) optim::clip_grad_norm_(adamw->params(), clip);
+    adamw->step();
+    adamw->zero_grad();
+  }
+  return model.state_dict();
+}
+
+TEST_F(DdpTest, ZeroOneAtTwoAndThreeRanksEqualsOneProcessWithTheFullBatch) {
+  for (int world : {2, 3}) {
+    SCOPED_TRACE(world);
+    expect_matches_reference(launch_ranks(world, {"--zero", "--optimizer", "adamw", "--steps", "4", "--lr", "0.01"}),
+                             reference_adamw(world, 4, 4, 0.01));
+  }
+}
+
+TEST_F(DdpTest, ZeroOneEqualsPlainDdpWithAdamW) {
+  RanksRun ddp = launch_ranks(2, {"--optimizer", "adamw", "--steps", "4", "--lr", "0.01"});
+  ASSERT_EQ(ddp.result.exit_code, 0) << ddp.stderr_text;
+  expect_matches_reference(launch_ranks(2, {"--zero", "--optimizer", "adamw", "--steps", "4", "--lr", "0.01"}),
+                           ddp.params[0], 1e-6, 1e-5);
+}
+
+TEST_F(DdpTest, ZeroOneClipsByTheNormOfTheWholeGradient) {
+  // 0.05 is below the scenario's gradient norm, so every step clips.
+  expect_matches_reference(
+      launch_ranks(3, {"--zero", "--optimizer", "adamw", "--steps", "3", "--lr", "0.01", "--clip", "0.05"}),
+      reference_adamw(3, 3, 4, 0.01, 0.05));
+}
+
+TEST_F(DdpTest, ZeroOneShardsCoverTheParametersAndDivideTheOptimizerStateByTheWorldSize) {
+  ScenarioMlp model(1);
+  auto unsharded = scenario_adamw(model, 0.01);
+  mse(model.forward(scenario_inputs(0, 0, 4), true), scenario_targets(0, 0, 4)).backward();
+  unsharded->step();
+  int64_t full_bytes = 0, elements = 0;
+  for (const auto& [name, t] : unsharded->state_dict()) full_bytes += t.numel() * 4;
+  for (const Tensor& p : model.parameters()) elements += p.numel();
+  const auto num_params = static_cast<int64_t>(model.parameters().size());
+
+  const int world = 3;
+  RanksRun r = launch_ranks(world, {"--zero", "--optimizer", "adamw", "--steps", "1"});
+  ASSERT_EQ(r.result.exit_code, 0) << r.stderr_text;
+  const int64_t shard = (elements + world - 1) / world;
+  int64_t moment_bytes = 0;
+  for (int k = 0; k < world; ++k) {
+    EXPECT_EQ(r.stats[k]["elements"].get<int64_t>(), elements);
+    EXPECT_EQ(r.stats[k]["shard_begin"].get<int64_t>(), k * shard);  // contiguous, in rank order
+    EXPECT_EQ(r.stats[k]["shard_end"].get<int64_t>(), (k + 1) * shard);
+    const int64_t bytes = r.stats[k]["state_bytes"].get<int64_t>();
+    // Two f32 moments per shard element, plus a 4-byte step count per piece (at most one per parameter).
+    const int64_t own = std::max<int64_t>(0, std::min(elements, (k + 1) * shard) - k * shard);
+    EXPECT_GE(bytes, own * 8 + 4);
+    EXPECT_LE(bytes, own * 8 + 4 * num_params);
+    EXPECT_LT(bytes, full_bytes / world + 4 * num_params);
+    moment_bytes += own * 8;
+  }
+  EXPECT_EQ(moment_bytes, elements * 8);  // together the shards hold the unsharded optimizer's moments once
+  EXPECT_EQ(full_bytes, elements * 8 + num_params * 4);
 }
 
 TEST_F(DdpTest, TwoThreeAndFourRanksEqualOneProcessWithTheFullBatch) {

@@ -3,7 +3,8 @@
 // steps under DistributedDataParallel (ring backend on the CPU by default;
 // --device cuda puts the model and data on GPU 0, --backend nccl uses NCCL)
 // and writes its final parameters (safetensors) and the last iteration's DDP
-// stats (JSON) into --out-dir.
+// stats (JSON) into --out-dir. With --zero, the model is not wrapped in DDP and
+// ZeroRedundancyOptimizer (ZeRO-1) does the communication and the update.
 //
 // Exit 0 on success, 2 on an error (printed on stderr).
 #include <CLI/CLI.hpp>
@@ -17,6 +18,9 @@
 #include "core/safetensors.h"
 #include "core/stream.h"
 #include "ddp/distributed_data_parallel.h"
+#include "ddp/zero_redundancy_optimizer.h"
+#include "optim/adamw.h"
+#include "optim/clip_grad.h"
 #include "kernels/elementwise.h"
 #include "tests/ddp/ddp_scenario.h"
 
@@ -41,6 +45,42 @@ struct HookRecord {
     if (next != b.buffer.numel()) errors.push_back(fmt::format("bucket {}: {} of {} elements", b.index, next, b.buffer.numel()));
   }
 };
+
+// One ZeRO-1 rank: the scenario's MLP (branch always used), AdamW over shards,
+// the same data slices as the DDP runs; writes params_rank<R>.safetensors and
+// stats_rank<R>.json (the shard range and the optimizer state bytes).
+int run_zero_rank(ScenarioMlp& mlp, const std::shared_ptr<comm::ProcessGroup>& group, int64_t steps, int64_t batch,
+                  double lr, double clip, const std::string& out_dir) {
+  const int rank = group->rank(), world = group->size();
+  ddp::ZeroRedundancyOptimizer zero(scenario_param_groups(mlp), group, [&](const auto& shard_groups) {
+    std::vector<optim::AdamW::ParamGroup> groups;
+    for (const auto& g : shard_groups) groups.push_back({g.pieces, scenario_adamw_options(lr, g.group == 0)});
+    return std::make_unique<optim::AdamW>(groups);
+  });
+  const Device device = mlp.parameters().front().device();
+  for (int64_t s = 0; s < steps; ++s) {
+    Tensor x = scenario_inputs(s, rank * batch, batch).to(device);
+    Tensor t = scenario_targets(s, rank * batch, batch).to(device);
+    mse(mlp.forward(x, true), t).backward();
+    zero.reduce_scatter_gradients();
+    if (clip > 0) zero.clip_grad_norm_(clip);
+    zero.step_and_gather();
+    zero.zero_grad();
+  }
+  if (!out_dir.empty()) {
+    mlp.to(Device::cpu());
+    save_safetensors(fmt::format("{}/params_rank{}.safetensors", out_dir, rank), mlp.state_dict());
+    nlohmann::json j;
+    j["shard_begin"] = zero.shard_range().first;
+    j["shard_end"] = zero.shard_range().second;
+    j["elements"] = zero.num_elements();
+    j["state_bytes"] = zero.state_bytes();
+    j["world"] = world;
+    std::ofstream(fmt::format("{}/stats_rank{}.json", out_dir, rank)) << j.dump(2);
+  }
+  return 0;
+}
+
 }  // namespace tandem::testing
 
 
@@ -48,7 +88,10 @@ int main(int argc, char** argv) {
   CLI::App app{"DDP test rank"};
   int64_t steps = 3, batch = 4, micro = 1;
   double cap_mb = 25, first_cap_mb = 1, lr = 0.05, rank1_cap_mb = -1;
-  bool grad_view = false, find_unused = false, static_graph = false, mismatch = false, eval_on_rank0 = false;
+  bool grad_view = false, find_unused = false, static_graph = false, mismatch = false, eval_on_rank0 = false,
+       zero = false;
+  double clip = 0;
+  std::string optimizer_name = "sgd";
   int slow_backward_ms = 0;
   std::string branch = "always", hook = "allreduce", rank1_hook, out_dir, device_name = "cpu", backend = "ring";
   app.add_option("--steps", steps);
@@ -65,6 +108,10 @@ int main(int argc, char** argv) {
   app.add_flag("--mismatch", mismatch, "rank 1 builds a different model");
   app.add_flag("--eval-on-rank0", eval_on_rank0, "after training, rank 0 alone runs a no-grad forward through DDP");
   app.add_option("--slow-backward-ms", slow_backward_ms);
+  app.add_option("--optimizer", optimizer_name, "sgd (plain p -= lr * grad) or adamw (weight decay on matrices only)")
+      ->check(CLI::IsMember({"sgd", "adamw"}));
+  app.add_flag("--zero", zero, "ZeRO-1: ZeroRedundancyOptimizer instead of DDP (with --optimizer adamw)");
+  app.add_option("--clip", clip, "> 0: clip the gradient norm to this (adamw)");
   app.add_option("--branch", branch);
   app.add_option("--hook", hook);
   app.add_option("--out-dir", out_dir, "writes params_rank<R>.safetensors and stats_rank<R>.json there");
@@ -137,7 +184,10 @@ int main(int argc, char** argv) {
       o.comm_hook_state = hook_record;
       o.comm_hook_name = "ported";
     } else if (hook != "allreduce") TANDEM_FAIL("unknown --hook {}", hook);
+    if (zero) return testing::run_zero_rank(*mlp, group, steps, batch, lr, clip, out_dir);
     ddp::DistributedDataParallel ddp(model, group, o);
+    std::unique_ptr<optim::AdamW> adamw;
+    if (optimizer_name == "adamw") adamw = testing::scenario_adamw(*mlp, lr);
 
     std::vector<std::string> without_grad;  // after the last step's backward
     for (int64_t s = 0; s < steps; ++s) {
@@ -161,7 +211,13 @@ int main(int argc, char** argv) {
         for (const auto& [name, p] : model->named_parameters())
           if (!p.grad().defined()) without_grad.push_back(name);
       }
-      testing::sgd_step(*model, lr);
+      if (adamw) {
+        if (clip > 0) optim::clip_grad_norm_(adamw->params(), clip);
+        adamw->step();
+        adamw->zero_grad();
+      } else {
+        testing::sgd_step(*model, lr);
+      }
     }
 
     if (eval_on_rank0 && rank == 0) {
