@@ -171,6 +171,7 @@ const std::vector<Field>& schema() {
       TOP(S, device, {"auto", "cpu", "cuda"}),
       TOP(S, ddp_backend, {"auto", "ring", "nccl"}),
       TOP(double, ddp_bucket_cap_mb),
+      TOP(int64_t, zero_stage),
       TOP(bool, ddp_find_unused_parameters),
       TOP(bool, ddp_gradient_as_bucket_view),
       TOP(bool, ddp_static_graph),
@@ -339,6 +340,12 @@ void validate(const TrainConfig& c) {
   TANDEM_CHECK(c.label_smoothing_factor >= 0 && c.label_smoothing_factor < 1,
                "config: label_smoothing_factor must be in [0, 1), got {}", c.label_smoothing_factor);
   TANDEM_CHECK(c.ddp_bucket_cap_mb >= 0, "config: ddp_bucket_cap_mb must be >= 0, got {}", c.ddp_bucket_cap_mb);
+  TANDEM_CHECK(c.zero_stage == 0 || c.zero_stage == 1, "config: zero_stage must be 0 or 1, got {}", c.zero_stage);
+  TANDEM_CHECK(c.zero_stage == 0 || !c.fp16,
+               "config: zero_stage 1 does not support fp16 loss scaling yet (use bf16 or f32)");
+  TANDEM_CHECK(c.zero_stage == 0 || c.ddp_comm_hook == "allreduce",
+               "config: ddp_comm_hook {} does not apply with zero_stage 1 (its gradients are reduce-scattered)",
+               c.ddp_comm_hook);
   TANDEM_CHECK(c.ddp_timeout > 0, "config: ddp_timeout must be > 0 seconds, got {}", c.ddp_timeout);
   TANDEM_CHECK(c.dataloader_num_workers >= 0, "config: dataloader_num_workers must be >= 0, got {}",
                c.dataloader_num_workers);

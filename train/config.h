@@ -101,6 +101,10 @@ struct TrainConfig {
   std::string device = "auto";  // auto | cpu | cuda
   std::string ddp_backend = "auto";  // auto | ring | nccl
   double ddp_bucket_cap_mb = 25.0;
+  // 1: ZeRO stage 1 at world size > 1 (ddp::ZeroRedundancyOptimizer: optimizer state sharded
+  // over the ranks, gradients reduce-scattered after backward, parameters all-gathered after
+  // the update) instead of DistributedDataParallel; the ddp_* bucket and hook keys then do not apply.
+  int64_t zero_stage = 0;
   bool ddp_find_unused_parameters = false;
   bool ddp_gradient_as_bucket_view = false;
   bool ddp_static_graph = false;

@@ -24,6 +24,7 @@ void write_train_results(const std::filesystem::path& output_dir, const TrainRes
                       {"stopped_early", r.stopped_early},
                       {"early_stopped", r.early_stopped},
                       {"weight_checksums", r.weight_checksums},
+                      {"optimizer_state_bytes", r.optimizer_state_bytes},
                       {"backend", backend}};
   if (!r.class_weights.empty()) j["class_weights"] = r.class_weights;
   if (r.best_step >= 0)

@@ -111,25 +111,46 @@ data::DataLoaderOptions train_loader_options(const TrainConfig& c, Device device
   return o;
 }
 
+namespace {
+
+// The optimizer over groups of decay_groups' order: group 0 is decayed, group 1 is not.
+std::unique_ptr<optim::Optimizer> optimizer_for(const TrainConfig& c,
+                                                const std::vector<ddp::ZeroRedundancyOptimizer::ShardGroup>& groups) {
+  if (c.optim == "sgd") {
+    std::vector<optim::SGD::ParamGroup> g;
+    for (const auto& [index, params] : groups) {
+      optim::SGDOptions o;
+      o.lr = c.learning_rate;
+      o.momentum = c.momentum;
+      o.weight_decay = index == 0 ? c.weight_decay : 0.0;
+      g.push_back({params, o});
+    }
+    return std::make_unique<optim::SGD>(std::move(g));
+  }
+  std::vector<optim::AdamW::ParamGroup> g;
+  for (const auto& [index, params] : groups) {
+    optim::AdamWOptions o;
+    o.lr = c.learning_rate;
+    o.betas = {c.adam_beta1, c.adam_beta2};
+    o.eps = c.adam_epsilon;
+    o.weight_decay = index == 0 ? c.weight_decay : 0.0;
+    g.push_back({params, o});
+  }
+  return std::make_unique<optim::AdamW>(std::move(g));
+}
+
+}  // namespace
+
 std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& c, const nn::Module& model) {
   auto groups = decay_groups(model);
-  if (c.optim == "sgd") {
-    optim::SGDOptions o;
-    o.lr = c.learning_rate;
-    o.momentum = c.momentum;
-    o.weight_decay = c.weight_decay;
-    optim::SGDOptions nd = o;
-    nd.weight_decay = 0;
-    return std::make_unique<optim::SGD>(std::vector<optim::SGD::ParamGroup>{{groups[0], o}, {groups[1], nd}});
-  }
-  optim::AdamWOptions o;
-  o.lr = c.learning_rate;
-  o.betas = {c.adam_beta1, c.adam_beta2};
-  o.eps = c.adam_epsilon;
-  o.weight_decay = c.weight_decay;
-  optim::AdamWOptions nd = o;
-  nd.weight_decay = 0;
-  return std::make_unique<optim::AdamW>(std::vector<optim::AdamW::ParamGroup>{{groups[0], o}, {groups[1], nd}});
+  return optimizer_for(c, {{0, groups[0]}, {1, groups[1]}});
+}
+
+std::unique_ptr<ddp::ZeroRedundancyOptimizer> make_zero_optimizer(const TrainConfig& c, const nn::Module& model,
+                                                                  std::shared_ptr<comm::ProcessGroup> group) {
+  return std::make_unique<ddp::ZeroRedundancyOptimizer>(
+      decay_groups(model), std::move(group), [&c](const auto& shard_groups) { return optimizer_for(c, shard_groups); },
+      std::chrono::seconds(c.ddp_timeout));
 }
 
 ddp::CommHook comm_hook(const std::string& name) {

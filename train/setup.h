@@ -15,6 +15,7 @@
 #include "data/dataset_spec.h"
 #include "data/tokenizer.h"
 #include "ddp/distributed_data_parallel.h"
+#include "ddp/zero_redundancy_optimizer.h"
 #include "nn/transformer.h"
 #include "optim/optimizer.h"
 #include "train/step.h"
@@ -46,6 +47,9 @@ data::DataLoaderOptions train_loader_options(const TrainConfig& c, Device device
 nn::TextClassifierConfig model_config(const TrainConfig& c, int64_t vocab_size, int64_t num_classes);
 // AdamW or SGD; weight decay on matrices only (biases and LayerNorm weights are not decayed).
 std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& c, const nn::Module& model);
+// zero_stage 1: the same optimizer, sharded over `group`'s ranks (ZeRO-1).
+std::unique_ptr<ddp::ZeroRedundancyOptimizer> make_zero_optimizer(const TrainConfig& c, const nn::Module& model,
+                                                                  std::shared_ptr<comm::ProcessGroup> group);
 // allreduce | fp16 | bf16
 ddp::CommHook comm_hook(const std::string& name);
 ddp::DDPOptions ddp_options(const TrainConfig& c);

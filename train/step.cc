@@ -23,6 +23,22 @@ TrainStep::TrainStep(nn::TextClassifier& model, ddp::DistributedDataParallel* dd
                options_.accumulation_steps);
 }
 
+namespace {
+
+optim::Optimizer& shard_optimizer_of(ddp::ZeroRedundancyOptimizer& zero) {
+  TANDEM_CHECK(zero.shard_optimizer(), "train step: this rank's ZeRO shard holds no parameter (more ranks than elements)");
+  return *zero.shard_optimizer();
+}
+
+}  // namespace
+
+TrainStep::TrainStep(nn::TextClassifier& model, ddp::ZeroRedundancyOptimizer& zero, optim::GradScaler& scaler,
+                     optim::LRScheduler* scheduler, nn::ForwardContext context, StepOptions options)
+    : TrainStep(model, nullptr, shard_optimizer_of(zero), scaler, scheduler, context, std::move(options)) {
+  zero_ = &zero;
+  TANDEM_CHECK(!scaler.enabled(), "train step: ZeRO-1 does not support fp16 loss scaling yet");
+}
+
 StepResult TrainStep::run(int64_t step, const std::function<data::Batch()>& next_batch, StepObserver* observer) {
   StepObserver none;
   StepObserver& obs = observer ? *observer : none;
@@ -60,6 +76,14 @@ StepResult TrainStep::run(int64_t step, const std::function<data::Batch()>& next
   }
 
   obs.enter(Phase::Optimizer);
+  if (zero_) {
+    zero_->reduce_scatter_gradients();
+    if (options_.max_grad_norm > 0) r.grad_norm = zero_->clip_grad_norm_(options_.max_grad_norm);
+    zero_->step_and_gather();
+    if (scheduler_) scheduler_->step();
+    zero_->zero_grad();
+    return r;
+  }
   scaler_.unscale_(optimizer_);
   if (options_.max_grad_norm > 0) r.grad_norm = optim::clip_grad_norm_(optimizer_.params(), options_.max_grad_norm);
   scaler_.step(optimizer_);

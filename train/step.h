@@ -23,6 +23,7 @@
 #include "core/tensor.h"
 #include "data/data_loader.h"
 #include "ddp/distributed_data_parallel.h"
+#include "ddp/zero_redundancy_optimizer.h"
 #include "nn/transformer.h"
 #include "optim/grad_scaler.h"
 #include "optim/lr_schedule.h"
@@ -64,6 +65,11 @@ class TrainStep {
   // `context` carries the compute dtype and the dropout seed; the step sets its step and call counters.
   TrainStep(nn::TextClassifier& model, ddp::DistributedDataParallel* ddp, optim::Optimizer& optimizer, optim::GradScaler& scaler,
             optim::LRScheduler* scheduler, nn::ForwardContext context, StepOptions options);
+  // ZeRO-1: the model is not wrapped in DDP; `zero` reduce-scatters the gradients after the last
+  // micro-batch, clips by the whole gradient's norm, updates its shard and all-gathers the
+  // parameters (the schedule drives zero.shard_optimizer()). No fp16 loss scaling.
+  TrainStep(nn::TextClassifier& model, ddp::ZeroRedundancyOptimizer& zero, optim::GradScaler& scaler,
+            optim::LRScheduler* scheduler, nn::ForwardContext context, StepOptions options);
 
   // Runs step number `step` (the count of steps before it: dropout masks follow it) on micro-batches from
   // `next_batch`, which must return one each time it is called.
@@ -72,6 +78,7 @@ class TrainStep {
  private:
   nn::TextClassifier& model_;
   ddp::DistributedDataParallel* ddp_;
+  ddp::ZeroRedundancyOptimizer* zero_ = nullptr;
   optim::Optimizer& optimizer_;
   optim::GradScaler& scaler_;
   optim::LRScheduler* scheduler_;

@@ -106,7 +106,9 @@ class Job {
   const char* eval_split_ = "test";
   std::shared_ptr<nn::TextClassifier> model_;
   std::unique_ptr<ddp::DistributedDataParallel> ddp_;
-  std::unique_ptr<optim::Optimizer> optimizer_;
+  std::unique_ptr<ddp::ZeroRedundancyOptimizer> zero_;  // zero_stage 1 at world > 1, instead of ddp_
+  std::unique_ptr<optim::Optimizer> own_optimizer_;     // without ZeRO
+  optim::Optimizer* optimizer_ = nullptr;               // own_optimizer_, or ZeRO's shard optimizer
   std::unique_ptr<optim::LRScheduler> scheduler_;
   optim::GradScaler scaler_;
   std::unique_ptr<TrainProfiler> profiler_;
@@ -187,8 +189,19 @@ Job::Job(const TrainConfig& config, std::shared_ptr<comm::ProcessGroup> group, c
       static_cast<uint64_t>(config_.seed));
   model_->to(device_);
   model_->train(true);
-  if (group_ && world_ > 1) ddp_ = std::make_unique<ddp::DistributedDataParallel>(model_, group_, ddp_options(config_));
-  optimizer_ = make_optimizer(config_, *model_);
+  if (group_ && world_ > 1 && config_.zero_stage == 1) {
+    zero_ = make_zero_optimizer(config_, *model_, group_);
+    TANDEM_CHECK(zero_->shard_optimizer(), "zero_stage 1: rank {}'s shard holds no parameter", rank_);
+    optimizer_ = zero_->shard_optimizer();
+    progress_.say(fmt::format("ZeRO-1: rank {} updates parameter elements [{}, {}) of {}", rank_,
+                              zero_->shard_range().first, std::min(zero_->shard_range().second, zero_->num_elements()),
+                              zero_->num_elements()));
+  } else {
+    if (group_ && world_ > 1)
+      ddp_ = std::make_unique<ddp::DistributedDataParallel>(model_, group_, ddp_options(config_));
+    own_optimizer_ = make_optimizer(config_, *model_);
+    optimizer_ = own_optimizer_.get();
+  }
 
   batches_per_epoch_ = train_loader_->num_batches();
   TANDEM_CHECK(batches_per_epoch_ > 0, "the training split has no batches on rank {}", rank_);
@@ -215,8 +228,10 @@ Job::Job(const TrainConfig& config, std::shared_ptr<comm::ProcessGroup> group, c
       list += fmt::format("{}{} {:.3g}", k ? ", " : "", data_.train->class_names[k], class_weights_[k]);
     progress_.say(fmt::format("class weights ({}): {}", config_.class_weights, list));
   }
-  train_step_ = std::make_unique<TrainStep>(*model_, ddp_.get(), *optimizer_, scaler_, scheduler_.get(),
-                                            forward_context(config_, rank_), std::move(step_opts));
+  train_step_ = zero_ ? std::make_unique<TrainStep>(*model_, *zero_, scaler_, scheduler_.get(),
+                                                    forward_context(config_, rank_), std::move(step_opts))
+                      : std::make_unique<TrainStep>(*model_, ddp_.get(), *optimizer_, scaler_, scheduler_.get(),
+                                                    forward_context(config_, rank_), std::move(step_opts));
 
   state_.seed = config_.seed;
   state_.world_size = world_;
@@ -245,6 +260,8 @@ void Job::resume() {
       options_.resume == "latest" ? latest_checkpoint(out_dir_) : std::optional<fs::path>(options_.resume);
   TANDEM_CHECK(dir.has_value(), "--resume latest: no checkpoint under {}", out_dir_.string());
   Checkpoint ck = load_checkpoint(*dir);
+  TANDEM_CHECK(!zero_, "--resume with zero_stage 1: checkpoints hold the model but not the sharded optimizer state; "
+                       "resuming them is not supported yet");
   TANDEM_CHECK(ck.state.world_size == world_, "checkpoint {} was written by {} ranks, this job has {}", dir->string(),
                ck.state.world_size, world_);
   model_->load_state_dict(ck.model);
@@ -417,7 +434,9 @@ void Job::save() {
   s.sampler.position = position_;
   s.scaler = scaler_.state_dict();
   const Clock::time_point t0 = Clock::now();
-  fs::path p = save_checkpoint(out_dir_, model_->state_dict(), to_named(optimizer_->state_dict()), s,
+  // With ZeRO-1 the optimizer state is sharded over the ranks: the checkpoint keeps the model only.
+  fs::path p = save_checkpoint(out_dir_, model_->state_dict(),
+                               zero_ ? NamedTensors{} : to_named(optimizer_->state_dict()), s,
                                to_yaml(config_), vocab_file_, config_.save_total_limit);
   profiler_->host_span("checkpoint", t0, Clock::now());
   progress_.say(fmt::format("saved {}", p.string()));
@@ -429,6 +448,8 @@ TrainResult Job::finish() {
   TrainResult r;
   r.class_names = data_.train->class_names;
   r.class_weights = class_weights_;
+  for (const auto& [name, t] : optimizer_->state_dict())
+    r.optimizer_state_bytes += t.numel() * static_cast<int64_t>(dtype_size(t.dtype()));
   r.steps = step_;
   r.train_loss = last_train_loss_;
   r.seconds = seconds_since(train_start_);

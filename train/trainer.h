@@ -28,6 +28,7 @@ struct TrainResult {
   double majority_baseline = 0;  // accuracy of always predicting the most frequent test class
   std::vector<std::string> class_names;
   std::vector<double> class_weights;  // of the training loss, per class; empty: unweighted
+  int64_t optimizer_state_bytes = 0;  // this rank's optimizer state (with zero_stage 1: its shard's)
   double seconds = 0;
   double samples_per_second = 0;  // this rank's training samples / training time, times world size
   // A 64-bit hash of every rank's final parameters (rank order): DDP keeps them

@@ -176,6 +176,18 @@ data::Dataset dataset_with_counts(const std::vector<int64_t>& counts) {
   return d;
 }
 
+TEST(TrainConfig, ZeroStageIsZeroOrOneAndRefusesFp16AndCompressionHooks) {
+  EXPECT_EQ(load_train_config("", {}).zero_stage, 0);
+  validate(load_train_config("", {"zero_stage=1", "bf16=true"}));
+  EXPECT_NE(error_of([] { validate(load_train_config("", {"zero_stage=2"})); }).find("zero_stage must be 0 or 1, got 2"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { validate(load_train_config("", {"zero_stage=1", "fp16=true"})); }).find("fp16"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { validate(load_train_config("", {"zero_stage=1", "ddp_comm_hook=bf16"})); })
+                .find("ddp_comm_hook bf16 does not apply with zero_stage 1"),
+            std::string::npos);
+}
+
 TEST(TrainConfig, ClassWeightsAreNoneByDefault) {
   TrainConfig c = load_train_config("", {});
   EXPECT_EQ(c.class_weights, "none");
