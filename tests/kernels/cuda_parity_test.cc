@@ -13,6 +13,7 @@
 #include "kernels/elementwise.h"
 #include "kernels/linear.h"
 #include "kernels/reduce.h"
+#include "kernels/transpose.h"
 #include "tests/testing/gradcheck.h"
 
 namespace tandem::kernels {
@@ -68,6 +69,14 @@ TEST_P(CudaParity, Add) { check([](const auto& in) { return add(in[0], in[1]); }
 TEST_P(CudaParity, Mul) { check([](const auto& in) { return mul(in[0], in[1]); }, {cpu_input({7, 129}, 3), cpu_input({7, 129}, 4)}); }
 
 TEST_P(CudaParity, Scale) { check([](const auto& in) { return scale(in[0], 0.3); }, {cpu_input({4099}, 5)}); }
+
+TEST_P(CudaParity, TransposeIsBitExact) {
+  for (Shape s : {Shape{1, 1}, Shape{33, 31}, Shape{70, 5}, Shape{5, 1000}, Shape{257, 129}}) {
+    Tensor x = random_tensor(s, 7, t());
+    EXPECT_EQ(transpose(x.to(Device::cuda(0))).to_double_vector(), transpose(x).to_double_vector());
+  }
+  check([](const auto& in) { return transpose(in[0]); }, {cpu_input({37, 65}, 8)});
+}
 
 TEST_P(CudaParity, Relu) { check([](const auto& in) { return relu(in[0]); }, {cpu_input({33, 31}, 6)}); }
 
