@@ -407,6 +407,47 @@ TEST_F(DdpTest, CompressionHooksStayCloseToFullPrecision) {
   expect_matches_reference(launch_ranks(2, {"--steps", "3", "--hook", "bf16"}), reference(2, 3, 4, 1, "always"), 5e-3, 5e-2);
 }
 
+TEST_F(DdpTest, PowerSGDAtFullRankEqualsOneProcessWithTheFullBatch) {
+  // With r >= min(n, m) the span of P is the whole column space of the summed
+  // gradient, so P Q^T / world is the exact average: N ranks equal one process
+  // with the full batch (to the rounding of Gram-Schmidt and two more products),
+  // from step 3 on compressed (start_powerSGD_iter 2), small matrices included.
+  const std::vector<std::string> args = {"--steps", "5", "--hook", "powersgd", "--powersgd-rank", "64",
+                                         "--powersgd-min-rate", "0", "--powersgd-start", "2"};
+  for (int world : {2, 3}) {
+    RanksRun run = launch_ranks(world, args);
+    expect_matches_reference(run, reference(world, 5, 4, 1, "always"), 1e-5, 1e-4);
+    for (const auto& st : run.stats) EXPECT_EQ(st["powersgd_iterations"].get<int64_t>(), 5) << st.dump();
+  }
+}
+
+TEST_F(DdpTest, PowerSGDAtRankOneSendsFewerElementsAndTrainsCloseToTheFullBatch) {
+  // Rank 1 with error feedback: the sum of applied updates only lags the exact one,
+  // so a few SGD steps stay near the reference, while each compressed step sends
+  // (n + m) elements per matrix instead of n m.
+  const std::vector<std::string> args = {"--steps", "6", "--hook", "powersgd", "--powersgd-rank", "1",
+                                         "--powersgd-min-rate", "0", "--powersgd-start", "2"};
+  RanksRun run = launch_ranks(2, args);
+  expect_matches_reference(run, reference(2, 6, 4, 1, "always"), 5e-2, 5e-1);
+  for (const auto& st : run.stats) {
+    const auto before = st["powersgd_numel_before"].get<int64_t>(), after = st["powersgd_numel_after"].get<int64_t>();
+    EXPECT_LT(after, before) << st.dump();
+  }
+}
+
+TEST_F(DdpTest, PowerSGDBeforeItsStartIterationIsBitwiseThePlainAverage) {
+  const std::vector<std::string> args = {"--steps", "3"};
+  std::vector<std::string> powersgd = args;
+  powersgd.insert(powersgd.end(), {"--hook", "powersgd", "--powersgd-start", "10"});
+  RanksRun compressed = launch_ranks(2, powersgd);
+  RanksRun plain = launch_ranks(2, args);
+  ASSERT_EQ(compressed.result.exit_code, 0) << compressed.stderr_text;
+  ASSERT_EQ(plain.result.exit_code, 0) << plain.stderr_text;
+  for (size_t k = 0; k < plain.params.size(); ++k)
+    for (const auto& [name, t] : plain.params[k].tensors)
+      EXPECT_EQ(t.to_double_vector(), compressed.params[k].find(name)->to_double_vector()) << name;
+}
+
 TEST_F(DdpTest, AUserSuppliedCommHookIsUsed) {
   expect_matches_reference(launch_ranks(2, {"--steps", "3", "--hook", "user"}), reference(2, 3, 4, 1, "always"));
 }

@@ -18,6 +18,7 @@
 #include "core/safetensors.h"
 #include "core/stream.h"
 #include "ddp/distributed_data_parallel.h"
+#include "ddp/powersgd_hook.h"
 #include "ddp/zero_redundancy_optimizer.h"
 #include "optim/adamw.h"
 #include "optim/clip_grad.h"
@@ -92,6 +93,8 @@ int main(int argc, char** argv) {
        zero = false;
   double clip = 0;
   std::string optimizer_name = "sgd";
+  ddp::PowerSGDOptions powersgd_options;
+  powersgd_options.start_powerSGD_iter = 2;
   int slow_backward_ms = 0;
   std::string branch = "always", hook = "allreduce", rank1_hook, out_dir, device_name = "cpu", backend = "ring";
   app.add_option("--steps", steps);
@@ -114,6 +117,11 @@ int main(int argc, char** argv) {
   app.add_option("--clip", clip, "> 0: clip the gradient norm to this (adamw)");
   app.add_option("--branch", branch);
   app.add_option("--hook", hook);
+  app.add_option("--powersgd-rank", powersgd_options.matrix_approximation_rank);
+  app.add_option("--powersgd-start", powersgd_options.start_powerSGD_iter);
+  app.add_option("--powersgd-min-rate", powersgd_options.min_compression_rate);
+  app.add_flag("!--powersgd-no-error-feedback", powersgd_options.use_error_feedback);
+  app.add_flag("!--powersgd-no-warm-start", powersgd_options.warm_start);
   app.add_option("--out-dir", out_dir, "writes params_rank<R>.safetensors and stats_rank<R>.json there");
   app.add_option("--device", device_name, "cpu, or cuda: every rank on GPU 0 (ring) or on its local rank's GPU (nccl)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
@@ -147,6 +155,8 @@ int main(int argc, char** argv) {
     model->to(device);
 
     auto hook_record = std::make_shared<testing::HookRecord>();
+    std::shared_ptr<ddp::PowerSGDState> powersgd;
+    if (hook == "powersgd" || rank1_hook == "powersgd") powersgd = std::make_shared<ddp::PowerSGDState>(powersgd_options);
     ddp::DDPOptions o;
     o.bucket_cap_mb = rank == 1 && rank1_cap_mb >= 0 ? rank1_cap_mb : cap_mb;
     if (rank == 1 && !rank1_hook.empty()) hook = rank1_hook;
@@ -157,6 +167,10 @@ int main(int argc, char** argv) {
     o.timeout = std::chrono::seconds(30);
     if (hook == "fp16") o.comm_hook = ddp::fp16_compress_hook(), o.comm_hook_name = "fp16";
     else if (hook == "bf16") o.comm_hook = ddp::bf16_compress_hook(), o.comm_hook_name = "bf16";
+    else if (hook == "powersgd") {
+      o.comm_hook = ddp::powerSGD_hook(), o.comm_hook_name = "powersgd";
+      o.comm_hook_state = powersgd;
+    }
     else if (hook == "user") {
       // A user-supplied hook: sums a copy of the bucket and copies it back,
       // averaged, in `finish`, exercising both halves of the hook contract.
@@ -243,6 +257,11 @@ int main(int argc, char** argv) {
                                 {"comm_start_ms", b.comm_start_ms}, {"comm_end_ms", b.comm_end_ms}});
       for (const auto& b : ddp.buckets()) j["layout"].push_back(b.params);
       j["logging_data"] = nlohmann::json::parse(ddp::to_json(ddp.logging_data()));
+      if (powersgd) {
+        j["powersgd_numel_before"] = powersgd->numel_before_compression();
+        j["powersgd_numel_after"] = powersgd->numel_after_compression();
+        j["powersgd_iterations"] = powersgd->iteration();
+      }
       j["hook_calls"] = hook_record->calls;
       j["hook_last_calls"] = hook_record->last_calls;
       j["hook_metadata_errors"] = hook_record->errors;
