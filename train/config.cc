@@ -175,7 +175,10 @@ const std::vector<Field>& schema() {
       TOP(bool, ddp_find_unused_parameters),
       TOP(bool, ddp_gradient_as_bucket_view),
       TOP(bool, ddp_static_graph),
-      TOP(S, ddp_comm_hook, {"allreduce", "fp16", "bf16"}),
+      TOP(S, ddp_comm_hook, {"allreduce", "fp16", "bf16", "powersgd"}),
+      TOP(int64_t, powersgd_rank),
+      TOP(int64_t, powersgd_start_iter),
+      TOP(double, powersgd_min_compression_rate),
       TOP(int64_t, ddp_timeout),
       TOP(int64_t, dataloader_num_workers),
       TOP(bool, dataloader_pin_memory),
@@ -346,6 +349,16 @@ void validate(const TrainConfig& c) {
   TANDEM_CHECK(c.zero_stage == 0 || c.ddp_comm_hook == "allreduce",
                "config: ddp_comm_hook {} does not apply with zero_stage 1 (its gradients are reduce-scattered)",
                c.ddp_comm_hook);
+  TANDEM_CHECK(c.powersgd_rank >= 1, "config: powersgd_rank must be >= 1, got {}", c.powersgd_rank);
+  TANDEM_CHECK(c.powersgd_start_iter > 1,
+               "config: powersgd_start_iter must be > 1, got {} (error feedback and warm start keep memory per "
+               "bucket, and DDP rebuilds its buckets after the first iteration)",
+               c.powersgd_start_iter);
+  TANDEM_CHECK(c.powersgd_min_compression_rate >= 0, "config: powersgd_min_compression_rate must be >= 0, got {}",
+               c.powersgd_min_compression_rate);
+  TANDEM_CHECK(c.ddp_comm_hook != "powersgd" || !c.fp16,
+               "config: ddp_comm_hook powersgd does not apply with fp16: the inf/NaN gradients of a skipped step "
+               "would enter its error feedback (use bf16 or f32)");
   TANDEM_CHECK(c.ddp_timeout > 0, "config: ddp_timeout must be > 0 seconds, got {}", c.ddp_timeout);
   TANDEM_CHECK(c.dataloader_num_workers >= 0, "config: dataloader_num_workers must be >= 0, got {}",
                c.dataloader_num_workers);

@@ -108,7 +108,11 @@ struct TrainConfig {
   bool ddp_find_unused_parameters = false;
   bool ddp_gradient_as_bucket_view = false;
   bool ddp_static_graph = false;
-  std::string ddp_comm_hook = "allreduce";  // allreduce | fp16 | bf16
+  std::string ddp_comm_hook = "allreduce";  // allreduce | fp16 | bf16 | powersgd
+  // ddp_comm_hook powersgd (ddp/powersgd_hook.h; PyTorch's PowerSGDState defaults):
+  int64_t powersgd_rank = 1;                  // matrix_approximation_rank
+  int64_t powersgd_start_iter = 1000;         // start_powerSGD_iter: plain all-reduce before it
+  double powersgd_min_compression_rate = 2;   // compress a matrix only where this much is saved
   int64_t ddp_timeout = 300;  // seconds
   int64_t dataloader_num_workers = 0;
   bool dataloader_pin_memory = true;

@@ -1,5 +1,6 @@
 #include "train/results.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "train/checkpoint.h"
@@ -27,6 +28,11 @@ void write_train_results(const std::filesystem::path& output_dir, const TrainRes
                       {"optimizer_state_bytes", r.optimizer_state_bytes},
                       {"backend", backend}};
   if (!r.class_weights.empty()) j["class_weights"] = r.class_weights;
+  if (r.comm_hook_numel_before > 0)
+    j["comm_hook_elements"] = {{"before", r.comm_hook_numel_before},
+                               {"sent", r.comm_hook_numel_after},
+                               {"rate", static_cast<double>(r.comm_hook_numel_before) /
+                                            static_cast<double>(std::max<int64_t>(r.comm_hook_numel_after, 1))}};
   if (r.best_step >= 0)
     j["best_model"] = {{"step", r.best_step}, {"metric", r.metric_for_best_model}, {"value", r.best_metric}};
   write_file_atomically(output_dir / "results.json", j.dump(2) + "\n");

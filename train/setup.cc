@@ -3,6 +3,7 @@
 #include "comm/init.h"
 #include "core/check.h"
 #include "core/stream.h"
+#include "ddp/powersgd_hook.h"
 #include "optim/adamw.h"
 #include "optim/sgd.h"
 
@@ -153,11 +154,16 @@ std::unique_ptr<ddp::ZeroRedundancyOptimizer> make_zero_optimizer(const TrainCon
       std::chrono::seconds(c.ddp_timeout));
 }
 
+namespace {
+
 ddp::CommHook comm_hook(const std::string& name) {
   if (name == "fp16") return ddp::fp16_compress_hook();
   if (name == "bf16") return ddp::bf16_compress_hook();
+  if (name == "powersgd") return ddp::powerSGD_hook();
   return ddp::allreduce_hook();
 }
+
+}  // namespace
 
 nn::TextClassifierConfig model_config(const TrainConfig& c, int64_t vocab_size, int64_t num_classes) {
   nn::TextClassifierConfig mc;
@@ -184,6 +190,14 @@ ddp::DDPOptions ddp_options(const TrainConfig& c) {
   d.timeout = std::chrono::seconds(c.ddp_timeout);
   d.comm_hook = comm_hook(c.ddp_comm_hook);
   d.comm_hook_name = c.ddp_comm_hook;
+  if (c.ddp_comm_hook == "powersgd") {
+    ddp::PowerSGDOptions p;
+    p.matrix_approximation_rank = c.powersgd_rank;
+    p.start_powerSGD_iter = c.powersgd_start_iter;
+    p.min_compression_rate = c.powersgd_min_compression_rate;
+    p.random_seed = static_cast<uint64_t>(c.seed);
+    d.comm_hook_state = std::make_shared<ddp::PowerSGDState>(p);
+  }
   return d;
 }
 

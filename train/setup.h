@@ -50,8 +50,8 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& c, const nn:
 // zero_stage 1: the same optimizer, sharded over `group`'s ranks (ZeRO-1).
 std::unique_ptr<ddp::ZeroRedundancyOptimizer> make_zero_optimizer(const TrainConfig& c, const nn::Module& model,
                                                                   std::shared_ptr<comm::ProcessGroup> group);
-// allreduce | fp16 | bf16
-ddp::CommHook comm_hook(const std::string& name);
+// The DDP options of ddp_* keys; the comm hook allreduce | fp16 | bf16 | powersgd (with a
+// PowerSGDState of the powersgd_* keys, seeded by `seed`).
 ddp::DDPOptions ddp_options(const TrainConfig& c);
 // The compute dtype and this rank's dropout seed.
 nn::ForwardContext forward_context(const TrainConfig& c, int rank);

@@ -148,10 +148,11 @@ struct StepRunner::State {
     optimizer->zero_grad(true);
     ddp.reset();  // the old reducer's hooks go before the new one's arrive
     if (group && world > 1) {
-      ddp::DDPOptions d = ddp_options(config);
+      TrainConfig hooked = config;
+      hooked.ddp_comm_hook = c.comm_hook;
+      ddp::DDPOptions d = ddp_options(hooked);
       d.bucket_cap_mb = c.one_bucket ? 1e9 : c.bucket_cap_mb;
       if (c.one_bucket) d.first_bucket_cap_mb = 1e9;
-      d.comm_hook = comm_hook(c.comm_hook);
       ddp = std::make_unique<ddp::DistributedDataParallel>(model, group, d);
     }
     ctx.compute_dtype = precision_dtype(c.precision);

@@ -12,6 +12,7 @@
 #include "core/stream.h"
 #include "data/batch_source.h"
 #include "ddp/distributed_data_parallel.h"
+#include "ddp/powersgd_hook.h"
 #include "kernels/elementwise.h"
 #include "optim/grad_scaler.h"
 #include "optim/lr_schedule.h"
@@ -107,6 +108,7 @@ class Job {
   std::shared_ptr<nn::TextClassifier> model_;
   std::unique_ptr<ddp::DistributedDataParallel> ddp_;
   std::unique_ptr<ddp::ZeroRedundancyOptimizer> zero_;  // zero_stage 1 at world > 1, instead of ddp_
+  std::shared_ptr<ddp::PowerSGDState> powersgd_;        // ddp_comm_hook powersgd: what it sent
   std::unique_ptr<optim::Optimizer> own_optimizer_;     // without ZeRO
   optim::Optimizer* optimizer_ = nullptr;               // own_optimizer_, or ZeRO's shard optimizer
   std::unique_ptr<optim::LRScheduler> scheduler_;
@@ -197,8 +199,11 @@ Job::Job(const TrainConfig& config, std::shared_ptr<comm::ProcessGroup> group, c
                               zero_->shard_range().first, std::min(zero_->shard_range().second, zero_->num_elements()),
                               zero_->num_elements()));
   } else {
-    if (group_ && world_ > 1)
-      ddp_ = std::make_unique<ddp::DistributedDataParallel>(model_, group_, ddp_options(config_));
+    if (group_ && world_ > 1) {
+      ddp::DDPOptions d = ddp_options(config_);
+      if (config_.ddp_comm_hook == "powersgd") powersgd_ = std::static_pointer_cast<ddp::PowerSGDState>(d.comm_hook_state);
+      ddp_ = std::make_unique<ddp::DistributedDataParallel>(model_, group_, d);
+    }
     own_optimizer_ = make_optimizer(config_, *model_);
     optimizer_ = own_optimizer_.get();
   }
@@ -450,6 +455,10 @@ TrainResult Job::finish() {
   r.class_weights = class_weights_;
   for (const auto& [name, t] : optimizer_->state_dict())
     r.optimizer_state_bytes += t.numel() * static_cast<int64_t>(dtype_size(t.dtype()));
+  if (powersgd_) {
+    r.comm_hook_numel_before = powersgd_->numel_before_compression();
+    r.comm_hook_numel_after = powersgd_->numel_after_compression();
+  }
   r.steps = step_;
   r.train_loss = last_train_loss_;
   r.seconds = seconds_since(train_start_);

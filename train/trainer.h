@@ -29,6 +29,8 @@ struct TrainResult {
   std::vector<std::string> class_names;
   std::vector<double> class_weights;  // of the training loss, per class; empty: unweighted
   int64_t optimizer_state_bytes = 0;  // this rank's optimizer state (with zero_stage 1: its shard's)
+  // ddp_comm_hook powersgd: gradient elements handed to the hook and elements it all-reduced, on this rank.
+  int64_t comm_hook_numel_before = 0, comm_hook_numel_after = 0;
   double seconds = 0;
   double samples_per_second = 0;  // this rank's training samples / training time, times world size
   // A 64-bit hash of every rank's final parameters (rank order): DDP keeps them

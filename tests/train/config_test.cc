@@ -188,6 +188,18 @@ TEST(TrainConfig, ZeroStageIsZeroOrOneAndRefusesFp16AndCompressionHooks) {
             std::string::npos);
 }
 
+TEST(TrainConfig, PowerSGDKeysOutOfRangeAreErrorsNamingTheKey) {
+  auto message = [](std::vector<std::string> sets) {
+    sets.push_back("ddp_comm_hook=powersgd");
+    return error_of([&] { validate(load_train_config("", sets)); });
+  };
+  EXPECT_EQ(message({}), "");
+  EXPECT_NE(message({"powersgd_rank=0"}).find("powersgd_rank must be >= 1"), std::string::npos);
+  EXPECT_NE(message({"powersgd_start_iter=1"}).find("powersgd_start_iter must be > 1"), std::string::npos);
+  EXPECT_NE(message({"powersgd_min_compression_rate=-1"}).find("powersgd_min_compression_rate"), std::string::npos);
+  EXPECT_NE(message({"fp16=true"}).find("ddp_comm_hook powersgd does not apply with fp16"), std::string::npos);
+}
+
 TEST(TrainConfig, ClassWeightsAreNoneByDefault) {
   TrainConfig c = load_train_config("", {});
   EXPECT_EQ(c.class_weights, "none");

@@ -146,6 +146,19 @@ TEST_F(TrainEndToEnd, ZeroStageOneTrainsLikeDdpWithAboutHalfTheOptimizerStatePer
   EXPECT_NEAR(zb / db, 0.5, 0.02);
 }
 
+TEST_F(TrainEndToEnd, PowerSGDAtTwoRanksSendsFewerElementsAndStillLearns) {
+  const fs::path out = dir_ / "powersgd_two";
+  Output r = run_tandem(2, train_args(out, {"--set", "ddp_comm_hook=powersgd", "--set", "powersgd_start_iter=4"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  nlohmann::json res = read_json(out / "results.json");
+  auto sums = res["weight_checksums"].get<std::vector<int64_t>>();
+  ASSERT_EQ(sums.size(), 2u);
+  EXPECT_EQ(sums[0], sums[1]) << "the ranks' weights diverged";
+  const auto& e = res["comm_hook_elements"];
+  EXPECT_LT(e["sent"].get<int64_t>(), e["before"].get<int64_t>()) << res.dump();
+  EXPECT_GT(res["eval_accuracy"].get<double>(), res["majority_baseline"].get<double>());
+}
+
 TEST_F(TrainEndToEnd, ResumingAZeroStageOneRunIsRefusedWithAClearMessage) {
   const fs::path out = dir_ / "zero_resume";
   Output r1 = run_tandem(2, train_args(out, {"--set", "zero_stage=1", "--stop-after", "5"}));
