@@ -1,6 +1,7 @@
 #include "apps/saved_model.h"
 
 #include "train/checkpoint.h"
+#include "train/setup.h"
 #include "core/check.h"
 #include "core/stream.h"
 
@@ -18,19 +19,9 @@ SavedModel load_saved_model(const fs::path& checkpoint, const std::vector<std::s
   s.class_names = ck.state.class_names;
   TANDEM_CHECK(s.class_names.size() >= 2, "{}: trainer_state.json lists {} classes", checkpoint.string(),
                s.class_names.size());
-  const auto& m = s.config.model;
-  nn::TextClassifierConfig mc;
-  mc.vocab_size = s.tokenizer->vocab_size();
-  mc.d_model = m.d_model;
-  mc.n_heads = m.n_heads;
-  mc.num_layers = m.num_layers;
-  mc.dim_feedforward = m.dim_feedforward;
-  mc.max_seq_len = m.max_seq_len;
-  mc.num_classes = static_cast<int64_t>(s.class_names.size());
-  mc.dropout = m.dropout;
-  mc.pooling = nn::parse_pooling(m.pooling);
-  mc.activation = nn::parse_activation(m.activation);
-  mc.norm_first = m.norm_first;
+  // The trainer's own mapping from config to model, so a saved model is rebuilt exactly as it was trained.
+  const nn::TextClassifierConfig mc =
+      train::model_config(s.config, s.tokenizer->vocab_size(), static_cast<int64_t>(s.class_names.size()));
   s.model = std::make_shared<nn::TextClassifier>(mc, 0);
   s.model->load_state_dict(ck.model);  // strict: a model/config mismatch names the parameter
   s.device = s.config.device == "cpu" || !cuda::available() ? Device::cpu() : Device::cuda(0);

@@ -167,6 +167,12 @@ Tokenizer::Tokenizer(const HfBpeTokenizer& bpe) : Tokenizer(bpe.model->vocab(), 
   bpe_ = bpe.model;
 }
 
+Tokenizer::Tokenizer(const CharNgramOptions& ngrams, bool prepend_cls)
+    : Tokenizer(std::vector<std::string>(std::begin(kSpecial), std::end(kSpecial)), prepend_cls, ngrams.lowercase) {
+  validate(ngrams);
+  ngrams_ = ngrams;
+}
+
 Tokenizer Tokenizer::build_bpe(const std::function<void(const std::function<void(std::string_view)>&)>& visit_texts,
                                const TokenizerOptions& options) {
   // Word counts as tokenizers' trainer collects them: normalize, pre-tokenize, count.
@@ -193,14 +199,26 @@ Tokenizer Tokenizer::build_bpe(const std::function<void(const std::function<void
   return Tokenizer(HfBpeTokenizer{model, options.lowercase, options.prepend_cls});
 }
 
+namespace {
+
+CharNgramOptions char_ngram_options(const TokenizerOptions& options) {
+  CharNgramOptions o = options.char_ngrams;
+  o.lowercase = options.lowercase;
+  return o;
+}
+
+}  // namespace
+
 Tokenizer Tokenizer::build(const std::vector<std::string>& texts, const TokenizerOptions& options) {
+  if (options.type == "char_ngrams") return Tokenizer(char_ngram_options(options), options.prepend_cls);
   if (options.type == "bpe")
     return build_bpe(
         [&](const auto& f) {
           for (const auto& t : texts) f(t);
         },
         options);
-  TANDEM_CHECK(options.type == "word", "tokenizer: type must be 'word' or 'bpe', got '{}'", options.type);
+  TANDEM_CHECK(options.type == "word", "tokenizer: type must be 'word', 'bpe' or 'char_ngrams', got '{}'",
+               options.type);
   return Tokenizer(build_vocab(
                        [&](auto&& f) {
                          for (const auto& t : texts) f(t);
@@ -210,13 +228,15 @@ Tokenizer Tokenizer::build(const std::vector<std::string>& texts, const Tokenize
 }
 
 Tokenizer Tokenizer::build(const Dataset& train, const TokenizerOptions& options) {
+  if (options.type == "char_ngrams") return Tokenizer(char_ngram_options(options), options.prepend_cls);
   if (options.type == "bpe")
     return build_bpe(
         [&](const auto& f) {
           for (const auto& e : train.examples) f(e.text);
         },
         options);
-  TANDEM_CHECK(options.type == "word", "tokenizer: type must be 'word' or 'bpe', got '{}'", options.type);
+  TANDEM_CHECK(options.type == "word", "tokenizer: type must be 'word', 'bpe' or 'char_ngrams', got '{}'",
+               options.type);
   return Tokenizer(build_vocab(
                        [&](auto&& f) {
                          for (const auto& e : train.examples) f(e.text);
@@ -230,12 +250,21 @@ int32_t Tokenizer::id(std::string_view token) const {
   return it == ids_.end() ? kUnk : it->second;
 }
 
-const std::string& Tokenizer::token(int32_t id) const {
+int64_t Tokenizer::vocab_size() const {
+  return static_cast<int64_t>(tokens_.size()) + (ngrams_ ? ngrams_->buckets : 0);
+}
+
+std::string Tokenizer::token(int32_t id) const {
   TANDEM_CHECK(id >= 0 && id < vocab_size(), "token id {} outside the vocabulary [0, {})", id, vocab_size());
+  if (static_cast<size_t>(id) >= tokens_.size()) return fmt::format("#{}", id - static_cast<int32_t>(tokens_.size()));
   return tokens_[static_cast<size_t>(id)];
 }
 
 void Tokenizer::append_ids(std::string_view text, std::vector<int32_t>& out, size_t limit) const {
+  if (ngrams_) {
+    append_ngram_ids(text, *ngrams_, out, limit);
+    return;
+  }
   if (!bpe_) {
     TokenCursor cursor(text, lowercase_);
     std::string token;
@@ -320,15 +349,21 @@ Encoding Tokenizer::encode_batch(const std::vector<std::string>& texts, int64_t 
   return out;
 }
 
-std::string Tokenizer::file_name() const { return bpe_ ? "tokenizer.json" : "vocab.txt"; }
+std::string Tokenizer::file_name() const {
+  return ngrams_ ? "char_ngrams.json" : bpe_ ? "tokenizer.json" : "vocab.txt";
+}
 
 std::filesystem::path Tokenizer::file_in(const std::filesystem::path& dir) {
-  return std::filesystem::exists(dir / "tokenizer.json") ? dir / "tokenizer.json" : dir / "vocab.txt";
+  for (const char* name : {"tokenizer.json", "char_ngrams.json"})
+    if (std::filesystem::exists(dir / name)) return dir / name;
+  return dir / "vocab.txt";
 }
 
 void Tokenizer::save(const std::filesystem::path& path) const {
   std::string text;
-  if (bpe_) {
+  if (ngrams_) {
+    text = to_char_ngrams_json(*ngrams_, prepend_cls_);
+  } else if (bpe_) {
     text = to_tokenizer_json(HfBpeTokenizer{bpe_, lowercase_, prepend_cls_});
   } else {
     text = std::string(kMagic) + " 1 prepend_cls=" + (prepend_cls_ ? "1" : "0") + " lowercase=" + (lowercase_ ? "1" : "0") +
@@ -340,8 +375,14 @@ void Tokenizer::save(const std::filesystem::path& path) const {
 
 Tokenizer Tokenizer::load(const std::filesystem::path& path) {
   const std::string text = read_text_file(path);
-  if (const size_t first = text.find_first_not_of(" \t\r\n"); first != std::string::npos && text[first] == '{')
+  if (const size_t first = text.find_first_not_of(" \t\r\n"); first != std::string::npos && text[first] == '{') {
+    if (is_char_ngrams_json(text)) {
+      bool prepend_cls = true;
+      const CharNgramOptions options = parse_char_ngrams_json(text, path, &prepend_cls);
+      return Tokenizer(options, prepend_cls);
+    }
     return Tokenizer(parse_tokenizer_json(text, path));
+  }
   std::vector<std::string> vocab;
   std::unordered_map<std::string, int64_t> first_line;
   bool prepend_cls = true, lowercase = true;

@@ -12,15 +12,23 @@
 
 namespace tandem::nn {
 
-TokenPositionEmbedding::TokenPositionEmbedding(int64_t vocab_size, int64_t max_seq_len, int64_t d_model, Init& init) {
+TokenPositionEmbedding::TokenPositionEmbedding(int64_t vocab_size, int64_t max_seq_len, int64_t d_model,
+                                               bool positions, Init& init)
+    : max_seq_len_(max_seq_len) {
   token_ = register_module("token", std::make_shared<Embedding>(vocab_size, d_model, init));
-  position_ = register_module("position", std::make_shared<Embedding>(max_seq_len, d_model, init));
+  if (positions) position_ = register_module("position", std::make_shared<Embedding>(max_seq_len, d_model, init));
 }
 
 Tensor TokenPositionEmbedding::forward(const Tensor& ids, ForwardContext& ctx) const {
   // Gather from the f32 tables and cast the [B, S, D] result: cheaper than casting
   // the whole vocabulary table every step, and the table gradients stay f32.
-  Tensor x = kernels::embedding(ids, token_->weight(), position_->weight());
+  const Tensor& tok = token_->weight();
+  // No positions: the one embedding op with an all-zero position table of the batch's length,
+  // a constant (no gradient is formed for it), so the sum is the token row alone.
+  TANDEM_CHECK(ids.dim() == 2 && ids.size(1) <= max_seq_len_, "embedding: ids must be [batch, seq <= {}], got {}",
+               max_seq_len_, ids.str());
+  const Tensor pos = position_ ? position_->weight() : Tensor::zeros({ids.size(1), tok.size(1)}, tok.dtype(), tok.device());
+  Tensor x = kernels::embedding(ids, tok, pos);
   return x.dtype() == ctx.compute_dtype ? x : kernels::cast(x, ctx.compute_dtype);
 }
 

@@ -1,7 +1,8 @@
 // The layers a transformer text classifier is built from, each a Module whose
 // parameter names and initialisation follow the PyTorch module of the same
 // role, so state dicts carry over:
-//   TokenPositionEmbedding  token.weight [V, D], position.weight [P, D]   (nn.Embedding: N(0, 1))
+//   TokenPositionEmbedding  token.weight [V, D], position.weight [P, D]   (nn.Embedding: N(0, 1));
+//                           no position.weight when built without positions
 //   LayerNorm               weight [D] = 1, bias [D] = 0                   (nn.LayerNorm)
 //   MultiheadAttention      in_proj_weight [3D, D] (Xavier uniform), in_proj_bias [3D] = 0,
 //                           out_proj.weight [D, D] (nn.Linear init), out_proj.bias [D] = 0
@@ -29,11 +30,13 @@ class Embedding : public Module {
 
 class TokenPositionEmbedding : public Module {
  public:
-  TokenPositionEmbedding(int64_t vocab_size, int64_t max_seq_len, int64_t d_model, Init& init);
+  // positions false: token embeddings only (position_ stays null, nothing registered).
+  TokenPositionEmbedding(int64_t vocab_size, int64_t max_seq_len, int64_t d_model, bool positions, Init& init);
   // ids [B, S] (i32/i64) -> [B, S, D] in the compute dtype; the sum is taken in f32.
   Tensor forward(const Tensor& ids, ForwardContext& ctx) const;
 
  private:
+  int64_t max_seq_len_;
   std::shared_ptr<Embedding> token_, position_;
 };
 

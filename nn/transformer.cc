@@ -85,7 +85,8 @@ TextClassifier::TextClassifier(const TextClassifierConfig& config, uint64_t seed
                "TextClassifier: invalid configuration (vocab_size {}, num_classes {}, max_seq_len {}, num_layers {})",
                c.vocab_size, c.num_classes, c.max_seq_len, c.num_layers);
   Init init(seed);
-  embed_ = register_module("embed", std::make_shared<TokenPositionEmbedding>(c.vocab_size, c.max_seq_len, c.d_model, init));
+  embed_ = register_module("embed", std::make_shared<TokenPositionEmbedding>(c.vocab_size, c.max_seq_len, c.d_model,
+                                                                               c.position_embedding, init));
   encoder_ = register_module("encoder", std::make_shared<Encoder>(c, init));
   head_ = register_module("head", std::make_shared<Linear>(c.d_model, c.num_classes, true, init));
 }

@@ -11,7 +11,9 @@
 //
 // TextClassifier: token + position embeddings, dropout, num_layers encoder
 // layers (plus a final LayerNorm "encoder.norm" for pre-norm), masked-mean or
-// first-token pooling, and a linear head to num_classes logits.
+// first-token pooling, and a linear head to num_classes logits. Without
+// position_embedding there is no "embed.position.weight"; with num_layers 0 as
+// well it is fastText's bag model: mean of the token embeddings, linear head.
 #pragma once
 
 #include <string>
@@ -57,6 +59,7 @@ struct TextClassifierConfig {
   Pooling pooling = Pooling::Mean;
   Activation activation = Activation::Gelu;
   bool norm_first = false;
+  bool position_embedding = true;
 };
 
 class Encoder : public Module {

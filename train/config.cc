@@ -195,6 +195,7 @@ const std::vector<Field>& schema() {
       MODEL(S, pooling, {"mean", "cls"}),
       MODEL(S, activation, {"gelu", "gelu_tanh", "relu"}),
       MODEL(bool, norm_first),
+      MODEL(bool, position_embedding),
       DATA(S, format, {"fortunes", "ag_news", "csv", "imdb", "jsonl", "tsv"}),
       DATA(S, train_path),
       DATA(S, test_path),
@@ -211,9 +212,15 @@ const std::vector<Field>& schema() {
       DATA(int64_t, vocab_min_freq),
       DATA(int64_t, vocab_max_size),
       DATA(bool, lowercase),
-      TOKENIZER(S, type, {"word", "bpe"}),
+      TOKENIZER(S, type, {"word", "bpe", "char_ngrams"}),
       TOKENIZER(int64_t, vocab_size),
       TOKENIZER(int64_t, min_frequency),
+      TOKENIZER(S, analyzer, {"char", "char_wb"}),
+      TOKENIZER(int64_t, min_n),
+      TOKENIZER(int64_t, max_n),
+      TOKENIZER(int64_t, buckets),
+      TOKENIZER(int64_t, word_ngrams),
+      TOKENIZER(bool, distinct),
   };
   return fields;
 }
@@ -317,6 +324,18 @@ TrainConfig load_train_config(const std::string& path, const std::vector<std::st
   return c;
 }
 
+data::CharNgramOptions char_ngram_options(const TrainConfig& c) {
+  data::CharNgramOptions o;
+  o.analyzer = c.tokenizer.analyzer;
+  o.min_n = c.tokenizer.min_n;
+  o.max_n = c.tokenizer.max_n;
+  o.buckets = c.tokenizer.buckets;
+  o.word_ngrams = c.tokenizer.word_ngrams;
+  o.lowercase = c.data.lowercase;
+  o.distinct = c.tokenizer.distinct;
+  return o;
+}
+
 void validate(const TrainConfig& c) {
   auto positive = [](int64_t v, const char* key) { TANDEM_CHECK(v > 0, "config: {} must be > 0, got {}", key, v); };
   positive(c.per_device_train_batch_size, "per_device_train_batch_size");
@@ -325,7 +344,7 @@ void validate(const TrainConfig& c) {
   positive(c.logging_steps, "logging_steps");
   positive(c.model.d_model, "model.d_model");
   positive(c.model.n_heads, "model.n_heads");
-  positive(c.model.num_layers, "model.num_layers");
+  TANDEM_CHECK(c.model.num_layers >= 0, "config: model.num_layers must be >= 0, got {}", c.model.num_layers);
   positive(c.model.dim_feedforward, "model.dim_feedforward");
   positive(c.model.max_seq_len, "model.max_seq_len");
   positive(c.data.vocab_max_size, "data.vocab_max_size");
@@ -381,6 +400,7 @@ void validate(const TrainConfig& c) {
   positive(c.tokenizer.vocab_size, "tokenizer.vocab_size");
   TANDEM_CHECK(c.tokenizer.min_frequency >= 0, "config: tokenizer.min_frequency must be >= 0, got {}",
                c.tokenizer.min_frequency);
+  if (c.tokenizer.type == "char_ngrams") data::validate(char_ngram_options(c));
   TANDEM_CHECK(c.profile_steps >= 0, "config: profile_steps must be >= 0, got {}", c.profile_steps);
   TANDEM_CHECK(c.profile_skip_first >= 0, "config: profile_skip_first must be >= 0, got {}", c.profile_skip_first);
   TANDEM_CHECK(!c.trace || c.profile_steps > 0,

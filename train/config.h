@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "data/char_ngrams.h"
+
 namespace tandem::train {
 
 struct ModelConfig {
@@ -25,6 +27,9 @@ struct ModelConfig {
   std::string pooling = "mean";      // mean | cls
   std::string activation = "gelu";   // gelu | gelu_tanh | relu
   bool norm_first = false;           // post-norm (PyTorch's default) or pre-norm
+  // false: no position table (a bag of n-grams has no order); with num_layers 0 the model is
+  // fastText's: embedding bag (masked mean) and a linear head.
+  bool position_embedding = true;
 };
 
 struct DataConfig {
@@ -50,11 +55,18 @@ struct DataConfig {
 };
 
 // `tokenizer:` (data/tokenizer.h). type word uses data.vocab_min_freq/vocab_max_size;
-// type bpe trains Hugging Face-compatible BPE on the training split (tokenizer.json).
+// type bpe trains Hugging Face-compatible BPE on the training split (tokenizer.json);
+// type char_ngrams hashes character n-grams into buckets (data/char_ngrams.h; data.lowercase applies).
 struct TokenizerConfig {
-  std::string type = "word";   // word | bpe
+  std::string type = "word";   // word | bpe | char_ngrams
   int64_t vocab_size = 8000;   // bpe: special tokens and alphabet included
   int64_t min_frequency = 2;   // bpe: pairs seen fewer times are not merged
+  std::string analyzer = "char_wb";   // char_ngrams: char | char_wb (scikit-learn's analyzers)
+  int64_t min_n = 2;                  // char_ngrams: shortest n-gram, in characters
+  int64_t max_n = 5;                  // char_ngrams: longest n-gram
+  int64_t buckets = int64_t{1} << 18;  // char_ngrams: hash buckets (ids after the 3 special tokens)
+  int64_t word_ngrams = 0;            // char_ngrams: 0 none, 1 words, 2 words and word pairs
+  bool distinct = true;               // char_ngrams: each id once per text
 };
 
 struct TrainConfig {
@@ -135,6 +147,8 @@ TrainConfig load_train_config(const std::string& path, const std::vector<std::st
 void validate(const TrainConfig& config);
 // Every key with its resolved value, as YAML (sections as nested maps).
 std::string to_yaml(const TrainConfig& config);
+// The tokenizer section's char_ngrams keys (and data.lowercase) as data options.
+data::CharNgramOptions char_ngram_options(const TrainConfig& config);
 // All known keys, dotted ("model.d_model"), for help and suggestions.
 std::vector<std::string> config_keys();
 

@@ -68,6 +68,7 @@ data::TokenizerOptions tokenizer_options(const TrainConfig& c) {
   t.min_frequency = c.tokenizer.min_frequency;
   t.prepend_cls = true;
   t.lowercase = c.data.lowercase;
+  t.char_ngrams = char_ngram_options(c);
   return t;
 }
 
@@ -178,6 +179,7 @@ nn::TextClassifierConfig model_config(const TrainConfig& c, int64_t vocab_size, 
   mc.pooling = nn::parse_pooling(c.model.pooling);
   mc.activation = nn::parse_activation(c.model.activation);
   mc.norm_first = c.model.norm_first;
+  mc.position_embedding = c.model.position_embedding;
   return mc;
 }
 

@@ -188,6 +188,26 @@ TEST(TrainConfig, ZeroStageIsZeroOrOneAndRefusesFp16AndCompressionHooks) {
             std::string::npos);
 }
 
+TEST(TrainConfig, CharNgramTokenizerKeysReachTheTokenizerAndBadValuesNameTheKey) {
+  const TrainConfig c = load_train_config("", {"tokenizer.type=char_ngrams", "tokenizer.analyzer=char",
+                                               "tokenizer.min_n=1", "tokenizer.max_n=4", "tokenizer.buckets=1024",
+                                               "tokenizer.word_ngrams=2", "data.lowercase=false",
+                                               "model.num_layers=0", "model.position_embedding=false"});
+  validate(c);
+  const data::CharNgramOptions o = char_ngram_options(c);
+  EXPECT_EQ(o.analyzer, "char");
+  EXPECT_EQ(o.min_n, 1);
+  EXPECT_EQ(o.max_n, 4);
+  EXPECT_EQ(o.buckets, 1024);
+  EXPECT_EQ(o.word_ngrams, 2);
+  EXPECT_FALSE(o.lowercase);
+  EXPECT_NE(error_of([] { validate(load_train_config("", {"tokenizer.type=char_ngrams", "tokenizer.max_n=40"})); })
+                .find("tokenizer.max_n"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { validate(load_train_config("", {"model.num_layers=-1"})); }).find("model.num_layers"),
+            std::string::npos);
+}
+
 TEST(TrainConfig, PowerSGDKeysOutOfRangeAreErrorsNamingTheKey) {
   auto message = [](std::vector<std::string> sets) {
     sets.push_back("ddp_comm_hook=powersgd");

@@ -222,6 +222,30 @@ TEST_F(TrainEndToEnd, ABpeTokenizerIsSavedAsTokenizerJsonAndEvaluateUsesIt) {
       << ev.out;
 }
 
+TEST_F(TrainEndToEnd, ABagOfCharNgramsModelLearnsAndEvaluateAndPredictRebuildIt) {
+  // The bag model (no positions, no encoder layers) on hashed character n-grams;
+  // evaluate and predict must rebuild the same model and tokenizer from the checkpoint.
+  const fs::path out = dir_ / "char_ngrams";
+  Output r = run_tandem(1, train_args(out, {"--set", "tokenizer.type=char_ngrams", "--set", "tokenizer.buckets=4096",
+                                            "--set", "model.num_layers=0", "--set", "model.position_embedding=false",
+                                            "--set", "model.max_seq_len=128", "--set", "learning_rate=2e-2"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(fs::exists(out / "char_ngrams.json"));
+  nlohmann::json res = read_json(out / "results.json");
+  EXPECT_GT(res["eval_accuracy"].get<double>(), res["majority_baseline"].get<double>());
+  fs::path ck;
+  for (const auto& e : fs::directory_iterator(out))
+    if (e.path().filename().string().rfind("checkpoint-", 0) == 0 && e.path() > ck) ck = e.path();
+  ASSERT_FALSE(ck.empty());
+  Output ev = run_tandem(1, {"evaluate", "--checkpoint", ck.string()});
+  ASSERT_EQ(ev.exit_code, 0) << ev.err;
+  EXPECT_NE(ev.out.find(fmt::format("accuracy {:.4f}", res["eval_accuracy"].get<double>())), std::string::npos)
+      << ev.out;
+  Output pr = run_tandem(1, {"predict", "--checkpoint", ck.string(), "--text", "the alpha cat"});
+  ASSERT_EQ(pr.exit_code, 0) << pr.err;
+  EXPECT_NE(pr.out.find("the alpha cat"), std::string::npos) << pr.out;
+}
+
 TEST_F(TrainEndToEnd, ACheckpointFolderFromAnotherModelIsRefusedNamingTheParameter) {
   const fs::path out = dir_ / "mismatch";
   ASSERT_EQ(run_tandem(1, train_args(out, {"--stop-after", "10"})).exit_code, 0);

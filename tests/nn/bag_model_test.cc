@@ -1,0 +1,80 @@
+// TextClassifier without position embeddings and with no encoder layers: the
+// bag-of-n-grams model (fastText's architecture), checked against its
+// definition computed here by hand: logits = W mean_{unmasked t} E[ids_t] + b.
+#include <gtest/gtest.h>
+
+#include "core/autograd/grad_mode.h"
+#include "nn/transformer.h"
+
+namespace tandem::nn {
+namespace {
+
+TextClassifierConfig bag_config() {
+  TextClassifierConfig c;
+  c.vocab_size = 11;
+  c.d_model = 4;
+  c.n_heads = 2;
+  c.num_layers = 0;
+  c.max_seq_len = 6;
+  c.num_classes = 3;
+  c.dropout = 0.0;
+  c.position_embedding = false;
+  return c;
+}
+
+TEST(BagModel, HasOnlyTheTokenTableAndTheHead) {
+  TextClassifier model(bag_config(), 1);
+  std::vector<std::string> names;
+  for (const auto& [name, t] : model.named_parameters()) names.push_back(name);
+  EXPECT_EQ(names, (std::vector<std::string>{"embed.token.weight", "head.weight", "head.bias"}));
+}
+
+TEST(BagModel, LogitsAreTheHeadOfTheMaskedMeanOfTheTokenEmbeddings) {
+  TextClassifier model(bag_config(), 3);
+  model.train(false);
+  const std::vector<int64_t> ids = {2, 5, 7, 5, 0, 0, 2, 9, 0, 0, 0, 0};  // two rows, padded with 0
+  const std::vector<int64_t> mask = {1, 1, 1, 1, 0, 0, 1, 1, 0, 0, 0, 0};
+  NoGradGuard no_grad;
+  ForwardContext ctx;
+  const Tensor logits = model.forward(Tensor::from_vector(ids, {2, 6}, DType::I64),
+                                      Tensor::from_vector(mask, {2, 6}, DType::I64).to(DType::U8), ctx);
+  const auto params = model.state_dict();
+  const std::vector<double> e = params.find("embed.token.weight")->to_double_vector();
+  const std::vector<double> w = params.find("head.weight")->to_double_vector();
+  const std::vector<double> b = params.find("head.bias")->to_double_vector();
+  const std::vector<double> got = logits.to_double_vector();
+  ASSERT_EQ(got.size(), 6u);
+  for (int row = 0; row < 2; ++row) {
+    std::vector<double> mean(4, 0.0);
+    int count = 0;
+    for (int t = 0; t < 6; ++t) {
+      if (!mask[row * 6 + t]) continue;
+      ++count;
+      for (int d = 0; d < 4; ++d) mean[d] += e[ids[row * 6 + t] * 4 + d];
+    }
+    for (double& m : mean) m /= count;
+    for (int k = 0; k < 3; ++k) {
+      double want = b[k];
+      for (int d = 0; d < 4; ++d) want += w[k * 4 + d] * mean[d];
+      EXPECT_NEAR(got[row * 3 + k], want, 1e-5) << "row " << row << " class " << k;
+    }
+  }
+}
+
+TEST(BagModel, WithoutPositionsTheOrderOfTheTokensDoesNotMatter) {
+  TextClassifierConfig c = bag_config();
+  c.num_layers = 1;  // even with attention: no positions, a permutation-invariant model
+  c.dim_feedforward = 8;
+  TextClassifier model(c, 5);
+  model.train(false);
+  NoGradGuard no_grad;
+  ForwardContext ctx;
+  const Tensor mask = Tensor::full({1, 4}, 1, DType::U8);
+  const Tensor a = model.forward(Tensor::from_vector(std::vector<int64_t>{3, 4, 8, 1}, {1, 4}, DType::I64), mask, ctx);
+  const Tensor b = model.forward(Tensor::from_vector(std::vector<int64_t>{8, 1, 4, 3}, {1, 4}, DType::I64), mask, ctx);
+  const auto x = a.to_double_vector(), y = b.to_double_vector();
+  for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(x[i], y[i], 1e-5) << i;
+}
+
+}  // namespace
+}  // namespace tandem::nn
