@@ -1,13 +1,19 @@
-// `tandem bench allreduce`: all_reduce bandwidth in the nccl-tests format.
+// `tandem bench allreduce`: collective bandwidth in the nccl-tests format
+// (all_reduce_perf, and with --collective reduce_scatter_perf / all_gather_perf).
 //
 // Run one process per rank, e.g.
 //   tandem launch --nproc-per-node 4 -- tandem bench allreduce -b 8 -e 256M -f 2
-// Rank 0 prints, per size: the time of one all_reduce (the slowest rank's
-// mean over --iters back-to-back ops), algbw = bytes / time, busbw = algbw x
-// 2(n-1)/n (the bytes each rank's link really carries in a ring, so numbers
-// are comparable across world sizes), and #wrong, the elements that differ
-// from the closed-form expected result in a separate checked run; out of
-// place, then in place.
+// Rank 0 prints, per size: the time of one collective (the slowest rank's
+// mean over --iters back-to-back ops), algbw = size / time, busbw = algbw x
+// the ring's factor (the bytes each rank's link really carries, so numbers
+// are comparable across world sizes): 2(n-1)/n for all_reduce, (n-1)/n for
+// reduce_scatter and all_gather. As in nccl-tests, size is the whole buffer:
+// all_reduce's, reduce_scatter's input (n x its output), all_gather's output
+// (n x its input). #wrong counts the elements that differ from the
+// closed-form expected result in a separate checked run; out of place, then
+// in place (all_reduce only: Tandem's reduce_scatter and all_gather take
+// separate input and output, so their in-place columns print "-").
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -30,6 +36,7 @@ struct BenchOptions {
   std::string min_bytes = "8", max_bytes = "256M";
   double step_factor = 2;
   int iters = 20, warmup = 5;
+  std::string collective = "all_reduce";  // all_reduce | reduce_scatter | all_gather
   std::string dtype = "f32", op = "sum", device = "cpu";
   bool check = true;
   double timeout_s = 300;
@@ -81,7 +88,12 @@ double expected_value(comm::ReduceOp op, int world, DType d, int64_t i) {
 class Bench {
  public:
   Bench(comm::ProcessGroup& pg, const BenchOptions& o, Device device)
-      : pg_(pg), o_(o), device_(device), dtype_(parse_dtype(o.dtype)), op_(comm::parse_reduce_op(o.op)) {}
+      : pg_(pg),
+        o_(o),
+        device_(device),
+        dtype_(parse_dtype(o.dtype)),
+        op_(comm::parse_reduce_op(o.op)),
+        kind_(parse_kind(o.collective)) {}
 
   void run() {
     const size_t esz = dtype_size(dtype_);
@@ -92,18 +104,23 @@ class Bench {
     int rows = 0;
     int64_t wrong_total = 0;
     for (double bytes = static_cast<double>(lo); bytes <= static_cast<double>(hi) * 1.0000001; bytes *= o_.step_factor) {
-      const int64_t count = static_cast<int64_t>(static_cast<size_t>(bytes) / esz);
+      // reduce_scatter and all_gather move a whole number of elements per rank.
+      const int64_t world = pg_.size(), per_rank_multiple = all_reduce() ? 1 : world;
+      const int64_t count = static_cast<int64_t>(static_cast<size_t>(bytes) / esz) / per_rank_multiple * per_rank_multiple;
       if (count == 0) continue;
-      Tensor in = make_input(count), out = Tensor::zeros({count}, dtype_, device_);
-      Result oop = measure(in, out, false), ip = measure(in, in, true);
+      part_ = count / world;
+      Tensor in = make_input(kind_ == Kind::AllGather ? part_ : count);
+      Tensor out = Tensor::zeros({kind_ == Kind::ReduceScatter ? part_ : count}, dtype_, device_);
+      const Result oop = measure(in, out, false), ip = all_reduce() ? measure(in, in, true) : Result{};
       wrong_total += oop.wrong + ip.wrong;
       bus_sum += oop.busbw + ip.busbw;
-      rows += 2;
+      rows += all_reduce() ? 2 : 1;
       if (pg_.rank() == 0) {
-        size_t nbytes = static_cast<size_t>(count) * esz;
+        const size_t nbytes = static_cast<size_t>(count) * esz;
+        const std::string redop = kind_ == Kind::AllGather ? "none" : std::string(comm::reduce_op_name(op_));
         std::printf("%12zu  %12lld  %8s  %6s  %6d  %s  %s\n", nbytes, static_cast<long long>(count),
-                    nccl_type_name(dtype_), std::string(comm::reduce_op_name(op_)).c_str(), -1, oop.str().c_str(),
-                    ip.str().c_str());
+                    nccl_type_name(dtype_), redop.c_str(), -1, oop.str().c_str(),
+                    all_reduce() ? ip.str().c_str() : Result::not_run().c_str());
         std::fflush(stdout);
       }
     }
@@ -111,14 +128,50 @@ class Bench {
       std::printf("# Out of bounds values : %lld %s\n", static_cast<long long>(wrong_total), wrong_total ? "FAILED" : "OK");
       std::printf("# Avg bus bandwidth    : %g\n#\n", rows ? bus_sum / rows : 0.0);
     }
-    TANDEM_CHECK(wrong_total == 0, "bench allreduce: {} wrong elements", wrong_total);
+    TANDEM_CHECK(wrong_total == 0, "bench allreduce: {} wrong elements ({})", wrong_total, o_.collective);
   }
 
  private:
+  enum class Kind { AllReduce, ReduceScatter, AllGather };
+
+  static Kind parse_kind(const std::string& name) {
+    if (name == "all_reduce") return Kind::AllReduce;
+    if (name == "reduce_scatter") return Kind::ReduceScatter;
+    TANDEM_CHECK(name == "all_gather", "--collective: '{}' is not all_reduce, reduce_scatter or all_gather", name);
+    return Kind::AllGather;
+  }
+  bool all_reduce() const { return kind_ == Kind::AllReduce; }
+
+  std::shared_ptr<comm::Work> issue(const Tensor& in, Tensor& out) {
+    switch (kind_) {
+      case Kind::AllReduce: return pg_.all_reduce(in, out, op_);
+      case Kind::ReduceScatter: return pg_.reduce_scatter(in, out, op_);
+      case Kind::AllGather: return pg_.all_gather(in, out);
+    }
+    return nullptr;
+  }
+
+  // Element i of this rank's output, in closed form.
+  double expected(int64_t i) const {
+    switch (kind_) {
+      case Kind::AllReduce: return expected_value(op_, pg_.size(), dtype_, i);
+      case Kind::ReduceScatter: return expected_value(op_, pg_.size(), dtype_, pg_.rank() * part_ + i);
+      case Kind::AllGather: return input_value(static_cast<int>(i / part_), i % part_);
+    }
+    return 0;
+  }
+
+  // The ring's bytes per link over the collective's size (nccl-tests' busbw factor).
+  double bus_factor() const {
+    const double n = pg_.size();
+    return all_reduce() ? 2 * (n - 1) / n : (n - 1) / n;
+  }
+
   struct Result {
     double us = 0, algbw = 0, busbw = 0;
     int64_t wrong = 0;
     std::string str() const { return fmt::format("{:10.2f}  {:6.2f}  {:6.2f}  {:6}", us, algbw, busbw, wrong); }
+    static std::string not_run() { return fmt::format("{:>10}  {:>6}  {:>6}  {:>6}", "-", "-", "-", "-"); }
   };
 
   Tensor make_input(int64_t count) const {
@@ -129,7 +182,7 @@ class Bench {
 
   void wait(const std::shared_ptr<comm::Work>& w) const {
     TANDEM_CHECK(w->wait(std::chrono::milliseconds(static_cast<int64_t>(o_.timeout_s * 1000))),
-                 "bench allreduce: an all_reduce did not finish within {} s", o_.timeout_s);
+                 "bench allreduce: a {} did not finish within {} s", o_.collective, o_.timeout_s);
   }
 
   // Slowest rank's value (the time of a collective is the time of its last rank).
@@ -142,32 +195,31 @@ class Bench {
   Result measure(Tensor& in, Tensor& out, bool in_place) {
     Tensor scratch_in = in_place ? in.clone() : in;
     Tensor& target = in_place ? scratch_in : out;
-    for (int i = 0; i < o_.warmup; ++i) wait(pg_.all_reduce(scratch_in, target, op_));
+    for (int i = 0; i < o_.warmup; ++i) wait(issue(scratch_in, target));
     wait(pg_.barrier());
     auto t0 = std::chrono::steady_clock::now();
     std::shared_ptr<comm::Work> last;
-    for (int i = 0; i < o_.iters; ++i) last = pg_.all_reduce(scratch_in, target, op_);
+    for (int i = 0; i < o_.iters; ++i) last = issue(scratch_in, target);
     wait(last);
     if (device_.is_cuda()) cuda::current_stream(device_.index).synchronize();
     double seconds = seconds_since(t0) / o_.iters;
     Result r;
     seconds = max_over_ranks(seconds);
-    const double n = pg_.size();
     r.us = seconds * 1e6;
-    r.algbw = static_cast<double>(in.nbytes()) / seconds / 1e9;
-    r.busbw = r.algbw * 2 * (n - 1) / n;
+    r.algbw = static_cast<double>(std::max(in.nbytes(), out.nbytes())) / seconds / 1e9;
+    r.busbw = r.algbw * bus_factor();
     if (o_.check) {
       Tensor fresh = make_input(in.numel());
       Tensor& dst = in_place ? fresh : out;
-      wait(pg_.all_reduce(fresh, dst, op_));
-      std::vector<double> got = dst.to_double_vector();
+      wait(issue(fresh, dst));
+      const std::vector<double> got = dst.to_double_vector();
+      // The closed form rounded to the dtype once (an average need not be representable).
+      std::vector<double> want(got.size());
+      for (size_t i = 0; i < want.size(); ++i) want[i] = expected(static_cast<int64_t>(i));
+      want = Tensor::from_vector(want, {static_cast<int64_t>(want.size())}, dtype_).to_double_vector();
       int64_t wrong = 0;
-      for (int64_t i = 0; i < in.numel(); ++i)
-        if (got[static_cast<size_t>(i)] != static_cast<double>(Tensor::from_vector(
-                                                 std::vector<double>{expected_value(op_, pg_.size(), dtype_, i)}, {1},
-                                                 dtype_)
-                                                 .item()))
-          ++wrong;
+      for (size_t i = 0; i < got.size(); ++i)
+        if (got[i] != want[i]) ++wrong;
       Tensor w = Tensor::full({1}, static_cast<double>(wrong), DType::F64, device_);
       wait(pg_.all_reduce(w, comm::ReduceOp::Sum));
       r.wrong = static_cast<int64_t>(w.item());
@@ -177,8 +229,8 @@ class Bench {
 
   void header() const {
     if (pg_.rank() != 0) return;
-    std::printf("# tandem bench allreduce: backend %s, %d ranks, dtype %s, op %s, device %s, iters %d, warmup %d\n#\n",
-                pg_.backend_name().c_str(), pg_.size(), nccl_type_name(dtype_),
+    std::printf("# tandem bench allreduce: %s, backend %s, %d ranks, dtype %s, op %s, device %s, iters %d, warmup %d\n#\n",
+                o_.collective.c_str(), pg_.backend_name().c_str(), pg_.size(), nccl_type_name(dtype_),
                 std::string(comm::reduce_op_name(op_)).c_str(), device_.str().c_str(), o_.iters, o_.warmup);
     std::printf("# %10s  %12s  %8s  %6s  %6s  %34s  %34s\n", "", "", "", "", "", "out-of-place", "in-place");
     std::printf("# %10s  %12s  %8s  %6s  %6s  %10s  %6s  %6s  %6s  %10s  %6s  %6s  %6s\n", "size", "count", "type",
@@ -193,17 +245,22 @@ class Bench {
   Device device_;
   DType dtype_;
   comm::ReduceOp op_;
+  Kind kind_;
+  int64_t part_ = 0;  // elements per rank of the current size (reduce_scatter's output, all_gather's input)
 };
 
 }  // namespace
 
 void add_bench_allreduce_command(CLI::App& bench) {
-  auto* cmd = bench.add_subcommand("allreduce", "all_reduce bandwidth table in the nccl-tests format (run under "
-                                                "tandem launch)");
+  auto* cmd = bench.add_subcommand("allreduce", "all_reduce (or reduce_scatter, all_gather) bandwidth table in the "
+                                                "nccl-tests format (run under tandem launch)");
   auto o = std::make_shared<BenchOptions>();
   cmd->add_option("--backend", o->backend, "ring, nccl or auto")->capture_default_str();
   cmd->add_option("-b,--minbytes", o->min_bytes, "Smallest size (8, 64K, 1M, ...)")->capture_default_str();
   cmd->add_option("-e,--maxbytes", o->max_bytes, "Largest size")->capture_default_str();
+  cmd->add_option("--collective", o->collective, "all_reduce, reduce_scatter or all_gather")
+      ->check(CLI::IsMember({"all_reduce", "reduce_scatter", "all_gather"}))
+      ->capture_default_str();
   cmd->add_option("-f,--stepfactor", o->step_factor, "Size multiplier between rows")->capture_default_str();
   cmd->add_option("-n,--iters", o->iters, "Timed iterations per size")->capture_default_str();
   cmd->add_option("-w,--warmup_iters", o->warmup, "Untimed iterations per size")->capture_default_str();

@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "report/bench_files.h"
 #include "tests/report/xml_check.h"
@@ -145,6 +147,48 @@ TEST_F(BenchCommands, AFailingRankFailsTheBenchWithAMessage) {
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.output.find("rank"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("tandem: error"), std::string::npos) << r.output;
+}
+
+// Data rows of an nccl-tests table (lines that are not comments).
+std::vector<std::string> table_rows(const std::string& output) {
+  std::vector<std::string> rows;
+  std::istringstream in(output);
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty() && line[0] == ' ') rows.push_back(line);
+  return rows;
+}
+
+class CollectiveTable : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(CollectiveTable, EveryRowIsCheckedAgainstTheClosedFormAtThreeRanks) {
+  // Three ranks: sizes that are not a multiple of the world round down for
+  // reduce_scatter and all_gather; every element is checked on every rank.
+  const std::string collective = GetParam();
+  const CommandRun r = run("launch --nproc-per-node 3 -- " + std::string(TANDEM_BINARY) +
+                           " bench allreduce --collective " + collective + " -b 64 -e 1K -f 2 -n 2 -w 1 -o avg");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("# tandem bench allreduce: " + collective), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("# Out of bounds values : 0 OK"), std::string::npos) << r.output;
+  const std::vector<std::string> rows = table_rows(r.output);
+  ASSERT_EQ(rows.size(), 5u) << r.output;  // 64, 128, 256, 512, 1024 bytes
+  const bool in_place_too = collective == "all_reduce";
+  for (const std::string& row : rows) {
+    std::istringstream fields(row);
+    long long bytes = 0, count = 0;
+    fields >> bytes >> count;
+    EXPECT_EQ(bytes, count * 4) << row;
+    if (!in_place_too) EXPECT_EQ(count % 3, 0) << row;
+    EXPECT_EQ(row.find(" - ") == std::string::npos, in_place_too) << row;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(BenchAllreduce, CollectiveTable,
+                         ::testing::Values("all_reduce", "reduce_scatter", "all_gather"));
+
+TEST_F(BenchCommands, AnUnknownCollectiveIsNamedInTheError) {
+  const CommandRun r = run("bench allreduce --collective broadcast");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("broadcast"), std::string::npos) << r.output;
 }
 
 TEST_F(BenchCommands, BadCapIsAnErrorBeforeAnyRankStarts) {
