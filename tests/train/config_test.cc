@@ -58,7 +58,7 @@ TEST(TrainConfig, TokenizerSectionDefaultsToWordAndReadsBpeSettings) {
   EXPECT_EQ(t.vocab_size, 4000);
   EXPECT_EQ(t.min_frequency, 3);
   std::string e = error_of([&] { load_train_config("", {"tokenizer.type=wordpiece"}); });
-  EXPECT_NE(e.find("key 'tokenizer.type' must be one of word, bpe, got 'wordpiece'"), std::string::npos) << e;
+  EXPECT_NE(e.find("key 'tokenizer.type' must be one of word, bpe, char_ngrams, got 'wordpiece'"), std::string::npos) << e;
 }
 
 TEST(TrainConfig, CsvKeysReachTheDatasetSpec) {
