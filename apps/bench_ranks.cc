@@ -8,6 +8,7 @@
 
 #include "apps/commands.h"
 #include "train/results.h"
+#include "train/setup.h"
 #include "train/trainer.h"
 #include "comm/init.h"
 #include "comm/launcher.h"
@@ -187,6 +188,7 @@ void run_bench_worker(const std::string& spec_path) {
   const comm::RankInfo info = comm::rank_info_from_env();
   std::shared_ptr<comm::ProcessGroup> group;
   if (info.world_size > 1) {
+    train::select_device(config, info.local_rank);  // before the group: no context on another rank's GPU
     comm::ProcessGroupOptions o;
     o.timeout = std::chrono::seconds(config.ddp_timeout);
     group = comm::init_process_group(config.ddp_backend, info, o);

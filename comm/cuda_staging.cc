@@ -7,31 +7,19 @@
 namespace tandem::comm {
 
 namespace {
-// Switches the current device for a scope (CUDA API calls act on it).
-class DeviceScope {
- public:
-  explicit DeviceScope(int device) {
-    TANDEM_CUDA_CHECK(cudaGetDevice(&previous_));
-    if (device != previous_) TANDEM_CUDA_CHECK(cudaSetDevice(device));
-  }
-  ~DeviceScope() { cudaSetDevice(previous_); }
-
- private:
-  int previous_ = 0;
-};
 
 void wait_stream(cudaStream_t s) { TANDEM_CUDA_CHECK(cudaStreamSynchronize(s)); }
 }  // namespace
 
 CudaStaging::~CudaStaging() {
   for (auto& [device, s] : streams_) {
-    DeviceScope scope(device);
+    cuda::DeviceGuard scope(device);
     cudaStreamDestroy(static_cast<cudaStream_t>(s));
   }
 }
 
 std::shared_ptr<void> CudaStaging::mark_ready(int device) {
-  DeviceScope scope(device);
+  cuda::DeviceGuard scope(device);
   cudaEvent_t e = nullptr;
   TANDEM_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
   std::shared_ptr<void> owned(e, [](void* p) { cudaEventDestroy(static_cast<cudaEvent_t>(p)); });
@@ -55,7 +43,7 @@ void CudaStaging::wait_ready(const std::shared_ptr<void>& event, std::chrono::mi
 void* CudaStaging::stream(int device) {
   auto it = streams_.find(device);
   if (it != streams_.end()) return it->second;
-  DeviceScope scope(device);
+  cuda::DeviceGuard scope(device);
   cudaStream_t s = nullptr;
   TANDEM_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   streams_[device] = s;
@@ -71,7 +59,7 @@ char* CudaStaging::host_buffer(size_t bytes) {
 void CudaStaging::to_host(const Tensor& t, void* host) {
   if (t.nbytes() == 0) return;
   int device = t.device().index;
-  DeviceScope scope(device);
+  cuda::DeviceGuard scope(device);
   auto s = static_cast<cudaStream_t>(stream(device));
   TANDEM_CUDA_CHECK(cudaMemcpyAsync(host, t.data_ptr(), t.nbytes(), cudaMemcpyDeviceToHost, s));
   wait_stream(s);
@@ -80,7 +68,7 @@ void CudaStaging::to_host(const Tensor& t, void* host) {
 void CudaStaging::to_device(const void* host, const Tensor& t) {
   if (t.nbytes() == 0) return;
   int device = t.device().index;
-  DeviceScope scope(device);
+  cuda::DeviceGuard scope(device);
   auto s = static_cast<cudaStream_t>(stream(device));
   TANDEM_CUDA_CHECK(cudaMemcpyAsync(t.data_ptr(), host, t.nbytes(), cudaMemcpyHostToDevice, s));
   wait_stream(s);

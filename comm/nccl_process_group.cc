@@ -8,6 +8,8 @@
 #include "core/cuda_check.h"
 #include "core/stream.h"
 
+#include <thread>
+
 namespace tandem::comm {
 
 namespace {
@@ -37,35 +39,19 @@ ncclRedOp_t nccl_op(ReduceOp op) {
   return ncclSum;
 }
 
-// Shared by an op's two host callbacks and the watchdog. The watchdog frees
-// it only after the end callback ran, so the callbacks never touch freed
-// memory, and they never drop the last reference to a tensor (freeing device
-// memory from a host callback is not allowed).
-struct OpRecord {
-  std::shared_ptr<Work> work;
-  std::atomic<bool> ended{false};
-};
-
-void CUDART_CB on_start(void* p) { static_cast<OpRecord*>(p)->work->mark_started(); }
-void CUDART_CB on_end(void* p) {
-  auto* rec = static_cast<OpRecord*>(p);
-  rec->work->mark_completed();
-  rec->ended.store(true);
-}
-
-class DeviceScope {
- public:
-  explicit DeviceScope(int device) {
-    TANDEM_CUDA_CHECK(cudaGetDevice(&previous_));
-    if (previous_ != device) TANDEM_CUDA_CHECK(cudaSetDevice(device));
-  }
-  ~DeviceScope() { cudaSetDevice(previous_); }
-
- private:
-  int previous_ = 0;
-};
 
 }  // namespace
+
+// The events are recorded on the op's stream around it; the Work keeps the
+// op's tensors until the end event completed (the watchdog then drops them
+// on an ordinary thread).
+struct NcclProcessGroup::InFlight {
+  std::shared_ptr<Work> work;
+  cuda::Event start, end;
+  bool started = false;
+  uint64_t seq = 0;
+  Clock::time_point deadline;
+};
 
 NcclProcessGroup::NcclProcessGroup(std::shared_ptr<Store> store, int rank, int size, int device,
                                    ProcessGroupOptions options)
@@ -74,7 +60,7 @@ NcclProcessGroup::NcclProcessGroup(std::shared_ptr<Store> store, int rank, int s
       options_(std::move(options)),
       prefix_("nccl/" + options_.group_name + "/"),
       device_(device) {
-  DeviceScope scope(device_);
+  cuda::DeviceGuard scope(device_);
   ncclUniqueId id;
   const std::string key = prefix_ + "id";
   if (rank == 0) {
@@ -111,7 +97,7 @@ NcclProcessGroup::~NcclProcessGroup() {
   watchdog_.join();
   std::lock_guard<std::mutex> lock(mutex_);
   if (!comm_) return;
-  DeviceScope scope(device_);
+  cuda::DeviceGuard scope(device_);
   ncclResult_t r = ncclCommFinalize(as_comm(comm_));
   auto deadline = Clock::now() + std::min(options_.timeout, std::chrono::milliseconds(10000));
   ncclResult_t state = r;
@@ -124,16 +110,21 @@ NcclProcessGroup::~NcclProcessGroup() {
   comm_ = nullptr;
 }
 
-void NcclProcessGroup::wait_not_in_progress(Clock::time_point deadline, const std::string& what) {
+void NcclProcessGroup::wait_not_in_progress(Clock::time_point deadline, const std::string& what,
+                                            std::unique_lock<std::mutex>* lock) {
   ncclResult_t state = ncclInProgress;
   for (;;) {
+    TANDEM_CHECK(comm_ != nullptr, "nccl: {} was aborted: {}", what, broken_);
     TANDEM_NCCL_CHECK(ncclCommGetAsyncError(as_comm(comm_), &state));
     if (state != ncclInProgress) break;
     if (Clock::now() > deadline) {
       abort_locked(what + " did not finish within " + std::to_string(options_.timeout.count()) + " ms");
       TANDEM_FAIL("nccl: {}", broken_);
     }
+    // Let the watchdog in: it may abort this communicator for a peer's failure.
+    if (lock) lock->unlock();
     std::this_thread::sleep_for(std::chrono::microseconds(50));
+    if (lock) lock->lock();
   }
   if (state != ncclSuccess) {
     std::string why = what + " failed: " + ncclGetErrorString(state) + " (" + ncclGetLastError(as_comm(comm_)) + ")";
@@ -148,7 +139,7 @@ void NcclProcessGroup::abort_locked(const std::string& why) {
     ncclCommAbort(as_comm(comm_));
     comm_ = nullptr;
   }
-  for (auto& f : in_flight_) f.work->mark_failed(broken_);
+  for (auto& f : in_flight_) f->work->mark_failed(broken_);
 }
 
 void NcclProcessGroup::check_device(const char* op, const Tensor& t) const {
@@ -157,68 +148,107 @@ void NcclProcessGroup::check_device(const char* op, const Tensor& t) const {
 }
 
 std::shared_ptr<Work> NcclProcessGroup::issue(const std::string& name, std::vector<Tensor> tensors, const Call& call) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::mutex> one_issue(issue_mutex_);
+  std::unique_lock<std::mutex> lock(mutex_);
   TANDEM_CHECK(broken_.empty() && comm_ != nullptr, "nccl {}: the process group failed earlier: {}", name, broken_);
-  DeviceScope scope(device_);
+  cuda::DeviceGuard scope(device_);
   cuda::Stream stream = cuda::current_stream(device_);
   for (const Tensor& t : tensors) t.storage()->record_stream(stream);
   auto s = static_cast<cudaStream_t>(stream.handle());
-  const uint64_t seq = op_count_++;
-  const std::string what = name + " #" + std::to_string(seq) + " on rank " + std::to_string(rank());
-  auto record = std::make_shared<OpRecord>();
-  record->work = std::make_shared<Work>(name, std::move(tensors));
-  TANDEM_CUDA_CHECK(cudaLaunchHostFunc(s, on_start, record.get()));
-  // From here the start callback points at `record`: it must be tracked even if the op fails.
+  auto op = std::make_unique<InFlight>();
+  op->seq = op_count_++;
+  op->work = std::make_shared<Work>(name, std::move(tensors));
+  const std::string what = name + " #" + std::to_string(op->seq) + " on rank " + std::to_string(rank());
+  op->start.record(stream);
+  op->deadline = Clock::now() + options_.timeout;
+  issuing_ = true;  // the watchdog watches the store while this waits
   try {
     auto r = static_cast<ncclResult_t>(call(comm_, s));
-    if (r == ncclInProgress) wait_not_in_progress(Clock::now() + options_.timeout, what);
-    TANDEM_NCCL_CHECK(r);
+    if (r == ncclInProgress) wait_not_in_progress(op->deadline, what, &lock);
+    else TANDEM_NCCL_CHECK(r);
+    issuing_ = false;
+    op->end.record(stream);
   } catch (const std::exception& e) {
-    (void)cudaLaunchHostFunc(s, on_end, record.get());
-    record->work->mark_failed(e.what());
-    in_flight_.push_back(InFlight{record, record->work, seq, Clock::now() + options_.timeout});
+    issuing_ = false;
+    // The kernel may have reached the stream before the failure: the
+    // tensors stay with the Work until the end event says the device is done.
+    op->work->mark_failed(e.what());
+    (void)cudaEventRecord(static_cast<cudaEvent_t>(op->end.handle()), s);
+    in_flight_.push_back(std::move(op));
     throw;
   }
-  TANDEM_CUDA_CHECK(cudaLaunchHostFunc(s, on_end, record.get()));
-  in_flight_.push_back(InFlight{record, record->work, seq, Clock::now() + options_.timeout});
+  std::shared_ptr<Work> work = op->work;
+  in_flight_.push_back(std::move(op));
   cv_.notify_all();
-  return record->work;
+  return work;
+}
+
+void NcclProcessGroup::poll_events() {
+  // Events complete in stream order, but ops may sit on different streams: poll them all.
+  // Erased after the loop, so that a query that throws leaves the list whole.
+  const auto now = Clock::now();
+  std::vector<bool> done(in_flight_.size(), false);
+  for (size_t i = 0; i < in_flight_.size(); ++i) {
+    InFlight& f = *in_flight_[i];
+    if (!f.started && f.start.query()) {
+      f.started = true;
+      f.work->mark_started(now);
+    }
+    if (!f.end.query()) continue;
+    if (!f.started) f.work->mark_started(now);
+    f.work->mark_completed(now);  // no effect on a Work that already failed
+    f.work->release_tensors();
+    done[i] = true;
+  }
+  size_t kept = 0;
+  for (size_t i = 0; i < in_flight_.size(); ++i)
+    if (!done[i]) in_flight_[kept++] = std::move(in_flight_[i]);
+  in_flight_.resize(kept);
 }
 
 void NcclProcessGroup::watchdog() {
+  // A CUDA call on a thread with no current device would make a context on GPU 0.
+  try {
+    cuda::set_device(device_);
+  } catch (const std::exception&) {
+  }
   auto next_store_check = Clock::now();
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
-    cv_.wait_for(lock, std::chrono::milliseconds(in_flight_.empty() ? 100 : 2));
-    // Ops whose end callback ran: drop their tensors here, on an ordinary thread.
-    std::erase_if(in_flight_, [](InFlight& f) {
-      if (!std::static_pointer_cast<OpRecord>(f.record)->ended.load()) return false;
-      f.work->release_tensors();
-      return true;
-    });
+    // Short polls while ops are in flight: their completion is seen here.
+    cv_.wait_for(lock, in_flight_.empty() ? std::chrono::microseconds(100000) : std::chrono::microseconds(50));
+    try {
+      poll_events();
+    } catch (const std::exception& e) {
+      // A sticky CUDA error (an illegal address in a kernel, say): no op on
+      // this device can complete any more.
+      abort_locked(std::string("CUDA error while waiting for ") + in_flight_.front()->work->op_name() + " #" +
+                   std::to_string(in_flight_.front()->seq) + ": " + e.what());
+      for (auto& f : in_flight_) f->work->release_tensors();
+      in_flight_.clear();
+    }
     if (stopping_ && in_flight_.empty()) return;
-    if (in_flight_.empty() || !comm_) {
+    if (!comm_) {
       if (stopping_) {
-        // Aborted ops whose callbacks have not run yet: their records must
-        // outlive this group, since a callback may still fire.
-        static auto* orphans = new std::vector<std::shared_ptr<void>>();
+        // Aborted ops whose end event has not completed: keep their tensors
+        // (and events) alive for the life of the process, since the device
+        // may still touch that memory.
+        static auto* orphans = new std::vector<std::unique_ptr<InFlight>>();
         static std::mutex orphans_mutex;
         std::lock_guard<std::mutex> guard(orphans_mutex);
-        for (auto& f : in_flight_) {
-          f.work->release_tensors();
-          orphans->push_back(f.record);
-        }
+        for (auto& f : in_flight_) orphans->push_back(std::move(f));
         in_flight_.clear();
         return;
       }
       continue;
     }
+    if (in_flight_.empty() && !issuing_) continue;
     ncclResult_t state = ncclSuccess;
-    if (ncclCommGetAsyncError(as_comm(comm_), &state) == ncclSuccess && state != ncclSuccess &&
+    if (!in_flight_.empty() && ncclCommGetAsyncError(as_comm(comm_), &state) == ncclSuccess && state != ncclSuccess &&
         state != ncclInProgress) {
       std::string why = std::string("NCCL reported ") + ncclGetErrorString(state) + " (" +
-                        ncclGetLastError(as_comm(comm_)) + ") during " + in_flight_.front().work->op_name() +
-                        " #" + std::to_string(in_flight_.front().seq) + "; a peer rank may have died";
+                        ncclGetLastError(as_comm(comm_)) + ") during " + in_flight_.front()->work->op_name() +
+                        " #" + std::to_string(in_flight_.front()->seq) + "; a peer rank may have died";
       abort_locked(why);
       lock.unlock();
       try {
@@ -229,8 +259,8 @@ void NcclProcessGroup::watchdog() {
       continue;
     }
     auto now = Clock::now();
-    const InFlight& oldest = in_flight_.front();
-    if (now > oldest.deadline && !oldest.work->is_finished()) {
+    if (!in_flight_.empty() && now > in_flight_.front()->deadline && !in_flight_.front()->work->is_finished()) {
+      const InFlight& oldest = *in_flight_.front();
       std::string what = oldest.work->op_name() + " #" + std::to_string(oldest.seq);
       uint64_t seq = oldest.seq;
       lock.unlock();

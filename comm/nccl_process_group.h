@@ -3,16 +3,24 @@
 // One communicator per group, created non-blocking from a unique id that
 // rank 0 publishes in the store ("nccl/<group>/id"), so that init, every op
 // and shutdown can be bounded and aborted. Each op is enqueued on the caller's
-// current stream of the group's device; host callbacks on that stream stamp
-// the Work's start and end, so the Work completes when the GPU finished the
-// op (and the DDP Reducer can order later work with an event instead of a
-// host wait).
+// current stream of the group's device between two CUDA events; the watchdog
+// thread polls them and stamps the Work's start and end, so the Work
+// completes when the GPU finished the op (and the DDP Reducer can order later
+// work on the stream instead of waiting on the host). As PyTorch's
+// ProcessGroupNCCL: events polled by the watchdog, not host functions on the
+// stream (a cudaLaunchHostFunc blocks the stream until a CUDA-owned host
+// thread ran it, and serialises every stream's callbacks on that thread).
 //
-// A watchdog thread polls the communicator's asynchronous error, the
+// The watchdog also polls the communicator's asynchronous error, the
 // in-flight ops' deadlines (options.timeout from issue) and the store's
 // abort key. On any of them it aborts the communicator and fails every
 // in-flight Work with a message naming this rank, the op and, for timeouts,
 // the ranks that never reached it (comm/stuck_ranks.h); later ops fail at once.
+// An issue that waits for NCCL to finish enqueueing (a non-blocking
+// communicator returns ncclInProgress) releases the watchdog's mutex between
+// polls, so a peer's abort reaches it without waiting for its own deadline.
+// Every CUDA call of the group, the watchdog's included, runs with the
+// group's device current: no thread makes a context on another GPU.
 // Only built with CUDA.
 #pragma once
 
@@ -46,11 +54,14 @@ class NcclProcessGroup final : public ProcessGroup {
   std::shared_ptr<Work> barrier() override;
 
  private:
-  // Enqueues `call(comm, stream)` between two timestamping host callbacks.
+  // Enqueues `call(comm, stream)` between the two events the watchdog polls.
   using Call = std::function<int(void* comm, void* stream)>;  // returns an ncclResult_t
   std::shared_ptr<Work> issue(const std::string& name, std::vector<Tensor> tensors, const Call& call);
   void check_device(const char* op, const Tensor& t) const;
-  void wait_not_in_progress(std::chrono::steady_clock::time_point deadline, const std::string& what);
+  // Polls the communicator until it is not ncclInProgress; with `lock` (on
+  // mutex_) given, releases it between polls.
+  void wait_not_in_progress(std::chrono::steady_clock::time_point deadline, const std::string& what,
+                            std::unique_lock<std::mutex>* lock = nullptr);
   void watchdog();
   void abort_locked(const std::string& why);  // mutex_ held
 
@@ -60,18 +71,17 @@ class NcclProcessGroup final : public ProcessGroup {
   int device_;
   void* comm_ = nullptr;  // ncclComm_t; null once aborted
 
-  struct InFlight {
-    std::shared_ptr<void> record;  // what the op's host callbacks point to (see the .cc)
-    std::shared_ptr<Work> work;
-    uint64_t seq;
-    std::chrono::steady_clock::time_point deadline;
-  };
-  std::mutex mutex_;  // guards comm_ calls, in_flight_, broken_
+  struct InFlight;  // an op's Work, its two events, sequence number and deadline (see the .cc)
+  void poll_events();  // mutex_ held: stamps started ops, completes finished ones
+
+  std::mutex issue_mutex_;  // one issue at a time: NCCL calls on a communicator must not interleave
+  std::mutex mutex_;        // guards comm_ calls, in_flight_, broken_
   std::condition_variable cv_;
-  std::vector<InFlight> in_flight_;
+  std::vector<std::unique_ptr<InFlight>> in_flight_;
   std::string broken_;
   uint64_t op_count_ = 0;
   bool stopping_ = false;
+  bool issuing_ = false;  // an issue() waits for NCCL to finish enqueueing
   std::thread watchdog_;
 };
 

@@ -15,6 +15,7 @@ namespace {
 constexpr int kMaxDevices = 64;
 // Current stream per device and thread; a null handle means the legacy default stream.
 thread_local std::array<Stream, kMaxDevices> tls_current{};
+thread_local int tls_chosen_device = -1;  // see chosen_device()
 
 void check_device_index(int device) {
   TANDEM_CHECK(device >= 0 && device < kMaxDevices, "CUDA device index {} out of range", device);
@@ -64,7 +65,20 @@ int device_count() {
   return count;
 }
 
-void set_device(int index) { TANDEM_CUDA_CHECK(cudaSetDevice(index)); }
+void set_device(int index) {
+  TANDEM_CUDA_CHECK(cudaSetDevice(index));
+  tls_chosen_device = index;
+}
+
+DeviceGuard::DeviceGuard(int device) : previous_(tls_chosen_device), device_(device) {
+  if (previous_ != device) TANDEM_CUDA_CHECK(cudaSetDevice(device));
+  tls_chosen_device = device;
+}
+
+DeviceGuard::~DeviceGuard() {
+  if (previous_ >= 0 && previous_ != device_) cudaSetDevice(previous_);
+  tls_chosen_device = previous_;
+}
 
 std::string device_uuid(int index) {
   cudaDeviceProp prop{};
@@ -89,13 +103,13 @@ Stream Stream::create(int device, bool high_priority) {
   check_device_index(device);
   TANDEM_CHECK(device < device_count(), "cannot create a stream on cuda:{}: {} CUDA device(s) present",
                device, device_count());
-  int prev = current_device();
-  TANDEM_CUDA_CHECK(cudaSetDevice(device));
-  int least = 0, greatest = 0;
-  TANDEM_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
   cudaStream_t s = nullptr;
-  TANDEM_CUDA_CHECK(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, high_priority ? greatest : least));
-  TANDEM_CUDA_CHECK(cudaSetDevice(prev));
+  {
+    DeviceGuard guard(device);
+    int least = 0, greatest = 0;
+    TANDEM_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    TANDEM_CUDA_CHECK(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, high_priority ? greatest : least));
+  }
   Stream out;
   out.owner_ = std::shared_ptr<void>(s, [](void* p) { cudaStreamDestroy(static_cast<cudaStream_t>(p)); });
   out.handle_ = s;
@@ -177,6 +191,8 @@ namespace {
 
 int device_count() { return 0; }
 void set_device(int) { no_cuda("set_device"); }
+DeviceGuard::DeviceGuard(int device) : previous_(-1), device_(device) { no_cuda("DeviceGuard"); }
+DeviceGuard::~DeviceGuard() = default;
 std::string device_uuid(int) { no_cuda("device_uuid"); }
 int current_device() { no_cuda("current_device"); }
 void device_synchronize() { no_cuda("device_synchronize"); }
@@ -206,6 +222,8 @@ float Event::elapsed_ms(const Event&) const { no_cuda("Event::elapsed_ms"); }
 #endif
 
 bool available() { return device_count() > 0; }
+
+int chosen_device() { return tls_chosen_device; }
 
 Stream current_stream(int device) {
   check_device_index(device);

@@ -24,8 +24,12 @@ bool available();  // device_count() > 0
 // The device's UUID as hex ("GPU-" + 32 digits, as nvidia-smi -L prints it): the
 // same physical GPU under every CUDA_VISIBLE_DEVICES numbering.
 std::string device_uuid(int index);
+// Makes `index` this thread's device (and remembers that this thread chose one).
 void set_device(int index);
 int current_device();
+// The device this thread chose through set_device or a DeviceGuard; -1 when
+// it never chose one (CUDA then acts on device 0 once it is first used).
+int chosen_device();
 void device_synchronize();
 
 // device_count()'s reading of a failed cudaGetDeviceCount: "" when it means
@@ -75,6 +79,23 @@ class Event {
 
 Stream current_stream(int device);
 void set_current_stream(const Stream& stream);
+
+// Makes `device` current for the lifetime of the guard. It restores the
+// previous device only where this thread had chosen one: restoring "device 0"
+// on a thread that never chose a device (a comm thread, a watchdog) would
+// create a CUDA context on GPU 0 in every rank, hundreds of MiB each; such a
+// thread keeps the guard's device instead.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device);
+  ~DeviceGuard();
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_;  // chosen_device() before the guard
+  int device_;
+};
 
 // Makes `stream` current on its device for the lifetime of the guard.
 class StreamGuard {

@@ -31,6 +31,12 @@ Device pick_device(const TrainConfig& c, int local_rank) {
   return Device::cuda(comm::device_for_local_rank(local_rank));
 }
 
+Device select_device(const TrainConfig& c, int local_rank) {
+  const Device d = pick_device(c, local_rank);
+  if (d.is_cuda()) cuda::set_device(d.index);
+  return d;
+}
+
 DType compute_dtype(const TrainConfig& c) { return c.bf16 ? DType::BF16 : (c.fp16 ? DType::F16 : DType::F32); }
 
 data::DatasetSpec dataset_spec(const TrainConfig& c, const std::string& split,

@@ -24,6 +24,10 @@ namespace tandem::train {
 
 // device: cpu, cuda (an error without one) or auto; CUDA ranks use GPU local_rank % count.
 Device pick_device(const TrainConfig& c, int local_rank);
+// pick_device, made this thread's device when it is a GPU. Call it before the
+// process group is created, as PyTorch's init_process_group(device_id=...):
+// NCCL's init and the ring's staging then never touch another rank's GPU.
+Device select_device(const TrainConfig& c, int local_rank);
 // f32, or bf16/f16 when the config asks for mixed precision.
 DType compute_dtype(const TrainConfig& c);
 // The reader spec of a split ("train" or "test"); class_names fixes the label set (the train split's).

@@ -197,8 +197,7 @@ StepRunner::StepRunner(const TrainConfig& config, std::shared_ptr<comm::ProcessG
   s.options = options;
   s.rank = s.group ? s.group->rank() : 0;
   s.world = s.group ? s.group->size() : 1;
-  s.device = pick_device(config, s.group ? comm::rank_info_from_env().local_rank : 0);  // as the nccl backend's
-  if (s.device.is_cuda()) cuda::set_device(s.device.index);
+  s.device = select_device(config, s.group ? comm::rank_info_from_env().local_rank : 0);  // as the nccl backend's
   const int64_t batch = config.per_device_train_batch_size;
 
   std::shared_ptr<const data::BatchSource> source;

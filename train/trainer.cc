@@ -145,8 +145,7 @@ Job::Job(const TrainConfig& config, std::shared_ptr<comm::ProcessGroup> group, c
       scaler_(optim::GradScaler::for_compute_dtype(compute_dtype(config))) {
   if (main_rank_) fs::create_directories(out_dir_);
   // The GPU follows the local rank, as the nccl backend's does (not the global rank: nodes number their GPUs from 0).
-  device_ = pick_device(config_, group_ ? comm::rank_info_from_env().local_rank : 0);
-  if (device_.is_cuda()) cuda::set_device(device_.index);
+  device_ = select_device(config_, group_ ? comm::rank_info_from_env().local_rank : 0);
   compute_ = compute_dtype(config_);
 
   data_ = load_training_data(config_);

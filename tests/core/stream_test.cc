@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "core/check.h"
 #include "core/stream.h"
 #include "core/tensor.h"
@@ -50,6 +52,39 @@ TEST(Streams, GuardMakesAStreamCurrentForItsScope) {
     EXPECT_EQ(cuda::current_stream(0).handle(), s.handle());
   }
   EXPECT_EQ(cuda::current_stream(0).handle(), nullptr);
+}
+
+TEST(DeviceGuard, AThreadThatNeverChoseADeviceKeepsTheGuardsDevice) {
+  // Restoring "device 0" there would make a context on GPU 0 in every rank.
+  TANDEM_REQUIRE_GPU();
+  const int last = cuda::device_count() - 1;
+  int chosen_inside = -2, chosen_after = -2, current_after = -2;
+  std::thread([&] {
+    EXPECT_EQ(cuda::chosen_device(), -1);
+    {
+      cuda::DeviceGuard guard(last);
+      chosen_inside = cuda::chosen_device();
+    }
+    chosen_after = cuda::chosen_device();
+    current_after = cuda::current_device();
+  }).join();
+  EXPECT_EQ(chosen_inside, last);
+  EXPECT_EQ(chosen_after, -1);
+  EXPECT_EQ(current_after, last);
+}
+
+TEST(DeviceGuard, RestoresTheDeviceAThreadChose) {
+  TANDEM_REQUIRE_GPU();
+  const int last = cuda::device_count() - 1;
+  std::thread([&] {
+    cuda::set_device(0);
+    {
+      cuda::DeviceGuard guard(last);
+      EXPECT_EQ(cuda::current_device(), last);
+    }
+    EXPECT_EQ(cuda::current_device(), 0);
+    EXPECT_EQ(cuda::chosen_device(), 0);
+  }).join();
 }
 
 TEST(Streams, EventOrdersWorkAcrossStreams) {
