@@ -232,6 +232,10 @@ void Reducer::prepare_forward() {
 
 void Reducer::prepare_backward(const std::vector<Tensor>& outputs) {
   backward_start_ = Clock::now();
+  if (device_timing()) {
+    if (!backward_start_event_) backward_start_event_.emplace(/*enable_timing=*/true);
+    backward_start_event_->record(cuda::current_stream(comm_stream_.device()));
+  }
   phase_ = Phase::Backward;
   reductions_of_stats_ = false;
   for (Param& p : params_) p.ready = p.used = false;
@@ -243,6 +247,7 @@ void Reducer::prepare_backward(const std::vector<Tensor>& outputs) {
   next_to_launch_ = 0;
   ready_order_.clear();
   finalize_queued_ = false;
+  used_work_.reset();  // left over only if the last iteration failed
   if (!sync_) return;
 
   if (options_.find_unused_parameters || options_.static_graph) {
@@ -336,7 +341,15 @@ void Reducer::launch_ready_buckets() {
       written.block(comm_stream_);
       b.buffer.storage()->record_stream(comm_stream_);
       cuda::StreamGuard guard(comm_stream_);
+      if (device_timing()) {
+        if (!b.comm_start) b.comm_start.emplace(/*enable_timing=*/true);
+        if (!b.comm_end) b.comm_end.emplace(/*enable_timing=*/true);
+        b.comm_start->record(comm_stream_);  // reached once the gradients are written and earlier buckets done
+      }
       b.reduction = options_.comm_hook(options_.comm_hook_state.get(), *group_, gb);
+      // A hook's `finish` (PowerSGD's second all-reduce, the division) runs
+      // later, in finalize(): the interval is the launched collective's.
+      if (device_timing()) b.comm_end->record(comm_stream_);
     } else {
       b.reduction = options_.comm_hook(options_.comm_hook_state.get(), *group_, gb);
     }
@@ -344,11 +357,51 @@ void Reducer::launch_ready_buckets() {
     b.launched = true;
     ++next_to_launch_;
   }
+  if (next_to_launch_ == static_cast<int>(buckets_.size())) launch_used_map();
+}
+
+void Reducer::launch_used_map() {
+  const bool track_unused = options_.find_unused_parameters || options_.static_graph;
+  if (!track_unused || used_work_ || !static_global_used_.empty()) return;
+  // Issued after the last bucket on every rank: the same collective sequence everywhere.
+  std::vector<int64_t> local(params_.size());
+  for (size_t i = 0; i < params_.size(); ++i) local[i] = params_[i].used || params_[i].used_in_no_sync ? 1 : 0;
+  const Device where = comm_device();
+  if (where.is_cuda()) {
+    cuda::StreamGuard guard(comm_stream_);
+    used_map_ = Tensor::from_vector(local, {static_cast<int64_t>(local.size())}, DType::I32, where);
+    used_work_ = group_->all_reduce(used_map_, comm::ReduceOp::Sum);
+  } else {
+    used_map_ = Tensor::from_vector(local, {static_cast<int64_t>(local.size())}, DType::I32, where);
+    used_work_ = group_->all_reduce(used_map_, comm::ReduceOp::Sum);
+  }
+}
+
+std::vector<int64_t> Reducer::global_used() {
+  if (!static_global_used_.empty()) return static_global_used_;
+  launch_used_map();  // in case no bucket launched it (it is idempotent)
+  TANDEM_CHECK(used_work_->wait(options_.timeout), "DDP (rank {}): timed out reducing the used-parameter map",
+               group_->rank());
+  std::vector<int64_t> used;
+  if (used_map_.device().is_cuda()) {
+    cuda::StreamGuard guard(comm_stream_);
+    used = used_map_.to_int_vector();
+  } else {
+    used = used_map_.to_int_vector();
+  }
+  used_work_.reset();
+  used_map_ = Tensor();
+  if (options_.static_graph) static_global_used_ = used;  // the same graph every iteration
+  return used;
 }
 
 void Reducer::finalize() {
   NoGradGuard no_grad;
   const Clock::time_point end_of_autograd = Clock::now();
+  if (device_timing()) {
+    if (!autograd_end_event_) autograd_end_event_.emplace(/*enable_timing=*/true);
+    autograd_end_event_->record(cuda::current_stream(comm_stream_.device()));
+  }
   phase_ = Phase::Idle;
   if (autograd_end_hook_) autograd_end_hook_();
   if (next_to_launch_ < static_cast<int>(buckets_.size())) {
@@ -362,19 +415,6 @@ void Reducer::finalize() {
         "DDP (rank {}): {} parameter(s) received no gradient in this iteration: {}. If parts of the model are "
         "skipped on some steps or ranks, construct DistributedDataParallel with find_unused_parameters=true",
         group_->rank(), missing.size(), list);
-  }
-
-  std::vector<int64_t> global_used;
-  const bool track_unused = options_.find_unused_parameters || options_.static_graph;
-  if (track_unused) {
-    std::vector<int64_t> local(params_.size());
-    for (size_t i = 0; i < params_.size(); ++i) local[i] = params_[i].used || params_[i].used_in_no_sync ? 1 : 0;
-    const Device where = comm_device();
-    Tensor used = Tensor::from_vector(local, {static_cast<int64_t>(local.size())}, DType::I32, where);
-    auto work = group_->all_reduce(used, comm::ReduceOp::Sum);
-    TANDEM_CHECK(work->wait(options_.timeout), "DDP (rank {}): timed out reducing the used-parameter map",
-                 group_->rank());
-    global_used = used.to_int_vector();
   }
 
   for (size_t bi = 0; bi < buckets_.size(); ++bi) {
@@ -403,8 +443,11 @@ void Reducer::finalize() {
     }
   }
 
+  // Read after the buckets: its all-reduce was issued after theirs.
+  const bool track_unused = options_.find_unused_parameters || options_.static_graph;
+  const std::vector<int64_t> used_anywhere = track_unused ? global_used() : std::vector<int64_t>{};
   for (size_t i = 0; i < params_.size(); ++i) {
-    if (track_unused && global_used[i] == 0) continue;  // unused everywhere: grad left as it was
+    if (track_unused && used_anywhere[i] == 0) continue;  // unused everywhere: grad left as it was
     Tensor view = bucket_view(static_cast<int>(i));
     Tensor g = params_[i].tensor.grad();
     if (options_.gradient_as_bucket_view) {
@@ -441,44 +484,47 @@ void Reducer::record_stats(Clock::time_point end_of_autograd) {
   reductions_of_stats_ = true;
 }
 
+bool Reducer::device_timing() const {
+  return has_device_params_ && group_->device_completion() == comm::DeviceCompletion::OnStream;
+}
+
+bool Reducer::device_times(IterationStats& s) const {
+  if (!backward_start_event_ || !autograd_end_event_ || !autograd_end_event_->query()) return false;
+  for (const Bucket& b : buckets_)
+    if (!b.comm_start || !b.comm_end || !b.comm_end->query()) return false;
+  s.backward_compute_ms = backward_start_event_->elapsed_ms(*autograd_end_event_);
+  double last_end = 0;
+  for (size_t bi = 0; bi < buckets_.size(); ++bi) {
+    s.buckets[bi].comm_start_ms = backward_start_event_->elapsed_ms(*buckets_[bi].comm_start);
+    s.buckets[bi].comm_end_ms = backward_start_event_->elapsed_ms(*buckets_[bi].comm_end);
+    last_end = std::max(last_end, s.buckets[bi].comm_end_ms);
+  }
+  s.exposed_comm_ms = std::max(0.0, last_end - s.backward_compute_ms);
+  s.device_timed = true;
+  return true;
+}
+
 void Reducer::record_comm_stats(IterationStats& s) const {
-  // Merge the comm intervals; the overlap is their union's part inside [0, compute end].
   s.buckets.clear();
   s.comm_complete = true;
-  std::vector<std::pair<double, double>> intervals;
   for (const Bucket& b : buckets_) {
     BucketStats bs;
     bs.bytes = b.spec.bytes;
     bs.num_params = static_cast<int>(b.spec.params.size());
     bs.ready_ms = milliseconds_between(backward_start_, b.ready_at);
     const auto& w = b.reduction.work;
-    if (w && w->is_completed()) {
+    if (!device_timing() && w && w->is_completed()) {
       bs.comm_start_ms = milliseconds_between(backward_start_, w->start_time());
       bs.comm_end_ms = milliseconds_between(backward_start_, w->end_time());
-      intervals.emplace_back(bs.comm_start_ms, bs.comm_end_ms);
-    } else {
+    } else if (!device_timing()) {
       s.comm_complete = false;
     }
     s.buckets.push_back(bs);
   }
-  std::sort(intervals.begin(), intervals.end());
-  double overlap = 0, cur_a = 0, cur_b = -1;
-  auto flush = [&] {
-    if (cur_b < cur_a) return;
-    overlap += std::max(0.0, std::min(cur_b, s.backward_compute_ms) - std::max(cur_a, 0.0));
-  };
-  for (auto [a, b] : intervals) {
-    if (a > cur_b) {
-      flush();
-      cur_a = a;
-      cur_b = b;
-    } else {
-      cur_b = std::max(cur_b, b);
-    }
-  }
-  flush();
-  s.backward_comm_ms = intervals.empty() ? 0 : cur_b - intervals.front().first;  // first start to last end
-  s.overlap_ms = overlap;
+  if (device_timing()) s.comm_complete = device_times(s);
+  const CommTimes t = comm_times(s);
+  s.backward_comm_ms = t.busy_ms;
+  s.overlap_ms = t.overlap_ms;
 }
 
 const IterationStats& Reducer::complete_stats() {
@@ -488,7 +534,9 @@ const IterationStats& Reducer::complete_stats() {
     TANDEM_CHECK(!w || w->wait(options_.timeout),
                  "DDP (rank {}): timed out after {} ms waiting for the all-reduce of bucket {} (reading its stats)",
                  group_->rank(), options_.timeout.count(), bi);
+    if (device_timing() && buckets_[bi].comm_end) buckets_[bi].comm_end->synchronize();
   }
+  if (device_timing() && autograd_end_event_) autograd_end_event_->synchronize();
   record_comm_stats(stats_);
   return stats_;
 }

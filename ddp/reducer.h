@@ -14,6 +14,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -91,6 +92,8 @@ class Reducer {
     bool launched = false;
     PendingReduction reduction;
     std::chrono::steady_clock::time_point ready_at;
+    // device_timing(): recorded on the comm stream around the hook's launch.
+    std::optional<cuda::Event> comm_start, comm_end;
   };
   struct Param {
     std::string name;
@@ -114,6 +117,12 @@ class Reducer {
   Tensor bucket_view(int index) const;
   void record_stats(std::chrono::steady_clock::time_point end_of_autograd);
   void record_comm_stats(IterationStats& s) const;
+  // Times from CUDA events rather than host clocks: parameters on a GPU and a
+  // backend whose ops run on the stream (NCCL). With the ring, CUDA buckets
+  // are reduced on the host, whose Work stamps are then the true times.
+  bool device_timing() const;
+  // The events' times relative to the start of backward; false while one has not completed.
+  bool device_times(IterationStats& s) const;
 
   std::vector<Param> params_;
   std::shared_ptr<comm::ProcessGroup> group_;
@@ -135,9 +144,19 @@ class Reducer {
   // static_graph: the unused set found in the first iteration, reused afterwards.
   bool unused_known_ = false;
   std::vector<bool> static_unused_;
+  // find_unused_parameters / static_graph: how many ranks used each parameter.
+  // The map's all-reduce is issued as the last bucket launches (every hook has
+  // run by then) and read in finalize(); with static_graph, only in the first
+  // synchronised iteration, then cached: no per-step host wait for it.
+  void launch_used_map();
+  std::vector<int64_t> global_used();
+  Tensor used_map_;
+  std::shared_ptr<comm::Work> used_work_;
+  std::vector<int64_t> static_global_used_;
 
   int64_t iteration_ = 0;
   std::chrono::steady_clock::time_point forward_start_, backward_start_;
+  std::optional<cuda::Event> backward_start_event_, autograd_end_event_;  // compute stream; device_timing()
   IterationStats stats_;
   bool reductions_of_stats_ = false;  // buckets_ still hold the reductions stats_ describes
   std::function<void()> autograd_end_hook_;

@@ -1,10 +1,8 @@
-// The communication side of a step, from DDP's per-iteration stats.
-//
-// busy_ms is the time during which at least one bucket all-reduce was in
-// flight (the union of the buckets' [comm_start, comm_end] intervals, so gaps
-// between buckets do not count and concurrent ones count once); overlap_ms is
-// the part of that union inside the autograd pass, i.e. communication hidden
-// behind backward compute. overlap % = 100 * overlap_ms / busy_ms.
+// The communication side of a step, from DDP's per-iteration stats
+// (ddp::comm_times derives both numbers; this adds whether anything was
+// reduced). busy_ms is the time during which at least one bucket all-reduce
+// was in flight; overlap_ms the part of it inside the autograd pass.
+// overlap % = 100 * overlap_ms / busy_ms.
 #pragma once
 
 #include "ddp/stats.h"

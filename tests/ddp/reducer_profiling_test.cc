@@ -3,6 +3,7 @@
 // completion of comm stats, and the parameter names of each bucket.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 
 #include "comm/ring_process_group.h"
@@ -77,6 +78,25 @@ TEST_F(ReducerProfiling, StatsCarryOrderedAbsoluteStampsAndCompleteCommTimes) {
   const ddp::IterationStats& completed = ddp_->complete_stats();
   EXPECT_EQ(&completed, &s);
   EXPECT_EQ(completed.buckets.size(), ddp_->buckets().size());
+}
+
+TEST_F(ReducerProfiling, CommTimeIsTheUnionOfTheBucketsNotTheirSpan) {
+  // The one derivation (ddp::comm_times): what train logs call
+  // backward_comm_ms is what the benches and the report call comm_ms.
+  step(true);
+  step(true);
+  const ddp::IterationStats& s = ddp_->complete_stats();
+  ASSERT_GT(s.buckets.size(), 1u);
+  double busy = 0, first = s.buckets[0].comm_start_ms, last = 0;
+  for (const auto& b : s.buckets) {
+    busy += b.comm_end_ms - b.comm_start_ms;  // one comm thread: the buckets' intervals never overlap
+    first = std::min(first, b.comm_start_ms);
+    last = std::max(last, b.comm_end_ms);
+  }
+  EXPECT_NEAR(s.backward_comm_ms, busy, 1e-9);
+  EXPECT_LE(s.backward_comm_ms, last - first + 1e-9);
+  EXPECT_LE(s.overlap_ms, s.backward_comm_ms + 1e-9);
+  EXPECT_FALSE(s.device_timed) << "CPU parameters: host clocks";
 }
 
 TEST_F(ReducerProfiling, BucketParameterNamesNameEveryParameterOnceInBucketOrder) {
