@@ -165,7 +165,7 @@ TEST(BpeTokenizer, UnknownTypeIsAnError) {
   TokenizerOptions o;
   o.type = "wordpiece";
   EXPECT_THAT(error_of([&] { Tokenizer::build(std::vector<std::string>{"x"}, o); }),
-              HasSubstr("tokenizer: type must be 'word' or 'bpe', got 'wordpiece'"));
+              HasSubstr("tokenizer: type must be 'word', 'bpe' or 'char_ngrams', got 'wordpiece'"));
 }
 
 class BpeFileErrors : public ::testing::Test {
