@@ -3,6 +3,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <limits>
 #include <unordered_map>
 
 #include "core/autograd/engine.h"
@@ -77,10 +78,22 @@ Reducer::Reducer(std::vector<std::pair<std::string, Tensor>> params, std::shared
       has_device_params_ = true;
     }
   }
-  // Gradients become ready roughly in reverse registration order: bucket that way first.
+  // The first iteration's layout is PyTorch's (DistributedDataParallel's
+  // _ddp_init_helper): buckets are formed in registration order and the list
+  // is reversed, since gradients become ready roughly in reverse. Where the
+  // buckets are rebuilt after the first iteration (no find_unused_parameters,
+  // or static_graph), that first layout is one bucket per dtype and device;
+  // otherwise it stays, with the small first cap on the parameters defined
+  // first, so that their gradients, ready last, do not wait in a large bucket.
   std::vector<int> order(params_.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(order.size() - 1 - i);
-  build_buckets(assign_buckets(param_descs(), order, options_.first_bucket_bytes, options_.bucket_bytes));
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+  const bool layout_stays = options_.find_unused_parameters && !options_.static_graph;
+  const size_t unlimited = std::numeric_limits<size_t>::max();
+  std::vector<BucketSpec> first_layout =
+      assign_buckets(param_descs(), order, layout_stays ? options_.first_bucket_bytes : unlimited,
+                     layout_stays ? options_.bucket_bytes : unlimited);
+  std::reverse(first_layout.begin(), first_layout.end());
+  build_buckets(std::move(first_layout));
   for (size_t i = 0; i < params_.size(); ++i) {
     params_[i].hook = params_[i].tensor.register_post_accumulate_grad_hook(
         [this, i](Tensor&) { on_gradient_ready(static_cast<int>(i)); });
