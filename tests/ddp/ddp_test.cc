@@ -506,6 +506,37 @@ TEST_F(DdpTest, OnTheGpuNcclAtWorldSizeOneEqualsTheCpuReference) {
   }
 }
 
+TEST_F(DdpTest, OnTheGpuNcclStatsComeFromCudaEventsAndAreConsistent) {
+  // Host stamps would say what the host launched; with NCCL the host never
+  // waits, so only the streams' events tell compute, comm and exposed time.
+  TANDEM_REQUIRE_GPU();
+  RanksRun r = launch_ranks(1, on_gpu("nccl", {"--steps", "3", "--bucket-cap-mb", "0", "--first-bucket-mb", "0"}));
+  ASSERT_EQ(r.result.exit_code, 0) << r.stderr_text;
+  const nlohmann::json& s = r.stats[0];
+  EXPECT_TRUE(s["device_timed"].get<bool>()) << s.dump();
+  EXPECT_TRUE(s["comm_complete"].get<bool>()) << s.dump();
+  EXPECT_GT(s["backward_compute_ms"].get<double>(), 0.0) << s.dump();
+  ASSERT_GT(s["buckets"].size(), 1u) << s.dump();
+  double last_end = 0;
+  for (const auto& b : s["buckets"]) {
+    EXPECT_GE(b["comm_start_ms"].get<double>(), 0.0) << b.dump();
+    EXPECT_LE(b["comm_start_ms"].get<double>(), b["comm_end_ms"].get<double>()) << b.dump();
+    last_end = std::max(last_end, b["comm_end_ms"].get<double>());
+  }
+  EXPECT_LE(s["overlap_ms"].get<double>(), s["backward_comm_ms"].get<double>() + 1e-6) << s.dump();
+  EXPECT_NEAR(s["exposed_comm_ms"].get<double>(),
+              std::max(0.0, last_end - s["backward_compute_ms"].get<double>()), 1e-3)
+      << s.dump();
+}
+
+TEST_F(DdpTest, OnTheGpuTheRingsHostStampsAreItsTimes) {
+  // The ring reduces CUDA buckets on the host: its Work stamps are the truth there.
+  TANDEM_REQUIRE_GPU();
+  RanksRun r = launch_ranks(2, on_gpu("ring", {"--steps", "2"}));
+  ASSERT_EQ(r.result.exit_code, 0) << r.stderr_text;
+  for (const auto& s : r.stats) EXPECT_FALSE(s["device_timed"].get<bool>()) << s.dump();
+}
+
 TEST_F(DdpTest, OnTheGpuNcclNoSyncAccumulationEqualsTheLargeBatch) {
   TANDEM_REQUIRE_GPU();
   expect_matches_reference(launch_ranks(1, on_gpu("nccl", {"--steps", "2", "--micro", "4", "--batch", "3"})),

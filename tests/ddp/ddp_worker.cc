@@ -242,8 +242,11 @@ int main(int argc, char** argv) {
     if (!out_dir.empty()) {
       model->to(Device::cpu());
       save_safetensors(fmt::format("{}/params_rank{}.safetensors", out_dir, rank), model->state_dict());
-      const auto& st = ddp.stats();
+      const auto& st = ddp.complete_stats();  // NCCL may finish after backward returned
       nlohmann::json j;
+      j["device_timed"] = st.device_timed;
+      j["comm_complete"] = st.comm_complete;
+      j["exposed_comm_ms"] = st.exposed_comm_ms;
       j["forward_ms"] = st.forward_ms;
       j["backward_compute_ms"] = st.backward_compute_ms;
       j["backward_comm_ms"] = st.backward_comm_ms;
