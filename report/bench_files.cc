@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <ctime>
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -137,7 +138,7 @@ BenchMeta current_meta(const std::string& command) {
 }
 
 json to_json(const RunFacts& f) {
-  return {{"label", f.label},
+  json j = {{"label", f.label},
           {"config", f.config},
           {"overrides", f.overrides},
           {"device", f.device},
@@ -160,6 +161,11 @@ json to_json(const RunFacts& f) {
           {"d_model", f.d_model},
           {"train_examples", f.train_examples},
           {"synthetic_data", f.synthetic_data}};
+  if (!f.gradient_names.empty()) {
+    j["gradient_names"] = f.gradient_names;
+    j["gradient_bytes"] = f.gradient_bytes;
+  }
+  return j;
 }
 
 RunFacts facts_from_json(const json& f) {
@@ -187,6 +193,12 @@ RunFacts facts_from_json(const json& f) {
   r.d_model = f.at("d_model").get<int64_t>();
   r.train_examples = f.at("train_examples").get<int64_t>();
   r.synthetic_data = f.at("synthetic_data").get<bool>();
+  if (f.contains("gradient_names")) {  // files written before the step model have none
+    r.gradient_names = f.at("gradient_names").get<std::vector<std::string>>();
+    r.gradient_bytes = f.at("gradient_bytes").get<std::vector<int64_t>>();
+    TANDEM_CHECK(r.gradient_bytes.size() == r.gradient_names.size(), "{} gradient_bytes for {} gradient_names",
+                 r.gradient_bytes.size(), r.gradient_names.size());
+  }
   TANDEM_CHECK(r.world_size >= 1 && r.per_device_batch >= 1 && r.gradient_accumulation_steps >= 1,
                "world_size, per_device_batch and gradient_accumulation_steps must be positive");
   return r;
@@ -202,6 +214,11 @@ json to_json(const std::vector<StepSample>& samples) {
   std::vector<bool> logging;
   for (const StepSample& s : samples) logging.push_back(s.logging_step);
   j["logging_step"] = logging;
+  if (std::any_of(samples.begin(), samples.end(), [](const StepSample& s) { return !s.gradient_ready_ms.empty(); })) {
+    json ready = json::array();
+    for (const StepSample& s : samples) ready.push_back(s.gradient_ready_ms);
+    j["gradient_ready_ms"] = ready;
+  }
   return j;
 }
 
@@ -215,13 +232,19 @@ std::vector<StepSample> samples_from_json(const json& j) {
                  column.size(), out.size());
     for (size_t i = 0; i < out.size(); ++i) out[i].*(f.field) = column[i];
   }
+  if (j.contains("gradient_ready_ms")) {
+    const auto ready = j.at("gradient_ready_ms").get<std::vector<std::vector<double>>>();
+    TANDEM_CHECK(ready.size() == out.size(), "samples: gradient_ready_ms has {} steps, logging_step has {}",
+                 ready.size(), out.size());
+    for (size_t i = 0; i < out.size(); ++i) out[i].gradient_ready_ms = ready[i];
+  }
   return out;
 }
 
 json to_json(const Profile& p) {
   json median;
   for (const SampleField& s : kSampleFields) median[s.name] = p.median.*(s.field);
-  return {{"facts", to_json(p.facts)},
+  json j = {{"facts", to_json(p.facts)},
           {"warmup_steps", p.warmup_steps},
           {"median", median},
           {"step_ms",
@@ -237,6 +260,8 @@ json to_json(const Profile& p) {
           {"logging_overhead_ms", p.logging_overhead_ms},
           {"checkpoint_ms", p.checkpoint_ms},
           {"step_samples_ms", p.step_samples_ms}};
+  if (!p.gradient_ready_ms.empty()) j["gradient_ready_ms"] = p.gradient_ready_ms;
+  return j;
 }
 
 Profile profile_from_json(const json& j, const std::string& where) {
@@ -259,6 +284,12 @@ Profile profile_from_json(const json& j, const std::string& where) {
     p.logging_overhead_ms = j.at("logging_overhead_ms").get<double>();
     p.checkpoint_ms = j.at("checkpoint_ms").get<double>();
     p.step_samples_ms = j.at("step_samples_ms").get<std::vector<double>>();
+    if (j.contains("gradient_ready_ms")) {
+      p.gradient_ready_ms = j.at("gradient_ready_ms").get<std::vector<double>>();
+      TANDEM_CHECK(p.gradient_ready_ms.size() == p.facts.gradient_names.size(),
+                   "gradient_ready_ms has {} values for {} gradient_names", p.gradient_ready_ms.size(),
+                   p.facts.gradient_names.size());
+    }
     return p;
   } catch (const json::exception& e) {
     TANDEM_FAIL("{}: {}", where, e.what());

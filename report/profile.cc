@@ -53,6 +53,21 @@ Profile aggregate(const RunFacts& facts, const std::vector<std::vector<StepSampl
   p.median.data_wait_ms = median_of(&StepSample::data_wait_ms, all).median;
   for (Field f : kMeanFields) p.median.*f = median_of(f, all).median;
   for (const StepSample& s : combined) p.step_samples_ms.push_back(s.step_ms);
+  const size_t gradients = facts.gradient_names.size();
+  for (size_t g = 0; g < gradients; ++g) {
+    std::vector<double> v;
+    for (size_t i = 0; i < steps; ++i) {
+      double sum = 0;
+      for (size_t r = 0; r < per_rank.size(); ++r) {
+        const std::vector<double>& ready = per_rank[r][i].gradient_ready_ms;
+        TANDEM_CHECK(ready.size() == gradients, "case '{}': rank {} step {} has {} gradient ready times for {} gradients",
+                     facts.label, r, i, ready.size(), gradients);
+        sum += ready[g];
+      }
+      v.push_back(sum / ranks);
+    }
+    p.gradient_ready_ms.push_back(summarize(std::move(v)).median);
+  }
 
   const Summary logging = median_of(&StepSample::step_ms, [](const StepSample& s) { return s.logging_step; });
   const Summary plain = median_of(&StepSample::step_ms, [](const StepSample& s) { return !s.logging_step; });

@@ -1,0 +1,129 @@
+#include "ddp/step_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <set>
+
+#include "core/check.h"
+
+namespace tandem::ddp {
+
+double LinkFit::time_us(double bytes) const {
+  return world_size > 1 ? alpha_us + beta_us_per_byte * bytes * bus_factor() : 0.0;
+}
+
+LinkFit fit_link(int world_size, const std::vector<LinkSample>& samples) {
+  TANDEM_CHECK(world_size >= 2, "link fit: world size {} (an all_reduce needs at least 2 ranks)", world_size);
+  std::set<double> sizes;
+  for (const LinkSample& s : samples) {
+    TANDEM_CHECK(s.bytes > 0 && s.us > 0 && std::isfinite(s.bytes) && std::isfinite(s.us),
+                 "link fit ({} ranks): a sample of {} bytes in {} us (both must be positive)", world_size, s.bytes,
+                 s.us);
+    sizes.insert(s.bytes);
+  }
+  TANDEM_CHECK(sizes.size() >= 2, "link fit ({} ranks): {} distinct message sizes, need at least 2", world_size,
+               sizes.size());
+  LinkFit f;
+  f.world_size = world_size;
+  const double k = f.bus_factor();
+  // Normal equations of sum w (a + b x - t)^2 with x = bus bytes and w = 1 / t^2.
+  double sw = 0, swx = 0, swxx = 0, swt = 0, swxt = 0;
+  for (const LinkSample& s : samples) {
+    const double w = 1.0 / (s.us * s.us), x = s.bytes * k;
+    sw += w;
+    swx += w * x;
+    swxx += w * x * x;
+    swt += w * s.us;
+    swxt += w * x * s.us;
+  }
+  const double det = sw * swxx - swx * swx;
+  double a = (swt * swxx - swx * swxt) / det, b = (sw * swxt - swx * swt) / det;
+  if (a < 0) {  // the best line through the origin
+    a = 0;
+    b = swxt / swxx;
+  } else if (b < 0) {  // a constant
+    a = swt / sw;
+    b = 0;
+  }
+  f.alpha_us = a;
+  f.beta_us_per_byte = b;
+  double sq = 0;
+  for (const LinkSample& s : samples) {
+    const double rel = (f.time_us(s.bytes) - s.us) / s.us;
+    f.max_abs_rel_residual = std::max(f.max_abs_rel_residual, std::abs(rel));
+    sq += rel * rel;
+  }
+  f.samples = samples.size();
+  f.rms_rel_residual = std::sqrt(sq / static_cast<double>(samples.size()));
+  return f;
+}
+
+BucketCaps BucketCaps::from_mb(double first_mb, double mb) {
+  TANDEM_CHECK(first_mb >= 0 && mb >= 0, "bucket caps must not be negative ({} MB first, {} MB)", first_mb, mb);
+  const size_t bytes = bucket_cap_bytes(mb);
+  return {std::min(bucket_cap_bytes(first_mb), bytes), bytes};
+}
+
+std::vector<BucketSpec> buckets_for_caps(const std::vector<GradientTiming>& gradients, BucketCaps caps) {
+  std::vector<ParamDesc> params;
+  for (const GradientTiming& g : gradients) params.push_back({g.bytes, DType::F32, Device::cpu()});
+  std::vector<int> order(gradients.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    return gradients[static_cast<size_t>(a)].ready_fraction < gradients[static_cast<size_t>(b)].ready_fraction;
+  });
+  return assign_buckets(params, order, caps.first_bytes, caps.bytes);
+}
+
+SimulatedBackward simulate_comm(const std::vector<size_t>& bytes, const std::vector<double>& ready_ms,
+                                const std::vector<double>& comm_ms, double backward_compute_ms) {
+  TANDEM_CHECK(bytes.size() == ready_ms.size() && ready_ms.size() == comm_ms.size(),
+               "comm simulation: {} bucket sizes, {} ready times, {} comm times", bytes.size(), ready_ms.size(),
+               comm_ms.size());
+  TANDEM_CHECK(backward_compute_ms >= 0, "comm simulation: backward of {} ms", backward_compute_ms);
+  SimulatedBackward out;
+  out.backward_compute_ms = backward_compute_ms;
+  double free_at = 0;  // when the comm thread finishes its previous bucket
+  for (size_t k = 0; k < bytes.size(); ++k) {
+    TANDEM_CHECK(ready_ms[k] >= 0 && comm_ms[k] >= 0, "comm simulation: bucket {} ready at {} ms, comm {} ms", k,
+                 ready_ms[k], comm_ms[k]);
+    TANDEM_CHECK(k == 0 || ready_ms[k] >= ready_ms[k - 1],
+                 "comm simulation: bucket {} is ready at {} ms, before bucket {} ({} ms): buckets are launched in "
+                 "order",
+                 k, ready_ms[k], k - 1, ready_ms[k - 1]);
+    SimulatedBucket b{bytes[k], ready_ms[k], std::max(ready_ms[k], free_at), 0};
+    b.end_ms = b.start_ms + comm_ms[k];
+    free_at = b.end_ms;
+    out.comm_busy_ms += comm_ms[k];
+    out.buckets.push_back(b);
+  }
+  out.exposed_comm_ms = std::max(0.0, free_at - backward_compute_ms);
+  return out;
+}
+
+StepPrediction predict_step(const std::vector<GradientTiming>& gradients, const ComputeTimes& compute,
+                            const LinkFit& link, BucketCaps caps) {
+  StepPrediction p;
+  p.world_size = link.world_size;
+  p.caps = caps;
+  p.backward.backward_compute_ms = compute.backward_compute_ms;
+  if (link.world_size > 1) {
+    TANDEM_CHECK(!gradients.empty(), "step model: no gradient ready times to form buckets from");
+    p.layout = buckets_for_caps(gradients, caps);
+    std::vector<size_t> bytes;
+    std::vector<double> ready, comm;
+    for (const BucketSpec& b : p.layout) {
+      double last = 0;  // a bucket is ready with its last gradient
+      for (int i : b.params) last = std::max(last, gradients[static_cast<size_t>(i)].ready_fraction);
+      bytes.push_back(b.bytes);
+      ready.push_back(std::min(last, 1.0) * compute.backward_compute_ms);
+      comm.push_back(link.time_us(static_cast<double>(b.bytes)) / 1000.0);
+    }
+    p.backward = simulate_comm(bytes, ready, comm, compute.backward_compute_ms);
+  }
+  p.step_ms = compute.total() + p.backward.exposed_comm_ms;
+  return p;
+}
+
+}  // namespace tandem::ddp
