@@ -77,11 +77,14 @@ std::vector<BucketSpec> buckets_for_caps(const std::vector<GradientTiming>& grad
 }
 
 SimulatedBackward simulate_comm(const std::vector<size_t>& bytes, const std::vector<double>& ready_ms,
-                                const std::vector<double>& comm_ms, double backward_compute_ms) {
+                                const std::vector<double>& comm_ms, double backward_compute_ms, double launch_ms,
+                                double tail_ms) {
   TANDEM_CHECK(bytes.size() == ready_ms.size() && ready_ms.size() == comm_ms.size(),
                "comm simulation: {} bucket sizes, {} ready times, {} comm times", bytes.size(), ready_ms.size(),
                comm_ms.size());
-  TANDEM_CHECK(backward_compute_ms >= 0, "comm simulation: backward of {} ms", backward_compute_ms);
+  TANDEM_CHECK(backward_compute_ms >= 0 && launch_ms >= 0 && tail_ms >= 0,
+               "comm simulation: backward of {} ms, launch {} ms, tail {} ms (none may be negative)",
+               backward_compute_ms, launch_ms, tail_ms);
   SimulatedBackward out;
   out.backward_compute_ms = backward_compute_ms;
   double free_at = 0;  // when the comm thread finishes its previous bucket
@@ -92,18 +95,18 @@ SimulatedBackward simulate_comm(const std::vector<size_t>& bytes, const std::vec
                  "comm simulation: bucket {} is ready at {} ms, before bucket {} ({} ms): buckets are launched in "
                  "order",
                  k, ready_ms[k], k - 1, ready_ms[k - 1]);
-    SimulatedBucket b{bytes[k], ready_ms[k], std::max(ready_ms[k], free_at), 0};
+    SimulatedBucket b{bytes[k], ready_ms[k], std::max(ready_ms[k], free_at) + launch_ms, 0};
     b.end_ms = b.start_ms + comm_ms[k];
     free_at = b.end_ms;
     out.comm_busy_ms += comm_ms[k];
     out.buckets.push_back(b);
   }
-  out.exposed_comm_ms = std::max(0.0, free_at - backward_compute_ms);
+  out.exposed_comm_ms = bytes.empty() ? 0.0 : std::max(0.0, free_at - backward_compute_ms) + tail_ms;
   return out;
 }
 
 StepPrediction predict_step(const std::vector<GradientTiming>& gradients, const ComputeTimes& compute,
-                            const LinkFit& link, BucketCaps caps) {
+                            const LinkFit& link, BucketCaps caps, const CommOverheads& overheads) {
   StepPrediction p;
   p.world_size = link.world_size;
   p.caps = caps;
@@ -118,9 +121,10 @@ StepPrediction predict_step(const std::vector<GradientTiming>& gradients, const 
       for (int i : b.params) last = std::max(last, gradients[static_cast<size_t>(i)].ready_fraction);
       bytes.push_back(b.bytes);
       ready.push_back(std::min(last, 1.0) * compute.backward_compute_ms);
-      comm.push_back(link.time_us(static_cast<double>(b.bytes)) / 1000.0);
+      comm.push_back(overheads.comm_scale * link.time_us(static_cast<double>(b.bytes)) / 1000.0);
     }
-    p.backward = simulate_comm(bytes, ready, comm, compute.backward_compute_ms);
+    TANDEM_CHECK(overheads.comm_scale > 0, "step model: comm scale {} (must be positive)", overheads.comm_scale);
+    p.backward = simulate_comm(bytes, ready, comm, compute.backward_compute_ms, overheads.launch_ms, overheads.tail_ms);
   }
   p.step_ms = compute.total() + p.backward.exposed_comm_ms;
   return p;

@@ -87,11 +87,22 @@ struct SimulatedBackward {
   double comm_busy_ms = 0;     // sum of the buckets' comm times
 };
 
+// What a real step adds to the ideal comm thread, measured from a profile
+// (apps/step_prediction.h); the defaults are the ideal thread.
+struct CommOverheads {
+  double comm_scale = 1;  // a bucket's all_reduce in a step takes comm_scale x the link's time
+  double launch_ms = 0;   // from "ready and the thread free" to the backend starting the bucket
+  double tail_ms = 0;     // exposed time past the last bucket's end (copying the averages back)
+};
+
 // The comm thread over `ready_ms[k]` / `comm_ms[k]` (bucket k, in launch order):
-// start_k = max(ready_k, end_{k-1}), end_k = start_k + comm_k. Throws Error on
-// mismatched sizes, negative times, or ready times out of launch order.
+// start_k = max(ready_k, end_{k-1}) + launch_ms, end_k = start_k + comm_k;
+// exposed = max(0, end_last - backward) + tail_ms (tail only when a bucket was
+// reduced). Throws Error on mismatched sizes, negative times, or ready times
+// out of launch order.
 SimulatedBackward simulate_comm(const std::vector<size_t>& bytes, const std::vector<double>& ready_ms,
-                                const std::vector<double>& comm_ms, double backward_compute_ms);
+                                const std::vector<double>& comm_ms, double backward_compute_ms,
+                                double launch_ms = 0, double tail_ms = 0);
 
 // A step's phases other than communication, ms, at one world size.
 struct ComputeTimes {
@@ -112,9 +123,10 @@ struct StepPrediction {
 };
 
 // The whole model: buckets for `caps`, each ready when its last gradient is
-// (ready_fraction x compute.backward_compute_ms), reduced in `link`'s time.
-// One rank (link.world_size == 1) has no buckets and no communication.
+// (ready_fraction x compute.backward_compute_ms), reduced in
+// overheads.comm_scale x `link`'s time. One rank (link.world_size == 1) has no
+// buckets and no communication.
 StepPrediction predict_step(const std::vector<GradientTiming>& gradients, const ComputeTimes& compute,
-                            const LinkFit& link, BucketCaps caps);
+                            const LinkFit& link, BucketCaps caps, const CommOverheads& overheads = {});
 
 }  // namespace tandem::ddp

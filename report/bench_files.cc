@@ -70,6 +70,25 @@ constexpr SampleField kSampleFields[] = {{"step_ms", &StepSample::step_ms},
                                          {"optimizer_ms", &StepSample::optimizer_ms},
                                          {"sync_ms", &StepSample::sync_ms}};
 
+// Per-step vectors (optional in the files: DDP only).
+struct SeriesField {
+  const char* name;
+  std::vector<double> StepSample::*field;
+};
+constexpr SeriesField kSeriesFields[] = {{"gradient_ready_ms", &StepSample::gradient_ready_ms},
+                                         {"bucket_ready_ms", &StepSample::bucket_ready_ms},
+                                         {"bucket_comm_start_ms", &StepSample::bucket_comm_start_ms},
+                                         {"bucket_comm_end_ms", &StepSample::bucket_comm_end_ms}};
+struct ProfileSeries {
+  const char* name;
+  std::vector<double> Profile::*field;
+  bool per_gradient;  // else per bucket
+};
+constexpr ProfileSeries kProfileSeries[] = {{"gradient_ready_ms", &Profile::gradient_ready_ms, true},
+                                            {"bucket_ready_ms", &Profile::bucket_ready_ms, false},
+                                            {"bucket_comm_start_ms", &Profile::bucket_comm_start_ms, false},
+                                            {"bucket_comm_end_ms", &Profile::bucket_comm_end_ms, false}};
+
 json meta_json(const BenchMeta& m) {
   return {{"date", m.date},
           {"command", m.command},
@@ -214,10 +233,12 @@ json to_json(const std::vector<StepSample>& samples) {
   std::vector<bool> logging;
   for (const StepSample& s : samples) logging.push_back(s.logging_step);
   j["logging_step"] = logging;
-  if (std::any_of(samples.begin(), samples.end(), [](const StepSample& s) { return !s.gradient_ready_ms.empty(); })) {
-    json ready = json::array();
-    for (const StepSample& s : samples) ready.push_back(s.gradient_ready_ms);
-    j["gradient_ready_ms"] = ready;
+  for (const SeriesField& f : kSeriesFields) {
+    if (std::none_of(samples.begin(), samples.end(), [&](const StepSample& s) { return !(s.*(f.field)).empty(); }))
+      continue;
+    json column = json::array();
+    for (const StepSample& s : samples) column.push_back(s.*(f.field));
+    j[f.name] = column;
   }
   return j;
 }
@@ -232,11 +253,12 @@ std::vector<StepSample> samples_from_json(const json& j) {
                  column.size(), out.size());
     for (size_t i = 0; i < out.size(); ++i) out[i].*(f.field) = column[i];
   }
-  if (j.contains("gradient_ready_ms")) {
-    const auto ready = j.at("gradient_ready_ms").get<std::vector<std::vector<double>>>();
-    TANDEM_CHECK(ready.size() == out.size(), "samples: gradient_ready_ms has {} steps, logging_step has {}",
-                 ready.size(), out.size());
-    for (size_t i = 0; i < out.size(); ++i) out[i].gradient_ready_ms = ready[i];
+  for (const SeriesField& f : kSeriesFields) {
+    if (!j.contains(f.name)) continue;  // optional: absent without DDP and in files from before the step model
+    const auto column = j.at(f.name).get<std::vector<std::vector<double>>>();
+    TANDEM_CHECK(column.size() == out.size(), "samples: {} has {} steps, logging_step has {}", f.name, column.size(),
+                 out.size());
+    for (size_t i = 0; i < out.size(); ++i) out[i].*(f.field) = column[i];
   }
   return out;
 }
@@ -260,7 +282,8 @@ json to_json(const Profile& p) {
           {"logging_overhead_ms", p.logging_overhead_ms},
           {"checkpoint_ms", p.checkpoint_ms},
           {"step_samples_ms", p.step_samples_ms}};
-  if (!p.gradient_ready_ms.empty()) j["gradient_ready_ms"] = p.gradient_ready_ms;
+  for (const ProfileSeries& f : kProfileSeries)
+    if (!(p.*(f.field)).empty()) j[f.name] = p.*(f.field);
   return j;
 }
 
@@ -284,11 +307,12 @@ Profile profile_from_json(const json& j, const std::string& where) {
     p.logging_overhead_ms = j.at("logging_overhead_ms").get<double>();
     p.checkpoint_ms = j.at("checkpoint_ms").get<double>();
     p.step_samples_ms = j.at("step_samples_ms").get<std::vector<double>>();
-    if (j.contains("gradient_ready_ms")) {
-      p.gradient_ready_ms = j.at("gradient_ready_ms").get<std::vector<double>>();
-      TANDEM_CHECK(p.gradient_ready_ms.size() == p.facts.gradient_names.size(),
-                   "gradient_ready_ms has {} values for {} gradient_names", p.gradient_ready_ms.size(),
-                   p.facts.gradient_names.size());
+    for (const ProfileSeries& f : kProfileSeries) {
+      if (!j.contains(f.name)) continue;
+      p.*(f.field) = j.at(f.name).get<std::vector<double>>();
+      const size_t expected = f.per_gradient ? p.facts.gradient_names.size() : p.facts.bucket_bytes.size();
+      TANDEM_CHECK((p.*(f.field)).size() == expected, "{} has {} values for {} {}", f.name, (p.*(f.field)).size(),
+                   expected, f.per_gradient ? "gradient_names" : "buckets");
     }
     return p;
   } catch (const json::exception& e) {

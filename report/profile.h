@@ -34,6 +34,9 @@ struct StepSample {
   // When each gradient became ready (DDP's hook fired), ms from the start of backward, indexed as
   // RunFacts::gradient_names; empty without DDP (one rank).
   std::vector<double> gradient_ready_ms;
+  // DDP's buckets in launch order (RunFacts::bucket_bytes), ms from the start of backward: when each was
+  // ready, and when the backend started and finished reducing it (ddp::BucketStats). Empty without DDP.
+  std::vector<double> bucket_ready_ms, bucket_comm_start_ms, bucket_comm_end_ms;
 };
 
 // The configuration a profile was measured with.
@@ -86,8 +89,10 @@ struct Profile {
   double logging_overhead_ms = -1;
   double checkpoint_ms = -1;            // one checkpoint save on rank 0; < 0 when not measured
   std::vector<double> step_samples_ms;  // every timed step (slowest rank), for plots
-  // Per gradient (facts.gradient_names): the median over timed steps of the ranks' mean ready time.
+  // Per gradient (facts.gradient_names) and per bucket (facts.bucket_bytes): the median over timed
+  // steps of the ranks' mean, as in StepSample.
   std::vector<double> gradient_ready_ms;
+  std::vector<double> bucket_ready_ms, bucket_comm_start_ms, bucket_comm_end_ms;
 
   double compute_ms() const { return median.forward_ms + median.backward_compute_ms; }
   // The part of the step in none of the named phases (logging, glue, the loader hand-off); never negative.

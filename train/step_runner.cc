@@ -181,6 +181,11 @@ struct StepRunner::State {
       TANDEM_CHECK(it != ready.end(), "rank {}: gradient '{}' was not reduced in step {}", rank, name, step);
       s.gradient_ready_ms.push_back(it->second);
     }
+    for (const ddp::BucketStats& b : st.buckets) {
+      s.bucket_ready_ms.push_back(b.ready_ms);
+      s.bucket_comm_start_ms.push_back(b.comm_start_ms);
+      s.bucket_comm_end_ms.push_back(b.comm_end_ms);
+    }
   }
 
   report::StepSample one_step() {

@@ -103,6 +103,17 @@ TEST(SimulateComm, CommFasterThanComputeIsHiddenEntirely) {
   EXPECT_EQ(s.exposed_comm_ms, 0);
 }
 
+TEST(SimulateComm, LaunchLatencyDelaysEveryStartAndTheTailAddsToTheExposedPart) {
+  // Ready at 1 and 2, comm 3 each, launch 0.5: starts 1.5 and 5, ends 4.5 and 8; backward 6: 2 + tail 1.
+  const SimulatedBackward s = simulate_comm({1, 1}, {1, 2}, {3, 3}, 6, 0.5, 1);
+  EXPECT_EQ(s.buckets[0].start_ms, 1.5);
+  EXPECT_EQ(s.buckets[1].start_ms, 5);
+  EXPECT_EQ(s.buckets[1].end_ms, 8);
+  EXPECT_EQ(s.exposed_comm_ms, 3);
+  EXPECT_EQ(simulate_comm({1}, {1}, {1}, 6, 0, 1).exposed_comm_ms, 1) << "the tail is paid even when all is hidden";
+  EXPECT_EQ(simulate_comm({}, {}, {}, 6, 0, 1).exposed_comm_ms, 0) << "no bucket, no tail";
+}
+
 TEST(SimulateComm, RefusesMismatchedOrUnorderedInputs) {
   EXPECT_TRUE(throws_error_containing([] { simulate_comm({1, 1}, {1}, {1, 1}, 2); }, "2 bucket sizes, 1 ready times"));
   EXPECT_TRUE(throws_error_containing([] { simulate_comm({1, 1}, {5, 1}, {1, 1}, 6); }, "bucket 1 is ready at 1 ms"));
@@ -168,6 +179,17 @@ TEST(PredictStep, FormsBucketsTimesThemOnTheLinkAndAddsTheExposedPart) {
   EXPECT_DOUBLE_EQ(p.backward.buckets[1].start_ms, 40);
   EXPECT_DOUBLE_EQ(p.backward.exposed_comm_ms, 9);
   EXPECT_DOUBLE_EQ(p.step_ms, 0.5 + 10 + 40 + 5 + 1.5 + 9);
+}
+
+TEST(PredictStep, ScalesTheLinksTimeByTheMeasuredCommScale) {
+  const auto g = gradients({1000}, {1.0});
+  LinkFit link;
+  link.world_size = 2;
+  link.alpha_us = 1000;
+  link.beta_us_per_byte = 2;  // 3 ms, x 1.5 = 4.5 ms, after a 0.5 ms launch, + 0.25 ms tail
+  const StepPrediction p = predict_step(g, ComputeTimes{0, 0, 10, 0, 0}, link, {}, CommOverheads{1.5, 0.5, 0.25});
+  EXPECT_DOUBLE_EQ(p.backward.buckets[0].end_ms, 15);
+  EXPECT_DOUBLE_EQ(p.step_ms, 15.25);
 }
 
 TEST(PredictStep, NeedsGradientTimesForMoreThanOneRank) {

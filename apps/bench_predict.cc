@@ -1,0 +1,290 @@
+// `tandem bench predict`: DDP step time for bucket caps and world sizes from
+// the step model (ddp/step_model.h, docs/step-model.md).
+//
+//   tandem bench predict --calibrate b2/buckets.json:1 --link ar2.txt --link ar4.txt \
+//       --caps 0.25,1,4,one --world 2,4
+//   tandem bench predict --calibrate b2/buckets.json:1 ... --measured b2 --measured b4 --json v.json
+//
+// --calibrate names measured profiles (a bench folder or file, optionally
+// :LABEL for one case) that give the model its compute, gradient ready times
+// and overheads, at most one per world size; a world size with none uses the
+// nearest calibrated one at or above the core count, scaled (scale_to_world).
+// --link gives `tandem bench allreduce` tables, one per world size (N=FILE when
+// the file has no header). With --measured, every case found there is
+// predicted and shown next to its measurement with the error, except the
+// cases that are calibrations (they would predict themselves): those are listed.
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <nlohmann/json.hpp>
+
+#include "apps/bench_ranks.h"
+#include "apps/commands.h"
+#include "apps/step_prediction.h"
+#include "core/check.h"
+#include "report/bench_files.h"
+
+namespace tandem::apps {
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+struct Args {
+  std::vector<std::string> calibrate, links, measured;
+  std::string caps, worlds;
+  double first_cap_mb = 1;  // DDPOptions' first_bucket_cap_mb, which the benches keep
+  int cores = 0;            // 0: the calibration file's machine
+  std::string json_out;
+};
+
+struct SourcedProfile {
+  report::Profile profile;
+  std::string file;  // the bench file it came from
+  std::string source;
+  int cores = 0;
+  double load_average = 0;
+};
+
+// PATH or PATH:LABEL; PATH a bench folder or one of its files.
+std::vector<SourcedProfile> read_profiles(const std::string& spec) {
+  std::string path = spec, label;
+  if (!fs::exists(path)) {
+    const size_t colon = spec.rfind(':');
+    if (colon != std::string::npos) {
+      path = spec.substr(0, colon);
+      label = spec.substr(colon + 1);
+    }
+  }
+  TANDEM_CHECK(fs::exists(path), "{}: no such bench folder or file", path);
+  std::vector<std::pair<std::string, report::BenchFolder>> files;
+  if (fs::is_directory(path)) {
+    for (const char* name : {"buckets.json", "scaling.json", "step.json"}) {
+      const fs::path f = fs::path(path) / name;
+      if (!fs::exists(f)) continue;
+      report::BenchFolder one;
+      report::read_bench_file(f, one);
+      files.emplace_back(f.string(), std::move(one));
+    }
+    TANDEM_CHECK(!files.empty(), "{}: no buckets.json, scaling.json or step.json", path);
+  } else {
+    report::BenchFolder one;
+    report::read_bench_file(path, one);
+    files.emplace_back(path, std::move(one));
+  }
+  std::vector<SourcedProfile> out;
+  for (const auto& [file, folder] : files) {
+    auto add = [&, file = file](const std::vector<report::Profile>& cases, const report::BenchMeta& meta) {
+      for (const report::Profile& p : cases)
+        if (label.empty() || p.facts.label == label)
+          out.push_back({p, file, fmt::format("{}:{}", file, p.facts.label), meta.machine.cores,
+                         meta.machine.load_average});
+    };
+    if (folder.buckets) add(folder.buckets->cases, folder.buckets->meta);
+    if (folder.scaling) add(folder.scaling->cases, folder.scaling->meta);
+    if (folder.step) add(folder.step->cases, folder.step->meta);
+  }
+  TANDEM_CHECK(!out.empty(), "{}: no case{}", spec, label.empty() ? "" : fmt::format(" labelled '{}'", label));
+  return out;
+}
+
+report::AllreduceTable read_link(const std::string& spec) {
+  const size_t eq = spec.find('=');
+  if (eq != std::string::npos && !fs::exists(spec)) {
+    int n = 0;
+    try {
+      n = std::stoi(spec.substr(0, eq));
+    } catch (const std::exception&) {
+      TANDEM_FAIL("--link {}: expected FILE or N=FILE", spec);
+    }
+    return report::read_allreduce_table(spec.substr(eq + 1), n);
+  }
+  return report::read_allreduce_table(spec);
+}
+
+std::vector<int> parse_worlds(const std::string& text) {
+  std::vector<int> out;
+  for (const std::string& s : split_list(text)) {
+    int n = 0;
+    try {
+      size_t used = 0;
+      n = std::stoi(s, &used);
+      TANDEM_CHECK(used == s.size(), "");
+    } catch (const std::exception&) {
+      TANDEM_FAIL("--world: '{}' is not a number of ranks", s);
+    }
+    TANDEM_CHECK(n >= 1, "--world: {} ranks", n);
+    out.push_back(n);
+  }
+  return out;
+}
+
+// The calibration for `world`: its own, or the nearest one at or above `cores` ranks, scaled.
+Calibration calibration_for(const std::map<int, Calibration>& cal, int world, int cores) {
+  const auto it = cal.find(world);
+  if (it != cal.end()) return it->second;
+  const Calibration* best = nullptr;
+  for (const auto& [n, c] : cal)
+    if (n >= cores && (!best || std::abs(n - world) < std::abs(best->world_size - world))) best = &c;
+  std::vector<int> have;
+  for (const auto& [n, c] : cal) have.push_back(n);
+  TANDEM_CHECK(best != nullptr && world >= cores,
+               "no calibration for {} ranks (--calibrate gives {} ranks, {} cores): compute can only be scaled "
+               "between world sizes of at least the core count",
+               world, fmt::join(have, ", "), cores);
+  return scale_to_world(*best, world, cores);
+}
+
+std::string fmt_opt(const std::optional<double>& v) { return v ? fmt::format("{:.2f}", *v) : "-"; }
+
+void run(const Args& a) {
+  TANDEM_CHECK(!a.calibrate.empty(), "--calibrate: give at least one measured profile");
+  TANDEM_CHECK(!a.measured.empty() || (!a.caps.empty() && !a.worlds.empty()),
+               "give --caps and --world to predict, or --measured to validate");
+  std::vector<report::AllreduceTable> tables;
+  for (const std::string& l : a.links) tables.push_back(read_link(l));
+  const std::map<int, ddp::LinkFit> links = fit_links(tables);
+
+  std::map<int, Calibration> cal;
+  std::set<std::string> cal_sources;
+  int cores = a.cores;
+  for (const std::string& spec : a.calibrate)
+    for (const SourcedProfile& s : read_profiles(spec)) {
+      const int n = s.profile.facts.world_size;
+      TANDEM_CHECK(!cal.count(n), "two calibrations for {} ranks: {} and {}; pick one with FILE:LABEL", n,
+                   cal[n].source, s.source);
+      cal[n] = calibrate(s.profile, link_for(links, n), s.source);
+      cal_sources.insert(s.source);
+      if (cores == 0) cores = s.cores;
+    }
+  TANDEM_CHECK(cores >= 1, "--cores: the calibration files do not say the machine's cores; give --cores");
+
+  std::vector<PredictionRow> rows;
+  std::vector<double> loads;
+  std::vector<std::string> skipped;  // measured cases that are calibrations
+  if (!a.measured.empty()) {
+    for (const std::string& spec : a.measured)
+      for (const SourcedProfile& s : read_profiles(spec)) {
+        if (cal_sources.count(s.source)) {  // predicting it would read its own samples
+          skipped.push_back(s.source);
+          continue;
+        }
+        const report::RunFacts& f = s.profile.facts;
+        const CapCase cap =
+            f.one_bucket ? parse_cap_case("one", a.first_cap_mb) : parse_cap_case(fmt::format("{}", f.bucket_cap_mb), a.first_cap_mb);
+        PredictionRow r = predict_row(calibration_for(cal, f.world_size, cores), link_for(links, f.world_size), cap);
+        r.measured_step_ms = s.profile.median.step_ms;
+        r.measured_exposed_ms = s.profile.median.exposed_comm_ms;
+        if (f.world_size > 1) r.measured_buckets = f.bucket_bytes.size();
+        rows.push_back(r);
+        loads.push_back(s.load_average);
+      }
+  } else {
+    for (int n : parse_worlds(a.worlds))
+      for (const std::string& c : split_list(a.caps))
+        rows.push_back(predict_row(calibration_for(cal, n, cores), link_for(links, n), parse_cap_case(c, a.first_cap_mb)));
+  }
+
+  fmt::print("link fits, t(bytes) = alpha + beta x bytes x 2(n-1)/n (relative least squares):\n\n");
+  fmt::print("| ranks | alpha us | beta us/MB | GB/s | rows | max abs residual | rms residual |\n");
+  fmt::print("|---:|---:|---:|---:|---:|---:|---:|\n");
+  for (const auto& [n, f] : links)
+    fmt::print("| {} | {:.1f} | {:.1f} | {:.2f} | {} | {:.1f} % | {:.1f} % |\n", n, f.alpha_us,
+               f.beta_us_per_byte * (1 << 20), f.beta_us_per_byte > 0 ? 1e-3 / f.beta_us_per_byte : 0.0, f.samples,
+               100 * f.max_abs_rel_residual, 100 * f.rms_rel_residual);
+  fmt::print("\ncalibrations (compute ms; overheads against the link fit):\n\n");
+  fmt::print("| ranks | from | forward | backward | optimizer | data+other | comm scale | launch ms | tail ms |\n");
+  fmt::print("|---:|---|---:|---:|---:|---:|---:|---:|---:|\n");
+  for (const auto& [n, c] : cal)
+    fmt::print("| {} | {} | {:.2f} | {:.2f} | {:.2f} | {:.2f} | {:.2f} | {:.2f} | {:.2f} |\n", n, c.source,
+               c.compute.forward_ms, c.compute.backward_compute_ms, c.compute.optimizer_ms,
+               c.compute.data_wait_ms + c.compute.other_ms, c.overheads.comm_scale, c.overheads.launch_ms,
+               c.overheads.tail_ms);
+  fmt::print("\npredictions{}:\n\n", a.measured.empty() ? "" : " against the measurements");
+  fmt::print("| ranks | cap MB | buckets | exposed ms | step ms | ideal step ms |{} calibration |\n",
+             a.measured.empty() ? "" : " measured buckets | measured exposed | measured step | error |");
+  fmt::print("|---:|---:|---:|---:|---:|---:|{}---|\n", a.measured.empty() ? "" : "---:|---:|---:|---:|");
+  double worst = 0;
+  for (const PredictionRow& r : rows) {
+    std::string measured;
+    if (r.measured_step_ms) {
+      measured = fmt::format(" {} | {} | {} | {:+.1f} % |", r.measured_buckets ? fmt::format("{}", *r.measured_buckets) : "-",
+                             fmt_opt(r.measured_exposed_ms), fmt_opt(r.measured_step_ms), r.error_pct());
+      worst = std::max(worst, std::abs(r.error_pct()));
+    }
+    fmt::print("| {} | {} | {} | {:.2f} | {:.2f} | {:.2f} |{} {} |\n", r.world_size, r.cap, r.prediction.layout.size(),
+               r.prediction.backward.exposed_comm_ms, r.prediction.step_ms, r.ideal_step_ms, measured, r.calibration);
+  }
+  if (!a.measured.empty()) {
+    const double max_load = loads.empty() ? 0 : *std::max_element(loads.begin(), loads.end());
+    fmt::print("\nlargest |error|: {:.1f} % over {} cases; 1-minute load average when the measurements started: up to "
+               "{:.2f} on {} cores\n",
+               worst, rows.size(), max_load, cores);
+    if (!skipped.empty()) fmt::print("not validated (they are calibrations): {}\n", fmt::join(skipped, ", "));
+  }
+
+  if (!a.json_out.empty()) {
+    json j;
+    j["command"] = command_line();
+    j["cores"] = cores;
+    for (const auto& [n, f] : links)
+      j["links"].push_back({{"world_size", n},
+                            {"alpha_us", f.alpha_us},
+                            {"beta_us_per_byte", f.beta_us_per_byte},
+                            {"max_abs_rel_residual", f.max_abs_rel_residual},
+                            {"rms_rel_residual", f.rms_rel_residual},
+                            {"rows", f.samples}});
+    for (const auto& [n, c] : cal)
+      j["calibrations"].push_back({{"world_size", n},
+                                   {"source", c.source},
+                                   {"forward_ms", c.compute.forward_ms},
+                                   {"backward_compute_ms", c.compute.backward_compute_ms},
+                                   {"optimizer_ms", c.compute.optimizer_ms},
+                                   {"data_wait_ms", c.compute.data_wait_ms},
+                                   {"other_ms", c.compute.other_ms},
+                                   {"comm_scale", c.overheads.comm_scale},
+                                   {"launch_ms", c.overheads.launch_ms},
+                                   {"tail_ms", c.overheads.tail_ms}});
+    for (const PredictionRow& r : rows) {
+      json b = json::array();
+      for (const ddp::SimulatedBucket& x : r.prediction.backward.buckets)
+        b.push_back({{"bytes", x.bytes}, {"ready_ms", x.ready_ms}, {"start_ms", x.start_ms}, {"end_ms", x.end_ms}});
+      json row = {{"world_size", r.world_size},
+                  {"cap", r.cap},
+                  {"calibration", r.calibration},
+                  {"predicted_step_ms", r.prediction.step_ms},
+                  {"predicted_exposed_ms", r.prediction.backward.exposed_comm_ms},
+                  {"ideal_step_ms", r.ideal_step_ms},
+                  {"buckets", b}};
+      if (r.measured_step_ms) {
+        row["measured_step_ms"] = *r.measured_step_ms;
+        row["measured_exposed_ms"] = *r.measured_exposed_ms;
+        row["error_pct"] = r.error_pct();
+      }
+      j["rows"].push_back(row);
+    }
+    report::write_json(a.json_out, j);
+  }
+}
+
+}  // namespace
+
+void add_bench_predict_command(CLI::App& bench) {
+  auto* cmd = bench.add_subcommand("predict", "Predict DDP step time per bucket cap and world size (the step model)");
+  auto a = std::make_shared<Args>();
+  cmd->add_option("--calibrate", a->calibrate, "Measured profile(s): bench folder or file, optionally :LABEL")
+      ->required();
+  cmd->add_option("--link", a->links, "bench allreduce table per world size: FILE or N=FILE");
+  cmd->add_option("--caps", a->caps, "Bucket caps in MB to predict, comma-separated; 'one' = a single bucket");
+  cmd->add_option("--world", a->worlds, "World sizes to predict, comma-separated");
+  cmd->add_option("--first-cap-mb", a->first_cap_mb, "DDP's first_bucket_cap_mb")->capture_default_str();
+  cmd->add_option("--cores", a->cores, "Cores the ranks share (default: the calibration file's machine)");
+  cmd->add_option("--measured", a->measured, "Bench folder(s)/file(s) to validate against (every case in them)");
+  cmd->add_option("--json", a->json_out, "Also write the fits, calibrations and rows as JSON");
+  cmd->callback([a] { run(*a); });
+}
+
+}  // namespace tandem::apps

@@ -1,0 +1,121 @@
+#include "apps/step_prediction.h"
+
+#include <algorithm>
+#include <fmt/format.h>
+
+#include "core/check.h"
+
+namespace tandem::apps {
+
+std::map<int, ddp::LinkFit> fit_links(const std::vector<report::AllreduceTable>& tables) {
+  std::map<int, ddp::LinkFit> out;
+  std::map<int, std::string> from;
+  for (const report::AllreduceTable& t : tables) {
+    TANDEM_CHECK(!from.count(t.world_size), "two all_reduce tables for {} ranks: {} and {}", t.world_size,
+                 from[t.world_size], t.path);
+    std::vector<ddp::LinkSample> samples;
+    // DDP reduces each bucket in place.
+    for (const report::AllreduceRow& r : t.rows) samples.push_back({r.bytes, r.in_place_us});
+    try {
+      out[t.world_size] = ddp::fit_link(t.world_size, samples);
+    } catch (const Error& e) {
+      TANDEM_FAIL("{}: {}", t.path, e.what());
+    }
+    from[t.world_size] = t.path;
+  }
+  return out;
+}
+
+ddp::LinkFit link_for(const std::map<int, ddp::LinkFit>& fits, int world) {
+  if (world == 1) return ddp::LinkFit{};
+  const auto it = fits.find(world);
+  if (it != fits.end()) return it->second;
+  std::vector<int> have;
+  for (const auto& [n, f] : fits) have.push_back(n);
+  TANDEM_FAIL("no all_reduce table for {} ranks (--link gives {}); run `tandem launch --nproc-per-node {} -- tandem "
+              "bench allreduce` for it",
+              world, have.empty() ? std::string("none") : fmt::format("{} ranks", fmt::join(have, ", ")), world);
+}
+
+Calibration calibrate(const report::Profile& p, const ddp::LinkFit& link, const std::string& source) {
+  Calibration c;
+  c.world_size = p.facts.world_size;
+  c.source = source;
+  const report::StepSample& m = p.median;
+  c.compute = {m.data_wait_ms, m.forward_ms, m.backward_compute_ms, m.optimizer_ms, p.other_ms()};
+  if (c.world_size == 1) return c;
+
+  const report::RunFacts& f = p.facts;
+  TANDEM_CHECK(!p.gradient_ready_ms.empty() && !p.bucket_ready_ms.empty(),
+               "{}: no gradient ready or bucket times ({} ranks); it was measured before they were recorded: run the "
+               "bench again",
+               source, c.world_size);
+  TANDEM_CHECK(link.world_size == c.world_size, "{}: {} ranks, calibrated against a link fit for {}", source,
+               c.world_size, link.world_size);
+  TANDEM_CHECK(m.backward_compute_ms > 0, "{}: backward compute of {} ms", source, m.backward_compute_ms);
+  for (size_t i = 0; i < f.gradient_names.size(); ++i)
+    c.gradients.push_back({f.gradient_names[i], static_cast<size_t>(f.gradient_bytes[i]),
+                           std::clamp(p.gradient_ready_ms[i] / m.backward_compute_ms, 0.0, 1.0)});
+
+  double measured = 0, fitted = 0, launch = 0, prev_end = 0;
+  const size_t n = f.bucket_bytes.size();
+  for (size_t k = 0; k < n; ++k) {
+    measured += p.bucket_comm_end_ms[k] - p.bucket_comm_start_ms[k];
+    fitted += link.time_us(static_cast<double>(f.bucket_bytes[k])) / 1000.0;
+    launch += std::max(0.0, p.bucket_comm_start_ms[k] - std::max(p.bucket_ready_ms[k], prev_end));
+    prev_end = p.bucket_comm_end_ms[k];
+  }
+  TANDEM_CHECK(measured > 0 && fitted > 0, "{}: no all_reduce time in its buckets", source);
+  c.overheads.comm_scale = measured / fitted;
+  c.overheads.launch_ms = launch / static_cast<double>(n);
+  // The whole wait after the autograd pass (backward_ms - backward compute, the exposed part and
+  // the end-of-backward work around it) not explained by the last bucket running late.
+  c.overheads.tail_ms =
+      std::max(0.0, m.backward_ms - m.backward_compute_ms - std::max(0.0, prev_end - m.backward_compute_ms));
+  return c;
+}
+
+Calibration scale_to_world(const Calibration& c, int world, int cores) {
+  if (world == c.world_size) return c;
+  TANDEM_CHECK(cores >= 1, "scaling compute: {} cores", cores);
+  TANDEM_CHECK(c.world_size >= cores && world >= cores,
+               "{}: compute measured at {} ranks cannot be scaled to {} ranks on {} cores (below {} ranks the thread "
+               "pool changes size); measure at {} ranks",
+               c.source, c.world_size, world, cores, cores, world);
+  TANDEM_CHECK(world > 1, "{}: scaling to one rank", c.source);
+  Calibration s = c;
+  s.world_size = world;
+  s.scale = static_cast<double>(world) / c.world_size;
+  ddp::ComputeTimes& t = s.compute;
+  for (double* x : {&t.data_wait_ms, &t.forward_ms, &t.backward_compute_ms, &t.optimizer_ms, &t.other_ms}) *x *= s.scale;
+  s.overheads.launch_ms *= s.scale;
+  s.overheads.tail_ms *= s.scale;
+  return s;
+}
+
+CapCase parse_cap_case(const std::string& text, double first_cap_mb) {
+  if (text == "one" || text == "inf") return {"one bucket", ddp::BucketCaps::from_mb(1e9, 1e9)};
+  double mb = 0;
+  try {
+    size_t used = 0;
+    mb = std::stod(text, &used);
+    TANDEM_CHECK(used == text.size() && mb > 0, "");
+  } catch (const std::exception&) {
+    TANDEM_FAIL("--caps: '{}' is not a positive size in MB (or 'one')", text);
+  }
+  return {fmt::format("{:g}", mb), ddp::BucketCaps::from_mb(first_cap_mb, mb)};
+}
+
+PredictionRow predict_row(const Calibration& c, const ddp::LinkFit& link, const CapCase& cap) {
+  TANDEM_CHECK(link.world_size == c.world_size, "predicting {} ranks with a link fit for {}", c.world_size,
+               link.world_size);
+  PredictionRow r;
+  r.world_size = c.world_size;
+  r.cap = cap.label;
+  r.calibration = c.scale == 1 ? c.source : fmt::format("{} x {:.2f}", c.source, c.scale);
+  r.prediction = ddp::predict_step(c.gradients, c.compute, link, cap.caps, c.overheads);
+  r.ideal_step_ms = ddp::predict_step(c.gradients, c.compute, link, cap.caps).step_ms;
+  return r;
+}
+
+}  // namespace tandem::apps
