@@ -196,13 +196,15 @@ void run(const Args& a) {
                f.beta_us_per_byte * (1 << 20), f.beta_us_per_byte > 0 ? 1e-3 / f.beta_us_per_byte : 0.0, f.samples,
                100 * f.max_abs_rel_residual, 100 * f.rms_rel_residual);
   fmt::print("\ncalibrations (compute ms; overheads against the link fit):\n\n");
-  fmt::print("| ranks | from | forward | backward | optimizer | data+other | comm scale | launch ms | tail ms |\n");
+  fmt::print(
+      "| ranks | from | forward | backward | optimizer | data+other | comm scale during / after backward | launch ms "
+      "| tail ms |\n");
   fmt::print("|---:|---|---:|---:|---:|---:|---:|---:|---:|\n");
   for (const auto& [n, c] : cal)
-    fmt::print("| {} | {} | {:.2f} | {:.2f} | {:.2f} | {:.2f} | {:.2f} | {:.2f} | {:.2f} |\n", n, c.source,
+    fmt::print("| {} | {} | {:.2f} | {:.2f} | {:.2f} | {:.2f} | {:.2f} / {:.2f} | {:.2f} | {:.2f} |\n", n, c.source,
                c.compute.forward_ms, c.compute.backward_compute_ms, c.compute.optimizer_ms,
-               c.compute.data_wait_ms + c.compute.other_ms, c.overheads.comm_scale, c.overheads.launch_ms,
-               c.overheads.tail_ms);
+               c.compute.data_wait_ms + c.compute.other_ms, c.overheads.scale_during_backward,
+               c.overheads.scale_after_backward, c.overheads.launch_ms, c.overheads.tail_ms);
   fmt::print("\npredictions{}:\n\n", a.measured.empty() ? "" : " against the measurements");
   fmt::print("| ranks | cap MB | buckets | exposed ms | step ms | ideal step ms |{} calibration |\n",
              a.measured.empty() ? "" : " measured buckets | measured exposed | measured step | error |");
@@ -245,7 +247,8 @@ void run(const Args& a) {
                                    {"optimizer_ms", c.compute.optimizer_ms},
                                    {"data_wait_ms", c.compute.data_wait_ms},
                                    {"other_ms", c.compute.other_ms},
-                                   {"comm_scale", c.overheads.comm_scale},
+                                   {"scale_during_backward", c.overheads.scale_during_backward},
+                                   {"scale_after_backward", c.overheads.scale_after_backward},
                                    {"launch_ms", c.overheads.launch_ms},
                                    {"tail_ms", c.overheads.tail_ms}});
     for (const PredictionRow& r : rows) {

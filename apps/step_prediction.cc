@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <fmt/format.h>
 
+#include <tuple>
+
 #include "core/check.h"
 
 namespace tandem::apps {
@@ -57,16 +59,24 @@ Calibration calibrate(const report::Profile& p, const ddp::LinkFit& link, const 
     c.gradients.push_back({f.gradient_names[i], static_cast<size_t>(f.gradient_bytes[i]),
                            std::clamp(p.gradient_ready_ms[i] / m.backward_compute_ms, 0.0, 1.0)});
 
-  double measured = 0, fitted = 0, launch = 0, prev_end = 0;
+  const double backward = m.backward_compute_ms;
+  std::vector<double> inside, after, link_ms;
+  double launch = 0, prev_end = 0;
   const size_t n = f.bucket_bytes.size();
   for (size_t k = 0; k < n; ++k) {
-    measured += p.bucket_comm_end_ms[k] - p.bucket_comm_start_ms[k];
-    fitted += link.time_us(static_cast<double>(f.bucket_bytes[k])) / 1000.0;
-    launch += std::max(0.0, p.bucket_comm_start_ms[k] - std::max(p.bucket_ready_ms[k], prev_end));
-    prev_end = p.bucket_comm_end_ms[k];
+    const double start = p.bucket_comm_start_ms[k], end = std::max(start, p.bucket_comm_end_ms[k]);
+    inside.push_back(std::clamp(backward - start, 0.0, end - start));
+    after.push_back(end - start - inside.back());
+    link_ms.push_back(link.time_us(static_cast<double>(f.bucket_bytes[k])) / 1000.0);
+    launch += std::max(0.0, start - std::max(p.bucket_ready_ms[k], prev_end));
+    prev_end = end;
   }
-  TANDEM_CHECK(measured > 0 && fitted > 0, "{}: no all_reduce time in its buckets", source);
-  c.overheads.comm_scale = measured / fitted;
+  try {
+    std::tie(c.overheads.scale_during_backward, c.overheads.scale_after_backward) =
+        ddp::fit_comm_scales(inside, after, link_ms);
+  } catch (const Error& e) {
+    TANDEM_FAIL("{}: {}", source, e.what());
+  }
   c.overheads.launch_ms = launch / static_cast<double>(n);
   // The whole wait after the autograd pass (backward_ms - backward compute, the exposed part and
   // the end-of-backward work around it) not explained by the last bucket running late.

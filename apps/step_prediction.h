@@ -38,7 +38,8 @@ struct Calibration {
 
 // compute: the profile's median phases (other = step - data - forward - backward - optimizer);
 // gradients: ready time / backward compute; overheads, over the profile's buckets:
-//   comm_scale = sum of measured bucket all_reduce times / sum of the link's times for their bytes,
+//   the comm scales during and after backward = ddp::fit_comm_scales over the buckets' measured
+//     all_reduce times, split at the end of backward compute, against the link's times for their bytes,
 //   launch_ms  = mean over buckets of start_k - max(ready_k, end_{k-1}) (not below 0),
 //   tail_ms    = (backward - backward compute) - max(0, last end - backward compute) (not below 0),
 // so that the model reproduces the step time of its own calibration case when the link's times
@@ -47,8 +48,8 @@ Calibration calibrate(const report::Profile& p, const ddp::LinkFit& link, const 
 
 // A calibration at m ranks used for n ranks on the same `cores`: when m and n
 // both have at least as many ranks as cores, every rank gets cores/ranks of
-// the CPU, so compute, launch and tail take n/m as long (the ring's comm
-// threads compete for the same cores, so comm_scale is kept). Below `cores`
+// the CPU, so compute, launch and tail take n/m as long (the comm scales are
+// ratios to each world size's own link, and are kept). Below `cores`
 // ranks the thread pool's size changes with the world size: not modelled, an
 // error.
 Calibration scale_to_world(const Calibration& c, int world, int cores);
@@ -64,7 +65,7 @@ struct PredictionRow {
   int world_size = 1;
   std::string cap;
   ddp::StepPrediction prediction;
-  double ideal_step_ms = 0;  // the same model without the measured overheads (comm scale 1, no launch, no tail)
+  double ideal_step_ms = 0;  // the same model without the measured overheads (comm scales 1, no launch, no tail)
   std::string calibration;   // Calibration::source (and its scale, if scaled)
   std::optional<double> measured_step_ms, measured_exposed_ms;
   std::optional<size_t> measured_buckets;

@@ -76,32 +76,61 @@ std::vector<BucketSpec> buckets_for_caps(const std::vector<GradientTiming>& grad
   return assign_buckets(params, order, caps.first_bytes, caps.bytes);
 }
 
+std::pair<double, double> fit_comm_scales(const std::vector<double>& inside_ms, const std::vector<double>& after_ms,
+                                          const std::vector<double>& link_ms) {
+  TANDEM_CHECK(inside_ms.size() == after_ms.size() && after_ms.size() == link_ms.size(),
+               "comm scales: {} inside times, {} after times, {} link times", inside_ms.size(), after_ms.size(),
+               link_ms.size());
+  // Normal equations for (u, v) = (1 / s_during, 1 / s_after) in sum (i u + o v - w)^2.
+  double sii = 0, soo = 0, sio = 0, siw = 0, sow = 0, time = 0, work = 0;
+  for (size_t k = 0; k < link_ms.size(); ++k) {
+    const double i = inside_ms[k], o = after_ms[k], w = link_ms[k];
+    TANDEM_CHECK(i >= 0 && o >= 0 && w >= 0, "comm scales: bucket {} has a negative time", k);
+    sii += i * i, soo += o * o, sio += i * o, siw += i * w, sow += o * w;
+    time += i + o, work += w;
+  }
+  TANDEM_CHECK(time > 0 && work > 0, "comm scales: the buckets took no time");
+  const double overall = time / work;
+  if (sii == 0 || soo == 0) return {overall, overall};  // one phase only: the other cannot be told apart
+  const double det = sii * soo - sio * sio;
+  if (det <= 1e-12 * sii * soo) return {overall, overall};
+  const double u = (siw * soo - sow * sio) / det, v = (sow * sii - siw * sio) / det;
+  if (u <= 0 || v <= 0) return {overall, overall};
+  return {1 / u, 1 / v};
+}
+
 SimulatedBackward simulate_comm(const std::vector<size_t>& bytes, const std::vector<double>& ready_ms,
-                                const std::vector<double>& comm_ms, double backward_compute_ms, double launch_ms,
-                                double tail_ms) {
-  TANDEM_CHECK(bytes.size() == ready_ms.size() && ready_ms.size() == comm_ms.size(),
-               "comm simulation: {} bucket sizes, {} ready times, {} comm times", bytes.size(), ready_ms.size(),
-               comm_ms.size());
-  TANDEM_CHECK(backward_compute_ms >= 0 && launch_ms >= 0 && tail_ms >= 0,
+                                const std::vector<double>& link_ms, double backward_compute_ms,
+                                const CommOverheads& o) {
+  TANDEM_CHECK(bytes.size() == ready_ms.size() && ready_ms.size() == link_ms.size(),
+               "comm simulation: {} bucket sizes, {} ready times, {} link times", bytes.size(), ready_ms.size(),
+               link_ms.size());
+  TANDEM_CHECK(backward_compute_ms >= 0 && o.launch_ms >= 0 && o.tail_ms >= 0,
                "comm simulation: backward of {} ms, launch {} ms, tail {} ms (none may be negative)",
-               backward_compute_ms, launch_ms, tail_ms);
+               backward_compute_ms, o.launch_ms, o.tail_ms);
+  TANDEM_CHECK(o.scale_during_backward > 0 && o.scale_after_backward > 0,
+               "comm simulation: comm scales {} and {} (must be positive)", o.scale_during_backward,
+               o.scale_after_backward);
   SimulatedBackward out;
   out.backward_compute_ms = backward_compute_ms;
   double free_at = 0;  // when the comm thread finishes its previous bucket
   for (size_t k = 0; k < bytes.size(); ++k) {
-    TANDEM_CHECK(ready_ms[k] >= 0 && comm_ms[k] >= 0, "comm simulation: bucket {} ready at {} ms, comm {} ms", k,
-                 ready_ms[k], comm_ms[k]);
+    TANDEM_CHECK(ready_ms[k] >= 0 && link_ms[k] >= 0, "comm simulation: bucket {} ready at {} ms, link time {} ms", k,
+                 ready_ms[k], link_ms[k]);
     TANDEM_CHECK(k == 0 || ready_ms[k] >= ready_ms[k - 1],
                  "comm simulation: bucket {} is ready at {} ms, before bucket {} ({} ms): buckets are launched in "
                  "order",
                  k, ready_ms[k], k - 1, ready_ms[k - 1]);
-    SimulatedBucket b{bytes[k], ready_ms[k], std::max(ready_ms[k], free_at) + launch_ms, 0};
-    b.end_ms = b.start_ms + comm_ms[k];
+    SimulatedBucket b{bytes[k], ready_ms[k], std::max(ready_ms[k], free_at) + o.launch_ms, 0};
+    // The part of the work done before backward ends runs at the slower pace.
+    const double inside = std::max(0.0, backward_compute_ms - b.start_ms);
+    const double during = std::min(link_ms[k] * o.scale_during_backward, inside);
+    b.end_ms = b.start_ms + during + (link_ms[k] - during / o.scale_during_backward) * o.scale_after_backward;
     free_at = b.end_ms;
-    out.comm_busy_ms += comm_ms[k];
+    out.comm_busy_ms += b.end_ms - b.start_ms;
     out.buckets.push_back(b);
   }
-  out.exposed_comm_ms = bytes.empty() ? 0.0 : std::max(0.0, free_at - backward_compute_ms) + tail_ms;
+  out.exposed_comm_ms = bytes.empty() ? 0.0 : std::max(0.0, free_at - backward_compute_ms) + o.tail_ms;
   return out;
 }
 
@@ -115,16 +144,15 @@ StepPrediction predict_step(const std::vector<GradientTiming>& gradients, const 
     TANDEM_CHECK(!gradients.empty(), "step model: no gradient ready times to form buckets from");
     p.layout = buckets_for_caps(gradients, caps);
     std::vector<size_t> bytes;
-    std::vector<double> ready, comm;
+    std::vector<double> ready, link_ms;
     for (const BucketSpec& b : p.layout) {
       double last = 0;  // a bucket is ready with its last gradient
       for (int i : b.params) last = std::max(last, gradients[static_cast<size_t>(i)].ready_fraction);
       bytes.push_back(b.bytes);
       ready.push_back(std::min(last, 1.0) * compute.backward_compute_ms);
-      comm.push_back(overheads.comm_scale * link.time_us(static_cast<double>(b.bytes)) / 1000.0);
+      link_ms.push_back(link.time_us(static_cast<double>(b.bytes)) / 1000.0);
     }
-    TANDEM_CHECK(overheads.comm_scale > 0, "step model: comm scale {} (must be positive)", overheads.comm_scale);
-    p.backward = simulate_comm(bytes, ready, comm, compute.backward_compute_ms, overheads.launch_ms, overheads.tail_ms);
+    p.backward = simulate_comm(bytes, ready, link_ms, compute.backward_compute_ms, overheads);
   }
   p.step_ms = compute.total() + p.backward.exposed_comm_ms;
   return p;

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstddef>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -88,21 +89,35 @@ struct SimulatedBackward {
 };
 
 // What a real step adds to the ideal comm thread, measured from a profile
-// (apps/step_prediction.h); the defaults are the ideal thread.
+// (apps/step_prediction.h); the defaults are the ideal thread. On a CPU the
+// ring's comm thread shares the cores with backward, so an all_reduce runs
+// slower while backward computes than after it: two scales, not one.
 struct CommOverheads {
-  double comm_scale = 1;  // a bucket's all_reduce in a step takes comm_scale x the link's time
-  double launch_ms = 0;   // from "ready and the thread free" to the backend starting the bucket
-  double tail_ms = 0;     // exposed time past the last bucket's end (copying the averages back)
+  double scale_during_backward = 1;  // in-step time / link time while backward is computing
+  double scale_after_backward = 1;   // ... and after the autograd pass has ended
+  double launch_ms = 0;              // from "ready and the thread free" to the backend starting the bucket
+  double tail_ms = 0;                // exposed time past the last bucket's end (copying the averages back)
 };
 
-// The comm thread over `ready_ms[k]` / `comm_ms[k]` (bucket k, in launch order):
-// start_k = max(ready_k, end_{k-1}) + launch_ms, end_k = start_k + comm_k;
-// exposed = max(0, end_last - backward) + tail_ms (tail only when a bucket was
-// reduced). Throws Error on mismatched sizes, negative times, or ready times
-// out of launch order.
+// The comm scales that explain measured buckets: bucket k spent inside_ms[k]
+// of its all_reduce while backward was computing and after_ms[k] after it, and
+// the link would have taken link_ms[k]. Least squares on
+// inside_k / s_during + after_k / s_after = link_k (the link's work done at
+// each phase's pace). A phase no bucket ran in takes the other's scale; when
+// the fit is not positive, both take the overall ratio sum(time) / sum(link).
+// Throws Error on mismatched sizes or no time at all.
+std::pair<double, double> fit_comm_scales(const std::vector<double>& inside_ms, const std::vector<double>& after_ms,
+                                          const std::vector<double>& link_ms);
+
+// The comm thread over buckets in launch order: bucket k starts at
+// max(ready_k, end_{k-1}) + launch_ms and does link_ms[k] of the link's work,
+// at 1/scale_during_backward of the link's pace until backward_compute_ms and
+// at 1/scale_after_backward after it; exposed = max(0, end_last - backward) +
+// tail_ms (tail only when a bucket was reduced). Throws Error on mismatched
+// sizes, negative times or scales, or ready times out of launch order.
 SimulatedBackward simulate_comm(const std::vector<size_t>& bytes, const std::vector<double>& ready_ms,
-                                const std::vector<double>& comm_ms, double backward_compute_ms,
-                                double launch_ms = 0, double tail_ms = 0);
+                                const std::vector<double>& link_ms, double backward_compute_ms,
+                                const CommOverheads& overheads = {});
 
 // A step's phases other than communication, ms, at one world size.
 struct ComputeTimes {
@@ -123,9 +138,9 @@ struct StepPrediction {
 };
 
 // The whole model: buckets for `caps`, each ready when its last gradient is
-// (ready_fraction x compute.backward_compute_ms), reduced in
-// overheads.comm_scale x `link`'s time. One rank (link.world_size == 1) has no
-// buckets and no communication.
+// (ready_fraction x compute.backward_compute_ms), reduced on the simulated comm
+// thread with `link`'s times and `overheads`. One rank (link.world_size == 1)
+// has no buckets and no communication.
 StepPrediction predict_step(const std::vector<GradientTiming>& gradients, const ComputeTimes& compute,
                             const LinkFit& link, BucketCaps caps, const CommOverheads& overheads = {});
 

@@ -19,7 +19,7 @@ ddp::LinkFit two_rank_link() {
   return l;
 }
 
-// Two buckets: 1000 bytes ready at 10 ms, reduced 11-15; 3000 bytes ready at 19, reduced 20-28.
+// Two buckets: 1000 bytes ready at 10 ms, reduced 11-15; 3000 bytes ready at 19, reduced 20-26.
 // Backward compute 20 ms, the whole backward 30 ms.
 report::Profile two_bucket_profile() {
   report::Profile p;
@@ -31,7 +31,7 @@ report::Profile two_bucket_profile() {
   p.gradient_ready_ms = {10, 15, 19};
   p.bucket_ready_ms = {10, 19};
   p.bucket_comm_start_ms = {11, 20};
-  p.bucket_comm_end_ms = {15, 28};
+  p.bucket_comm_end_ms = {15, 26};
   p.median.step_ms = 60;
   p.median.data_wait_ms = 1;
   p.median.forward_ms = 15;
@@ -51,12 +51,13 @@ TEST(Calibrate, TakesComputeReadyFractionsAndOverheadsFromTheProfile) {
   ASSERT_EQ(c.gradients.size(), 3u);
   EXPECT_DOUBLE_EQ(c.gradients[1].ready_fraction, 0.75);
   EXPECT_EQ(c.gradients[2].bytes, 2000u);
-  // Measured comm 4 + 8 = 12 ms; the link says 2 + 4 = 6 ms.
-  EXPECT_DOUBLE_EQ(c.overheads.comm_scale, 2);
+  // Bucket 0 ran 11-15 inside backward (4 ms for the link's 2), bucket 1 20-26 after it (6 ms for 4).
+  EXPECT_DOUBLE_EQ(c.overheads.scale_during_backward, 2);
+  EXPECT_DOUBLE_EQ(c.overheads.scale_after_backward, 1.5);
   // Launch: bucket 0 starts 1 ms after ready, bucket 1 1 ms after ready (the thread was free at 15).
   EXPECT_DOUBLE_EQ(c.overheads.launch_ms, 1);
-  // After the autograd pass: 10 ms, of which the last bucket ran 8 past its end.
-  EXPECT_DOUBLE_EQ(c.overheads.tail_ms, 2);
+  // After the autograd pass: 10 ms, of which the last bucket ran 6 past its end.
+  EXPECT_DOUBLE_EQ(c.overheads.tail_ms, 4);
 }
 
 TEST(Calibrate, ItsOwnCaseIsPredictedExactlyWhenTheLinkIsExact) {
@@ -83,7 +84,7 @@ TEST(ScaleToWorld, GivesEachRankItsShareOfTheCoresAtOrAboveTheCoreCount) {
   EXPECT_DOUBLE_EQ(s.compute.backward_compute_ms, 40);
   EXPECT_DOUBLE_EQ(s.compute.forward_ms, 30);
   EXPECT_DOUBLE_EQ(s.overheads.launch_ms, 2);
-  EXPECT_DOUBLE_EQ(s.overheads.comm_scale, 2) << "kept: measured against each world size's own link";
+  EXPECT_DOUBLE_EQ(s.overheads.scale_after_backward, 1.5) << "kept: a ratio to each world size's own link";
   EXPECT_DOUBLE_EQ(s.gradients[1].ready_fraction, 0.75);
   EXPECT_TRUE(throws_error_containing([&] { scale_to_world(c, 3, 4); }, "cannot be scaled to 3 ranks on 4 cores"));
 }

@@ -105,19 +105,49 @@ TEST(SimulateComm, CommFasterThanComputeIsHiddenEntirely) {
 
 TEST(SimulateComm, LaunchLatencyDelaysEveryStartAndTheTailAddsToTheExposedPart) {
   // Ready at 1 and 2, comm 3 each, launch 0.5: starts 1.5 and 5, ends 4.5 and 8; backward 6: 2 + tail 1.
-  const SimulatedBackward s = simulate_comm({1, 1}, {1, 2}, {3, 3}, 6, 0.5, 1);
+  const SimulatedBackward s = simulate_comm({1, 1}, {1, 2}, {3, 3}, 6, CommOverheads{1, 1, 0.5, 1});
   EXPECT_EQ(s.buckets[0].start_ms, 1.5);
   EXPECT_EQ(s.buckets[1].start_ms, 5);
   EXPECT_EQ(s.buckets[1].end_ms, 8);
   EXPECT_EQ(s.exposed_comm_ms, 3);
-  EXPECT_EQ(simulate_comm({1}, {1}, {1}, 6, 0, 1).exposed_comm_ms, 1) << "the tail is paid even when all is hidden";
-  EXPECT_EQ(simulate_comm({}, {}, {}, 6, 0, 1).exposed_comm_ms, 0) << "no bucket, no tail";
+  EXPECT_EQ(simulate_comm({1}, {1}, {1}, 6, CommOverheads{1, 1, 0, 1}).exposed_comm_ms, 1)
+      << "the tail is paid even when all is hidden";
+  EXPECT_EQ(simulate_comm({}, {}, {}, 6, CommOverheads{1, 1, 0, 1}).exposed_comm_ms, 0) << "no bucket, no tail";
+}
+
+TEST(SimulateComm, CommRunsAtTheBackwardPaceUntilBackwardEndsThenAtTheOther) {
+  // Link work 4 ms starting at 8, backward ends at 10, scales 2 during and 1.5 after: 2 ms inside do
+  // 1 ms of work; the remaining 3 ms of work take 4.5 ms: end at 14.5.
+  const SimulatedBackward s = simulate_comm({1}, {8}, {4}, 10, CommOverheads{2, 1.5, 0, 0});
+  EXPECT_DOUBLE_EQ(s.buckets[0].end_ms, 14.5);
+  EXPECT_DOUBLE_EQ(s.exposed_comm_ms, 4.5);
+  // Entirely inside backward: 1 ms of work at scale 2 from 2 to 4; entirely after: 1 ms at 1.5.
+  EXPECT_DOUBLE_EQ(simulate_comm({1}, {2}, {1}, 10, CommOverheads{2, 1.5, 0, 0}).buckets[0].end_ms, 4);
+  EXPECT_DOUBLE_EQ(simulate_comm({1}, {12}, {1}, 10, CommOverheads{2, 1.5, 0, 0}).buckets[0].end_ms, 13.5);
+}
+
+TEST(FitCommScales, RecoversTheTwoPacesFromBucketsThatSawBoth) {
+  // Scales 3 during and 1.5 after: bucket 0 all inside (2 ms of link work: 6 ms), bucket 1 all after
+  // (2 ms: 3 ms), bucket 2 split (3 ms inside do 1 ms, 1 ms of work left: 1.5 ms after).
+  const auto [during, after] = fit_comm_scales({6, 0, 3}, {0, 3, 1.5}, {2, 2, 2});
+  EXPECT_NEAR(during, 3, 1e-12);
+  EXPECT_NEAR(after, 1.5, 1e-12);
+}
+
+TEST(FitCommScales, OnePhaseOnlyGivesBothTheOverallRatio) {
+  const auto [during, after] = fit_comm_scales({0, 0}, {3, 5}, {1, 3});
+  EXPECT_DOUBLE_EQ(during, 2);
+  EXPECT_DOUBLE_EQ(after, 2);
+  EXPECT_TRUE(throws_error_containing([] { fit_comm_scales({0}, {0}, {1}); }, "took no time"));
+  EXPECT_TRUE(throws_error_containing([] { fit_comm_scales({0}, {0, 1}, {1}); }, "1 inside times, 2 after times"));
 }
 
 TEST(SimulateComm, RefusesMismatchedOrUnorderedInputs) {
   EXPECT_TRUE(throws_error_containing([] { simulate_comm({1, 1}, {1}, {1, 1}, 2); }, "2 bucket sizes, 1 ready times"));
   EXPECT_TRUE(throws_error_containing([] { simulate_comm({1, 1}, {5, 1}, {1, 1}, 6); }, "bucket 1 is ready at 1 ms"));
-  EXPECT_TRUE(throws_error_containing([] { simulate_comm({1}, {1}, {-1}, 6); }, "comm -1 ms"));
+  EXPECT_TRUE(throws_error_containing([] { simulate_comm({1}, {1}, {-1}, 6); }, "link time -1 ms"));
+  EXPECT_TRUE(throws_error_containing([] { simulate_comm({1}, {1}, {1}, 6, CommOverheads{0, 1, 0, 0}); },
+                                      "must be positive"));
 }
 
 std::vector<GradientTiming> gradients(const std::vector<size_t>& bytes, const std::vector<double>& fractions) {
@@ -186,8 +216,8 @@ TEST(PredictStep, ScalesTheLinksTimeByTheMeasuredCommScale) {
   LinkFit link;
   link.world_size = 2;
   link.alpha_us = 1000;
-  link.beta_us_per_byte = 2;  // 3 ms, x 1.5 = 4.5 ms, after a 0.5 ms launch, + 0.25 ms tail
-  const StepPrediction p = predict_step(g, ComputeTimes{0, 0, 10, 0, 0}, link, {}, CommOverheads{1.5, 0.5, 0.25});
+  link.beta_us_per_byte = 2;  // 3 ms, after backward x 1.5 = 4.5 ms, after a 0.5 ms launch, + 0.25 ms tail
+  const StepPrediction p = predict_step(g, ComputeTimes{0, 0, 10, 0, 0}, link, {}, CommOverheads{4, 1.5, 0.5, 0.25});
   EXPECT_DOUBLE_EQ(p.backward.buckets[0].end_ms, 15);
   EXPECT_DOUBLE_EQ(p.step_ms, 15.25);
 }
