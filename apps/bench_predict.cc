@@ -138,8 +138,6 @@ Calibration calibration_for(const std::map<int, Calibration>& cal, int world, in
   return scale_to_world(*best, world, cores);
 }
 
-std::string fmt_opt(const std::optional<double>& v) { return v ? fmt::format("{:.2f}", *v) : "-"; }
-
 void run(const Args& a) {
   TANDEM_CHECK(!a.calibrate.empty(), "--calibrate: give at least one measured profile");
   TANDEM_CHECK(!a.measured.empty() || (!a.caps.empty() && !a.worlds.empty()),
@@ -172,14 +170,8 @@ void run(const Args& a) {
           skipped.push_back(s.source);
           continue;
         }
-        const report::RunFacts& f = s.profile.facts;
-        const CapCase cap =
-            f.one_bucket ? parse_cap_case("one", a.first_cap_mb) : parse_cap_case(fmt::format("{}", f.bucket_cap_mb), a.first_cap_mb);
-        PredictionRow r = predict_row(calibration_for(cal, f.world_size, cores), link_for(links, f.world_size), cap);
-        r.measured_step_ms = s.profile.median.step_ms;
-        r.measured_exposed_ms = s.profile.median.exposed_comm_ms;
-        if (f.world_size > 1) r.measured_buckets = f.bucket_bytes.size();
-        rows.push_back(r);
+        const int n = s.profile.facts.world_size;
+        rows.push_back(predict_measured(calibration_for(cal, n, cores), link_for(links, n), s.profile, a.first_cap_mb));
         loads.push_back(s.load_average);
       }
   } else {
@@ -188,38 +180,11 @@ void run(const Args& a) {
         rows.push_back(predict_row(calibration_for(cal, n, cores), link_for(links, n), parse_cap_case(c, a.first_cap_mb)));
   }
 
-  fmt::print("link fits, t(bytes) = alpha + beta x bytes x 2(n-1)/n (relative least squares):\n\n");
-  fmt::print("| ranks | alpha us | beta us/MB | GB/s | rows | max abs residual | rms residual |\n");
-  fmt::print("|---:|---:|---:|---:|---:|---:|---:|\n");
-  for (const auto& [n, f] : links)
-    fmt::print("| {} | {:.1f} | {:.1f} | {:.2f} | {} | {:.1f} % | {:.1f} % |\n", n, f.alpha_us,
-               f.beta_us_per_byte * (1 << 20), f.beta_us_per_byte > 0 ? 1e-3 / f.beta_us_per_byte : 0.0, f.samples,
-               100 * f.max_abs_rel_residual, 100 * f.rms_rel_residual);
-  fmt::print("\ncalibrations (compute ms; overheads against the link fit):\n\n");
-  fmt::print(
-      "| ranks | from | forward | backward | optimizer | data+other | comm scale during / after backward | launch ms "
-      "| tail ms |\n");
-  fmt::print("|---:|---|---:|---:|---:|---:|---:|---:|---:|\n");
-  for (const auto& [n, c] : cal)
-    fmt::print("| {} | {} | {:.2f} | {:.2f} | {:.2f} | {:.2f} | {:.2f} / {:.2f} | {:.2f} | {:.2f} |\n", n, c.source,
-               c.compute.forward_ms, c.compute.backward_compute_ms, c.compute.optimizer_ms,
-               c.compute.data_wait_ms + c.compute.other_ms, c.overheads.scale_during_backward,
-               c.overheads.scale_after_backward, c.overheads.launch_ms, c.overheads.tail_ms);
-  fmt::print("\npredictions{}:\n\n", a.measured.empty() ? "" : " against the measurements");
-  fmt::print("| ranks | cap MB | buckets | exposed ms | step ms | ideal step ms |{} calibration |\n",
-             a.measured.empty() ? "" : " measured buckets | measured exposed | measured step | error |");
-  fmt::print("|---:|---:|---:|---:|---:|---:|{}---|\n", a.measured.empty() ? "" : "---:|---:|---:|---:|");
+  fmt::print("{}\n{}\npredictions{}:\n\n{}", links_markdown(links), calibrations_markdown(cal),
+             a.measured.empty() ? "" : " against the measurements", rows_markdown(rows));
   double worst = 0;
-  for (const PredictionRow& r : rows) {
-    std::string measured;
-    if (r.measured_step_ms) {
-      measured = fmt::format(" {} | {} | {} | {:+.1f} % |", r.measured_buckets ? fmt::format("{}", *r.measured_buckets) : "-",
-                             fmt_opt(r.measured_exposed_ms), fmt_opt(r.measured_step_ms), r.error_pct());
-      worst = std::max(worst, std::abs(r.error_pct()));
-    }
-    fmt::print("| {} | {} | {} | {:.2f} | {:.2f} | {:.2f} |{} {} |\n", r.world_size, r.cap, r.prediction.layout.size(),
-               r.prediction.backward.exposed_comm_ms, r.prediction.step_ms, r.ideal_step_ms, measured, r.calibration);
-  }
+  for (const PredictionRow& r : rows)
+    if (r.measured_step_ms) worst = std::max(worst, std::abs(r.error_pct()));
   if (!a.measured.empty()) {
     const double max_load = loads.empty() ? 0 : *std::max_element(loads.begin(), loads.end());
     fmt::print("\nlargest |error|: {:.1f} % over {} cases; 1-minute load average when the measurements started: up to "

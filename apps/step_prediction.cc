@@ -128,4 +128,63 @@ PredictionRow predict_row(const Calibration& c, const ddp::LinkFit& link, const 
   return r;
 }
 
+PredictionRow predict_measured(const Calibration& c, const ddp::LinkFit& link, const report::Profile& measured,
+                               double first_cap_mb) {
+  const report::RunFacts& f = measured.facts;
+  TANDEM_CHECK(f.world_size == c.world_size, "{}: a calibration for {} ranks used for a case of {}", c.source,
+               c.world_size, f.world_size);
+  const CapCase cap = f.one_bucket ? parse_cap_case("one", first_cap_mb)
+                                   : parse_cap_case(fmt::format("{}", f.bucket_cap_mb), first_cap_mb);
+  PredictionRow r = predict_row(c, link, cap);
+  r.measured_step_ms = measured.median.step_ms;
+  r.measured_exposed_ms = measured.median.exposed_comm_ms;
+  if (f.world_size > 1) r.measured_buckets = f.bucket_bytes.size();
+  return r;
+}
+
+std::string links_markdown(const std::map<int, ddp::LinkFit>& links) {
+  std::string out =
+      "link fits, t(bytes) = alpha + beta x bytes x 2(n-1)/n (relative least squares):\n\n"
+      "| ranks | alpha us | beta us/MB | GB/s | rows | max abs residual | rms residual |\n"
+      "|---:|---:|---:|---:|---:|---:|---:|\n";
+  for (const auto& [n, f] : links)
+    out += fmt::format("| {} | {:.1f} | {:.1f} | {:.2f} | {} | {:.1f} % | {:.1f} % |\n", n, f.alpha_us,
+                       f.beta_us_per_byte * (1 << 20), f.beta_us_per_byte > 0 ? 1e-3 / f.beta_us_per_byte : 0.0,
+                       f.samples, 100 * f.max_abs_rel_residual, 100 * f.rms_rel_residual);
+  return out;
+}
+
+std::string calibrations_markdown(const std::map<int, Calibration>& calibrations) {
+  std::string out =
+      "calibrations (compute ms; overheads against the link fit):\n\n"
+      "| ranks | from | forward | backward | optimizer | data+other | comm scale during / after backward | launch ms "
+      "| tail ms |\n"
+      "|---:|---|---:|---:|---:|---:|---:|---:|---:|\n";
+  for (const auto& [n, c] : calibrations)
+    out += fmt::format("| {} | {} | {:.2f} | {:.2f} | {:.2f} | {:.2f} | {:.2f} / {:.2f} | {:.2f} | {:.2f} |\n", n,
+                       c.source, c.compute.forward_ms, c.compute.backward_compute_ms, c.compute.optimizer_ms,
+                       c.compute.data_wait_ms + c.compute.other_ms, c.overheads.scale_during_backward,
+                       c.overheads.scale_after_backward, c.overheads.launch_ms, c.overheads.tail_ms);
+  return out;
+}
+
+std::string rows_markdown(const std::vector<PredictionRow>& rows) {
+  const bool measured = !rows.empty() && rows.front().measured_step_ms.has_value();
+  std::string out = fmt::format("| ranks | cap MB | buckets | exposed ms | step ms | ideal step ms |{} calibration |\n",
+                                measured ? " measured buckets | measured exposed | measured step | error |" : "");
+  out += fmt::format("|---:|---:|---:|---:|---:|---:|{}---|\n", measured ? "---:|---:|---:|---:|" : "");
+  auto opt = [](const auto& v) { return v ? fmt::format("{:.2f}", static_cast<double>(*v)) : std::string("-"); };
+  for (const PredictionRow& r : rows) {
+    std::string m;
+    if (measured)
+      m = fmt::format(" {} | {} | {} | {} |", r.measured_buckets ? fmt::format("{}", *r.measured_buckets) : "-",
+                      opt(r.measured_exposed_ms), opt(r.measured_step_ms),
+                      r.measured_step_ms ? fmt::format("{:+.1f} %", r.error_pct()) : "-");
+    out += fmt::format("| {} | {} | {} | {:.2f} | {:.2f} | {:.2f} |{} {} |\n", r.world_size, r.cap,
+                       r.prediction.layout.size(), r.prediction.backward.exposed_comm_ms, r.prediction.step_ms,
+                       r.ideal_step_ms, m, r.calibration);
+  }
+  return out;
+}
+
 }  // namespace tandem::apps

@@ -74,5 +74,15 @@ struct PredictionRow {
 };
 
 PredictionRow predict_row(const Calibration& c, const ddp::LinkFit& link, const CapCase& cap);
+// The row for a measured case: its cap (one bucket, or bucket_cap_mb with `first_cap_mb`) predicted,
+// and its median step, exposed time and bucket count as the measurement.
+PredictionRow predict_measured(const Calibration& c, const ddp::LinkFit& link, const report::Profile& measured,
+                               double first_cap_mb);
+
+// Markdown tables: the link fits with their residuals; the calibrations; the rows (with the
+// measured columns and the error when the first row has a measurement).
+std::string links_markdown(const std::map<int, ddp::LinkFit>& links);
+std::string calibrations_markdown(const std::map<int, Calibration>& calibrations);
+std::string rows_markdown(const std::vector<PredictionRow>& rows);
 
 }  // namespace tandem::apps

@@ -41,3 +41,14 @@ measured=(--measured "$out/buckets_2ranks" --measured "$out/buckets_3ranks" --me
   "${links[@]}" "${measured[@]}" --json "$out/per_world.json" | tee "$out/per_world.md"
 "$tandem" bench predict --calibrate "$out/calibration_1rank" --calibrate "$out/buckets_2ranks/buckets.json:1" \
   "${links[@]}" "${measured[@]}" --json "$out/extrapolated.json" | tee "$out/extrapolated.md"
+
+# One JSON with both validations and the machine they ran on.
+python3 - "$out" <<'PY'
+import json, sys
+out = sys.argv[1]
+meta = json.load(open(f"{out}/buckets_2ranks/buckets.json"))["meta"]
+merged = {"meta": meta,
+          "per_world": json.load(open(f"{out}/per_world.json")),
+          "extrapolated": json.load(open(f"{out}/extrapolated.json"))}
+json.dump(merged, open(f"{out}.json", "w"), indent=1)
+PY
