@@ -7,16 +7,19 @@
 //
 // --calibrate names measured profiles (a bench folder or file, optionally
 // :LABEL for one case) that give the model its compute, gradient ready times
-// and overheads, at most one per world size; a world size with none uses the
-// nearest calibrated one at or above the core count, scaled (scale_to_world).
+// and overheads; several at one world size are averaged; a world size with
+// none uses the nearest calibrated one at or above the core count, scaled
+// (scale_to_world).
 // --link gives `tandem bench allreduce` tables, one per world size (N=FILE when
 // the file has no header). With --measured, every case found there is
-// predicted and shown next to its measurement with the error, except the
-// cases that are calibrations (they would predict themselves): those are listed.
+// predicted and shown next to its measurement with the error, from the
+// calibrations other than itself (leave one out: a case that is its world
+// size's only calibration is not validated, and is listed).
 #include <fmt/format.h>
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <nlohmann/json.hpp>
 
@@ -122,20 +125,33 @@ std::vector<int> parse_worlds(const std::string& text) {
   return out;
 }
 
-// The calibration for `world`: its own, or the nearest one at or above `cores` ranks, scaled.
-Calibration calibration_for(const std::map<int, Calibration>& cal, int world, int cores) {
+// The calibration for `world`: the mean of its own, or of the nearest world size's at or above `cores`
+// ranks, scaled; never using the case `except` (the one being validated). nullopt when `except` is the
+// only calibration at `world`.
+std::optional<Calibration> calibration_for(const std::map<int, std::vector<Calibration>>& cal, int world, int cores,
+                                           const std::string& except = "") {
+  auto without = [&](const std::vector<Calibration>& cs) {
+    std::vector<Calibration> out;
+    for (const Calibration& c : cs)
+      if (c.source != except) out.push_back(c);
+    return out;
+  };
   const auto it = cal.find(world);
-  if (it != cal.end()) return it->second;
-  const Calibration* best = nullptr;
-  for (const auto& [n, c] : cal)
-    if (n >= cores && (!best || std::abs(n - world) < std::abs(best->world_size - world))) best = &c;
+  if (it != cal.end()) {
+    const std::vector<Calibration> cs = without(it->second);
+    if (cs.empty()) return std::nullopt;
+    return average(cs);
+  }
+  const std::vector<Calibration>* best = nullptr;
+  for (const auto& [n, cs] : cal)
+    if (n >= cores && (!best || std::abs(n - world) < std::abs(best->front().world_size - world))) best = &cs;
   std::vector<int> have;
   for (const auto& [n, c] : cal) have.push_back(n);
   TANDEM_CHECK(best != nullptr && world >= cores,
                "no calibration for {} ranks (--calibrate gives {} ranks, {} cores): compute can only be scaled "
                "between world sizes of at least the core count",
                world, fmt::join(have, ", "), cores);
-  return scale_to_world(*best, world, cores);
+  return scale_to_world(average(*best), world, cores);
 }
 
 void run(const Args& a) {
@@ -146,41 +162,40 @@ void run(const Args& a) {
   for (const std::string& l : a.links) tables.push_back(read_link(l));
   const std::map<int, ddp::LinkFit> links = fit_links(tables);
 
-  std::map<int, Calibration> cal;
-  std::set<std::string> cal_sources;
+  std::map<int, std::vector<Calibration>> cal;
   int cores = a.cores;
   for (const std::string& spec : a.calibrate)
     for (const SourcedProfile& s : read_profiles(spec)) {
       const int n = s.profile.facts.world_size;
-      TANDEM_CHECK(!cal.count(n), "two calibrations for {} ranks: {} and {}; pick one with FILE:LABEL", n,
-                   cal[n].source, s.source);
-      cal[n] = calibrate(s.profile, link_for(links, n), s.source);
-      cal_sources.insert(s.source);
+      cal[n].push_back(calibrate(s.profile, link_for(links, n), s.source));
       if (cores == 0) cores = s.cores;
     }
   TANDEM_CHECK(cores >= 1, "--cores: the calibration files do not say the machine's cores; give --cores");
 
   std::vector<PredictionRow> rows;
   std::vector<double> loads;
-  std::vector<std::string> skipped;  // measured cases that are calibrations
+  std::vector<std::string> skipped;  // measured cases that are their world size's only calibration
   if (!a.measured.empty()) {
     for (const std::string& spec : a.measured)
       for (const SourcedProfile& s : read_profiles(spec)) {
-        if (cal_sources.count(s.source)) {  // predicting it would read its own samples
+        const int n = s.profile.facts.world_size;
+        const std::optional<Calibration> c = calibration_for(cal, n, cores, s.source);
+        if (!c) {
           skipped.push_back(s.source);
           continue;
         }
-        const int n = s.profile.facts.world_size;
-        rows.push_back(predict_measured(calibration_for(cal, n, cores), link_for(links, n), s.profile, a.first_cap_mb));
+        rows.push_back(predict_measured(*c, link_for(links, n), s.profile, a.first_cap_mb));
         loads.push_back(s.load_average);
       }
   } else {
     for (int n : parse_worlds(a.worlds))
       for (const std::string& c : split_list(a.caps))
-        rows.push_back(predict_row(calibration_for(cal, n, cores), link_for(links, n), parse_cap_case(c, a.first_cap_mb)));
+        rows.push_back(predict_row(*calibration_for(cal, n, cores), link_for(links, n), parse_cap_case(c, a.first_cap_mb)));
   }
+  std::map<int, Calibration> shown;  // every calibration given, averaged per world size
+  for (const auto& [n, cs] : cal) shown[n] = average(cs);
 
-  fmt::print("{}\n{}\npredictions{}:\n\n{}", links_markdown(links), calibrations_markdown(cal),
+  fmt::print("{}\n{}\npredictions{}:\n\n{}", links_markdown(links), calibrations_markdown(shown),
              a.measured.empty() ? "" : " against the measurements", rows_markdown(rows));
   double worst = 0;
   for (const PredictionRow& r : rows)
@@ -190,7 +205,8 @@ void run(const Args& a) {
     fmt::print("\nlargest |error|: {:.1f} % over {} cases; 1-minute load average when the measurements started: up to "
                "{:.2f} on {} cores\n",
                worst, rows.size(), max_load, cores);
-    if (!skipped.empty()) fmt::print("not validated (they are calibrations): {}\n", fmt::join(skipped, ", "));
+    if (!skipped.empty())
+      fmt::print("not validated (each is its world size's only calibration): {}\n", fmt::join(skipped, ", "));
   }
 
   if (!a.json_out.empty()) {
@@ -204,7 +220,7 @@ void run(const Args& a) {
                             {"max_abs_rel_residual", f.max_abs_rel_residual},
                             {"rms_rel_residual", f.rms_rel_residual},
                             {"rows", f.samples}});
-    for (const auto& [n, c] : cal)
+    for (const auto& [n, c] : shown)
       j["calibrations"].push_back({{"world_size", n},
                                    {"source", c.source},
                                    {"forward_ms", c.compute.forward_ms},

@@ -9,9 +9,8 @@
 //
 // When the folder also holds `tandem bench allreduce` tables named
 // allreduce_<N>ranks.txt for the bucket sweep's world size, the step model
-// (docs/step-model.md) is calibrated on the sweep's case at the config's cap
-// (or its first case) and every other case is predicted next to its
-// measurement: OUT/step_model.md, also printed.
+// (docs/step-model.md) predicts every case of the sweep from the others and
+// shows it next to its measurement: OUT/step_model.md, also printed.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -37,7 +36,8 @@ struct Args {
   bool quiet = false;
 };
 
-// The step model's section, or "" when the folder lacks its inputs.
+// The step model's section, or "" when the folder lacks its inputs: each case of the bucket sweep
+// predicted from the mean calibration of the other cases (leave one out).
 std::string step_model_section(const fs::path& bench, const report::BenchFolder& folder) {
   if (!folder.buckets || folder.buckets->cases.size() < 2) return "";
   const report::BucketsBench& b = *folder.buckets;
@@ -45,18 +45,20 @@ std::string step_model_section(const fs::path& bench, const report::BenchFolder&
   const fs::path table = bench / fmt::format("allreduce_{}ranks.txt", n);
   if (!fs::exists(table) || b.cases.front().gradient_ready_ms.empty()) return "";
   const auto links = fit_links({report::read_allreduce_table(table)});
-  const std::string current = fmt::format("{:g}", b.current_cap_mb);
-  const auto cal_it = std::find_if(b.cases.begin(), b.cases.end(),
-                                   [&](const report::Profile& p) { return p.facts.label == current; });
-  const report::Profile& cal_case = cal_it != b.cases.end() ? *cal_it : b.cases.front();
-  const Calibration cal =
-      calibrate(cal_case, link_for(links, n), fmt::format("buckets.json:{}", cal_case.facts.label));
-  std::vector<PredictionRow> rows;
+  const ddp::LinkFit link = link_for(links, n);
+  std::vector<Calibration> all;
   for (const report::Profile& p : b.cases)
-    if (&p != &cal_case) rows.push_back(predict_measured(cal, link_for(links, n), p, /*first_cap_mb=*/1));
-  return fmt::format("Step model (docs/step-model.md), calibrated on one case, the others predicted:\n\n{}\n{}\n"
-                     "predictions against the measurements:\n\n{}",
-                     links_markdown(links), calibrations_markdown({{n, cal}}), rows_markdown(rows));
+    all.push_back(calibrate(p, link, fmt::format("buckets.json:{}", p.facts.label)));
+  std::vector<PredictionRow> rows;
+  for (size_t i = 0; i < b.cases.size(); ++i) {
+    std::vector<Calibration> others = all;
+    others.erase(others.begin() + static_cast<std::ptrdiff_t>(i));
+    rows.push_back(predict_measured(average(others), link, b.cases[i], /*first_cap_mb=*/1));
+  }
+  return fmt::format(
+      "Step model (docs/step-model.md): each case predicted from the mean calibration of the others.\n\n{}\n{}\n"
+      "predictions against the measurements:\n\n{}",
+      links_markdown(links), calibrations_markdown({{n, average(all)}}), rows_markdown(rows));
 }
 
 void run(const Args& a) {

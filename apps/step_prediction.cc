@@ -85,6 +85,44 @@ Calibration calibrate(const report::Profile& p, const ddp::LinkFit& link, const 
   return c;
 }
 
+Calibration average(const std::vector<Calibration>& cs) {
+  TANDEM_CHECK(!cs.empty(), "averaging no calibrations");
+  if (cs.size() == 1) return cs.front();
+  Calibration a = cs.front();
+  std::vector<std::string> sources;
+  const double n = static_cast<double>(cs.size());
+  ddp::ComputeTimes& t = a.compute;
+  ddp::CommOverheads& o = a.overheads;
+  t = {};
+  o = {0, 0, 0, 0};
+  std::map<std::string, double> ready;
+  for (const Calibration& c : cs) {
+    TANDEM_CHECK(c.world_size == a.world_size && c.scale == a.scale,
+                 "averaging calibrations of {} and {} ranks ({} and {})", a.world_size, c.world_size,
+                 cs.front().source, c.source);
+    TANDEM_CHECK(c.gradients.size() == a.gradients.size(), "{} has {} gradients, {} has {}", c.source,
+                 c.gradients.size(), cs.front().source, a.gradients.size());
+    sources.push_back(c.source);
+    t.data_wait_ms += c.compute.data_wait_ms / n;
+    t.forward_ms += c.compute.forward_ms / n;
+    t.backward_compute_ms += c.compute.backward_compute_ms / n;
+    t.optimizer_ms += c.compute.optimizer_ms / n;
+    t.other_ms += c.compute.other_ms / n;
+    o.scale_during_backward += c.overheads.scale_during_backward / n;
+    o.scale_after_backward += c.overheads.scale_after_backward / n;
+    o.launch_ms += c.overheads.launch_ms / n;
+    o.tail_ms += c.overheads.tail_ms / n;
+    for (const ddp::GradientTiming& g : c.gradients) ready[g.name] += g.ready_fraction / n;
+  }
+  for (ddp::GradientTiming& g : a.gradients) {
+    TANDEM_CHECK(ready.size() == a.gradients.size() && ready.count(g.name),
+                 "averaging calibrations whose gradients differ ({} and others)", cs.front().source);
+    g.ready_fraction = ready[g.name];
+  }
+  a.source = fmt::format("mean of {}", fmt::join(sources, ", "));
+  return a;
+}
+
 Calibration scale_to_world(const Calibration& c, int world, int cores) {
   if (world == c.world_size) return c;
   TANDEM_CHECK(cores >= 1, "scaling compute: {} cores", cores);

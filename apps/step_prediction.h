@@ -46,6 +46,12 @@ struct Calibration {
 // are exact.
 Calibration calibrate(const report::Profile& p, const ddp::LinkFit& link, const std::string& source);
 
+// The mean of several calibrations at one world size (several cases of a sweep): compute phases,
+// each gradient's ready fraction (matched by name) and the overheads; its source lists theirs.
+// Averaging cases measured in one interleaved run halves the noise of a single case on a busy
+// machine. Throws Error for none, mixed world sizes, or gradients that differ.
+Calibration average(const std::vector<Calibration>& calibrations);
+
 // A calibration at m ranks used for n ranks on the same `cores`: when m and n
 // both have at least as many ranks as cores, every rank gets cores/ranks of
 // the CPU, so compute, launch and tail take n/m as long (the comm scales are

@@ -93,7 +93,7 @@ TEST_F(BenchCommands, BucketSweepMeasuresEverySizeOnTwoRanks) {
   EXPECT_EQ(small.bucket_comm_end_ms.size(), small.facts.bucket_bytes.size());
 }
 
-TEST_F(BenchCommands, PredictAndReportCalibrateOnOneCaseAndPredictTheOthers) {
+TEST_F(BenchCommands, PredictAndReportPredictEachCaseFromTheOthers) {
   ASSERT_EQ(run("bench buckets --nproc 2 --caps 1,one " + common()).status, 0);
   const std::string table = (dir_ / "allreduce_2ranks.txt").string();
   const CommandRun ar = run("launch --nproc-per-node 2 -- " + std::string(TANDEM_BINARY) +
@@ -104,13 +104,22 @@ TEST_F(BenchCommands, PredictAndReportCalibrateOnOneCaseAndPredictTheOthers) {
   const CommandRun p = run("bench predict --calibrate " + sweep + ":1 --link " + table + " --measured " + dir_.string());
   ASSERT_EQ(p.status, 0) << p.output;
   EXPECT_NE(p.output.find("| 2 | one bucket | 1 |"), std::string::npos) << p.output;
-  EXPECT_NE(p.output.find("not validated (they are calibrations): " + sweep + ":1"), std::string::npos) << p.output;
+  EXPECT_NE(p.output.find("not validated (each is its world size's only calibration): " + sweep + ":1"),
+            std::string::npos)
+      << p.output;
+  // Calibrated on the whole sweep, each case is predicted from the other (leave one out).
+  const CommandRun loo = run("bench predict --calibrate " + dir_.string() + " --link " + table + " --measured " + dir_.string());
+  ASSERT_EQ(loo.status, 0) << loo.output;
+  EXPECT_NE(loo.output.find("| 2 | 1 | "), std::string::npos) << loo.output;
+  EXPECT_NE(loo.output.find("| mean of " + sweep + ":1, " + sweep + ":one bucket |"), std::string::npos)
+      << loo.output;
 
   const CommandRun rep = run("report --quiet --bench " + dir_.string() + " --out " + (dir_ / "report").string());
   ASSERT_EQ(rep.status, 0) << rep.output;
   const std::string model = read(dir_ / "report" / "step_model.md");
-  EXPECT_NE(model.find("| 2 | buckets.json:1 |"), std::string::npos) << model;
+  EXPECT_NE(model.find("| 2 | mean of buckets.json:1, buckets.json:one bucket |"), std::string::npos) << model;
   EXPECT_NE(model.find("| 2 | one bucket | 1 |"), std::string::npos) << model;
+  EXPECT_NE(model.find("| buckets.json:1 |"), std::string::npos) << "the one-bucket case, predicted from cap 1";
 }
 
 TEST_F(BenchCommands, PredictNamesAMissingTableAndAWorldSizeWithoutOne) {

@@ -77,6 +77,25 @@ TEST(Calibrate, RefusesProfilesWithoutReadyTimes) {
                                       "old/buckets.json:1: no gradient ready or bucket times"));
 }
 
+TEST(Average, IsTheMeanOfComputeReadyFractionsAndOverheads) {
+  const Calibration a = calibrate(two_bucket_profile(), two_rank_link(), "b:1");
+  report::Profile p = two_bucket_profile();
+  p.facts.label = "4";
+  p.median.forward_ms = 25;
+  p.gradient_ready_ms = {12, 13, 19};
+  p.bucket_comm_end_ms = {17, 26};      // bucket 0 took 6 ms inside backward: scale 3
+  const Calibration b = calibrate(p, two_rank_link(), "b:4");
+  const Calibration m = average({a, b});
+  EXPECT_EQ(m.source, "mean of b:1, b:4");
+  EXPECT_DOUBLE_EQ(m.compute.forward_ms, 20);
+  EXPECT_DOUBLE_EQ(m.gradients[0].ready_fraction, (0.5 + 0.6) / 2);
+  EXPECT_DOUBLE_EQ(m.overheads.scale_during_backward, (2 + 3) / 2.0);
+  report::Profile other = two_bucket_profile();
+  other.facts.gradient_names = {"head", "mid", "pooler"};
+  EXPECT_TRUE(throws_error_containing([&] { average({a, calibrate(other, two_rank_link(), "c:1")}); },
+                                      "gradients differ"));
+}
+
 TEST(ScaleToWorld, GivesEachRankItsShareOfTheCoresAtOrAboveTheCoreCount) {
   const Calibration c = calibrate(two_bucket_profile(), two_rank_link(), "b:1");
   const Calibration s = scale_to_world(c, 4, 2);
