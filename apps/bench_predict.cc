@@ -19,9 +19,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
-#include <nlohmann/json.hpp>
 
 #include "apps/bench_ranks.h"
 #include "apps/commands.h"
@@ -83,8 +83,8 @@ std::vector<SourcedProfile> read_profiles(const std::string& spec) {
     auto add = [&, file = file](const std::vector<report::Profile>& cases, const report::BenchMeta& meta) {
       for (const report::Profile& p : cases)
         if (label.empty() || p.facts.label == label)
-          out.push_back({p, file, fmt::format("{}:{}", file, p.facts.label), meta.machine.cores,
-                         meta.machine.load_average});
+          out.push_back(
+              {p, file, fmt::format("{}:{}", file, p.facts.label), meta.machine.cores, meta.machine.load_average});
     };
     if (folder.buckets) add(folder.buckets->cases, folder.buckets->meta);
     if (folder.scaling) add(folder.scaling->cases, folder.scaling->meta);
@@ -190,7 +190,8 @@ void run(const Args& a) {
   } else {
     for (int n : parse_worlds(a.worlds))
       for (const std::string& c : split_list(a.caps))
-        rows.push_back(predict_row(*calibration_for(cal, n, cores), link_for(links, n), parse_cap_case(c, a.first_cap_mb)));
+        rows.push_back(
+            predict_row(*calibration_for(cal, n, cores), link_for(links, n), parse_cap_case(c, a.first_cap_mb)));
   }
   std::map<int, Calibration> shown;  // every calibration given, averaged per world size
   for (const auto& [n, cs] : cal) shown[n] = average(cs);
@@ -202,9 +203,10 @@ void run(const Args& a) {
     if (r.measured_step_ms) worst = std::max(worst, std::abs(r.error_pct()));
   if (!a.measured.empty()) {
     const double max_load = loads.empty() ? 0 : *std::max_element(loads.begin(), loads.end());
-    fmt::print("\nlargest |error|: {:.1f} % over {} cases; 1-minute load average when the measurements started: up to "
-               "{:.2f} on {} cores\n",
-               worst, rows.size(), max_load, cores);
+    fmt::print(
+        "\nlargest |error|: {:.1f} % over {} cases; 1-minute load average when the measurements started: up to "
+        "{:.2f} on {} cores\n",
+        worst, rows.size(), max_load, cores);
     if (!skipped.empty())
       fmt::print("not validated (each is its world size's only calibration): {}\n", fmt::join(skipped, ", "));
   }

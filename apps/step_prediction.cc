@@ -1,8 +1,8 @@
 #include "apps/step_prediction.h"
 
-#include <algorithm>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <tuple>
 
 #include "core/check.h"
@@ -34,9 +34,10 @@ ddp::LinkFit link_for(const std::map<int, ddp::LinkFit>& fits, int world) {
   if (it != fits.end()) return it->second;
   std::vector<int> have;
   for (const auto& [n, f] : fits) have.push_back(n);
-  TANDEM_FAIL("no all_reduce table for {} ranks (--link gives {}); run `tandem launch --nproc-per-node {} -- tandem "
-              "bench allreduce` for it",
-              world, have.empty() ? std::string("none") : fmt::format("{} ranks", fmt::join(have, ", ")), world);
+  TANDEM_FAIL(
+      "no all_reduce table for {} ranks (--link gives {}); run `tandem launch --nproc-per-node {} -- tandem "
+      "bench allreduce` for it",
+      world, have.empty() ? std::string("none") : fmt::format("{} ranks", fmt::join(have, ", ")), world);
 }
 
 Calibration calibrate(const report::Profile& p, const ddp::LinkFit& link, const std::string& source) {
@@ -98,8 +99,8 @@ Calibration average(const std::vector<Calibration>& cs) {
   std::map<std::string, double> ready;
   for (const Calibration& c : cs) {
     TANDEM_CHECK(c.world_size == a.world_size && c.scale == a.scale,
-                 "averaging calibrations of {} and {} ranks ({} and {})", a.world_size, c.world_size,
-                 cs.front().source, c.source);
+                 "averaging calibrations of {} and {} ranks ({} and {})", a.world_size, c.world_size, cs.front().source,
+                 c.source);
     TANDEM_CHECK(c.gradients.size() == a.gradients.size(), "{} has {} gradients, {} has {}", c.source,
                  c.gradients.size(), cs.front().source, a.gradients.size());
     sources.push_back(c.source);
@@ -135,7 +136,8 @@ Calibration scale_to_world(const Calibration& c, int world, int cores) {
   s.world_size = world;
   s.scale = static_cast<double>(world) / c.world_size;
   ddp::ComputeTimes& t = s.compute;
-  for (double* x : {&t.data_wait_ms, &t.forward_ms, &t.backward_compute_ms, &t.optimizer_ms, &t.other_ms}) *x *= s.scale;
+  for (double* x : {&t.data_wait_ms, &t.forward_ms, &t.backward_compute_ms, &t.optimizer_ms, &t.other_ms})
+    *x *= s.scale;
   s.overheads.launch_ms *= s.scale;
   s.overheads.tail_ms *= s.scale;
   return s;

@@ -68,8 +68,8 @@ AllreduceTable parse_allreduce_table(const std::string& text, const std::string&
   }
   TANDEM_CHECK(!t.rows.empty(), "{}: no table rows (is it the output of tandem bench allreduce?)", path);
   if (world_size > 0) {
-    TANDEM_CHECK(header_world == 0 || header_world == world_size, "{}: given as {} ranks, but its header says {}",
-                 path, world_size, header_world);
+    TANDEM_CHECK(header_world == 0 || header_world == world_size, "{}: given as {} ranks, but its header says {}", path,
+                 world_size, header_world);
     t.world_size = world_size;
   } else {
     TANDEM_CHECK(header_world > 0,

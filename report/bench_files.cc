@@ -2,9 +2,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
-#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -158,28 +158,28 @@ BenchMeta current_meta(const std::string& command) {
 
 json to_json(const RunFacts& f) {
   json j = {{"label", f.label},
-          {"config", f.config},
-          {"overrides", f.overrides},
-          {"device", f.device},
-          {"backend", f.backend},
-          {"world_size", f.world_size},
-          {"per_device_batch", f.per_device_batch},
-          {"gradient_accumulation_steps", f.gradient_accumulation_steps},
-          {"seq_len", f.seq_len},
-          {"logging_steps", f.logging_steps},
-          {"save_steps", f.save_steps},
-          {"dataloader_num_workers", f.dataloader_num_workers},
-          {"dataloader_pin_memory", f.dataloader_pin_memory},
-          {"precision", f.precision},
-          {"comm_hook", f.comm_hook},
-          {"bucket_cap_mb", f.bucket_cap_mb},
-          {"one_bucket", f.one_bucket},
-          {"bucket_bytes", f.bucket_bytes},
-          {"num_parameters", f.num_parameters},
-          {"vocab_size", f.vocab_size},
-          {"d_model", f.d_model},
-          {"train_examples", f.train_examples},
-          {"synthetic_data", f.synthetic_data}};
+            {"config", f.config},
+            {"overrides", f.overrides},
+            {"device", f.device},
+            {"backend", f.backend},
+            {"world_size", f.world_size},
+            {"per_device_batch", f.per_device_batch},
+            {"gradient_accumulation_steps", f.gradient_accumulation_steps},
+            {"seq_len", f.seq_len},
+            {"logging_steps", f.logging_steps},
+            {"save_steps", f.save_steps},
+            {"dataloader_num_workers", f.dataloader_num_workers},
+            {"dataloader_pin_memory", f.dataloader_pin_memory},
+            {"precision", f.precision},
+            {"comm_hook", f.comm_hook},
+            {"bucket_cap_mb", f.bucket_cap_mb},
+            {"one_bucket", f.one_bucket},
+            {"bucket_bytes", f.bucket_bytes},
+            {"num_parameters", f.num_parameters},
+            {"vocab_size", f.vocab_size},
+            {"d_model", f.d_model},
+            {"train_examples", f.train_examples},
+            {"synthetic_data", f.synthetic_data}};
   if (!f.gradient_names.empty()) {
     j["gradient_names"] = f.gradient_names;
     j["gradient_bytes"] = f.gradient_bytes;
@@ -267,21 +267,21 @@ json to_json(const Profile& p) {
   json median;
   for (const SampleField& s : kSampleFields) median[s.name] = p.median.*(s.field);
   json j = {{"facts", to_json(p.facts)},
-          {"warmup_steps", p.warmup_steps},
-          {"median", median},
-          {"step_ms",
-           {{"n", p.step_ms.n},
-            {"median", p.step_ms.median},
-            {"p10", p.step_ms.p10},
-            {"p90", p.step_ms.p90},
-            {"mean", p.step_ms.mean},
-            {"min", p.step_ms.min},
-            {"max", p.step_ms.max}}},
-          {"samples_per_second", p.samples_per_second},
-          {"peak_memory_bytes", p.peak_memory_bytes},
-          {"logging_overhead_ms", p.logging_overhead_ms},
-          {"checkpoint_ms", p.checkpoint_ms},
-          {"step_samples_ms", p.step_samples_ms}};
+            {"warmup_steps", p.warmup_steps},
+            {"median", median},
+            {"step_ms",
+             {{"n", p.step_ms.n},
+              {"median", p.step_ms.median},
+              {"p10", p.step_ms.p10},
+              {"p90", p.step_ms.p90},
+              {"mean", p.step_ms.mean},
+              {"min", p.step_ms.min},
+              {"max", p.step_ms.max}}},
+            {"samples_per_second", p.samples_per_second},
+            {"peak_memory_bytes", p.peak_memory_bytes},
+            {"logging_overhead_ms", p.logging_overhead_ms},
+            {"checkpoint_ms", p.checkpoint_ms},
+            {"step_samples_ms", p.step_samples_ms}};
   for (const ProfileSeries& f : kProfileSeries)
     if (!(p.*(f.field)).empty()) j[f.name] = p.*(f.field);
   return j;

@@ -101,18 +101,19 @@ TEST_F(BenchCommands, PredictAndReportPredictEachCaseFromTheOthers) {
   ASSERT_EQ(ar.status, 0) << ar.output;
 
   const std::string sweep = (dir_ / "buckets.json").string();
-  const CommandRun p = run("bench predict --calibrate " + sweep + ":1 --link " + table + " --measured " + dir_.string());
+  const CommandRun p =
+      run("bench predict --calibrate " + sweep + ":1 --link " + table + " --measured " + dir_.string());
   ASSERT_EQ(p.status, 0) << p.output;
   EXPECT_NE(p.output.find("| 2 | one bucket | 1 |"), std::string::npos) << p.output;
   EXPECT_NE(p.output.find("not validated (each is its world size's only calibration): " + sweep + ":1"),
             std::string::npos)
       << p.output;
   // Calibrated on the whole sweep, each case is predicted from the other (leave one out).
-  const CommandRun loo = run("bench predict --calibrate " + dir_.string() + " --link " + table + " --measured " + dir_.string());
+  const CommandRun loo =
+      run("bench predict --calibrate " + dir_.string() + " --link " + table + " --measured " + dir_.string());
   ASSERT_EQ(loo.status, 0) << loo.output;
   EXPECT_NE(loo.output.find("| 2 | 1 | "), std::string::npos) << loo.output;
-  EXPECT_NE(loo.output.find("| mean of " + sweep + ":1, " + sweep + ":one bucket |"), std::string::npos)
-      << loo.output;
+  EXPECT_NE(loo.output.find("| mean of " + sweep + ":1, " + sweep + ":one bucket |"), std::string::npos) << loo.output;
 
   const CommandRun rep = run("report --quiet --bench " + dir_.string() + " --out " + (dir_ / "report").string());
   ASSERT_EQ(rep.status, 0) << rep.output;
@@ -125,7 +126,8 @@ TEST_F(BenchCommands, PredictAndReportPredictEachCaseFromTheOthers) {
 TEST_F(BenchCommands, PredictNamesAMissingTableAndAWorldSizeWithoutOne) {
   ASSERT_EQ(run("bench buckets --nproc 2 --caps 1,one " + common()).status, 0);
   const std::string sweep = (dir_ / "buckets.json").string();
-  const CommandRun missing = run("bench predict --calibrate " + sweep + ":1 --link /nonexistent/ar.txt --caps 1 --world 2");
+  const CommandRun missing =
+      run("bench predict --calibrate " + sweep + ":1 --link /nonexistent/ar.txt --caps 1 --world 2");
   EXPECT_NE(missing.status, 0);
   EXPECT_NE(missing.output.find("cannot read all_reduce table /nonexistent/ar.txt"), std::string::npos)
       << missing.output;

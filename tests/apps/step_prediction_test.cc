@@ -13,8 +13,8 @@ using tandem::testing::throws_error_containing;
 
 ddp::LinkFit two_rank_link() {
   ddp::LinkFit l;
-  l.world_size = 2;     // bus factor 1
-  l.alpha_us = 1000;    // 1 ms
+  l.world_size = 2;        // bus factor 1
+  l.alpha_us = 1000;       // 1 ms
   l.beta_us_per_byte = 1;  // + 1 ms per 1000 bytes
   return l;
 }
@@ -83,7 +83,7 @@ TEST(Average, IsTheMeanOfComputeReadyFractionsAndOverheads) {
   p.facts.label = "4";
   p.median.forward_ms = 25;
   p.gradient_ready_ms = {12, 13, 19};
-  p.bucket_comm_end_ms = {17, 26};      // bucket 0 took 6 ms inside backward: scale 3
+  p.bucket_comm_end_ms = {17, 26};  // bucket 0 took 6 ms inside backward: scale 3
   const Calibration b = calibrate(p, two_rank_link(), "b:4");
   const Calibration m = average({a, b});
   EXPECT_EQ(m.source, "mean of b:1, b:4");
@@ -92,8 +92,11 @@ TEST(Average, IsTheMeanOfComputeReadyFractionsAndOverheads) {
   EXPECT_DOUBLE_EQ(m.overheads.scale_during_backward, (2 + 3) / 2.0);
   report::Profile other = two_bucket_profile();
   other.facts.gradient_names = {"head", "mid", "pooler"};
-  EXPECT_TRUE(throws_error_containing([&] { average({a, calibrate(other, two_rank_link(), "c:1")}); },
-                                      "gradients differ"));
+  EXPECT_TRUE(throws_error_containing(
+      [&] {
+        average({a, calibrate(other, two_rank_link(), "c:1")});
+      },
+      "gradients differ"));
 }
 
 TEST(ScaleToWorld, GivesEachRankItsShareOfTheCoresAtOrAboveTheCoreCount) {
@@ -113,8 +116,13 @@ TEST(Links, OneFitPerWorldSizeAndAClearErrorForAMissingOne) {
   report::AllreduceTable b{"again2.txt", 2, "ring", a.rows};
   const auto fits = fit_links({a});
   EXPECT_NEAR(fits.at(2).alpha_us, 1, 1e-9) << "in-place times: 2 us and 3 us";
-  EXPECT_TRUE(throws_error_containing([&] { fit_links({a, b}); }, "two all_reduce tables for 2 ranks: ar2.txt and again2.txt"));
-  EXPECT_TRUE(throws_error_containing([&] { link_for(fits, 3); }, "no all_reduce table for 3 ranks (--link gives 2 ranks)"));
+  EXPECT_TRUE(throws_error_containing(
+      [&] {
+        fit_links({a, b});
+      },
+      "two all_reduce tables for 2 ranks: ar2.txt and again2.txt"));
+  EXPECT_TRUE(
+      throws_error_containing([&] { link_for(fits, 3); }, "no all_reduce table for 3 ranks (--link gives 2 ranks)"));
   EXPECT_EQ(link_for(fits, 1).time_us(1e6), 0);
   report::AllreduceTable one_size{"flat.txt", 2, "ring", {{1000, 3, 2, 1}}};
   EXPECT_TRUE(throws_error_containing([&] { fit_links({one_size}); }, "flat.txt: "));

@@ -1,11 +1,12 @@
 // The step model (ddp/step_model.h) against what can be computed by hand: the
 // alpha-beta fit on exact synthetic tables, the comm thread on small cases,
 // and bucket re-forming against DDP's own assignment.
+#include "ddp/step_model.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 
-#include "ddp/step_model.h"
 #include "tests/testing/errors.h"
 
 namespace tandem::ddp {
@@ -16,7 +17,8 @@ using tandem::testing::throws_error_containing;
 std::vector<LinkSample> exact_table(int world, double alpha_us, double beta_us_per_byte) {
   std::vector<LinkSample> out;
   const double k = 2.0 * (world - 1) / world;
-  for (double bytes = 1024; bytes <= 64 << 20; bytes *= 4) out.push_back({bytes, alpha_us + beta_us_per_byte * bytes * k});
+  for (double bytes = 1024; bytes <= 64 << 20; bytes *= 4)
+    out.push_back({bytes, alpha_us + beta_us_per_byte * bytes * k});
   return out;
 }
 
@@ -146,8 +148,11 @@ TEST(SimulateComm, RefusesMismatchedOrUnorderedInputs) {
   EXPECT_TRUE(throws_error_containing([] { simulate_comm({1, 1}, {1}, {1, 1}, 2); }, "2 bucket sizes, 1 ready times"));
   EXPECT_TRUE(throws_error_containing([] { simulate_comm({1, 1}, {5, 1}, {1, 1}, 6); }, "bucket 1 is ready at 1 ms"));
   EXPECT_TRUE(throws_error_containing([] { simulate_comm({1}, {1}, {-1}, 6); }, "link time -1 ms"));
-  EXPECT_TRUE(throws_error_containing([] { simulate_comm({1}, {1}, {1}, 6, CommOverheads{0, 1, 0, 0}); },
-                                      "must be positive"));
+  EXPECT_TRUE(throws_error_containing(
+      [] {
+        simulate_comm({1}, {1}, {1}, 6, CommOverheads{0, 1, 0, 0});
+      },
+      "must be positive"));
 }
 
 std::vector<GradientTiming> gradients(const std::vector<size_t>& bytes, const std::vector<double>& fractions) {
