@@ -18,6 +18,7 @@ void add_bench_buckets_command(CLI::App& bench);    // under `tandem bench`: ste
 void add_bench_scaling_command(CLI::App& bench);    // under `tandem bench`: samples/s, speedup, efficiency per world size
 void add_bench_step_command(CLI::App& bench);       // under `tandem bench`: step throughput and memory per precision
 void add_bench_export_data_command(CLI::App& bench);  // under `tandem bench`: tokenized data for the PyTorch twin
+void add_bench_predict_command(CLI::App& bench);     // under `tandem bench`: step time per cap and world size, modelled
 void add_bench_worker_command(CLI::App& bench);     // under `tandem bench`, hidden: one rank of a benchmark
 void add_find_batch_size_command(CLI::App& app);    // the largest per-device batch that fits in memory
 void add_report_command(CLI::App& app);             // CSV, LaTeX, plots and diagnosis from bench results

@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   tandem::apps::add_bench_scaling_command(*bench);
   tandem::apps::add_bench_step_command(*bench);
   tandem::apps::add_bench_export_data_command(*bench);
+  tandem::apps::add_bench_predict_command(*bench);
   tandem::apps::add_bench_worker_command(*bench);
   tandem::apps::add_find_batch_size_command(app);
   tandem::apps::add_report_command(app);

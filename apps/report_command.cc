@@ -6,12 +6,20 @@
 // --bench is a folder holding any of buckets.json, scaling.json, step.json and
 // find_batch_size.json; the training runs of `bench scaling --train` are
 // picked up from it, and --run adds any `tandem train` output_dir.
+//
+// When the folder also holds `tandem bench allreduce` tables named
+// allreduce_<N>ranks.txt for the bucket sweep's world size, the step model
+// (docs/step-model.md) predicts every case of the sweep from the others and
+// shows it next to its measurement: OUT/step_model.md, also printed.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "apps/bench_ranks.h"
 #include "apps/commands.h"
+#include "apps/step_prediction.h"
+#include "core/atomic_file.h"
 #include "core/check.h"
 #include "report/report.h"
 
@@ -27,6 +35,31 @@ struct Args {
   std::string out;
   bool quiet = false;
 };
+
+// The step model's section, or "" when the folder lacks its inputs: each case of the bucket sweep
+// predicted from the mean calibration of the other cases (leave one out).
+std::string step_model_section(const fs::path& bench, const report::BenchFolder& folder) {
+  if (!folder.buckets || folder.buckets->cases.size() < 2) return "";
+  const report::BucketsBench& b = *folder.buckets;
+  const int n = b.cases.front().facts.world_size;
+  const fs::path table = bench / fmt::format("allreduce_{}ranks.txt", n);
+  if (!fs::exists(table) || b.cases.front().gradient_ready_ms.empty()) return "";
+  const auto links = fit_links({report::read_allreduce_table(table)});
+  const ddp::LinkFit link = link_for(links, n);
+  std::vector<Calibration> all;
+  for (const report::Profile& p : b.cases)
+    all.push_back(calibrate(p, link, fmt::format("buckets.json:{}", p.facts.label)));
+  std::vector<PredictionRow> rows;
+  for (size_t i = 0; i < b.cases.size(); ++i) {
+    std::vector<Calibration> others = all;
+    others.erase(others.begin() + static_cast<std::ptrdiff_t>(i));
+    rows.push_back(predict_measured(average(others), link, b.cases[i], /*first_cap_mb=*/1));
+  }
+  return fmt::format(
+      "Step model (docs/step-model.md): each case predicted from the mean calibration of the others.\n\n{}\n{}\n"
+      "predictions against the measurements:\n\n{}",
+      links_markdown(links), calibrations_markdown({{n, average(all)}}), rows_markdown(rows));
+}
 
 void run(const Args& a) {
   report::ReportInputs in;
@@ -52,8 +85,17 @@ void run(const Args& a) {
   std::string text;
   const std::vector<fs::path> written = report::write_report(in, out, &text);
   if (!a.quiet) fmt::print("{}\n", text);
-  fmt::print("# wrote {} files in {}:", written.size(), out.string());
-  for (const fs::path& p : written) fmt::print(" {}", p.filename().string());
+  std::vector<fs::path> files = written;
+  if (!a.bench.empty()) {
+    const std::string model = step_model_section(a.bench, in.bench);
+    if (!model.empty()) {
+      write_file_atomically(out / "step_model.md", model);
+      files.push_back(out / "step_model.md");
+      if (!a.quiet) fmt::print("{}\n", model);
+    }
+  }
+  fmt::print("# wrote {} files in {}:", files.size(), out.string());
+  for (const fs::path& p : files) fmt::print(" {}", p.filename().string());
   fmt::print("\n");
 }
 

@@ -7,6 +7,11 @@
 
 namespace tandem::ddp {
 
+size_t bucket_cap_bytes(double mb) {
+  const double b = mb * 1024.0 * 1024.0;
+  return b >= 1e18 ? static_cast<size_t>(1e18) : static_cast<size_t>(b);
+}
+
 std::vector<BucketSpec> assign_buckets(const std::vector<ParamDesc>& params, const std::vector<int>& order,
                                        size_t first_cap_bytes, size_t cap_bytes) {
   TANDEM_CHECK(order.size() == params.size(), "bucket assignment: order has {} entries for {} parameters",

@@ -31,6 +31,10 @@ struct BucketSpec {
   Device device;
 };
 
+// A cap in MB (DDPOptions' bucket_cap_mb, first_bucket_cap_mb: MiB) as bytes, rounded down;
+// caps of 1e18 bytes and more mean "no cap".
+size_t bucket_cap_bytes(double mb);
+
 std::vector<BucketSpec> assign_buckets(const std::vector<ParamDesc>& params, const std::vector<int>& order,
                                        size_t first_cap_bytes, size_t cap_bytes);
 

@@ -30,12 +30,8 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   broadcast_from_rank0();
 
   ReducerOptions r;
-  auto to_bytes = [](double mb) {
-    double b = mb * 1024.0 * 1024.0;
-    return b >= 1e18 ? static_cast<size_t>(1e18) : static_cast<size_t>(b);
-  };
-  r.bucket_bytes = to_bytes(options_.bucket_cap_mb);
-  r.first_bucket_bytes = std::min(to_bytes(options_.first_bucket_cap_mb), r.bucket_bytes);
+  r.bucket_bytes = bucket_cap_bytes(options_.bucket_cap_mb);
+  r.first_bucket_bytes = std::min(bucket_cap_bytes(options_.first_bucket_cap_mb), r.bucket_bytes);
   r.gradient_as_bucket_view = options_.gradient_as_bucket_view;
   r.find_unused_parameters = options_.find_unused_parameters;
   r.static_graph = options_.static_graph;

@@ -312,6 +312,7 @@ void Reducer::mark_ready(int index) {
   NoGradGuard no_grad;
   Param& p = params_[static_cast<size_t>(index)];
   p.ready = true;
+  p.ready_at = Clock::now();
   ready_order_.push_back(index);
   Tensor view = bucket_view(index);
   Tensor g = p.tensor.grad();
@@ -491,7 +492,12 @@ void Reducer::record_stats(Clock::time_point end_of_autograd) {
   s.backward_compute_ms = milliseconds_between(backward_start_, end_of_autograd);
   s.exposed_comm_ms = milliseconds_between(end_of_autograd, done);
   for (const Param& p : params_) s.unused_params += p.used || p.used_in_no_sync ? 0 : 1;
-  for (int i : ready_order_) s.ready_order.push_back(params_[static_cast<size_t>(i)].name);
+  for (int i : ready_order_) {
+    const Param& p = params_[static_cast<size_t>(i)];
+    s.ready_order.push_back(p.name);
+    s.ready_bytes.push_back(p.tensor.nbytes());
+    s.ready_ms.push_back(milliseconds_between(backward_start_, p.ready_at));
+  }
   record_comm_stats(s);
   stats_ = std::move(s);
   reductions_of_stats_ = true;

@@ -104,6 +104,7 @@ class Reducer {
     bool ready = false;
     bool used = false;             // its gradient arrived in this (synchronising) backward
     bool used_in_no_sync = false;  // ... or in a no_sync micro-step since the last synchronised one
+    std::chrono::steady_clock::time_point ready_at;  // when its hook fired (or it was marked unused) this backward
   };
 
   std::vector<ParamDesc> param_descs() const;

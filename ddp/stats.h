@@ -38,6 +38,8 @@ struct IterationStats {
   bool buckets_rebuilt = false;       // this iteration used buckets rebuilt in ready order
   std::vector<BucketStats> buckets;
   std::vector<std::string> ready_order;  // parameter names in the order their gradients became ready
+  std::vector<size_t> ready_bytes;       // ... their gradients' bytes
+  std::vector<double> ready_ms;          // ... and when each became ready (its hook fired), from the start of backward
   std::chrono::steady_clock::time_point forward_start{}, backward_start{}, autograd_end{};
   // False while some bucket's comm times are still unknown: a backend that completes on the
   // device (NCCL) may finish after backward returned; Reducer::complete_stats() fills them in.

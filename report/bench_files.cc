@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <fstream>
@@ -68,6 +69,25 @@ constexpr SampleField kSampleFields[] = {{"step_ms", &StepSample::step_ms},
                                          {"overlap_ms", &StepSample::overlap_ms},
                                          {"optimizer_ms", &StepSample::optimizer_ms},
                                          {"sync_ms", &StepSample::sync_ms}};
+
+// Per-step vectors (optional in the files: DDP only).
+struct SeriesField {
+  const char* name;
+  std::vector<double> StepSample::*field;
+};
+constexpr SeriesField kSeriesFields[] = {{"gradient_ready_ms", &StepSample::gradient_ready_ms},
+                                         {"bucket_ready_ms", &StepSample::bucket_ready_ms},
+                                         {"bucket_comm_start_ms", &StepSample::bucket_comm_start_ms},
+                                         {"bucket_comm_end_ms", &StepSample::bucket_comm_end_ms}};
+struct ProfileSeries {
+  const char* name;
+  std::vector<double> Profile::*field;
+  bool per_gradient;  // else per bucket
+};
+constexpr ProfileSeries kProfileSeries[] = {{"gradient_ready_ms", &Profile::gradient_ready_ms, true},
+                                            {"bucket_ready_ms", &Profile::bucket_ready_ms, false},
+                                            {"bucket_comm_start_ms", &Profile::bucket_comm_start_ms, false},
+                                            {"bucket_comm_end_ms", &Profile::bucket_comm_end_ms, false}};
 
 json meta_json(const BenchMeta& m) {
   return {{"date", m.date},
@@ -137,29 +157,34 @@ BenchMeta current_meta(const std::string& command) {
 }
 
 json to_json(const RunFacts& f) {
-  return {{"label", f.label},
-          {"config", f.config},
-          {"overrides", f.overrides},
-          {"device", f.device},
-          {"backend", f.backend},
-          {"world_size", f.world_size},
-          {"per_device_batch", f.per_device_batch},
-          {"gradient_accumulation_steps", f.gradient_accumulation_steps},
-          {"seq_len", f.seq_len},
-          {"logging_steps", f.logging_steps},
-          {"save_steps", f.save_steps},
-          {"dataloader_num_workers", f.dataloader_num_workers},
-          {"dataloader_pin_memory", f.dataloader_pin_memory},
-          {"precision", f.precision},
-          {"comm_hook", f.comm_hook},
-          {"bucket_cap_mb", f.bucket_cap_mb},
-          {"one_bucket", f.one_bucket},
-          {"bucket_bytes", f.bucket_bytes},
-          {"num_parameters", f.num_parameters},
-          {"vocab_size", f.vocab_size},
-          {"d_model", f.d_model},
-          {"train_examples", f.train_examples},
-          {"synthetic_data", f.synthetic_data}};
+  json j = {{"label", f.label},
+            {"config", f.config},
+            {"overrides", f.overrides},
+            {"device", f.device},
+            {"backend", f.backend},
+            {"world_size", f.world_size},
+            {"per_device_batch", f.per_device_batch},
+            {"gradient_accumulation_steps", f.gradient_accumulation_steps},
+            {"seq_len", f.seq_len},
+            {"logging_steps", f.logging_steps},
+            {"save_steps", f.save_steps},
+            {"dataloader_num_workers", f.dataloader_num_workers},
+            {"dataloader_pin_memory", f.dataloader_pin_memory},
+            {"precision", f.precision},
+            {"comm_hook", f.comm_hook},
+            {"bucket_cap_mb", f.bucket_cap_mb},
+            {"one_bucket", f.one_bucket},
+            {"bucket_bytes", f.bucket_bytes},
+            {"num_parameters", f.num_parameters},
+            {"vocab_size", f.vocab_size},
+            {"d_model", f.d_model},
+            {"train_examples", f.train_examples},
+            {"synthetic_data", f.synthetic_data}};
+  if (!f.gradient_names.empty()) {
+    j["gradient_names"] = f.gradient_names;
+    j["gradient_bytes"] = f.gradient_bytes;
+  }
+  return j;
 }
 
 RunFacts facts_from_json(const json& f) {
@@ -187,6 +212,12 @@ RunFacts facts_from_json(const json& f) {
   r.d_model = f.at("d_model").get<int64_t>();
   r.train_examples = f.at("train_examples").get<int64_t>();
   r.synthetic_data = f.at("synthetic_data").get<bool>();
+  if (f.contains("gradient_names")) {  // files written before the step model have none
+    r.gradient_names = f.at("gradient_names").get<std::vector<std::string>>();
+    r.gradient_bytes = f.at("gradient_bytes").get<std::vector<int64_t>>();
+    TANDEM_CHECK(r.gradient_bytes.size() == r.gradient_names.size(), "{} gradient_bytes for {} gradient_names",
+                 r.gradient_bytes.size(), r.gradient_names.size());
+  }
   TANDEM_CHECK(r.world_size >= 1 && r.per_device_batch >= 1 && r.gradient_accumulation_steps >= 1,
                "world_size, per_device_batch and gradient_accumulation_steps must be positive");
   return r;
@@ -202,6 +233,13 @@ json to_json(const std::vector<StepSample>& samples) {
   std::vector<bool> logging;
   for (const StepSample& s : samples) logging.push_back(s.logging_step);
   j["logging_step"] = logging;
+  for (const SeriesField& f : kSeriesFields) {
+    if (std::none_of(samples.begin(), samples.end(), [&](const StepSample& s) { return !(s.*(f.field)).empty(); }))
+      continue;
+    json column = json::array();
+    for (const StepSample& s : samples) column.push_back(s.*(f.field));
+    j[f.name] = column;
+  }
   return j;
 }
 
@@ -215,28 +253,38 @@ std::vector<StepSample> samples_from_json(const json& j) {
                  column.size(), out.size());
     for (size_t i = 0; i < out.size(); ++i) out[i].*(f.field) = column[i];
   }
+  for (const SeriesField& f : kSeriesFields) {
+    if (!j.contains(f.name)) continue;  // optional: absent without DDP and in files from before the step model
+    const auto column = j.at(f.name).get<std::vector<std::vector<double>>>();
+    TANDEM_CHECK(column.size() == out.size(), "samples: {} has {} steps, logging_step has {}", f.name, column.size(),
+                 out.size());
+    for (size_t i = 0; i < out.size(); ++i) out[i].*(f.field) = column[i];
+  }
   return out;
 }
 
 json to_json(const Profile& p) {
   json median;
   for (const SampleField& s : kSampleFields) median[s.name] = p.median.*(s.field);
-  return {{"facts", to_json(p.facts)},
-          {"warmup_steps", p.warmup_steps},
-          {"median", median},
-          {"step_ms",
-           {{"n", p.step_ms.n},
-            {"median", p.step_ms.median},
-            {"p10", p.step_ms.p10},
-            {"p90", p.step_ms.p90},
-            {"mean", p.step_ms.mean},
-            {"min", p.step_ms.min},
-            {"max", p.step_ms.max}}},
-          {"samples_per_second", p.samples_per_second},
-          {"peak_memory_bytes", p.peak_memory_bytes},
-          {"logging_overhead_ms", p.logging_overhead_ms},
-          {"checkpoint_ms", p.checkpoint_ms},
-          {"step_samples_ms", p.step_samples_ms}};
+  json j = {{"facts", to_json(p.facts)},
+            {"warmup_steps", p.warmup_steps},
+            {"median", median},
+            {"step_ms",
+             {{"n", p.step_ms.n},
+              {"median", p.step_ms.median},
+              {"p10", p.step_ms.p10},
+              {"p90", p.step_ms.p90},
+              {"mean", p.step_ms.mean},
+              {"min", p.step_ms.min},
+              {"max", p.step_ms.max}}},
+            {"samples_per_second", p.samples_per_second},
+            {"peak_memory_bytes", p.peak_memory_bytes},
+            {"logging_overhead_ms", p.logging_overhead_ms},
+            {"checkpoint_ms", p.checkpoint_ms},
+            {"step_samples_ms", p.step_samples_ms}};
+  for (const ProfileSeries& f : kProfileSeries)
+    if (!(p.*(f.field)).empty()) j[f.name] = p.*(f.field);
+  return j;
 }
 
 Profile profile_from_json(const json& j, const std::string& where) {
@@ -259,6 +307,13 @@ Profile profile_from_json(const json& j, const std::string& where) {
     p.logging_overhead_ms = j.at("logging_overhead_ms").get<double>();
     p.checkpoint_ms = j.at("checkpoint_ms").get<double>();
     p.step_samples_ms = j.at("step_samples_ms").get<std::vector<double>>();
+    for (const ProfileSeries& f : kProfileSeries) {
+      if (!j.contains(f.name)) continue;
+      p.*(f.field) = j.at(f.name).get<std::vector<double>>();
+      const size_t expected = f.per_gradient ? p.facts.gradient_names.size() : p.facts.bucket_bytes.size();
+      TANDEM_CHECK((p.*(f.field)).size() == expected, "{} has {} values for {} {}", f.name, (p.*(f.field)).size(),
+                   expected, f.per_gradient ? "gradient_names" : "buckets");
+    }
     return p;
   } catch (const json::exception& e) {
     TANDEM_FAIL("{}: {}", where, e.what());

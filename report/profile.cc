@@ -53,6 +53,34 @@ Profile aggregate(const RunFacts& facts, const std::vector<std::vector<StepSampl
   p.median.data_wait_ms = median_of(&StepSample::data_wait_ms, all).median;
   for (Field f : kMeanFields) p.median.*f = median_of(f, all).median;
   for (const StepSample& s : combined) p.step_samples_ms.push_back(s.step_ms);
+  using Series = std::vector<double> StepSample::*;
+  // Per element of a per-step series: the ranks' mean each step, then the median over the steps
+  // that have `count` elements. Gradients are always all there; a step timed before DDP's rebuild
+  // (no warm-up) has the first layout's buckets, which are not the facts' ones: it is left out.
+  auto series_median = [&](Series field, size_t count) {
+    std::vector<std::vector<double>> per_element(count);
+    for (size_t i = 0; i < steps; ++i) {
+      bool complete = true;
+      for (const auto& rank : per_rank) complete = complete && (rank[i].*field).size() == count;
+      if (!complete) continue;
+      for (size_t g = 0; g < count; ++g) {
+        double sum = 0;
+        for (const auto& rank : per_rank) sum += (rank[i].*field)[g];
+        per_element[g].push_back(sum / ranks);
+      }
+    }
+    std::vector<double> out;
+    for (auto& v : per_element) {
+      if (v.empty()) return std::vector<double>{};
+      out.push_back(summarize(std::move(v)).median);
+    }
+    return out;
+  };
+  p.gradient_ready_ms = series_median(&StepSample::gradient_ready_ms, facts.gradient_names.size());
+  const size_t buckets = facts.bucket_bytes.size();
+  p.bucket_ready_ms = series_median(&StepSample::bucket_ready_ms, buckets);
+  p.bucket_comm_start_ms = series_median(&StepSample::bucket_comm_start_ms, buckets);
+  p.bucket_comm_end_ms = series_median(&StepSample::bucket_comm_end_ms, buckets);
 
   const Summary logging = median_of(&StepSample::step_ms, [](const StepSample& s) { return s.logging_step; });
   const Summary plain = median_of(&StepSample::step_ms, [](const StepSample& s) { return !s.logging_step; });

@@ -31,6 +31,12 @@ struct StepSample {
   double optimizer_ms = 0;         // unscale, clip, step, zero_grad
   double sync_ms = 0;              // reading the loss on a logging step (a host synchronisation)
   bool logging_step = false;
+  // When each gradient became ready (DDP's hook fired), ms from the start of backward, indexed as
+  // RunFacts::gradient_names; empty without DDP (one rank).
+  std::vector<double> gradient_ready_ms;
+  // DDP's buckets in launch order (RunFacts::bucket_bytes), ms from the start of backward: when each was
+  // ready, and when the backend started and finished reducing it (ddp::BucketStats). Empty without DDP.
+  std::vector<double> bucket_ready_ms, bucket_comm_start_ms, bucket_comm_end_ms;
 };
 
 // The configuration a profile was measured with.
@@ -53,6 +59,10 @@ struct RunFacts {
   double bucket_cap_mb = 25;
   bool one_bucket = false;            // every gradient in one bucket (first bucket included)
   std::vector<int64_t> bucket_bytes;  // DDP's buckets in launch order (empty on one rank)
+  // Every gradient DDP reduced, in the order they became ready in the first timed step, and their
+  // bytes (empty on one rank): with the ready times, what re-forms buckets for any cap (ddp/step_model.h).
+  std::vector<std::string> gradient_names;
+  std::vector<int64_t> gradient_bytes;
   int64_t num_parameters = 0;
   int64_t vocab_size = 0;  // the token embedding is vocab_size x d_model of the parameters
   int64_t d_model = 0;
@@ -79,6 +89,10 @@ struct Profile {
   double logging_overhead_ms = -1;
   double checkpoint_ms = -1;            // one checkpoint save on rank 0; < 0 when not measured
   std::vector<double> step_samples_ms;  // every timed step (slowest rank), for plots
+  // Per gradient (facts.gradient_names) and per bucket (facts.bucket_bytes): the median over timed
+  // steps of the ranks' mean, as in StepSample.
+  std::vector<double> gradient_ready_ms;
+  std::vector<double> bucket_ready_ms, bucket_comm_start_ms, bucket_comm_end_ms;
 
   double compute_ms() const { return median.forward_ms + median.backward_compute_ms; }
   // The part of the step in none of the named phases (logging, glue, the loader hand-off); never negative.

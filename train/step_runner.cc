@@ -2,6 +2,8 @@
 
 #include <chrono>
 #include <optional>
+#include <string_view>
+#include <unordered_map>
 
 #include "train/checkpoint.h"
 #include "train/setup.h"
@@ -132,6 +134,10 @@ struct StepRunner::State {
   nn::ForwardContext ctx;
   int64_t step = 0;
   std::vector<int64_t> bucket_bytes;
+  // The gradients DDP reduces, in the ready order of the case's first step; each sample's ready
+  // times are put in this order by name.
+  std::vector<std::string> gradient_names;
+  std::vector<int64_t> gradient_bytes;
 
   data::Batch next_batch() {
     std::optional<data::Batch> b = loader->next();
@@ -146,6 +152,8 @@ struct StepRunner::State {
 
   void prepare(const StepCase& c) {
     optimizer->zero_grad(true);
+    gradient_names.clear();
+    gradient_bytes.clear();
     ddp.reset();  // the old reducer's hooks go before the new one's arrive
     if (group && world > 1) {
       TrainConfig hooked = config;
@@ -159,6 +167,25 @@ struct StepRunner::State {
     scaler.emplace(optim::GradScaler::for_compute_dtype(ctx.compute_dtype));
     // A constant learning rate (no schedule): it does not change the work.
     train_step = std::make_unique<TrainStep>(*model, ddp.get(), *optimizer, *scaler, nullptr, ctx, step_options(config));
+  }
+
+  void record_ready_times(const ddp::IterationStats& st, report::StepSample& s) {
+    if (gradient_names.empty()) {
+      gradient_names = st.ready_order;
+      for (size_t b : st.ready_bytes) gradient_bytes.push_back(static_cast<int64_t>(b));
+    }
+    std::unordered_map<std::string_view, double> ready;
+    for (size_t i = 0; i < st.ready_order.size(); ++i) ready.emplace(st.ready_order[i], st.ready_ms[i]);
+    for (const std::string& name : gradient_names) {
+      const auto it = ready.find(name);
+      TANDEM_CHECK(it != ready.end(), "rank {}: gradient '{}' was not reduced in step {}", rank, name, step);
+      s.gradient_ready_ms.push_back(it->second);
+    }
+    for (const ddp::BucketStats& b : st.buckets) {
+      s.bucket_ready_ms.push_back(b.ready_ms);
+      s.bucket_comm_start_ms.push_back(b.comm_start_ms);
+      s.bucket_comm_end_ms.push_back(b.comm_end_ms);
+    }
   }
 
   report::StepSample one_step() {
@@ -183,6 +210,7 @@ struct StepRunner::State {
       s.comm_ms = st.backward_comm_ms;
       s.exposed_comm_ms = st.exposed_comm_ms;
       s.overlap_ms = st.overlap_ms;
+      record_ready_times(st, s);
     }
     return s;
   }
@@ -276,6 +304,8 @@ report::RunFacts StepRunner::facts(const StepCase& c) const {
   f.bucket_cap_mb = c.bucket_cap_mb;
   f.one_bucket = c.one_bucket;
   f.bucket_bytes = s.bucket_bytes;
+  f.gradient_names = s.gradient_names;
+  f.gradient_bytes = s.gradient_bytes;
   f.num_parameters = s.model->num_parameters();
   f.vocab_size = s.model->config().vocab_size;
   f.d_model = s.model->config().d_model;

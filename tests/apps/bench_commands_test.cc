@@ -85,6 +85,65 @@ TEST_F(BenchCommands, BucketSweepMeasuresEverySizeOnTwoRanks) {
   EXPECT_GT(small.median.comm_ms, 0);
   EXPECT_GT(small.samples_per_second, 0);
   EXPECT_NE(r.output.find("fastest:"), std::string::npos) << r.output;
+  // What the step model is calibrated on: every gradient with its bytes and ready time, and each bucket's times.
+  ASSERT_EQ(small.facts.gradient_bytes.size(), small.facts.gradient_names.size());
+  int64_t gradient_bytes = 0;
+  for (int64_t b : small.facts.gradient_bytes) gradient_bytes += b;
+  EXPECT_EQ(gradient_bytes, total);
+  EXPECT_EQ(small.gradient_ready_ms.size(), small.facts.gradient_names.size());
+  EXPECT_EQ(small.bucket_ready_ms.size(), small.facts.bucket_bytes.size());
+  EXPECT_EQ(small.bucket_comm_end_ms.size(), small.facts.bucket_bytes.size());
+}
+
+TEST_F(BenchCommands, PredictAndReportPredictEachCaseFromTheOthers) {
+  ASSERT_EQ(run("bench buckets --nproc 2 --caps 1,one " + common()).status, 0);
+  const std::string table = (dir_ / "allreduce_2ranks.txt").string();
+  const CommandRun ar = run("launch --nproc-per-node 2 -- " + std::string(TANDEM_BINARY) +
+                            " bench allreduce -b 1K -e 64K -f 4 -n 2 -w 1 -c 0 > " + table);
+  ASSERT_EQ(ar.status, 0) << ar.output;
+
+  const std::string sweep = (dir_ / "buckets.json").string();
+  const CommandRun p =
+      run("bench predict --calibrate " + sweep + ":1 --link " + table + " --measured " + dir_.string());
+  ASSERT_EQ(p.status, 0) << p.output;
+  EXPECT_NE(p.output.find("| 2 | one bucket | 1 |"), std::string::npos) << p.output;
+  EXPECT_NE(p.output.find("not validated (each is its world size's only calibration): " + sweep + ":1"),
+            std::string::npos)
+      << p.output;
+  // Calibrated on the whole sweep, each case is predicted from the other (leave one out).
+  const CommandRun loo =
+      run("bench predict --calibrate " + dir_.string() + " --link " + table + " --measured " + dir_.string());
+  ASSERT_EQ(loo.status, 0) << loo.output;
+  EXPECT_NE(loo.output.find("| 2 | 1 | "), std::string::npos) << loo.output;
+  EXPECT_NE(loo.output.find("| mean of " + sweep + ":1, " + sweep + ":one bucket |"), std::string::npos) << loo.output;
+
+  const CommandRun rep = run("report --quiet --bench " + dir_.string() + " --out " + (dir_ / "report").string());
+  ASSERT_EQ(rep.status, 0) << rep.output;
+  const std::string model = read(dir_ / "report" / "step_model.md");
+  EXPECT_NE(model.find("| 2 | mean of buckets.json:1, buckets.json:one bucket |"), std::string::npos) << model;
+  EXPECT_NE(model.find("| 2 | one bucket | 1 |"), std::string::npos) << model;
+  EXPECT_NE(model.find("| buckets.json:1 |"), std::string::npos) << "the one-bucket case, predicted from cap 1";
+}
+
+TEST_F(BenchCommands, PredictNamesAMissingTableAndAWorldSizeWithoutOne) {
+  ASSERT_EQ(run("bench buckets --nproc 2 --caps 1,one " + common()).status, 0);
+  const std::string sweep = (dir_ / "buckets.json").string();
+  const CommandRun missing =
+      run("bench predict --calibrate " + sweep + ":1 --link /nonexistent/ar.txt --caps 1 --world 2");
+  EXPECT_NE(missing.status, 0);
+  EXPECT_NE(missing.output.find("cannot read all_reduce table /nonexistent/ar.txt"), std::string::npos)
+      << missing.output;
+  const std::string three = (dir_ / "ar3.txt").string();
+  std::ofstream(three) << "1024 256 float sum -1 41.5 0.02 0.03 0 40.25 0.03 0.03 0\n"
+                          "4096 1024 float sum -1 60 0.07 0.09 0 58 0.07 0.09 0\n";
+  const CommandRun no_fit = run("bench predict --calibrate " + sweep + ":1 --link 3=" + three + " --caps 1 --world 2");
+  EXPECT_NE(no_fit.status, 0);
+  EXPECT_NE(no_fit.output.find("no all_reduce table for 2 ranks (--link gives 3 ranks)"), std::string::npos)
+      << no_fit.output;
+  std::ofstream(three) << "1024 256 float\n";
+  const CommandRun bad = run("bench predict --calibrate " + sweep + ":1 --link 3=" + three + " --caps 1 --world 2");
+  EXPECT_NE(bad.status, 0);
+  EXPECT_NE(bad.output.find(three + ":1: expected 13 columns"), std::string::npos) << bad.output;
 }
 
 TEST_F(BenchCommands, ScalingThenReportWritesTablesPlotsAndDiagnosis) {

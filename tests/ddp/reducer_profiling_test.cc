@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "comm/ring_process_group.h"
@@ -97,6 +98,33 @@ TEST_F(ReducerProfiling, CommTimeIsTheUnionOfTheBucketsNotTheirSpan) {
   EXPECT_LE(s.backward_comm_ms, last - first + 1e-9);
   EXPECT_LE(s.overlap_ms, s.backward_comm_ms + 1e-9);
   EXPECT_FALSE(s.device_timed) << "CPU parameters: host clocks";
+}
+
+TEST_F(ReducerProfiling, EachGradientsReadyTimeIsRecordedAndItsBucketIsReadyNoEarlier) {
+  step(true);
+  step(true);  // after the rebuild: buckets in ready order
+  const ddp::IterationStats& s = ddp_->stats();
+  const auto names = ddp_->bucket_parameter_names();
+  ASSERT_EQ(s.ready_order.size(), s.ready_ms.size());
+  ASSERT_EQ(s.ready_order.size(), s.ready_bytes.size());
+  std::map<std::string, size_t> bytes;
+  for (const auto& [name, t] : model_->named_parameters()) bytes[name] = t.nbytes();
+  ASSERT_EQ(s.ready_order.size(), bytes.size());
+  for (size_t i = 0; i < s.ready_order.size(); ++i) {
+    EXPECT_EQ(s.ready_bytes[i], bytes.at(s.ready_order[i])) << s.ready_order[i];
+    EXPECT_GE(s.ready_ms[i], 0);
+    EXPECT_LE(s.ready_ms[i], s.backward_compute_ms);
+    if (i > 0) EXPECT_LE(s.ready_ms[i - 1], s.ready_ms[i]) << "listed in the order they became ready";
+  }
+  // A bucket is launched when its last gradient is in, so no earlier than any of its gradients.
+  ASSERT_EQ(names.size(), s.buckets.size());
+  for (size_t b = 0; b < names.size(); ++b)
+    for (const std::string& n : names[b]) {
+      const size_t i = static_cast<size_t>(std::find(s.ready_order.begin(), s.ready_order.end(), n) -
+                                           s.ready_order.begin());
+      ASSERT_LT(i, s.ready_order.size()) << n;
+      EXPECT_LE(s.ready_ms[i], s.buckets[b].ready_ms) << n;
+    }
 }
 
 TEST_F(ReducerProfiling, BucketParameterNamesNameEveryParameterOnceInBucketOrder) {

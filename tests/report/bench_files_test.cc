@@ -116,6 +116,41 @@ TEST_F(BenchFiles, SamplesRoundTripAsColumns) {
   EXPECT_TRUE(back[1].logging_step);
 }
 
+TEST_F(BenchFiles, GradientAndBucketTimesRoundTripAndAreOptional) {
+  Profile p = example_profile(2);
+  p.facts.gradient_names = {"head.weight", "embedding.weight"};
+  p.facts.gradient_bytes = {500000, 1048576};
+  p.gradient_ready_ms = {3.5, 9};
+  p.bucket_ready_ms = {3.5, 9};
+  p.bucket_comm_start_ms = {4, 9.5};
+  p.bucket_comm_end_ms = {6, 14};
+  const Profile back = profile_from_json(to_json(p), "here");
+  EXPECT_EQ(back.facts.gradient_names, p.facts.gradient_names);
+  EXPECT_EQ(back.facts.gradient_bytes, p.facts.gradient_bytes);
+  EXPECT_EQ(back.gradient_ready_ms, p.gradient_ready_ms);
+  EXPECT_EQ(back.bucket_comm_start_ms, p.bucket_comm_start_ms);
+  EXPECT_EQ(back.bucket_comm_end_ms, p.bucket_comm_end_ms);
+  // Files from before the step model have none of these keys.
+  const Profile old = profile_from_json(to_json(example_profile(2)), "old");
+  EXPECT_TRUE(old.facts.gradient_names.empty());
+  EXPECT_TRUE(old.bucket_ready_ms.empty());
+  EXPECT_FALSE(to_json(example_profile(2)).contains("bucket_ready_ms"));
+  // A series whose length does not match its facts is an error naming it.
+  nlohmann::json bad = to_json(p);
+  bad["bucket_comm_end_ms"] = {1.0};
+  try {
+    profile_from_json(bad, "b.json case 25");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("b.json case 25: "), std::string::npos) << what;
+    EXPECT_NE(what.find("bucket_comm_end_ms has 1 values for 2 buckets"), std::string::npos) << what;
+  }
+  std::vector<StepSample> samples(2);
+  samples[1].gradient_ready_ms = {1, 2};
+  EXPECT_EQ(samples_from_json(to_json(samples))[1].gradient_ready_ms, (std::vector<double>{1, 2}));
+}
+
 TEST_F(BenchFiles, MissingKeyNamesTheFileAndTheCase) {
   BucketsBench b;
   b.cases = {example_profile(2)};

@@ -53,6 +53,35 @@ TEST(Aggregate, StepTimeIsTheSlowestRankAndPhasesTheRankMean) {
   EXPECT_DOUBLE_EQ(p.epoch_seconds(), 1000 / (16 / 0.013));
 }
 
+TEST(Aggregate, ReadyAndBucketTimesAreTheMedianOverStepsOfTheRankMean) {
+  RunFacts f = facts(2, 8);
+  f.gradient_names = {"head", "embedding"};
+  f.gradient_bytes = {4, 40};
+  f.bucket_bytes = {44};
+  auto timed = [](double step, std::vector<double> ready, std::vector<double> bucket) {
+    StepSample s = sample(step, 1);
+    s.gradient_ready_ms = std::move(ready);
+    s.bucket_ready_ms = {bucket[0]};
+    s.bucket_comm_start_ms = {bucket[1]};
+    s.bucket_comm_end_ms = {bucket[2]};
+    return s;
+  };
+  StepSample before_rebuild = timed(10, {9, 9}, {9, 9, 9});
+  before_rebuild.bucket_ready_ms = {1, 2};  // the first layout had two buckets
+  before_rebuild.bucket_comm_start_ms = {1, 2};
+  before_rebuild.bucket_comm_end_ms = {1, 2};
+  const std::vector<std::vector<StepSample>> ranks = {
+      {before_rebuild, timed(10, {1, 3}, {3, 4, 6}), timed(10, {2, 5}, {5, 6, 9}), timed(10, {3, 7}, {7, 8, 12})},
+      {before_rebuild, timed(10, {3, 5}, {5, 6, 8}), timed(10, {4, 7}, {7, 8, 11}), timed(10, {5, 9}, {9, 10, 14})}};
+  const Profile p = aggregate(f, ranks, 0, {0, 0}, -1);
+  // Gradients, every step: rank means {2, 4}, {3, 6}, {4, 8}, {9, 9}: medians 3.5 and 7.
+  EXPECT_EQ(p.gradient_ready_ms, (std::vector<double>{3.5, 7}));
+  // Buckets, the three steps after the rebuild: ready 4, 6, 8; start 5, 7, 9; end 7, 10, 13.
+  EXPECT_EQ(p.bucket_ready_ms, (std::vector<double>{6}));
+  EXPECT_EQ(p.bucket_comm_start_ms, (std::vector<double>{7}));
+  EXPECT_EQ(p.bucket_comm_end_ms, (std::vector<double>{10}));
+}
+
 TEST(Aggregate, LoggingOverheadIsTheDifferenceOfMedians) {
   std::vector<StepSample> steps;
   for (int i = 0; i < 12; ++i) steps.push_back(i % 4 == 3 ? sample(15, 1, 0, true) : sample(10, 1));

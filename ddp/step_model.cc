@@ -1,0 +1,161 @@
+#include "ddp/step_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <set>
+
+#include "core/check.h"
+
+namespace tandem::ddp {
+
+double LinkFit::time_us(double bytes) const {
+  return world_size > 1 ? alpha_us + beta_us_per_byte * bytes * bus_factor() : 0.0;
+}
+
+LinkFit fit_link(int world_size, const std::vector<LinkSample>& samples) {
+  TANDEM_CHECK(world_size >= 2, "link fit: world size {} (an all_reduce needs at least 2 ranks)", world_size);
+  std::set<double> sizes;
+  for (const LinkSample& s : samples) {
+    TANDEM_CHECK(s.bytes > 0 && s.us > 0 && std::isfinite(s.bytes) && std::isfinite(s.us),
+                 "link fit ({} ranks): a sample of {} bytes in {} us (both must be positive)", world_size, s.bytes,
+                 s.us);
+    sizes.insert(s.bytes);
+  }
+  TANDEM_CHECK(sizes.size() >= 2, "link fit ({} ranks): {} distinct message sizes, need at least 2", world_size,
+               sizes.size());
+  LinkFit f;
+  f.world_size = world_size;
+  const double k = f.bus_factor();
+  // Normal equations of sum w (a + b x - t)^2 with x = bus bytes and w = 1 / t^2.
+  double sw = 0, swx = 0, swxx = 0, swt = 0, swxt = 0;
+  for (const LinkSample& s : samples) {
+    const double w = 1.0 / (s.us * s.us), x = s.bytes * k;
+    sw += w;
+    swx += w * x;
+    swxx += w * x * x;
+    swt += w * s.us;
+    swxt += w * x * s.us;
+  }
+  const double det = sw * swxx - swx * swx;
+  double a = (swt * swxx - swx * swxt) / det, b = (sw * swxt - swx * swt) / det;
+  if (a < 0) {  // the best line through the origin
+    a = 0;
+    b = swxt / swxx;
+  } else if (b < 0) {  // a constant
+    a = swt / sw;
+    b = 0;
+  }
+  f.alpha_us = a;
+  f.beta_us_per_byte = b;
+  double sq = 0;
+  for (const LinkSample& s : samples) {
+    const double rel = (f.time_us(s.bytes) - s.us) / s.us;
+    f.max_abs_rel_residual = std::max(f.max_abs_rel_residual, std::abs(rel));
+    sq += rel * rel;
+  }
+  f.samples = samples.size();
+  f.rms_rel_residual = std::sqrt(sq / static_cast<double>(samples.size()));
+  return f;
+}
+
+BucketCaps BucketCaps::from_mb(double first_mb, double mb) {
+  TANDEM_CHECK(first_mb >= 0 && mb >= 0, "bucket caps must not be negative ({} MB first, {} MB)", first_mb, mb);
+  const size_t bytes = bucket_cap_bytes(mb);
+  return {std::min(bucket_cap_bytes(first_mb), bytes), bytes};
+}
+
+std::vector<BucketSpec> buckets_for_caps(const std::vector<GradientTiming>& gradients, BucketCaps caps) {
+  std::vector<ParamDesc> params;
+  for (const GradientTiming& g : gradients) params.push_back({g.bytes, DType::F32, Device::cpu()});
+  std::vector<int> order(gradients.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    return gradients[static_cast<size_t>(a)].ready_fraction < gradients[static_cast<size_t>(b)].ready_fraction;
+  });
+  return assign_buckets(params, order, caps.first_bytes, caps.bytes);
+}
+
+std::pair<double, double> fit_comm_scales(const std::vector<double>& inside_ms, const std::vector<double>& after_ms,
+                                          const std::vector<double>& link_ms) {
+  TANDEM_CHECK(inside_ms.size() == after_ms.size() && after_ms.size() == link_ms.size(),
+               "comm scales: {} inside times, {} after times, {} link times", inside_ms.size(), after_ms.size(),
+               link_ms.size());
+  // Normal equations for (u, v) = (1 / s_during, 1 / s_after) in sum (i u + o v - w)^2.
+  double sii = 0, soo = 0, sio = 0, siw = 0, sow = 0, time = 0, work = 0;
+  for (size_t k = 0; k < link_ms.size(); ++k) {
+    const double i = inside_ms[k], o = after_ms[k], w = link_ms[k];
+    TANDEM_CHECK(i >= 0 && o >= 0 && w >= 0, "comm scales: bucket {} has a negative time", k);
+    sii += i * i, soo += o * o, sio += i * o, siw += i * w, sow += o * w;
+    time += i + o, work += w;
+  }
+  TANDEM_CHECK(time > 0 && work > 0, "comm scales: the buckets took no time");
+  const double overall = time / work;
+  if (sii == 0 || soo == 0) return {overall, overall};  // one phase only: the other cannot be told apart
+  const double det = sii * soo - sio * sio;
+  if (det <= 1e-12 * sii * soo) return {overall, overall};
+  const double u = (siw * soo - sow * sio) / det, v = (sow * sii - siw * sio) / det;
+  if (u <= 0 || v <= 0) return {overall, overall};
+  return {1 / u, 1 / v};
+}
+
+SimulatedBackward simulate_comm(const std::vector<size_t>& bytes, const std::vector<double>& ready_ms,
+                                const std::vector<double>& link_ms, double backward_compute_ms,
+                                const CommOverheads& o) {
+  TANDEM_CHECK(bytes.size() == ready_ms.size() && ready_ms.size() == link_ms.size(),
+               "comm simulation: {} bucket sizes, {} ready times, {} link times", bytes.size(), ready_ms.size(),
+               link_ms.size());
+  TANDEM_CHECK(backward_compute_ms >= 0 && o.launch_ms >= 0 && o.tail_ms >= 0,
+               "comm simulation: backward of {} ms, launch {} ms, tail {} ms (none may be negative)",
+               backward_compute_ms, o.launch_ms, o.tail_ms);
+  TANDEM_CHECK(o.scale_during_backward > 0 && o.scale_after_backward > 0,
+               "comm simulation: comm scales {} and {} (must be positive)", o.scale_during_backward,
+               o.scale_after_backward);
+  SimulatedBackward out;
+  out.backward_compute_ms = backward_compute_ms;
+  double free_at = 0;  // when the comm thread finishes its previous bucket
+  for (size_t k = 0; k < bytes.size(); ++k) {
+    TANDEM_CHECK(ready_ms[k] >= 0 && link_ms[k] >= 0, "comm simulation: bucket {} ready at {} ms, link time {} ms", k,
+                 ready_ms[k], link_ms[k]);
+    TANDEM_CHECK(k == 0 || ready_ms[k] >= ready_ms[k - 1],
+                 "comm simulation: bucket {} is ready at {} ms, before bucket {} ({} ms): buckets are launched in "
+                 "order",
+                 k, ready_ms[k], k - 1, ready_ms[k - 1]);
+    SimulatedBucket b{bytes[k], ready_ms[k], std::max(ready_ms[k], free_at) + o.launch_ms, 0};
+    // The part of the work done before backward ends runs at the slower pace.
+    const double inside = std::max(0.0, backward_compute_ms - b.start_ms);
+    const double during = std::min(link_ms[k] * o.scale_during_backward, inside);
+    b.end_ms = b.start_ms + during + (link_ms[k] - during / o.scale_during_backward) * o.scale_after_backward;
+    free_at = b.end_ms;
+    out.comm_busy_ms += b.end_ms - b.start_ms;
+    out.buckets.push_back(b);
+  }
+  out.exposed_comm_ms = bytes.empty() ? 0.0 : std::max(0.0, free_at - backward_compute_ms) + o.tail_ms;
+  return out;
+}
+
+StepPrediction predict_step(const std::vector<GradientTiming>& gradients, const ComputeTimes& compute,
+                            const LinkFit& link, BucketCaps caps, const CommOverheads& overheads) {
+  StepPrediction p;
+  p.world_size = link.world_size;
+  p.caps = caps;
+  p.backward.backward_compute_ms = compute.backward_compute_ms;
+  if (link.world_size > 1) {
+    TANDEM_CHECK(!gradients.empty(), "step model: no gradient ready times to form buckets from");
+    p.layout = buckets_for_caps(gradients, caps);
+    std::vector<size_t> bytes;
+    std::vector<double> ready, link_ms;
+    for (const BucketSpec& b : p.layout) {
+      double last = 0;  // a bucket is ready with its last gradient
+      for (int i : b.params) last = std::max(last, gradients[static_cast<size_t>(i)].ready_fraction);
+      bytes.push_back(b.bytes);
+      ready.push_back(std::min(last, 1.0) * compute.backward_compute_ms);
+      link_ms.push_back(link.time_us(static_cast<double>(b.bytes)) / 1000.0);
+    }
+    p.backward = simulate_comm(bytes, ready, link_ms, compute.backward_compute_ms, overheads);
+  }
+  p.step_ms = compute.total() + p.backward.exposed_comm_ms;
+  return p;
+}
+
+}  // namespace tandem::ddp
