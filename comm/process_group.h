@@ -68,7 +68,7 @@ struct ProcessGroupOptions {
   size_t ring_chunk_bytes = 256 << 10;  // ring: reduce granularity (the pipeline's unit)
   int ring_socket_buffer_bytes = 0;     // ring: SO_SNDBUF/SO_RCVBUF; 0 keeps the kernel's autotuning
   RingTransport ring_transport = RingTransport::Auto;
-  size_t ring_shm_bytes = 1 << 20;      // ring: capacity of each shared-memory ring (a multiple of 8)
+  size_t ring_shm_bytes = 4 << 20;      // ring: capacity of each shared-memory ring (a multiple of 8)
 };
 
 std::string_view reduce_op_name(ReduceOp op);  // "sum", "avg", "max"

@@ -149,6 +149,15 @@ void RingProcessGroup::rendezvous() {
   for (int i = 0; i < n; ++i) shm.push_back(link_uses_shm(peers, i, (i + 1) % n));
   const auto shm_links = std::count(shm.begin(), shm.end(), true);
   transport_ = shm_links == n ? "shm" : shm_links == 0 ? "tcp" : "shm within hosts, tcp between";
+  // Spinning pays when the neighbour runs on another core; with more ranks on
+  // this host than cores it steals the neighbour's time instead (measured on
+  // 2 cores: 4 ranks were faster without it, 2 ranks no slower with it).
+  const auto local_ranks = std::count_if(peers.begin(), peers.end(), [&](const PeerTransport& p) {
+    return !p.host.empty() && p.host == peers[static_cast<size_t>(r)].host;
+  });
+  spin_ = local_ranks <= static_cast<long>(std::max(1u, std::thread::hardware_concurrency()))
+              ? std::chrono::microseconds(50)
+              : std::chrono::microseconds(0);
 
   const int right = (r + 1) % n, left = (r + n - 1) % n;
   std::string right_addr = store_->get(keys[right]), left_addr = store_->get(keys[left]);
@@ -276,6 +285,7 @@ void RingProcessGroup::transfer(const std::vector<RingSend>& sends, const std::v
                                 const RingReduceFn& reduce, const std::string& what) {
   RingTransferOptions o;
   o.chunk_bytes = options_.ring_chunk_bytes;
+  o.spin = spin_;
   ring_transfer(link_, running_, sends, recvs, reduce, scratch_, o, options_.timeout, what);
 }
 

@@ -98,6 +98,7 @@ class RingProcessGroup final : public ProcessGroup {
   std::unique_ptr<RingRecvEnd> recv_end_;
   RingLink link_;
   std::string transport_;
+  std::chrono::microseconds spin_{0};  // how long a shared-memory wait spins before it sleeps
   std::vector<char> scratch_;
   std::shared_ptr<CudaStaging> staging_;  // CUDA builds only
 

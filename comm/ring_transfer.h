@@ -28,8 +28,9 @@
 // timeout. With it, the first frame of the first op where the ranks differ
 // fails with an Error naming the neighbour and both (sequence, bytes).
 //
-// Waiting on shared memory first spins for `spin` (a neighbour on another
-// core usually answers within microseconds), then sleeps in poll() like TCP.
+// Waiting on shared memory first spins for `options.spin` (a neighbour on
+// another core usually answers within microseconds), then sleeps in poll()
+// like TCP.
 //
 // Every wait is bounded: if no byte moves in either direction for
 // `idle_timeout`, or a connection closes, it throws Error naming the
@@ -102,7 +103,7 @@ using RingReduceFn = std::function<void(size_t recv_index, char* dst, const char
 struct RingTransferOptions {
   size_t chunk_bytes = 256 << 10;  // reduce granularity; a multiple of every element size
   size_t max_send_bytes = 1 << 20; // per send() call, so receiving gets its turn
-  std::chrono::microseconds spin{50};  // shared memory: how long to retry before sleeping
+  std::chrono::microseconds spin{0};  // shared memory: how long to retry before sleeping
 };
 
 // `op` says which op the pass belongs to (seq, op, dtype, root); the frames'

@@ -19,6 +19,7 @@ namespace {
 
 constexpr uint64_t kRingMagic = 0x474e4952444e54ull;  // "TNDRING"
 constexpr size_t kDataOffset = 4096;                  // the data starts on its own page
+constexpr size_t kPublishBytes = 64 << 10;            // the producer's head moves at least this often
 
 size_t page_round(size_t n) { return (n + 4095) / 4096 * 4096; }
 
@@ -129,17 +130,24 @@ size_t ShmSendEnd::write_some(const iovec* iov, int n) {
     if (room < pad) return 0;
     head += pad, room -= pad, align_ = false;
   }
-  size_t total = 0;
-  for (int i = 0; i < n && room > 0; ++i) {
-    size_t k = std::min(room, iov[i].iov_len);
-    copy_in(ring_->data_, cap, head, static_cast<const char*>(iov[i].iov_base), k);
-    head += k, room -= k, total += k;
-  }
-  if (head != start) {
+  // Published piece by piece, so the consumer starts on the first bytes while
+  // the rest are copied (a large write would otherwise serialise the two).
+  size_t total = 0, unpublished = head != start ? 1 : 0;
+  auto publish = [&] {
     c.head.store(head, std::memory_order_release);
     std::atomic_thread_fence(std::memory_order_seq_cst);  // pairs with the consumer's flag-then-check
     if (c.consumer_waiting.load(std::memory_order_relaxed) != 0) signal(ring_->fds_.data);
+    unpublished = 0;
+  };
+  for (int i = 0; i < n && room > 0; ++i) {
+    for (size_t done = 0; done < iov[i].iov_len && room > 0;) {
+      size_t k = std::min({room, iov[i].iov_len - done, kPublishBytes});
+      copy_in(ring_->data_, cap, head, static_cast<const char*>(iov[i].iov_base) + done, k);
+      head += k, room -= k, total += k, done += k, unpublished += k;
+      if (unpublished >= kPublishBytes) publish();
+    }
   }
+  if (unpublished > 0) publish();
   return total;
 }
 
@@ -238,6 +246,11 @@ void ShmRecvEnd::disarm(const pollfd* fds, int) {
     waiting_ = false;
   }
   if (fds[0].revents & (POLLIN | POLLRDHUP | POLLHUP | POLLERR)) {
+    // Bytes a peer wrote before it exited are still good (as TCP delivers
+    // what was sent before the close): the peer only counts as gone once the
+    // ring holds nothing this end has not looked at. A rank that finished the
+    // last op and exited must not fail its neighbour's last op.
+    if (ring_->control_->head.load(std::memory_order_acquire) != seen_head_) return;
     char byte;
     ssize_t k = ::recv(liveness_fd_, &byte, 1, MSG_DONTWAIT | MSG_PEEK);
     if (k == 0 || (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))

@@ -95,6 +95,30 @@ TEST(ShmRing, APeerThatClosesItsConnectionWakesAWaitingReaderWithRingPeerLost) {
   EXPECT_THROW(in.disarm(fds, n), RingPeerLost);
 }
 
+TEST(ShmRing, BytesWrittenBeforeThePeerClosedAreDeliveredBeforeItCountsAsGone) {
+  // A rank that finished the last op and exited must not fail its neighbour's last op.
+  SocketPair liveness;
+  auto ring = ShmRing::create(64);
+  ShmSendEnd out(ring, liveness.fd[0]);
+  ShmRecvEnd in(ShmRing::attach({::dup(ring->fds().memory), ::dup(ring->fds().data), ::dup(ring->fds().room)}, "test"),
+                liveness.fd[1]);
+  char msg[10] = "last op", got[10] = {};
+  iovec v{msg, sizeof msg};
+  ASSERT_EQ(out.write_some(&v, 1), sizeof msg);
+  ::close(liveness.fd[0]);
+  liveness.fd[0] = -1;
+  pollfd fds[kRingEndMaxPollFds];
+  int n = in.arm(fds, true);
+  ASSERT_GE(::poll(fds, static_cast<nfds_t>(n), 10000), 1);
+  EXPECT_NO_THROW(in.disarm(fds, n));
+  iovec r{got, sizeof got};
+  EXPECT_EQ(in.read_some(&r, 1), sizeof msg);
+  EXPECT_STREQ(got, "last op");
+  n = in.arm(fds, true);
+  ASSERT_GE(::poll(fds, static_cast<nfds_t>(n), 10000), 1);
+  EXPECT_THROW(in.disarm(fds, n), RingPeerLost);
+}
+
 TEST(ShmRing, DescriptorsThatAreNotARingAreRefusedNamingTheSender) {
   int fd = ::memfd_create("not-a-ring", 0);
   ASSERT_EQ(::ftruncate(fd, 8192), 0);
@@ -231,8 +255,8 @@ TEST_P(ShmGroups, ADefaultSizedRingAndChunkGiveTheSameSumAsTcp) {
     o.group_name = "tcp";
     return o;
   });
-  // 3 MiB of f32 (larger than the 1 MiB ring) and an odd element count.
-  auto a = run_every_op(shm, DType::F32, (3 << 18) + 3), b = run_every_op(tcp, DType::F32, (3 << 18) + 3);
+  // 6 MiB of f32 (larger than the 4 MiB ring) and an odd element count.
+  auto a = run_every_op(shm, DType::F32, (3 << 19) + 3), b = run_every_op(tcp, DType::F32, (3 << 19) + 3);
   EXPECT_EQ(a, b);
 }
 
