@@ -42,6 +42,7 @@ struct BenchOptions {
   double timeout_s = 300;
   std::string ring_chunk = "256K";
   std::string ring_socket_buffer = "0";
+  std::string ring_transport = "auto";
 };
 
 size_t parse_size(const std::string& text) {
@@ -229,8 +230,9 @@ class Bench {
 
   void header() const {
     if (pg_.rank() != 0) return;
-    std::printf("# tandem bench allreduce: %s, backend %s, %d ranks, dtype %s, op %s, device %s, iters %d, warmup %d\n#\n",
-                o_.collective.c_str(), pg_.backend_name().c_str(), pg_.size(), nccl_type_name(dtype_),
+    const std::string transport = pg_.transport().empty() ? "" : " (transport " + pg_.transport() + ")";
+    std::printf("# tandem bench allreduce: %s, backend %s%s, %d ranks, dtype %s, op %s, device %s, iters %d, warmup %d\n#\n",
+                o_.collective.c_str(), pg_.backend_name().c_str(), transport.c_str(), pg_.size(), nccl_type_name(dtype_),
                 std::string(comm::reduce_op_name(op_)).c_str(), device_.str().c_str(), o_.iters, o_.warmup);
     std::printf("# %10s  %12s  %8s  %6s  %6s  %34s  %34s\n", "", "", "", "", "", "out-of-place", "in-place");
     std::printf("# %10s  %12s  %8s  %6s  %6s  %10s  %6s  %6s  %6s  %10s  %6s  %6s  %6s\n", "size", "count", "type",
@@ -272,12 +274,15 @@ void add_bench_allreduce_command(CLI::App& bench) {
   cmd->add_option("--ring-chunk", o->ring_chunk, "ring: pipeline chunk size")->capture_default_str();
   cmd->add_option("--ring-socket-buffer", o->ring_socket_buffer, "ring: SO_SNDBUF/SO_RCVBUF (0: kernel autotuning)")
       ->capture_default_str();
+  cmd->add_option("--ring-transport", o->ring_transport, "ring: auto (shared memory on one host), tcp or shm")
+      ->capture_default_str();
   cmd->callback([o] {
     comm::RankInfo info = comm::rank_info_from_env();
     comm::ProcessGroupOptions po;
     po.timeout = std::chrono::milliseconds(static_cast<int64_t>(o->timeout_s * 1000));
     po.ring_chunk_bytes = parse_size(o->ring_chunk);
     po.ring_socket_buffer_bytes = static_cast<int>(parse_size(o->ring_socket_buffer));
+    po.ring_transport = comm::parse_ring_transport(o->ring_transport, "--ring-transport");
     Device device = parse_device(o->device);
     if (device.is_cuda()) {
       device = Device::cuda(info.local_rank % std::max(1, cuda::device_count()));

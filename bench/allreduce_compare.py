@@ -7,9 +7,18 @@ report. Not run in CI.
 
   python3 bench/allreduce_compare.py --tandem build/apps/tandem \
       --out docs/results/allreduce_ring_vs_mpi_gloo.md
+
+With --transports, compares the ring's two transports instead: Tandem with
+--ring-transport shm and tcp side by side with gloo, checks the goals of the
+shared-memory transport (busbw >= 50 % of single-core memcpy from 1 MiB,
+>= 1.5x gloo from 64 KiB) per size, and writes the report and a .json next to it:
+
+  /opt/torchvenv/bin/python bench/allreduce_compare.py --tandem build/apps/tandem \
+      --transports --min 64K --max 64M --out docs/results/allreduce_shm_cpu.md
 """
 import argparse
 import datetime
+import json
 import os
 import platform
 import re
@@ -44,10 +53,12 @@ def pairs(text):
     return {int(b): float(t) for b, t in (l.split() for l in text.splitlines() if l.strip() and l[0].isdigit())}
 
 
-def tandem_times(args, n):
+def tandem_times(args, n, transport="tcp"):
     cmd = [args.tandem, "launch", "--nproc-per-node", str(n), "--", args.tandem, "bench", "allreduce",
-           "-b", args.min, "-e", args.max, "-f", "2", "-n", str(args.iters), "-w", str(args.warmup)]
+           "-b", args.min, "-e", args.max, "-f", "2", "-n", str(args.iters), "-w", str(args.warmup),
+           "--ring-transport", transport]
     text = run(cmd)
+    assert f"(transport {transport})" in text, f"the ring did not report transport {transport}:\n{text}"
     oop, ip = {}, {}
     for line in text.splitlines():
         f = line.split()
@@ -147,6 +158,94 @@ def busbw(nbytes, us, n):
     return nbytes / (us * 1e-6) / 1e9 * 2 * (n - 1) / n
 
 
+def best_of(runs):
+    out = {}
+    for r in runs:
+        for k, v in r.items():
+            out[k] = min(v, out.get(k, v))
+    return out
+
+
+def load_average():
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
+
+
+def transports_report(args):
+    """Tandem's ring over shared memory and over TCP, and gloo, at each world size."""
+    lscpu = run(["lscpu"])
+    model = re.search(r"Model name:\s*(.*)", lscpu).group(1).strip()
+    load_before = load_average()
+    mem_bw = max(memcpy_gbps() for _ in range(3))
+    import torch
+    record = {"date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"),
+              "machine": f"{model}, {os.cpu_count()} CPUs, {platform.platform()}",
+              "command": f"python bench/allreduce_compare.py {' '.join(sys.argv[1:])}",
+              "torch": torch.__version__, "memcpy_gbps": mem_bw, "iters": args.iters, "warmup": args.warmup,
+              "repeat": args.repeat, "load_average_before": load_before, "worlds": []}
+    raw = []
+    for n in args.nprocs:
+        runs = {"shm": [], "tcp": [], "gloo": []}
+        for _ in range(args.repeat):  # interleaved, so that a disturbance hits every column alike
+            for t in ("shm", "tcp"):
+                _, ip_t, text = tandem_times(args, n, t)
+                runs[t].append(ip_t)
+                if t == "shm":
+                    raw.append((n, text))
+            runs["gloo"].append(gloo_times(args, n))
+        shm, tcp, gloo = (best_of(runs[k]) for k in ("shm", "tcp", "gloo"))
+        rows = []
+        for size in sorted(shm):
+            b_shm, b_tcp = busbw(size, shm[size], n), busbw(size, tcp[size], n)
+            b_gloo = busbw(size, gloo[size], n) if size in gloo else None
+            rows.append({"bytes": size, "shm_busbw": b_shm, "tcp_busbw": b_tcp, "gloo_busbw": b_gloo,
+                         "shm_over_memcpy": b_shm / mem_bw,
+                         "shm_over_gloo": b_shm / b_gloo if b_gloo else None,
+                         "goal_memcpy": (b_shm >= 0.5 * mem_bw) if size >= (1 << 20) else None,
+                         "goal_gloo": (b_shm >= 1.5 * b_gloo) if b_gloo and size >= (64 << 10) else None})
+        record["worlds"].append({"ranks": n, "rows": rows})
+    record["load_average_after"] = load_average()
+
+    def mark(v):
+        return "-" if v is None else ("met" if v else "**not met**")
+
+    lines = ["# all_reduce on one host: the ring over shared memory vs over TCP vs gloo", "",
+             f"- date: {record['date']}",
+             f"- machine: {record['machine']}",
+             f"- software: torch {torch.__version__} (gloo); Tandem Release build",
+             f"- command: `{record['command']}`",
+             f"- float32 sum, in place (gloo's only mode); {args.warmup} warm-up + {args.iters} timed calls per size;"
+             " time = slowest rank's mean; busbw = bytes/time x 2(n-1)/n in GB/s",
+             f"- each of the three ran {args.repeat} times, interleaved; the table keeps each one's best time per size",
+             f"- single-core memcpy bandwidth measured here: {mem_bw:.2f} GB/s (numpy copy of 256 MiB, best of 3)",
+             f"- load average (1, 5, 15 min) before: {load_before}, after: {record['load_average_after']}"
+             f" on {os.cpu_count()} CPUs: with 4 ranks on {os.cpu_count()} cores every implementation time-shares"
+             " the cores, and other jobs on this machine can disturb single runs",
+             "- goals (issue #14): shm busbw >= 50 % of single-core memcpy from 1 MiB; shm busbw >= 1.5x gloo"
+             " from 64 KiB", ""]
+    for w in record["worlds"]:
+        n = w["ranks"]
+        lines += [f"## {n} ranks (busbw, GB/s)", "",
+                  "| size | tandem shm | tandem tcp | gloo | shm / memcpy | shm / gloo | >= 50 % memcpy | >= 1.5x gloo |",
+                  "|---:|---:|---:|---:|---:|---:|:---:|:---:|"]
+        for r in w["rows"]:
+            g = r["gloo_busbw"]
+            gloo_cell = "-" if g is None else f"{g:.3f}"
+            ratio_cell = "-" if g is None else f"{r['shm_over_gloo']:.2f}x"
+            lines.append(f"| {r['bytes']} | {r['shm_busbw']:.3f} | {r['tcp_busbw']:.3f} | {gloo_cell} | "
+                         f"{100 * r['shm_over_memcpy']:.0f} % | {ratio_cell} | {mark(r['goal_memcpy'])} | "
+                         f"{mark(r['goal_gloo'])} |")
+        lines.append("")
+    lines += ["## Raw `tandem bench allreduce --ring-transport shm` output (last run)", ""]
+    for n, text in raw[-len(args.nprocs):]:
+        lines += [f"{n} ranks:", "", "```", text.rstrip(), "```", ""]
+    with open(args.out, "w") as f:
+        f.write("\n".join(lines))
+    with open(os.path.splitext(args.out)[0] + ".json", "w") as f:
+        json.dump(record, f, indent=1)
+    print(f"wrote {args.out}", file=sys.stderr)
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--tandem", required=True)
@@ -159,7 +258,11 @@ def main():
     p.add_argument("--ceilings-only", action="store_true", help="only measure memcpy and loopback TCP")
     p.add_argument("--repeat", type=int, default=3,
                    help="runs of each implementation, interleaved; the best time per size is kept")
+    p.add_argument("--transports", action="store_true",
+                   help="the ring over shared memory vs TCP vs gloo, with the shm goals (no MPI)")
     args = p.parse_args()
+    if args.transports:
+        return transports_report(args)
 
     if args.ceilings_only:
         print(f"memcpy {memcpy_gbps():.2f} GB/s, loopback TCP one stream {loopback_gbps():.2f} GB/s")
@@ -194,13 +297,6 @@ def main():
         "",
     ]
     raw = []
-    def best_of(runs):
-        out = {}
-        for r in runs:
-            for k, v in r.items():
-                out[k] = min(v, out.get(k, v))
-        return out
-
     for n in args.nprocs:
         runs = {"oop": [], "ip": [], "gloo": [], "sm": [], "tcp": []}
         for _ in range(args.repeat):

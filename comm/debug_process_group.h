@@ -39,6 +39,7 @@ class DebugProcessGroup final : public ProcessGroup {
 
   std::string backend_name() const override { return inner_->backend_name(); }
   DeviceCompletion device_completion() const override { return inner_->device_completion(); }
+  std::string transport() const override { return inner_->transport(); }
   ProcessGroup& inner() { return *inner_; }
 
   std::shared_ptr<Work> all_reduce(Tensor& t, ReduceOp op) override;

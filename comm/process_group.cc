@@ -21,6 +21,21 @@ void check_pair(const char* op, const Tensor& in, const Tensor& out) {
 }
 }  // namespace
 
+std::string_view ring_transport_name(RingTransport t) {
+  switch (t) {
+    case RingTransport::Auto: return "auto";
+    case RingTransport::Tcp: return "tcp";
+    case RingTransport::Shm: return "shm";
+  }
+  return "?";
+}
+
+RingTransport parse_ring_transport(std::string_view name, std::string_view where) {
+  for (RingTransport t : {RingTransport::Auto, RingTransport::Tcp, RingTransport::Shm})
+    if (name == ring_transport_name(t)) return t;
+  TANDEM_FAIL("{}: '{}' is not a ring transport (auto, tcp, shm)", where, name);
+}
+
 std::string_view reduce_op_name(ReduceOp op) {
   switch (op) {
     case ReduceOp::Sum: return "sum";

@@ -51,6 +51,15 @@ enum class ReduceOp { Sum, Avg, Max };
 // backends say it themselves.
 enum class DeviceCompletion { OnStream, OnHost };
 
+// How the ring backend moves bytes between neighbours: Auto takes shared
+// memory between ranks on one host and TCP between hosts; Tcp always TCP;
+// Shm requires every neighbour on the same host (an error naming the ranks
+// otherwise). TANDEM_RING_TRANSPORT=auto|tcp|shm replaces Auto.
+enum class RingTransport { Auto, Tcp, Shm };
+std::string_view ring_transport_name(RingTransport t);  // "auto", "tcp", "shm"
+// Throws Error naming `where` (an option or variable) for anything else.
+RingTransport parse_ring_transport(std::string_view name, std::string_view where);
+
 struct ProcessGroupOptions {
   // Rendezvous deadline, and how long an op may go without moving a byte
   // (ring) or without finishing (nccl) before it fails.
@@ -58,6 +67,8 @@ struct ProcessGroupOptions {
   std::string group_name = "default";  // store keys are scoped by it: one name per group in a job
   size_t ring_chunk_bytes = 256 << 10;  // ring: reduce granularity (the pipeline's unit)
   int ring_socket_buffer_bytes = 0;     // ring: SO_SNDBUF/SO_RCVBUF; 0 keeps the kernel's autotuning
+  RingTransport ring_transport = RingTransport::Auto;
+  size_t ring_shm_bytes = 4 << 20;      // ring: capacity of each shared-memory ring (a multiple of 8)
 };
 
 std::string_view reduce_op_name(ReduceOp op);  // "sum", "avg", "max"
@@ -73,6 +84,9 @@ class ProcessGroup {
   int size() const { return size_; }
   virtual std::string backend_name() const = 0;
   virtual DeviceCompletion device_completion() const = 0;
+  // How the bytes travel when a backend has a choice (ring: "shm", "tcp", or
+  // "shm within hosts, tcp between"); empty when it has none.
+  virtual std::string transport() const { return ""; }
 
   virtual std::shared_ptr<Work> all_reduce(Tensor& t, ReduceOp op) = 0;
   virtual std::shared_ptr<Work> all_reduce(const Tensor& in, Tensor& out, ReduceOp op) = 0;

@@ -1,7 +1,9 @@
-// The `ring` backend: collectives over TCP written from scratch.
+// The `ring` backend: collectives over TCP and shared memory, written from scratch.
 //
 // Ranks form a ring (rank r sends to r+1 and receives from r-1, one TCP
-// connection per direction). all_reduce is the bandwidth-optimal ring:
+// connection per direction; between ranks on one host the bytes go through a
+// shared-memory ring instead, comm/shm_ring.h, and the TCP connection stays
+// as the liveness channel). all_reduce is the bandwidth-optimal ring:
 // reduce-scatter then all-gather, 2(n-1) steps each moving 1/n of the
 // buffer, pipelined chunk by chunk across steps (comm/ring_transfer.h);
 // all_gather, reduce_scatter and broadcast are the matching halves and a
@@ -16,7 +18,13 @@
 // "ring/<group>/"): each rank listens on the interface it reaches the store
 // with, publishes its address, waits for all the others (a timeout names the
 // ranks that never arrived), then connects right and accepts left; a
-// per-group random nonce in the handshake rejects stray connections.
+// per-group random nonce in the handshake rejects stray connections. Each
+// rank also publishes its transport choice (options.ring_transport, or
+// TANDEM_RING_TRANSPORT when that is auto) and its host identity
+// (comm/shm_handoff.h), so every rank decides every link the same way: shared
+// memory where both ends are on one host and neither asked for tcp; `shm`
+// between hosts, or `shm` against `tcp`, fails on every rank naming the pair.
+// The creator of each shared-memory ring is its producer (rank r for r -> r+1).
 //
 // Failure: a peer that closes its connection or moves no byte for
 // options.timeout fails the op with an Error naming it; the group then
@@ -48,6 +56,8 @@ class RingProcessGroup final : public ProcessGroup {
   ~RingProcessGroup() override;
 
   std::string backend_name() const override { return "ring"; }
+  // The whole ring's: "shm", "tcp", or "shm within hosts, tcp between" (and "" for one rank).
+  std::string transport() const override { return transport_; }
   // CUDA tensors are staged through host memory on the comm thread.
   DeviceCompletion device_completion() const override { return DeviceCompletion::OnHost; }
 
@@ -84,7 +94,11 @@ class RingProcessGroup final : public ProcessGroup {
   ProcessGroupOptions options_;
   std::string prefix_;  // "ring/<group>/"
   Socket right_, left_;
+  std::unique_ptr<RingSendEnd> send_end_;
+  std::unique_ptr<RingRecvEnd> recv_end_;
   RingLink link_;
+  std::string transport_;
+  std::chrono::microseconds spin_{0};  // how long a shared-memory wait spins before it sleeps
   std::vector<char> scratch_;
   std::shared_ptr<CudaStaging> staging_;  // CUDA builds only
 

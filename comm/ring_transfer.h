@@ -1,6 +1,8 @@
 // One pipelined pass of a ring collective between this rank and its two
 // neighbours: bytes go to the right neighbour and come from the left one,
-// both directions at once (non-blocking sockets and poll(), one thread).
+// both directions at once (non-blocking link ends and poll(), one thread).
+// The ends (comm/ring_link.h) are TCP connections or, between ranks on one
+// host, shared-memory rings (comm/shm_ring.h); the pass is the same for both.
 //
 // A pass is two ordered lists. Sends are byte ranges to stream to the right;
 // a send may be gated by a receive: it only goes out as far as that receive
@@ -10,7 +12,9 @@
 // directly in their destination or, when `reduce` is set, land in a
 // chunk-sized scratch buffer and are handed to the reduce callback one chunk
 // at a time (whole elements), while the kernel's socket buffers keep
-// receiving the next chunk. Send i of a rank is receive i of its right
+// receiving the next chunk. An end with zero copy (shared memory) is reduced
+// from where the bytes lie instead, a chunk or what is there at a time, with
+// no copy into scratch. Send i of a rank is receive i of its right
 // neighbour: both sides derive their lists from the same op.
 //
 // Every message is framed: a 32-byte header (RingFrame: the op's sequence
@@ -24,6 +28,10 @@
 // timeout. With it, the first frame of the first op where the ranks differ
 // fails with an Error naming the neighbour and both (sequence, bytes).
 //
+// Waiting on shared memory first spins for `options.spin` (a neighbour on
+// another core usually answers within microseconds), then sleeps in poll()
+// like TCP.
+//
 // Every wait is bounded: if no byte moves in either direction for
 // `idle_timeout`, or a connection closes, it throws Error naming the
 // neighbour rank at fault; the caller then tears the ring down so the
@@ -31,11 +39,13 @@
 // buffer is not an error.)
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <functional>
 #include <string>
 #include <vector>
 
+#include "comm/ring_link.h"
 #include "comm/socket.h"
 #include "core/check.h"
 #include "core/dtype.h"
@@ -81,8 +91,8 @@ struct RingRecv {
 };
 
 struct RingLink {
-  int send_fd = -1;  // to the right neighbour; -1 when this pass sends nothing
-  int recv_fd = -1;  // from the left neighbour; -1 when this pass receives nothing
+  RingSendEnd* send = nullptr;  // to the right neighbour; may be null when the pass sends nothing
+  RingRecvEnd* recv = nullptr;  // from the left neighbour; may be null when the pass receives nothing
   std::string right_name;  // "rank 3 (right neighbour, 10.0.0.4:4711)"
   std::string left_name;
 };
@@ -93,6 +103,7 @@ using RingReduceFn = std::function<void(size_t recv_index, char* dst, const char
 struct RingTransferOptions {
   size_t chunk_bytes = 256 << 10;  // reduce granularity; a multiple of every element size
   size_t max_send_bytes = 1 << 20; // per send() call, so receiving gets its turn
+  std::chrono::microseconds spin{0};  // shared memory: how long to retry before sleeping
 };
 
 // `op` says which op the pass belongs to (seq, op, dtype, root); the frames'

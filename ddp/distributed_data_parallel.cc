@@ -56,6 +56,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
 LoggingData DistributedDataParallel::logging_data() const {
   LoggingData d;
   d.backend = group_->backend_name();
+  d.transport = group_->transport();
   d.world_size = group_->size();
   d.rank = group_->rank();
   std::set<std::string> dtypes;

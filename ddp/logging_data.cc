@@ -12,6 +12,7 @@ std::string to_json(const LoggingData& d) {
   nlohmann::json env = nlohmann::json::object();
   for (const auto& [k, v] : d.environment) env[k] = v;
   const nlohmann::json j = {{"backend", d.backend},
+                            {"transport", d.transport},
                             {"world_size", d.world_size},
                             {"rank", d.rank},
                             {"device", d.device},

@@ -16,6 +16,7 @@ namespace tandem::ddp {
 
 struct LoggingData {
   std::string backend;
+  std::string transport;                  // how the backend moves bytes (ring: "shm", "tcp", ...); "" if it has one way
   int world_size = 1;
   int rank = 0;
   std::string device;                     // of the parameters: "cpu" or "cuda:N"

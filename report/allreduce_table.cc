@@ -28,7 +28,9 @@ AllreduceTable parse_allreduce_table(const std::string& text, const std::string&
   std::istringstream in(text);
   std::string line;
   int number = 0, header_world = 0;
-  const std::regex header(R"(#\s*tandem bench allreduce:\s*backend\s+(\S+),\s*(\d+)\s+ranks)");
+  // "# tandem bench allreduce: all_reduce, backend ring (transport shm), 3 ranks, ..."; older
+  // tables name no collective and no transport.
+  const std::regex header(R"(#\s*tandem bench allreduce:\s*(?:(\w+),\s*)?backend\s+([^\s,]+)[^,]*,\s*(\d+)\s+ranks)");
   while (std::getline(in, line)) {
     ++number;
     // `tandem launch --prefix-output` puts "[rank N] " before each line.
@@ -41,8 +43,11 @@ AllreduceTable parse_allreduce_table(const std::string& text, const std::string&
     if (line[first] == '#') {
       std::smatch m;
       if (std::regex_search(line, m, header)) {
-        t.backend = m[1];
-        header_world = std::stoi(m[2]);
+        TANDEM_CHECK(!m[1].matched || m[1] == "all_reduce",
+                     "{}:{}: a {} table; the link is fitted from all_reduce times (run without --collective)", path,
+                     number, m[1].str());
+        t.backend = m[2];
+        header_world = std::stoi(m[3]);
       }
       continue;
     }

@@ -16,7 +16,8 @@
 //       the worker exits 2 with the error if any of it fails, 0 otherwise.
 //
 // Exit 0 on success, 1 on a wrong result, 2 on an error (printed on stderr).
-// TANDEM_COMM_TIMEOUT_MS sets the process group timeout.
+// TANDEM_COMM_TIMEOUT_MS sets the process group timeout. Every rank first
+// prints "rank R: transport T (pid P)" (T: the ring's transport, empty for nccl).
 #include <signal.h>
 #include <unistd.h>
 
@@ -258,6 +259,8 @@ int main(int argc, char** argv) {
     ProcessGroupOptions options;
     if (const char* t = std::getenv("TANDEM_COMM_TIMEOUT_MS")) options.timeout = std::chrono::milliseconds(std::atoi(t));
     auto pg = init_process_group(backend, info, options);
+    std::printf("rank %d: transport %s (pid %d)\n", pg->rank(), pg->transport().c_str(), static_cast<int>(::getpid()));
+    std::fflush(stdout);
     if (args[0] == "collectives") return run_collectives(*pg, device);
     if (args[0] == "kill_mid_allreduce") return run_kill_mid_allreduce(*pg, std::stoi(args.at(1)));
     if (args[0] == "desync") return run_desync(*pg, args.at(1));

@@ -3,7 +3,8 @@
 # a veth pair (10.213.0.1 and 10.213.0.2) play two hosts. A 2 x 2 ring job
 # runs across them with tandem launch's multi-node options (node 0 hosts the
 # store on its veth address, a shared token authenticates node 1), checking
-# every collective (tests/comm/comm_worker.cc). Needs root and ip(8): exits 77
+# every collective (tests/comm/comm_worker.cc), and that the ring took shared
+# memory inside each host and TCP between the two. Needs root and ip(8): exits 77
 # (skipped) with the reason otherwise. Everything it creates is removed on exit.
 #   netns_test.sh TANDEM_BINARY COMM_WORKER
 set -u
@@ -22,6 +23,7 @@ ns_b=tandem_b_$id
 veth_a=tva$id
 veth_b=tvb$id
 cleanup() {
+  rm -f "/tmp/tandem_netns_$id.a" "/tmp/tandem_netns_$id.b"
   ip netns del "$ns_a" 2>/dev/null
   ip netns del "$ns_b" 2>/dev/null
   ip link del "$veth_a" 2>/dev/null
@@ -53,6 +55,11 @@ echo "--- host A (10.213.0.1, node 0, ranks 0-1): exit $rc_a"
 cat "/tmp/tandem_netns_$id.a"
 echo "--- host B (10.213.0.2, node 1, ranks 2-3): exit $rc_b"
 cat "/tmp/tandem_netns_$id.b"
-rm -f "/tmp/tandem_netns_$id.a" "/tmp/tandem_netns_$id.b"
 [ $rc_a = 0 ] && [ $rc_b = 0 ] || { echo "FAIL"; exit 1; }
-echo "PASS: 2 hosts x 2 ranks, every collective correct"
+# Auto transport: shared memory inside each host, TCP between them (the
+# namespaces share a kernel but not a network namespace, so not a host).
+for f in a b; do
+  n=$(grep -c "transport shm within hosts, tcp between" "/tmp/tandem_netns_$id.$f")
+  [ "$n" = 2 ] || { echo "FAIL: host $f's ranks did not report 'shm within hosts, tcp between'"; exit 1; }
+done
+echo "PASS: 2 hosts x 2 ranks, every collective correct, shared memory within hosts and TCP between"

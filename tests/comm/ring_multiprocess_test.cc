@@ -3,7 +3,11 @@
 // naming the rank at fault instead of a hang.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <map>
+#include <set>
+#include <tuple>
 
 #include "core/stream.h"
 #include "tests/comm/run_job.h"
@@ -14,12 +18,20 @@ namespace {
 
 using testing::run_job;
 
-class RingCollectives : public ::testing::TestWithParam<int> {};
+// (world size, TANDEM_RING_TRANSPORT): ranks on one host take shared memory
+// unless told tcp, and both must give the reference results.
+class RingCollectives : public ::testing::TestWithParam<std::tuple<int, std::string>> {};
 
 TEST_P(RingCollectives, EveryCollectiveDtypeAndSizeMatchesTheReference) {
-  auto run = run_job(GetParam(), {TANDEM_COMM_WORKER, "collectives", "--backend", "ring"});
+  const auto [world, transport] = GetParam();
+  auto run = run_job(world, {TANDEM_COMM_WORKER, "collectives", "--backend", "ring"},
+                     {{"TANDEM_RING_TRANSPORT", transport}});
   EXPECT_EQ(run.result.exit_code, 0) << run.result.message << "\n" << run.output();
-  for (int r = 0; r < GetParam(); ++r) EXPECT_NE(run.output_of(r).find(", 0 wrong"), std::string::npos) << run.output();
+  const std::string used = transport == "auto" ? "shm" : transport;
+  for (int r = 0; r < world; ++r) {
+    EXPECT_NE(run.output_of(r).find(", 0 wrong"), std::string::npos) << run.output();
+    EXPECT_NE(run.output_of(r).find("transport " + used + " (pid"), std::string::npos) << run.output();
+  }
 }
 
 TEST(RingCollectivesOnGpu, RanksSharingOneGpuReduceCudaTensors) {
@@ -28,8 +40,11 @@ TEST(RingCollectivesOnGpu, RanksSharingOneGpuReduceCudaTensors) {
   EXPECT_EQ(run.result.exit_code, 0) << run.result.message << "\n" << run.output();
 }
 
-INSTANTIATE_TEST_SUITE_P(WorldSizes, RingCollectives, ::testing::Values(2, 3, 4),
-                         [](const auto& info) { return std::to_string(info.param) + "ranks"; });
+INSTANTIATE_TEST_SUITE_P(WorldSizes, RingCollectives,
+                         ::testing::Combine(::testing::Values(2, 3, 4), ::testing::Values("auto", "tcp", "shm")),
+                         [](const auto& info) {
+                           return std::to_string(std::get<0>(info.param)) + "ranks_" + std::get<1>(info.param);
+                         });
 
 TEST(RingFailures, RendezvousTimeoutNamesTheRankThatNeverArrived) {
   // Three ranks are expected, two are started.
@@ -56,24 +71,62 @@ TEST(RingFailures, ARankWithAWrongTokenIsRejectedAndNamedByTheOthers) {
   EXPECT_NE(run.output_of(0).find("rank(s) 1 of world size 2 never arrived"), std::string::npos) << run.output();
 }
 
-class RingKilledPeer : public ::testing::TestWithParam<int> {};
+// Names in /dev/shm (where shm_open would leave a segment behind).
+std::set<std::string> dev_shm() {
+  std::set<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator("/dev/shm")) names.insert(e.path().filename().string());
+  return names;
+}
 
-TEST_P(RingKilledPeer, OthersFailNamingTheDeadRankInsteadOfHanging) {
-  const int world = GetParam(), victim = 1;
+// Lines of /proc/net/unix for the abstract sockets that ring ranks with these pids listened on.
+std::vector<std::string> ring_sockets_of(const std::vector<int>& pids) {
+  std::ifstream in("/proc/net/unix");
+  std::vector<std::string> found;
+  for (std::string line; std::getline(in, line);)
+    for (int pid : pids)
+      if (line.find("@tandem-ring-" + std::to_string(pid) + "-") != std::string::npos) found.push_back(line);
+  return found;
+}
+
+// (world size, TANDEM_RING_TRANSPORT)
+class RingKilledPeer : public ::testing::TestWithParam<std::tuple<int, std::string>> {};
+
+TEST_P(RingKilledPeer, OthersFailNamingTheDeadRankInsteadOfHangingAndLeaveNothingBehind) {
+  const auto [world, transport] = GetParam();
+  const int victim = 1;
+  const std::set<std::string> shm_before = dev_shm();
+  // The idle timeout (60 s) outlives the job's limit (50 s): the job only ends
+  // in time if every survivor saw the death itself, not a timeout.
   auto run = run_job(world, {TANDEM_COMM_WORKER, "kill_mid_allreduce", std::to_string(victim)},
-                     {{"TANDEM_COMM_TIMEOUT_MS", "60000"}}, /*stop_on_failure=*/false);
-  ASSERT_EQ(static_cast<int>(run.result.ranks.size()), world);
+                     {{"TANDEM_COMM_TIMEOUT_MS", "60000"}, {"TANDEM_RING_TRANSPORT", transport}},
+                     /*stop_on_failure=*/false, std::chrono::seconds(50));
+  ASSERT_EQ(static_cast<int>(run.result.ranks.size()), world) << run.result.message;
+  EXPECT_NE(run.result.exit_code, 124) << run.result.message << "\n" << run.output();
   EXPECT_EQ(run.result.ranks[victim].exit_code, -9) << run.output();
   // Survivors exit 0 only if their error names the dead rank (see comm_worker.cc).
+  std::vector<int> pids;
   for (int r = 0; r < world; ++r) {
+    EXPECT_NE(run.output_of(r).find("transport " + transport + " (pid"), std::string::npos) << run.output();
+    const std::string out = run.output_of(r);
+    if (size_t at = out.find("(pid "); at != std::string::npos) pids.push_back(std::stoi(out.substr(at + 5)));
     if (r != victim) {
       EXPECT_EQ(run.result.ranks[r].exit_code, 0) << "rank " << r << "\n" << run.output();
     }
   }
+  EXPECT_EQ(static_cast<int>(pids.size()), world) << run.output();
+  // Shared memory lives in memfds, which have no name to leave behind; the
+  // hand-off sockets are abstract and close with their processes.
+  EXPECT_EQ(dev_shm(), shm_before);
+  EXPECT_EQ(ring_sockets_of(pids), std::vector<std::string>{});
 }
 
-INSTANTIATE_TEST_SUITE_P(WorldSizes, RingKilledPeer, ::testing::Values(3, 4),
-                         [](const auto& info) { return std::to_string(info.param) + "ranks"; });
+INSTANTIATE_TEST_SUITE_P(WorldSizes, RingKilledPeer,
+                         ::testing::Values(std::make_tuple(2, "shm"), std::make_tuple(3, "shm"),
+                                           std::make_tuple(4, "shm"), std::make_tuple(3, "tcp"),
+                                           std::make_tuple(4, "tcp")),
+                         [](const auto& info) {
+                           return std::to_string(std::get<0>(info.param)) + "ranks_" + std::get<1>(info.param);
+                         });
 
 // --- Ranks that issue different collectives ------------------------------------
 // The timeout is far longer than a test may take: these errors must come from

@@ -367,6 +367,7 @@ TEST_F(DdpTest, LoggingDataRecordsTheSetupAndTheBucketsBeforeAndAfterTheRebuild)
   for (int rank = 0; rank < 2; ++rank) {
     const nlohmann::json& d = r.stats[static_cast<size_t>(rank)]["logging_data"];
     EXPECT_EQ(d["backend"], "ring");
+    EXPECT_EQ(d["transport"], "shm");  // auto, two ranks on one host
     EXPECT_EQ(d["world_size"], 2);
     EXPECT_EQ(d["rank"], rank);
     EXPECT_EQ(d["device"], "cpu");

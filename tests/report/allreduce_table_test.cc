@@ -38,6 +38,22 @@ TEST(AllreduceTable, ReadsRowsAndTheWorldSizeFromTheHeader) {
   EXPECT_EQ(t.rows[1].in_place_us, 58);
 }
 
+TEST(AllreduceTable, ReadsTheHeaderThatNamesTheCollectiveAndTransport) {
+  std::string table = kTable;
+  table.replace(0, table.find('\n'),
+                "# tandem bench allreduce: all_reduce, backend ring (transport shm), 4 ranks, dtype float, op sum");
+  const AllreduceTable t = parse_allreduce_table(table, "t.txt");
+  EXPECT_EQ(t.world_size, 4);
+  EXPECT_EQ(t.backend, "ring");
+}
+
+TEST(AllreduceTable, AnotherCollectivesTableIsRefused) {
+  std::string table = kTable;
+  table.replace(0, table.find('\n'), "# tandem bench allreduce: reduce_scatter, backend ring, 4 ranks, dtype float");
+  EXPECT_TRUE(throws_error_containing([&] { parse_allreduce_table(table, "rs.txt"); },
+                                      "rs.txt:1: a reduce_scatter table"));
+}
+
 TEST(AllreduceTable, AGivenWorldSizeMustAgreeWithTheHeader) {
   EXPECT_EQ(parse_allreduce_table(kTable, "t.txt", 3).world_size, 3);
   EXPECT_TRUE(throws_error_containing([] { parse_allreduce_table(kTable, "t.txt", 4); },
