@@ -114,7 +114,9 @@ TEST_F(ReducerProfiling, EachGradientsReadyTimeIsRecordedAndItsBucketIsReadyNoEa
     EXPECT_EQ(s.ready_bytes[i], bytes.at(s.ready_order[i])) << s.ready_order[i];
     EXPECT_GE(s.ready_ms[i], 0);
     EXPECT_LE(s.ready_ms[i], s.backward_compute_ms);
-    if (i > 0) EXPECT_LE(s.ready_ms[i - 1], s.ready_ms[i]) << "listed in the order they became ready";
+    if (i > 0) {
+      EXPECT_LE(s.ready_ms[i - 1], s.ready_ms[i]) << "listed in the order they became ready";
+    }
   }
   // A bucket is launched when its last gradient is in, so no earlier than any of its gradients.
   ASSERT_EQ(names.size(), s.buckets.size());
