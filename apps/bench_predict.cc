@@ -1,8 +1,8 @@
 // `tandem bench predict`: DDP step time for bucket caps and world sizes from
 // the step model (ddp/step_model.h, docs/step-model.md).
 //
-//   tandem bench predict --calibrate b2/buckets.json:1 --link ar2.txt --link ar4.txt \
-//       --caps 0.25,1,4,one --world 2,4
+//   tandem bench predict --calibrate b2/buckets.json:1 --link ar2.txt --link ar4.txt
+//       --caps 0.25,1,4,one --world 2,4          (one command line)
 //   tandem bench predict --calibrate b2/buckets.json:1 ... --measured b2 --measured b4 --json v.json
 //
 // --calibrate names measured profiles (a bench folder or file, optionally
