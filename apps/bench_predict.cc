@@ -108,23 +108,6 @@ report::AllreduceTable read_link(const std::string& spec) {
   return report::read_allreduce_table(spec);
 }
 
-std::vector<int> parse_worlds(const std::string& text) {
-  std::vector<int> out;
-  for (const std::string& s : split_list(text)) {
-    int n = 0;
-    try {
-      size_t used = 0;
-      n = std::stoi(s, &used);
-      TANDEM_CHECK(used == s.size(), "");
-    } catch (const std::exception&) {
-      TANDEM_FAIL("--world: '{}' is not a number of ranks", s);
-    }
-    TANDEM_CHECK(n >= 1, "--world: {} ranks", n);
-    out.push_back(n);
-  }
-  return out;
-}
-
 // The calibration for `world`: the mean of its own, or of the nearest world size's at or above `cores`
 // ranks, scaled; never using the case `except` (the one being validated). nullopt when `except` is the
 // only calibration at `world`.
@@ -188,7 +171,7 @@ void run(const Args& a) {
         loads.push_back(s.load_average);
       }
   } else {
-    for (int n : parse_worlds(a.worlds))
+    for (int n : parse_rank_counts(a.worlds, "--world"))
       for (const std::string& c : split_list(a.caps))
         rows.push_back(
             predict_row(*calibration_for(cal, n, cores), link_for(links, n), parse_cap_case(c, a.first_cap_mb)));

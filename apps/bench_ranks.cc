@@ -95,6 +95,23 @@ std::vector<std::string> split_list(const std::string& text) {
   return out;
 }
 
+std::vector<int> parse_rank_counts(const std::string& text, const std::string& option) {
+  std::vector<int> out;
+  for (const std::string& s : split_list(text)) {
+    int n = 0;
+    try {
+      size_t used = 0;
+      n = std::stoi(s, &used);
+      TANDEM_CHECK(used == s.size(), "");
+    } catch (const std::exception&) {
+      TANDEM_FAIL("{}: '{}' is not a number of ranks", option, s);
+    }
+    TANDEM_CHECK(n >= 1, "{}: {} is not a positive number of ranks", option, n);
+    out.push_back(n);
+  }
+  return out;
+}
+
 std::string self_executable() { return fs::read_symlink("/proc/self/exe").string(); }
 
 std::string command_line() {

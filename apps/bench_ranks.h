@@ -52,6 +52,9 @@ void run_bench_worker(const std::string& spec_path);
 
 // Comma-separated lists ("0.5,1,25,one") and the program's own path, for the bench commands.
 std::vector<std::string> split_list(const std::string& text);
+// A comma-separated list of world sizes ("1,2,4"); an entry that is not a
+// positive integer is an error naming `option` and the entry.
+std::vector<int> parse_rank_counts(const std::string& text, const std::string& option);
 std::string self_executable();
 // The bench commands start their own ranks: refuse to run as a rank of someone else's launch.
 void require_not_launched(const char* command);

@@ -45,18 +45,7 @@ struct Args {
 std::vector<int> world_sizes(const Args& a) {
   std::vector<int> out;
   if (!a.world_sizes.empty()) {
-    for (const std::string& s : split_list(a.world_sizes)) {
-      int n = 0;
-      try {
-        size_t used = 0;
-        n = std::stoi(s, &used);
-        TANDEM_CHECK(used == s.size(), "");
-      } catch (const std::exception&) {
-        TANDEM_FAIL("--world-sizes: '{}' is not a number", s);
-      }
-      TANDEM_CHECK(n >= 1, "--world-sizes: {} is not a positive number of ranks", n);
-      out.push_back(n);
-    }
+    out = parse_rank_counts(a.world_sizes, "--world-sizes");
   } else {
     TANDEM_CHECK(a.max_ranks >= 1, "--max-ranks must be at least 1");
     for (int n = 1; n <= a.max_ranks; ++n) out.push_back(n);
