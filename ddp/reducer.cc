@@ -381,14 +381,10 @@ void Reducer::launch_used_map() {
   std::vector<int64_t> local(params_.size());
   for (size_t i = 0; i < params_.size(); ++i) local[i] = params_[i].used || params_[i].used_in_no_sync ? 1 : 0;
   const Device where = comm_device();
-  if (where.is_cuda()) {
-    cuda::StreamGuard guard(comm_stream_);
-    used_map_ = Tensor::from_vector(local, {static_cast<int64_t>(local.size())}, DType::I32, where);
-    used_work_ = group_->all_reduce(used_map_, comm::ReduceOp::Sum);
-  } else {
-    used_map_ = Tensor::from_vector(local, {static_cast<int64_t>(local.size())}, DType::I32, where);
-    used_work_ = group_->all_reduce(used_map_, comm::ReduceOp::Sum);
-  }
+  std::optional<cuda::StreamGuard> on_comm_stream;  // on a GPU, behind the buckets on the comm stream
+  if (where.is_cuda()) on_comm_stream.emplace(comm_stream_);
+  used_map_ = Tensor::from_vector(local, {static_cast<int64_t>(local.size())}, DType::I32, where);
+  used_work_ = group_->all_reduce(used_map_, comm::ReduceOp::Sum);
 }
 
 std::vector<int64_t> Reducer::global_used() {
@@ -396,13 +392,10 @@ std::vector<int64_t> Reducer::global_used() {
   launch_used_map();  // in case no bucket launched it (it is idempotent)
   TANDEM_CHECK(used_work_->wait(options_.timeout), "DDP (rank {}): timed out reducing the used-parameter map",
                group_->rank());
-  std::vector<int64_t> used;
-  if (used_map_.device().is_cuda()) {
-    cuda::StreamGuard guard(comm_stream_);
-    used = used_map_.to_int_vector();
-  } else {
-    used = used_map_.to_int_vector();
-  }
+  std::optional<cuda::StreamGuard> on_comm_stream;
+  if (used_map_.device().is_cuda()) on_comm_stream.emplace(comm_stream_);
+  const std::vector<int64_t> used = used_map_.to_int_vector();
+  on_comm_stream.reset();
   used_work_.reset();
   used_map_ = Tensor();
   if (options_.static_graph) static_global_used_ = used;  // the same graph every iteration
