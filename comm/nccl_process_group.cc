@@ -155,7 +155,14 @@ std::shared_ptr<Work> NcclProcessGroup::issue(const std::string& name, std::vect
   cuda::Stream stream = cuda::current_stream(device_);
   for (const Tensor& t : tensors) t.storage()->record_stream(stream);
   auto s = static_cast<cudaStream_t>(stream.handle());
-  auto op = std::make_unique<InFlight>();
+  std::unique_ptr<InFlight> op;
+  if (spare_.empty()) {
+    op = std::make_unique<InFlight>();
+  } else {
+    op = std::move(spare_.back());
+    spare_.pop_back();
+    op->started = false;
+  }
   op->seq = op_count_++;
   op->work = std::make_shared<Work>(name, std::move(tensors));
   const std::string what = name + " #" + std::to_string(op->seq) + " on rank " + std::to_string(rank());
@@ -200,9 +207,17 @@ void NcclProcessGroup::poll_events() {
     f.work->release_tensors();
     done[i] = true;
   }
+  // More spares than this are never needed at once: DDP has a few buckets in flight.
+  constexpr size_t kMaxSpare = 64;
   size_t kept = 0;
-  for (size_t i = 0; i < in_flight_.size(); ++i)
-    if (!done[i]) in_flight_[kept++] = std::move(in_flight_[i]);
+  for (size_t i = 0; i < in_flight_.size(); ++i) {
+    if (!done[i]) {
+      in_flight_[kept++] = std::move(in_flight_[i]);
+    } else if (spare_.size() < kMaxSpare) {
+      in_flight_[i]->work.reset();
+      spare_.push_back(std::move(in_flight_[i]));
+    }
+  }
   in_flight_.resize(kept);
 }
 

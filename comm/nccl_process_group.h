@@ -75,9 +75,13 @@ class NcclProcessGroup final : public ProcessGroup {
   void poll_events();  // mutex_ held: stamps started ops, completes finished ones
 
   std::mutex issue_mutex_;  // one issue at a time: NCCL calls on a communicator must not interleave
-  std::mutex mutex_;        // guards comm_ calls, in_flight_, broken_
+  std::mutex mutex_;        // guards comm_ calls, in_flight_, spare_, broken_
   std::condition_variable cv_;
   std::vector<std::unique_ptr<InFlight>> in_flight_;
+  // Completed ops' records, events included, for reuse: creating and
+  // destroying two CUDA events per collective costs driver calls that
+  // ProcessGroupNCCL also avoids (its CUDA event cache).
+  std::vector<std::unique_ptr<InFlight>> spare_;
   std::string broken_;
   uint64_t op_count_ = 0;
   bool stopping_ = false;

@@ -21,6 +21,25 @@ namespace tandem::comm {
 
 namespace {
 
+// The hand-off message, the same on both sides: one byte ('R') and the ring's
+// three descriptors as SCM_RIGHTS. Not copyable: msg points into the object.
+struct FdMessage {
+  static constexpr size_t kFds = 3;
+  char byte = 0;
+  iovec iov{&byte, 1};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kFds)] = {};
+  msghdr msg{};
+
+  FdMessage() {
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+  }
+  FdMessage(const FdMessage&) = delete;
+  FdMessage& operator=(const FdMessage&) = delete;
+};
+
 std::string namespace_inode(const char* path) {
   struct stat st {};
   if (::stat(path, &st) != 0) return "";
@@ -99,22 +118,16 @@ void ShmOffer::give(const ShmRing& ring, Clock::time_point deadline, const std::
       ::close(c);  // not one of ours: keep listening
       continue;
     }
-    const int fds[3] = {ring.fds().memory, ring.fds().data, ring.fds().room};
-    char byte = 'R';
-    iovec iov{&byte, 1};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof fds)] = {};
-    msghdr msg{};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
-    cmsghdr* cm = CMSG_FIRSTHDR(&msg);
+    const int fds[FdMessage::kFds] = {ring.fds().memory, ring.fds().data, ring.fds().room};
+    FdMessage m;
+    m.byte = 'R';
+    cmsghdr* cm = CMSG_FIRSTHDR(&m.msg);
     cm->cmsg_level = SOL_SOCKET;
     cm->cmsg_type = SCM_RIGHTS;
     cm->cmsg_len = CMSG_LEN(sizeof fds);
     std::memcpy(CMSG_DATA(cm), fds, sizeof fds);
     ssize_t k = -1;
-    while ((k = ::sendmsg(c, &msg, MSG_NOSIGNAL)) < 0 && (errno == EAGAIN || errno == EINTR) &&
+    while ((k = ::sendmsg(c, &m.msg, MSG_NOSIGNAL)) < 0 && (errno == EAGAIN || errno == EINTR) &&
            wait_for(c, POLLOUT, deadline)) {
     }
     int err = errno;
@@ -150,25 +163,18 @@ ShmTake::ShmTake(const std::string& name, uint64_t nonce, Clock::time_point dead
 ShmTake::~ShmTake() { close_fd(fd_); }
 
 std::shared_ptr<ShmRing> ShmTake::take(Clock::time_point deadline) {
-  int fds[3] = {-1, -1, -1};
-  char byte = 0;
-  iovec iov{&byte, 1};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof fds)] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
+  int fds[FdMessage::kFds] = {-1, -1, -1};
+  FdMessage m;
   ssize_t k = -1;
   for (;;) {
     TANDEM_CHECK(wait_for(fd_, POLLIN, deadline), "{} did not hand over its shared-memory ring before the rendezvous "
                                                   "deadline", peer_);
-    k = ::recvmsg(fd_, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    k = ::recvmsg(fd_, &m.msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
     if (k >= 0 || (errno != EAGAIN && errno != EINTR)) break;
   }
   const int err = errno;
-  cmsghdr* cm = CMSG_FIRSTHDR(&msg);
-  const bool ok = k == 1 && byte == 'R' && cm != nullptr && cm->cmsg_level == SOL_SOCKET &&
+  cmsghdr* cm = CMSG_FIRSTHDR(&m.msg);
+  const bool ok = k == 1 && m.byte == 'R' && cm != nullptr && cm->cmsg_level == SOL_SOCKET &&
                   cm->cmsg_type == SCM_RIGHTS && cm->cmsg_len == CMSG_LEN(sizeof fds);
   // Whatever descriptors came are ours to close, even in a malformed message.
   if (cm != nullptr && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS)

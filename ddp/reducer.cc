@@ -94,14 +94,23 @@ Reducer::Reducer(std::vector<std::pair<std::string, Tensor>> params, std::shared
                      layout_stays ? options_.bucket_bytes : unlimited);
   std::reverse(first_layout.begin(), first_layout.end());
   build_buckets(std::move(first_layout));
+  // The hook goes on the parameter's AccumulateGrad node, as PyTorch's
+  // Reducer does (grad_accumulator->add_post_hook), not on the tensor: the
+  // node's post-hook fires whenever backward reaches the parameter, also when
+  // the gradient that arrives is undefined (an op whose backward returns none
+  // for it). The parameter is then ready with zeros in its slot, and not
+  // counted as used; a tensor hook would never fire and the iteration would
+  // fail as if the parameter had been skipped.
   for (size_t i = 0; i < params_.size(); ++i) {
-    params_[i].hook = params_[i].tensor.register_post_accumulate_grad_hook(
-        [this, i](Tensor&) { on_gradient_ready(static_cast<int>(i)); });
+    Param& p = params_[i];
+    p.accumulator = std::dynamic_pointer_cast<AccumulateGrad>(gradient_edge(p.tensor).fn);
+    TANDEM_CHECK(p.accumulator != nullptr, "DDP: parameter '{}' has no gradient accumulator", p.name);
+    p.hook = p.accumulator->add_post_hook([this, i] { on_gradient_ready(static_cast<int>(i)); });
   }
 }
 
 Reducer::~Reducer() {
-  for (Param& p : params_) p.tensor.remove_post_accumulate_grad_hook(p.hook);
+  for (Param& p : params_) p.accumulator->remove_post_hook(p.hook);
 }
 
 Tensor Reducer::bucket_view(int index) const {
@@ -251,7 +260,7 @@ void Reducer::prepare_backward(const std::vector<Tensor>& outputs) {
   }
   phase_ = Phase::Backward;
   reductions_of_stats_ = false;
-  for (Param& p : params_) p.ready = p.used = false;
+  for (Param& p : params_) p.ready = p.reached = p.used = false;
   for (Bucket& b : buckets_) {
     b.pending = static_cast<int>(b.spec.params.size());
     b.launched = false;
@@ -285,11 +294,15 @@ void Reducer::prepare_backward(const std::vector<Tensor>& outputs) {
 
 void Reducer::on_gradient_ready(int index) {
   Param& p = params_[static_cast<size_t>(index)];
+  // Used means it holds a gradient, as in PyTorch's autograd_hook: the hook also
+  // fires when backward reached the parameter with an undefined gradient, and
+  // such a parameter's .grad must not be touched unless another rank used it.
+  const bool has_grad = p.tensor.grad().defined();
   if (!sync_) {
     // no_sync: the gradient accumulates locally. Remember the use, as PyTorch's
     // hook marks its used map before anything else: a parameter used only in an
     // early micro-step still holds gradient that the synchronising step must average.
-    p.used_in_no_sync = true;
+    p.used_in_no_sync = p.used_in_no_sync || has_grad;
     return;
   }
   TANDEM_CHECK(phase_ == Phase::Backward,
@@ -298,9 +311,10 @@ void Reducer::on_gradient_ready(int index) {
                p.name);
   TANDEM_CHECK(!p.ready,
                "DDP: parameter '{}' became ready twice in one iteration: {}", p.name,
-               p.used ? "backward ran twice through one forward (use no_sync() to accumulate over micro-steps)"
-                      : "it was found unused by the graph traversal but still received a gradient");
-  p.used = true;
+               p.reached ? "backward ran twice through one forward (use no_sync() to accumulate over micro-steps)"
+                         : "it was found unused by the graph traversal but still received a gradient");
+  p.reached = true;
+  p.used = has_grad;
   if (!finalize_queued_) {
     finalize_queued_ = true;
     queue_backward_callback([this] { finalize(); });

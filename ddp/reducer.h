@@ -98,11 +98,13 @@ class Reducer {
   struct Param {
     std::string name;
     Tensor tensor;
+    std::shared_ptr<AccumulateGrad> accumulator;  // holds the hook that marks it ready
     uint64_t hook = 0;
     int bucket = -1;
     int slot = -1;  // index within the bucket
     bool ready = false;
-    bool used = false;             // its gradient arrived in this (synchronising) backward
+    bool reached = false;          // backward reached it in this (synchronising) iteration
+    bool used = false;             // ... and it then held a gradient
     bool used_in_no_sync = false;  // ... or in a no_sync micro-step since the last synchronised one
     std::chrono::steady_clock::time_point ready_at;  // when its hook fired (or it was marked unused) this backward
   };

@@ -170,6 +170,7 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
       out = node->apply(std::move(in));
       validate_outputs(*node, out);
     }
+    node->run_post_hooks();  // also when apply was skipped: the node was reached
     if (!retain_graph) node->release_saved();
     const auto& edges = node->next_edges();
     for (size_t i = 0; i < edges.size(); ++i) {

@@ -55,6 +55,23 @@ void Node::connect(const std::vector<const Tensor*>& inputs, const std::vector<T
   }
 }
 
+uint64_t Node::add_post_hook(std::function<void()> hook) {
+  TANDEM_CHECK(hook != nullptr, "{}: add_post_hook with an empty function", name());
+  const uint64_t handle = next_post_hook_++;
+  post_hooks_.emplace_back(handle, std::move(hook));
+  return handle;
+}
+
+void Node::remove_post_hook(uint64_t handle) {
+  std::erase_if(post_hooks_, [handle](const auto& h) { return h.first == handle; });
+}
+
+void Node::run_post_hooks() {
+  if (post_hooks_.empty()) return;
+  auto hooks = post_hooks_;  // a copy: a hook may add or remove hooks
+  for (auto& [handle, hook] : hooks) hook();
+}
+
 AccumulateGrad::AccumulateGrad(const std::shared_ptr<TensorImpl>& leaf) : leaf_(leaf) {
   num_outputs_ = 1;
 }

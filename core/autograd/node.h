@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -74,6 +75,16 @@ class Node : public std::enable_shared_from_this<Node> {
   // Wires this node to `inputs` and sets it as grad_fn of `outputs`. Called by ops (see function.h).
   void connect(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs);
 
+  // Post-hooks run each time a backward pass reaches this node: after apply,
+  // and also when every gradient that arrived was undefined (the engine then
+  // skips apply), as PyTorch's node post-hooks. DDP hooks a parameter's
+  // AccumulateGrad this way, so that a parameter the graph reaches with no
+  // gradient still counts as ready, where a tensor hook would never fire.
+  // Handles are unique per node; a hook may add or remove hooks.
+  uint64_t add_post_hook(std::function<void()> hook);
+  void remove_post_hook(uint64_t handle);
+  void run_post_hooks();
+
  protected:
   std::vector<Edge> next_edges_;
   std::vector<InputMeta> input_meta_;
@@ -81,6 +92,8 @@ class Node : public std::enable_shared_from_this<Node> {
 
  private:
   uint64_t sequence_nr_;
+  std::vector<std::pair<uint64_t, std::function<void()>>> post_hooks_;
+  uint64_t next_post_hook_ = 1;
 };
 
 // Sink node of a leaf that requires grad: adds the incoming gradient into

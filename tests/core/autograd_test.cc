@@ -166,6 +166,46 @@ TEST(Autograd, AGradientOfTheWrongShapeIsAnErrorNamingTheNode) {
   }
 }
 
+// Passes its input through and gives it no gradient in backward.
+class NoGradientNode final : public Node {
+ public:
+  std::vector<Tensor> apply(std::vector<Tensor>&&) override { return {Tensor()}; }
+  std::string name() const override { return "NoGradientBackward"; }
+};
+
+TEST(Autograd, ANodesPostHookRunsWhenBackwardReachesItWithoutAGradient) {
+  // w -> scale -> NoGradient -> y: the scale node and w's AccumulateGrad are
+  // reached but receive no gradient (PyTorch still runs their post-hooks).
+  Tensor w = param({1, 2}, {2}, "w");
+  Tensor scaled = kernels::scale(w, 3);
+  Tensor y = scaled.detach();
+  std::make_shared<NoGradientNode>()->connect({&scaled}, {&y});
+  int node_hook = 0, tensor_hook = 0;
+  gradient_edge(w).fn->add_post_hook([&] { ++node_hook; });
+  w.register_post_accumulate_grad_hook([&](Tensor&) { ++tensor_hook; });
+  kernels::sum(y).backward();
+  EXPECT_EQ(node_hook, 1);
+  EXPECT_EQ(tensor_hook, 0) << "a tensor's post-accumulate hook needs a gradient, as in PyTorch";
+  EXPECT_FALSE(w.grad().defined());
+}
+
+TEST(Autograd, ANodesPostHookRunsAfterItsGradientIsAccumulated) {
+  Tensor w = param({1, 2}, {2}, "w");
+  std::vector<double> seen;
+  gradient_edge(w).fn->add_post_hook([&] { seen = w.grad().to_double_vector(); });
+  kernels::sum(kernels::add(kernels::mul(w, w), w)).backward();  // dy/dw = 2w + 1
+  EXPECT_EQ(seen, (std::vector<double>{3, 5}));
+}
+
+TEST(Autograd, ARemovedNodePostHookNoLongerRuns) {
+  Tensor w = param({1}, {1}, "w");
+  int calls = 0;
+  const std::shared_ptr<Node> acc = gradient_edge(w).fn;
+  acc->remove_post_hook(acc->add_post_hook([&] { ++calls; }));
+  kernels::sum(kernels::mul(w, w)).backward();
+  EXPECT_EQ(calls, 0);
+}
+
 TEST(Autograd, AnAccumulatedGradientOfTheWrongShapeIsRefused) {
   Tensor w = param({1, 2}, {2}, "w");
   EXPECT_THROW(w.set_grad(Tensor::zeros({3}, DType::F64)), Error);

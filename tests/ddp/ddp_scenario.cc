@@ -34,6 +34,19 @@ Tensor delay_backward(const Tensor& x, int ms) {
   return out;
 }
 
+// The identity in the forward pass; no gradient for its input in backward.
+class CutGradient final : public Node {
+ public:
+  std::vector<Tensor> apply(std::vector<Tensor>&&) override { return {Tensor()}; }
+  std::string name() const override { return "CutGradient"; }
+};
+
+Tensor cut_gradient(const Tensor& x) {
+  Tensor out = x.detach();
+  if (any_requires_grad({&x})) std::make_shared<CutGradient>()->connect({&x}, {&out});
+  return out;
+}
+
 }  // namespace
 
 ScenarioMlp::ScenarioMlp(uint64_t seed) {
@@ -44,11 +57,14 @@ ScenarioMlp::ScenarioMlp(uint64_t seed) {
   fc3_ = register_module("fc3", std::make_shared<nn::Linear>(16, kScenarioOut, true, init));
 }
 
-Tensor ScenarioMlp::forward(const Tensor& x, bool use_branch, int slow_backward_ms) const {
+Tensor ScenarioMlp::forward(const Tensor& x, bool use_branch, int slow_backward_ms, bool cut_branch_gradient) const {
   nn::ForwardContext ctx;
   Tensor h = kernels::relu(fc1_->forward(x, ctx));
   if (slow_backward_ms > 0) h = delay_backward(h, slow_backward_ms);
-  if (use_branch) h = kernels::add(h, kernels::relu(branch_->forward(h, ctx)));
+  if (use_branch) {
+    Tensor b = kernels::relu(branch_->forward(h, ctx));
+    h = kernels::add(h, cut_branch_gradient ? cut_gradient(b) : b);
+  }
   return fc3_->forward(kernels::relu(fc2_->forward(h, ctx)), ctx);
 }
 
@@ -77,7 +93,12 @@ bool scenario_branch_used(const std::string& mode, int64_t step, int rank, int64
   if (mode == "alternate") return (step + rank) % 2 == 0;
   if (mode == "rank0") return rank == 0;
   if (mode == "early") return micro == 0;
+  if (mode == "cut_rank0" || mode == "cut_all") return true;
   TANDEM_FAIL("unknown branch mode '{}'", mode);
+}
+
+bool scenario_branch_gradient_cut(const std::string& mode, int rank) {
+  return mode == "cut_all" || (mode == "cut_rank0" && rank == 0);
 }
 
 void sgd_step(nn::Module& m, double lr) {

@@ -25,7 +25,10 @@ class ScenarioMlp : public nn::Module {
   // slow_backward_ms > 0 puts an identity between fc1 and the rest whose backward
   // sleeps that long: the buckets of the upper layers are then reduced while
   // backward still computes, which makes compute/comm overlap observable.
-  Tensor forward(const Tensor& x, bool use_branch, int slow_backward_ms = 0) const;
+  // cut_branch_gradient keeps the branch's output in the forward value but
+  // makes its backward return an undefined gradient: backward then reaches the
+  // branch's parameters with no gradient.
+  Tensor forward(const Tensor& x, bool use_branch, int slow_backward_ms = 0, bool cut_branch_gradient = false) const;
 
  private:
   std::shared_ptr<nn::Linear> fc1_, branch_, fc2_, fc3_;
@@ -41,8 +44,11 @@ Tensor scenario_targets(int64_t step, int64_t first, int64_t count);
 // step `step`: "never", "always", "alternate" (differs between ranks on every
 // step), "rank0" (rank 0 only) or "early" (micro-step 0 only, so that with
 // gradient accumulation a parameter's gradient comes from an early no_sync
-// micro-step and not from the synchronising one).
+// micro-step and not from the synchronising one); "cut_rank0" and "cut_all"
+// use it everywhere, with its gradient cut on rank 0 or on every rank.
 bool scenario_branch_used(const std::string& mode, int64_t step, int rank, int64_t micro);
+// Whether the branch's gradient is cut (see ScenarioMlp::forward) for this rank.
+bool scenario_branch_gradient_cut(const std::string& mode, int rank);
 // mean((y - t)^2)
 Tensor mse(const Tensor& y, const Tensor& t);
 // p -= lr * p.grad for every parameter with a gradient, then clears the gradients in place.

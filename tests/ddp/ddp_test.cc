@@ -99,7 +99,8 @@ NamedTensors reference(int world, int64_t steps, int64_t batch, int64_t micro, c
       for (int r = 0; r < world; ++r) {
         for (int64_t m = 0; m < micro; ++m) {
           const int64_t first = (m * world + r) * batch;
-          Tensor l = mse(model.forward(scenario_inputs(s, first, batch), scenario_branch_used(branch, s, r, m)),
+          Tensor l = mse(model.forward(scenario_inputs(s, first, batch), scenario_branch_used(branch, s, r, m),
+                                       0, scenario_branch_gradient_cut(branch, r)),
                          scenario_targets(s, first, batch));
           total = total.defined() ? kernels::add(total, l) : l;
         }
@@ -287,6 +288,29 @@ TEST_F(DdpTest, WithoutFindUnusedASkippedBranchFailsWithAClearMessageNotAHang) {
   EXPECT_NE(r.stderr_text.find("received no gradient"), std::string::npos) << r.stderr_text;
   EXPECT_NE(r.stderr_text.find("branch.weight"), std::string::npos) << r.stderr_text;
   EXPECT_NE(r.stderr_text.find("find_unused_parameters=true"), std::string::npos) << r.stderr_text;
+}
+
+TEST_F(DdpTest, AParameterBackwardReachesWithoutAGradientOnOneRankIsReadyAndAveragedWithZeros) {
+  // PyTorch's Reducer hooks the AccumulateGrad node, whose post-hook fires
+  // also for an undefined gradient: the parameter is ready with zeros in its
+  // bucket slot. No find_unused_parameters needed, and no "received no gradient".
+  for (bool view : {false, true}) {
+    SCOPED_TRACE(view);
+    std::vector<std::string> args = {"--steps", "3", "--branch", "cut_rank0"};
+    if (view) args.push_back("--grad-view");
+    expect_matches_reference(launch_ranks(2, args), reference(2, 3, 4, 1, "cut_rank0"));
+  }
+}
+
+TEST_F(DdpTest, FindUnusedCountsAParameterReachedWithoutAGradientAsUnused) {
+  // Reached on every rank, but with no gradient anywhere: globally unused, so its
+  // .grad is left undefined (PyTorch marks the used map only for a defined grad).
+  RanksRun r = launch_ranks(2, {"--steps", "3", "--find-unused", "--branch", "cut_all"});
+  expect_matches_reference(r, reference(2, 3, 4, 1, "cut_all"));
+  for (const auto& st : r.stats) {
+    EXPECT_EQ(st["unused_params"].get<int>(), 2) << st.dump();
+    EXPECT_EQ(st["without_grad"], nlohmann::json::array({"branch.weight", "branch.bias"})) << st.dump();
+  }
 }
 
 TEST_F(DdpTest, DifferentModelsOnTheRanksFailOnEveryRankNamingTheMismatch) {

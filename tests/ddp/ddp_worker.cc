@@ -207,11 +207,12 @@ int main(int argc, char** argv) {
     for (int64_t s = 0; s < steps; ++s) {
       for (int64_t m = 0; m < micro; ++m) {
         const bool use_branch = testing::scenario_branch_used(branch, s, rank, m);
+        const bool cut = testing::scenario_branch_gradient_cut(branch, rank);
         const int64_t first = (m * world + rank) * batch;
         Tensor x = testing::scenario_inputs(s, first, batch).to(device);
         Tensor t = testing::scenario_targets(s, first, batch).to(device);
         auto step = [&] {
-          Tensor y = ddp.forward([&] { return mlp->forward(x, use_branch, slow_backward_ms); });
+          Tensor y = ddp.forward([&] { return mlp->forward(x, use_branch, slow_backward_ms, cut); });
           kernels::scale(testing::mse(y, t), 1.0 / static_cast<double>(micro)).backward();
         };
         if (m + 1 < micro) {
