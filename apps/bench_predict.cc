@@ -216,6 +216,7 @@ void run(const Args& a) {
                                    {"scale_during_backward", c.overheads.scale_during_backward},
                                    {"scale_after_backward", c.overheads.scale_after_backward},
                                    {"launch_ms", c.overheads.launch_ms},
+                                   {"ready_lag", c.overheads.ready_lag},
                                    {"tail_ms", c.overheads.tail_ms}});
     for (const PredictionRow& r : rows) {
       json b = json::array();

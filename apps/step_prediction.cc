@@ -62,23 +62,32 @@ Calibration calibrate(const report::Profile& p, const ddp::LinkFit& link, const 
 
   const double backward = m.backward_compute_ms;
   std::vector<double> inside, after, link_ms;
-  double launch = 0, prev_end = 0;
+  // Buckets that started after the thread was free waited for their peers and the
+  // backend: start - ready = launch + ready_lag * ready, fitted over those buckets.
+  std::vector<double> waited_ready, waited_gap;
+  double prev_end = 0;
   const size_t n = f.bucket_bytes.size();
   for (size_t k = 0; k < n; ++k) {
     const double start = p.bucket_comm_start_ms[k], end = std::max(start, p.bucket_comm_end_ms[k]);
     inside.push_back(std::clamp(backward - start, 0.0, end - start));
     after.push_back(end - start - inside.back());
     link_ms.push_back(link.time_us(static_cast<double>(f.bucket_bytes[k])) / 1000.0);
-    launch += std::max(0.0, start - std::max(p.bucket_ready_ms[k], prev_end));
+    // Handing over from one bucket to the next takes tens of microseconds; a
+    // start later than that after the previous end was waiting for something else.
+    constexpr double kHandoverMs = 0.05;
+    if (start > prev_end + kHandoverMs) {
+      waited_ready.push_back(p.bucket_ready_ms[k]);
+      waited_gap.push_back(std::max(0.0, start - p.bucket_ready_ms[k]));
+    }
     prev_end = end;
   }
+  std::tie(c.overheads.launch_ms, c.overheads.ready_lag) = ddp::fit_launch(waited_ready, waited_gap);
   try {
     std::tie(c.overheads.scale_during_backward, c.overheads.scale_after_backward) =
         ddp::fit_comm_scales(inside, after, link_ms);
   } catch (const Error& e) {
     TANDEM_FAIL("{}: {}", source, e.what());
   }
-  c.overheads.launch_ms = launch / static_cast<double>(n);
   // The whole wait after the autograd pass (backward_ms - backward compute, the exposed part and
   // the end-of-backward work around it) not explained by the last bucket running late.
   c.overheads.tail_ms =
@@ -95,7 +104,8 @@ Calibration average(const std::vector<Calibration>& cs) {
   ddp::ComputeTimes& t = a.compute;
   ddp::CommOverheads& o = a.overheads;
   t = {};
-  o = {0, 0, 0, 0};
+  o = {};
+  o.scale_during_backward = o.scale_after_backward = 0;
   std::map<std::string, double> ready;
   for (const Calibration& c : cs) {
     TANDEM_CHECK(c.world_size == a.world_size && c.scale == a.scale,
@@ -113,6 +123,7 @@ Calibration average(const std::vector<Calibration>& cs) {
     o.scale_after_backward += c.overheads.scale_after_backward / n;
     o.launch_ms += c.overheads.launch_ms / n;
     o.tail_ms += c.overheads.tail_ms / n;
+    o.ready_lag += c.overheads.ready_lag / n;
     for (const ddp::GradientTiming& g : c.gradients) ready[g.name] += g.ready_fraction / n;
   }
   for (ddp::GradientTiming& g : a.gradients) {
@@ -198,13 +209,14 @@ std::string calibrations_markdown(const std::map<int, Calibration>& calibrations
   std::string out =
       "calibrations (compute ms; overheads against the link fit):\n\n"
       "| ranks | from | forward | backward | optimizer | data+other | comm scale during / after backward | launch ms "
-      "| tail ms |\n"
-      "|---:|---|---:|---:|---:|---:|---:|---:|---:|\n";
+      "| ready lag | tail ms |\n"
+      "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n";
   for (const auto& [n, c] : calibrations)
-    out += fmt::format("| {} | {} | {:.2f} | {:.2f} | {:.2f} | {:.2f} | {:.2f} / {:.2f} | {:.2f} | {:.2f} |\n", n,
-                       c.source, c.compute.forward_ms, c.compute.backward_compute_ms, c.compute.optimizer_ms,
+    out += fmt::format("| {} | {} | {:.2f} | {:.2f} | {:.2f} | {:.2f} | {:.2f} / {:.2f} | {:.2f} | {:.3f} | {:.2f} |\n",
+                       n, c.source, c.compute.forward_ms, c.compute.backward_compute_ms, c.compute.optimizer_ms,
                        c.compute.data_wait_ms + c.compute.other_ms, c.overheads.scale_during_backward,
-                       c.overheads.scale_after_backward, c.overheads.launch_ms, c.overheads.tail_ms);
+                       c.overheads.scale_after_backward, c.overheads.launch_ms, c.overheads.ready_lag,
+                       c.overheads.tail_ms);
   return out;
 }
 

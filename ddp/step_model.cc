@@ -99,15 +99,38 @@ std::pair<double, double> fit_comm_scales(const std::vector<double>& inside_ms, 
   return {1 / u, 1 / v};
 }
 
+std::pair<double, double> fit_launch(const std::vector<double>& ready_ms, const std::vector<double>& gap_ms) {
+  TANDEM_CHECK(ready_ms.size() == gap_ms.size(), "launch fit: {} ready times and {} gaps", ready_ms.size(),
+               gap_ms.size());
+  const double n = static_cast<double>(ready_ms.size());
+  if (ready_ms.empty()) return {0.0, 0.0};
+  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (size_t k = 0; k < ready_ms.size(); ++k) {
+    TANDEM_CHECK(ready_ms[k] >= 0 && gap_ms[k] >= 0, "launch fit: bucket ready at {} ms waited {} ms", ready_ms[k],
+                 gap_ms[k]);
+    sx += ready_ms[k];
+    sy += gap_ms[k];
+    sxx += ready_ms[k] * ready_ms[k];
+    sxy += ready_ms[k] * gap_ms[k];
+  }
+  const double det = n * sxx - sx * sx;
+  if (det <= 1e-12 * std::max(1.0, n * sxx)) return {sy / n, 0.0};  // one ready time: no slope to fit
+  const double lag = (n * sxy - sx * sy) / det;
+  const double launch = (sy - lag * sx) / n;
+  if (lag < 0) return {sy / n, 0.0};
+  if (launch < 0) return {0.0, sxy / sxx};
+  return {launch, lag};
+}
+
 SimulatedBackward simulate_comm(const std::vector<size_t>& bytes, const std::vector<double>& ready_ms,
                                 const std::vector<double>& link_ms, double backward_compute_ms,
                                 const CommOverheads& o) {
   TANDEM_CHECK(bytes.size() == ready_ms.size() && ready_ms.size() == link_ms.size(),
                "comm simulation: {} bucket sizes, {} ready times, {} link times", bytes.size(), ready_ms.size(),
                link_ms.size());
-  TANDEM_CHECK(backward_compute_ms >= 0 && o.launch_ms >= 0 && o.tail_ms >= 0,
-               "comm simulation: backward of {} ms, launch {} ms, tail {} ms (none may be negative)",
-               backward_compute_ms, o.launch_ms, o.tail_ms);
+  TANDEM_CHECK(backward_compute_ms >= 0 && o.launch_ms >= 0 && o.tail_ms >= 0 && o.ready_lag >= 0,
+               "comm simulation: backward of {} ms, launch {} ms, tail {} ms, ready lag {} (none may be negative)",
+               backward_compute_ms, o.launch_ms, o.tail_ms, o.ready_lag);
   TANDEM_CHECK(o.scale_during_backward > 0 && o.scale_after_backward > 0,
                "comm simulation: comm scales {} and {} (must be positive)", o.scale_during_backward,
                o.scale_after_backward);
@@ -121,7 +144,7 @@ SimulatedBackward simulate_comm(const std::vector<size_t>& bytes, const std::vec
                  "comm simulation: bucket {} is ready at {} ms, before bucket {} ({} ms): buckets are launched in "
                  "order",
                  k, ready_ms[k], k - 1, ready_ms[k - 1]);
-    SimulatedBucket b{bytes[k], ready_ms[k], std::max(ready_ms[k], free_at) + o.launch_ms, 0};
+    SimulatedBucket b{bytes[k], ready_ms[k], std::max(ready_ms[k] * (1 + o.ready_lag) + o.launch_ms, free_at), 0};
     // The part of the work done before backward ends runs at the slower pace.
     const double inside = std::max(0.0, backward_compute_ms - b.start_ms);
     const double during = std::min(link_ms[k] * o.scale_during_backward, inside);

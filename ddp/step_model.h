@@ -95,8 +95,13 @@ struct SimulatedBackward {
 struct CommOverheads {
   double scale_during_backward = 1;  // in-step time / link time while backward is computing
   double scale_after_backward = 1;   // ... and after the autograd pass has ended
-  double launch_ms = 0;              // from "ready and the thread free" to the backend starting the bucket
-  double tail_ms = 0;                // exposed time past the last bucket's end (copying the averages back)
+  // A bucket ready at r on this rank starts no earlier than r * (1 + ready_lag) + launch_ms:
+  // the slowest rank reaches r later (its backward runs behind by a share of the time
+  // elapsed), and the backend needs launch_ms to start. A bucket queued behind a
+  // running one starts when that one ends, if its peers are ready by then.
+  double launch_ms = 0;
+  double tail_ms = 0;    // exposed time past the last bucket's end (copying the averages back)
+  double ready_lag = 0;  // see launch_ms
 };
 
 // The comm scales that explain measured buckets: bucket k spent inside_ms[k]
@@ -109,8 +114,15 @@ struct CommOverheads {
 std::pair<double, double> fit_comm_scales(const std::vector<double>& inside_ms, const std::vector<double>& after_ms,
                                           const std::vector<double>& link_ms);
 
+// launch_ms and ready_lag from buckets that started after the comm thread was
+// free, each ready at ready_ms[k] and started gap_ms[k] later: least squares on
+// gap = launch + ready_lag * ready, both kept non-negative (where the free fit
+// makes one negative, the other is fitted alone). With fewer than two distinct
+// ready times the lag is 0 and launch the mean gap; with none, both are 0.
+std::pair<double, double> fit_launch(const std::vector<double>& ready_ms, const std::vector<double>& gap_ms);
+
 // The comm thread over buckets in launch order: bucket k starts at
-// max(ready_k, end_{k-1}) + launch_ms and does link_ms[k] of the link's work,
+// max(ready_k * (1 + ready_lag) + launch_ms, end_{k-1}) and does link_ms[k] of the link's work,
 // at 1/scale_during_backward of the link's pace until backward_compute_ms and
 // at 1/scale_after_backward after it; exposed = max(0, end_last - backward) +
 // tail_ms (tail only when a bucket was reduced). Throws Error on mismatched

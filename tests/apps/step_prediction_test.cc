@@ -56,8 +56,28 @@ TEST(Calibrate, TakesComputeReadyFractionsAndOverheadsFromTheProfile) {
   EXPECT_DOUBLE_EQ(c.overheads.scale_after_backward, 1.5);
   // Launch: bucket 0 starts 1 ms after ready, bucket 1 1 ms after ready (the thread was free at 15).
   EXPECT_DOUBLE_EQ(c.overheads.launch_ms, 1);
+  EXPECT_DOUBLE_EQ(c.overheads.ready_lag, 0);
   // After the autograd pass: 10 ms, of which the last bucket ran 6 past its end.
   EXPECT_DOUBLE_EQ(c.overheads.tail_ms, 4);
+}
+
+TEST(Calibrate, LaunchAndLagComeOnlyFromBucketsThatStartedAfterTheThreadWasFree) {
+  report::Profile p = two_bucket_profile();
+  // Bucket 1, ready at 12 while bucket 0 ran until 15, starts right as it ends:
+  // its wait was the queue, which says nothing about the launch.
+  p.bucket_ready_ms = {10, 12};
+  p.bucket_comm_start_ms = {11, 15};
+  p.bucket_comm_end_ms = {15, 21};
+  Calibration c = calibrate(p, two_rank_link(), "b:1");
+  EXPECT_DOUBLE_EQ(c.overheads.launch_ms, 1);
+  EXPECT_DOUBLE_EQ(c.overheads.ready_lag, 0);
+  // Both waited, 1 ms at 10 and 1.5 ms at 19 (the thread was free at 15): a lag of 0.5/9.
+  p = two_bucket_profile();
+  p.bucket_comm_start_ms = {11, 20.5};
+  p.bucket_comm_end_ms = {15, 26.5};
+  c = calibrate(p, two_rank_link(), "b:1");
+  EXPECT_NEAR(c.overheads.ready_lag, 0.5 / 9, 1e-12);
+  EXPECT_NEAR(c.overheads.launch_ms, 1 - 10 * 0.5 / 9, 1e-12);
 }
 
 TEST(Calibrate, ItsOwnCaseIsPredictedExactlyWhenTheLinkIsExact) {

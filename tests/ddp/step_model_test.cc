@@ -105,16 +105,51 @@ TEST(SimulateComm, CommFasterThanComputeIsHiddenEntirely) {
   EXPECT_EQ(s.exposed_comm_ms, 0);
 }
 
-TEST(SimulateComm, LaunchLatencyDelaysEveryStartAndTheTailAddsToTheExposedPart) {
-  // Ready at 1 and 2, comm 3 each, launch 0.5: starts 1.5 and 5, ends 4.5 and 8; backward 6: 2 + tail 1.
+TEST(SimulateComm, LaunchLatencyDelaysAStartUnlessTheBucketWaitsBehindAnotherAndTheTailAddsToTheExposedPart) {
+  // Ready at 1 and 2, comm 3 each, launch 0.5: bucket 0 runs 1.5-4.5; bucket 1, queued
+  // since 2.5, starts as bucket 0 ends and ends at 7.5; backward 6: 1.5 + tail 1.
   const SimulatedBackward s = simulate_comm({1, 1}, {1, 2}, {3, 3}, 6, CommOverheads{1, 1, 0.5, 1});
   EXPECT_EQ(s.buckets[0].start_ms, 1.5);
-  EXPECT_EQ(s.buckets[1].start_ms, 5);
-  EXPECT_EQ(s.buckets[1].end_ms, 8);
-  EXPECT_EQ(s.exposed_comm_ms, 3);
+  EXPECT_EQ(s.buckets[1].start_ms, 4.5);
+  EXPECT_EQ(s.buckets[1].end_ms, 7.5);
+  EXPECT_EQ(s.exposed_comm_ms, 2.5);
   EXPECT_EQ(simulate_comm({1}, {1}, {1}, 6, CommOverheads{1, 1, 0, 1}).exposed_comm_ms, 1)
       << "the tail is paid even when all is hidden";
   EXPECT_EQ(simulate_comm({}, {}, {}, 6, CommOverheads{1, 1, 0, 1}).exposed_comm_ms, 0) << "no bucket, no tail";
+}
+
+TEST(SimulateComm, ABucketWaitsForTheSlowestRankByTheReadyLag) {
+  // Ready at 4 here; the slowest rank is 50 % behind: ready there at 6, started 0.5 later.
+  CommOverheads o{1, 1, 0.5, 0};
+  o.ready_lag = 0.5;
+  EXPECT_DOUBLE_EQ(simulate_comm({1}, {4}, {1}, 10, o).buckets[0].start_ms, 6.5);
+  o.ready_lag = -0.1;
+  EXPECT_TRUE(throws_error_containing([&] { simulate_comm({1}, {4}, {1}, 10, o); }, "ready lag"));
+}
+
+TEST(FitLaunch, IsTheLineThroughTheWaitsOfBucketsThatFoundTheThreadFree) {
+  auto [launch, lag] = fit_launch({0, 10, 20}, {1, 3, 5});
+  EXPECT_DOUBLE_EQ(launch, 1);
+  EXPECT_DOUBLE_EQ(lag, 0.2);
+}
+
+TEST(FitLaunch, OneReadyTimeGivesTheMeanWaitAndNoLag) {
+  auto [launch, lag] = fit_launch({8, 8}, {1, 2});
+  EXPECT_DOUBLE_EQ(launch, 1.5);
+  EXPECT_DOUBLE_EQ(lag, 0);
+  EXPECT_EQ(fit_launch({}, {}), std::make_pair(0.0, 0.0)) << "no bucket waited: nothing to add";
+}
+
+TEST(FitLaunch, KeepsBothNonNegative) {
+  // Waits that shrink with the ready time: no lag, the mean wait.
+  auto [launch, lag] = fit_launch({0, 10}, {3, 1});
+  EXPECT_DOUBLE_EQ(launch, 2);
+  EXPECT_DOUBLE_EQ(lag, 0);
+  // A line through a negative intercept: the lag alone, through the origin.
+  std::tie(launch, lag) = fit_launch({10, 20}, {1, 3});
+  EXPECT_DOUBLE_EQ(launch, 0);
+  EXPECT_DOUBLE_EQ(lag, (10.0 * 1 + 20.0 * 3) / (100 + 400));
+  EXPECT_TRUE(throws_error_containing([] { fit_launch({1}, {-1}); }, "waited -1 ms"));
 }
 
 TEST(SimulateComm, CommRunsAtTheBackwardPaceUntilBackwardEndsThenAtTheOther) {
