@@ -87,9 +87,15 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
   NoGradGuard no_grad;
   Tensor existing = param.grad();
   if (!existing.defined()) {
-    // A fresh copy: the incoming tensor may be shared with other edges (add's backward
-    // passes one gradient to both inputs), and accumulating into it later would leak.
-    param.set_grad(g.clone());
+    // The first gradient is taken as it is when nothing else can see it, as
+    // PyTorch's AccumulateGrad steals an unshared gradient: no copy per
+    // parameter per step. Otherwise a fresh copy: the incoming tensor may be
+    // shared with other edges (add's backward passes one gradient to both
+    // inputs) or a view of a larger buffer, and accumulating into it later
+    // would leak into them.
+    const bool unshared = g.impl_ptr().use_count() == 1 && g.storage().use_count() == 1 &&
+                          g.offset_bytes() == 0 && g.nbytes() == g.storage()->nbytes();
+    param.set_grad(unshared ? g : g.clone());
   } else {
     TANDEM_CHECK(existing.shape() == param.shape(), "accumulated gradient {} of {} has the wrong shape",
                  existing.str(), label);

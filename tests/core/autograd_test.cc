@@ -206,6 +206,68 @@ TEST(Autograd, ARemovedNodePostHookNoLongerRuns) {
   EXPECT_EQ(calls, 0);
 }
 
+// Returns, as w's gradient, a tensor it made (or a view of one): records where it lives.
+class HandOverNode final : public Node {
+ public:
+  HandOverNode(bool keep_a_copy, bool as_view) : keep_a_copy_(keep_a_copy), as_view_(as_view) {}
+  std::vector<Tensor> apply(std::vector<Tensor>&&) override {
+    Tensor big = Tensor::full({as_view_ ? 4 : 2}, 1.0, DType::F64);
+    Tensor g = as_view_ ? big.narrow(1, 2) : big;
+    data = g.data_ptr();
+    if (keep_a_copy_) kept = g;
+    return {g};
+  }
+  std::string name() const override { return "HandOverBackward"; }
+  const void* data = nullptr;
+  Tensor kept;
+
+ private:
+  bool keep_a_copy_, as_view_;
+};
+
+Tensor through(const std::shared_ptr<HandOverNode>& node, Tensor& w) {
+  Tensor y = Tensor::zeros({}, DType::F64);
+  node->connect({&w}, {&y});
+  return y;
+}
+
+TEST(Autograd, TheFirstGradientIsTakenWithoutACopyWhenNothingElseHoldsIt) {
+  Tensor w = param({1, 2}, {2}, "w");
+  auto node = std::make_shared<HandOverNode>(false, false);
+  through(node, w).backward();
+  EXPECT_EQ(w.grad().data_ptr(), node->data) << "as PyTorch's AccumulateGrad, an unshared gradient is stolen";
+  through(node, w).backward();
+  EXPECT_EQ(w.grad().to_double_vector(), (std::vector<double>{2, 2}));
+}
+
+TEST(Autograd, AGradientSomethingElseHoldsIsCopied) {
+  Tensor w = param({1, 2}, {2}, "w");
+  auto node = std::make_shared<HandOverNode>(true, false);
+  through(node, w).backward();
+  EXPECT_NE(w.grad().data_ptr(), node->data);
+  node->kept.fill_(5.0);
+  EXPECT_EQ(w.grad().to_double_vector(), (std::vector<double>{1, 1})) << "the holder's changes must not leak in";
+}
+
+TEST(Autograd, AGradientThatIsAViewOfALargerBufferIsCopied) {
+  Tensor w = param({1, 2}, {2}, "w");
+  auto node = std::make_shared<HandOverNode>(false, true);
+  through(node, w).backward();
+  EXPECT_NE(w.grad().data_ptr(), node->data);
+  EXPECT_EQ(w.grad().storage()->nbytes(), w.nbytes()) << "the larger buffer is not kept alive by the gradient";
+}
+
+TEST(Autograd, OneGradientFlowingToTwoParametersIsNotSharedByThem) {
+  // add's backward hands the same tensor to both inputs: at most one may take it.
+  Tensor w = param({1, 2}, {2}, "w");
+  Tensor v = param({3, 4}, {2}, "v");
+  kernels::sum(kernels::add(w, v)).backward();
+  EXPECT_NE(w.grad().data_ptr(), v.grad().data_ptr());
+  kernels::sum(kernels::scale(w, 2)).backward();
+  EXPECT_EQ(w.grad().to_double_vector(), (std::vector<double>{3, 3}));
+  EXPECT_EQ(v.grad().to_double_vector(), (std::vector<double>{1, 1}));
+}
+
 TEST(Autograd, AnAccumulatedGradientOfTheWrongShapeIsRefused) {
   Tensor w = param({1, 2}, {2}, "w");
   EXPECT_THROW(w.set_grad(Tensor::zeros({3}, DType::F64)), Error);
