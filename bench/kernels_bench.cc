@@ -30,6 +30,7 @@
 #include "core/random.h"
 #include "core/stream.h"
 #include "core/tensor.h"
+#include "kernels/acc_dtype.h"
 #include "kernels/cpu/bias_dropout_add_cpu.h"
 #include "kernels/cpu/cross_entropy_cpu.h"
 #include "kernels/cpu/embedding_cpu.h"
@@ -293,17 +294,19 @@ Suite make_suite(Device dev, DType t, int64_t rows, int cuda_device) {
   }
   // cross-entropy: the classifier's [batch, 4] and a wide [rows / 4, 1000] one
   for (auto [n, c] : {std::pair{batch, classes}, std::pair{rows / 4, int64_t{1000}}}) {
-    void *z = B.f({n, c}), *dz = B.raw({n, c}, t), *row_loss = B.raw({n}, DType::F32), *g = B.raw({1}, DType::F32);
+    void *z = B.f({n, c}), *dz = B.raw({n, c}, acc_dtype(t)), *row_loss = B.raw({n}, DType::F32), *g = B.raw({1}, DType::F32);
     std::vector<int64_t> lv;
     for (int64_t i = 0; i < n; ++i) lv.push_back((i * 7) % c);
     Tensor labels = Tensor::from_vector(lv, {n}, DType::I64, dev);
     B.keep.push_back(labels);
     void* pl = labels.data_ptr();
     const std::string sh = fmt::format("{}x{}", n, c);
-    cases.push_back({"cross_entropy", sh, "fwd", 2.0 * n * c * es + n * 12.0, 0,
+    // dlogits are f32 (read logits, write dlogits; backward reads them and writes dz).
+    const double acc_es = static_cast<double>(dtype_size(acc_dtype(t)));
+    cases.push_back({"cross_entropy", sh, "fwd", n * c * (es + acc_es) + n * 12.0, 0,
                      ON(cross_entropy_forward_cpu(z, pl, DType::I64, row_loss, dz, t, n, c, 0.1),
                         cross_entropy_forward_cuda(z, pl, DType::I64, row_loss, dz, t, n, c, 0.1, stream))});
-    cases.push_back({"cross_entropy", sh, "bwd", 2.0 * n * c * es, 0,
+    cases.push_back({"cross_entropy", sh, "bwd", n * c * (es + acc_es), 0,
                      ON(scale_by_scalar_cpu(dz, g, z, t, n * c), scale_by_scalar_cuda(dz, g, z, t, n * c, stream))});
   }
   // linear: the feed-forward up-projection [rows, 768] x [3072, 768]^T

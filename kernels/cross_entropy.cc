@@ -23,15 +23,16 @@ namespace {
 
 class CrossEntropyBackward final : public Node {
  public:
-  explicit CrossEntropyBackward(const Tensor& dlogits) : dlogits_(dlogits) {}
+  // dlogits in the accumulation dtype; the gradient goes out in the logits' dtype.
+  CrossEntropyBackward(const Tensor& dlogits, DType logits_dtype) : dlogits_(dlogits), dtype_(logits_dtype) {}
   std::vector<Tensor> apply(std::vector<Tensor>&& g) override {
     Tensor dl = dlogits_.unpack(*this);
-    Tensor dz = Tensor::empty(dl.shape(), dl.dtype(), dl.device());
+    Tensor dz = Tensor::empty(dl.shape(), dtype_, dl.device());
     if (dl.device().is_cpu()) {
-      scale_by_scalar_cpu(dl.data_ptr(), g[0].data_ptr(), dz.data_ptr(), dl.dtype(), dl.numel());
+      scale_by_scalar_cpu(dl.data_ptr(), g[0].data_ptr(), dz.data_ptr(), dtype_, dl.numel());
     } else {
       TANDEM_CUDA_ONLY(
-          scale_by_scalar_cuda(dl.data_ptr(), g[0].data_ptr(), dz.data_ptr(), dl.dtype(), dl.numel(), stream_of(dl)));
+          scale_by_scalar_cuda(dl.data_ptr(), g[0].data_ptr(), dz.data_ptr(), dtype_, dl.numel(), stream_of(dl)));
     }
     return {dz};
   }
@@ -40,6 +41,7 @@ class CrossEntropyBackward final : public Node {
 
  private:
   SavedTensor dlogits_;
+  DType dtype_;
 };
 
 void check_inputs(const char* op, const Tensor& logits, const Tensor& labels) {
@@ -89,7 +91,10 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& labels, double label_sm
   const bool need_grad = any_requires_grad({&logits});
   Tensor row_loss = Tensor::empty({n}, lt, logits.device());
   Tensor loss = Tensor::empty({}, lt, logits.device());
-  Tensor dlogits = need_grad ? Tensor::empty(logits.shape(), logits.dtype(), logits.device()) : Tensor();
+  // In f32 (f64 for f64), rounded to the logits' dtype only after backward has
+  // scaled them by the loss's gradient: with fp16 and a loss scale, (p - q) / N
+  // rounded first would underflow for large N (PyTorch's autocast runs the loss in f32).
+  Tensor dlogits = need_grad ? Tensor::empty(logits.shape(), lt, logits.device()) : Tensor();
   void* pd = need_grad ? dlogits.data_ptr() : nullptr;
   const double inv_n = 1.0 / static_cast<double>(n);
   if (class_weights.defined()) {
@@ -124,7 +129,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& labels, double label_sm
       sum_cuda(row_loss.data_ptr(), loss.data_ptr(), lt, n, inv_n, logits.device().index, stream_of(logits));
     });
   }
-  if (need_grad) std::make_shared<CrossEntropyBackward>(dlogits)->connect({&logits}, {&loss});
+  if (need_grad) std::make_shared<CrossEntropyBackward>(dlogits, logits.dtype())->connect({&logits}, {&loss});
   return loss;
 }
 

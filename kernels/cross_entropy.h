@@ -4,9 +4,11 @@
 // torch.nn.functional.cross_entropy with mean reduction and PyTorch's label
 // smoothing (target (1 - eps) * onehot + eps / C). One fused pass per row
 // computes the log-sum-exp (max-subtracted), the row loss and, when logits
-// need a gradient, dlogits = (softmax - target) / N, which backward only
-// scales by the incoming gradient (read on the device: no host sync). All of
-// it is f32 math for any logits dtype (f64 for f64); the loss is a 0-dim f32
+// need a gradient, dlogits = (softmax - target) / N, kept in f32 (f64 for
+// f64), which backward only scales by the incoming gradient (read on the
+// device: no host sync) and then rounds to the logits' dtype once, so a loss
+// scale is applied before fp16 rounding, not after. All of it is f32 math for
+// any logits dtype (f64 for f64); the loss is a 0-dim f32
 // tensor (f64 for f64 logits) on the logits' device, the mean of the row
 // losses summed in a fixed order. A label outside [0, C) is an Error naming it
 // and its row: immediately on the CPU, through kernels/index_errors.h on the GPU.

@@ -12,7 +12,7 @@ void cross_entropy_forward_cpu(const void* logits, const void* labels, DType lab
   TANDEM_DISPATCH_FLOAT(t, "cross_entropy_forward_cpu", [&] {
     using A = acc_t<scalar_t>;
     auto* pz = static_cast<const scalar_t*>(logits);
-    auto* pd = static_cast<scalar_t*>(dlogits);
+    auto* pd = static_cast<A*>(dlogits);
     const A eps = static_cast<A>(label_smoothing);
     const A off = eps / static_cast<A>(classes);
     const A inv_n = A(1) / static_cast<A>(n);
@@ -31,7 +31,7 @@ void cross_entropy_forward_cpu(const void* logits, const void* labels, DType lab
       if (pd) {
         for (int64_t c = 0; c < classes; ++c) {
           A target = (c == y ? A(1) - eps : A(0)) + off;
-          pd[i * classes + c] = store<scalar_t>((std::exp(load(z[c]) - lse) - target) * inv_n);
+          pd[i * classes + c] = (std::exp(load(z[c]) - lse) - target) * inv_n;
         }
       }
     }
@@ -44,7 +44,7 @@ void cross_entropy_weighted_forward_cpu(const void* logits, const void* labels, 
   TANDEM_DISPATCH_FLOAT(t, "cross_entropy_weighted_forward_cpu", [&] {
     using A = acc_t<scalar_t>;
     auto* pz = static_cast<const scalar_t*>(logits);
-    auto* pd = static_cast<scalar_t*>(dlogits);
+    auto* pd = static_cast<A*>(dlogits);
     auto* w = static_cast<const A*>(class_weights);
     const A eps = static_cast<A>(label_smoothing);
     const A off = eps / static_cast<A>(classes);
@@ -69,7 +69,7 @@ void cross_entropy_weighted_forward_cpu(const void* logits, const void* labels, 
         for (int64_t c = 0; c < classes; ++c) {
           const A p = std::exp(load(z[c]) - lse);
           const A hard = (A(1) - eps) * w[y] * (p - (c == y ? A(1) : A(0)));
-          pd[i * classes + c] = store<scalar_t>((hard + off * (sw * p - w[c])) * inv_total);
+          pd[i * classes + c] = (hard + off * (sw * p - w[c])) * inv_total;
         }
       }
     }
@@ -80,9 +80,9 @@ void scale_by_scalar_cpu(const void* src, const void* g, void* dst, DType t, int
   TANDEM_DISPATCH_FLOAT(t, "scale_by_scalar_cpu", [&] {
     using A = acc_t<scalar_t>;
     const A s = static_cast<const A*>(g)[0];
-    auto* ps = static_cast<const scalar_t*>(src);
+    auto* ps = static_cast<const A*>(src);
     auto* pd = static_cast<scalar_t*>(dst);
-    for (int64_t i = 0; i < n; ++i) pd[i] = store<scalar_t>(load(ps[i]) * s);
+    for (int64_t i = 0; i < n; ++i) pd[i] = store<scalar_t>(ps[i] * s);
   });
 }
 

@@ -16,6 +16,9 @@ namespace tandem::kernels {
 //   row_loss[i] = lse - (1 - eps) z_y - (eps / classes) sum_c z_c      (acc_t)
 //   dlogits[i, c] = (softmax(z)_c - (1 - eps) [c == y] - eps / classes) / n   (dtype t; may be null)
 // i.e. the gradient of the mean loss.
+// dlogits (may be null) are in the accumulation dtype (f32; f64 for f64
+// logits), not rounded to t: backward scales them by the loss's gradient
+// (scale_by_scalar: src in the accumulation dtype, dst in t) and rounds once.
 void cross_entropy_forward_cpu(const void* logits, const void* labels, DType label_type, void* row_loss, void* dlogits,
                                DType t, int64_t n, int64_t classes, double label_smoothing);
 

@@ -46,7 +46,7 @@ __device__ __forceinline__ void merge_lse(float& m, float& s, float m2, float s2
 
 template <class T, class I>
 __global__ void cross_entropy_kernel(const T* __restrict__ logits, const I* __restrict__ labels,
-                                     float* __restrict__ row_loss, T* __restrict__ dlogits, int64_t n, int64_t classes,
+                                     float* __restrict__ row_loss, float* __restrict__ dlogits, int64_t n, int64_t classes,
                                      float eps, IndexErrorRecord* err) {
   const int64_t row = blockIdx.x * static_cast<int64_t>(kRowsPerBlock) + threadIdx.y;
   if (row >= n) return;
@@ -72,7 +72,7 @@ __global__ void cross_entropy_kernel(const T* __restrict__ logits, const I* __re
   const float inv_n = 1.0f / static_cast<float>(n);
   for (int64_t c = lane; c < classes; c += 32) {
     const float target = (c == y ? 1.0f - eps : 0.0f) + off;
-    dlogits[row * classes + c] = from_f32<T>(y < 0 ? 0.0f : (expf(to_f32(z[c]) - lse) - target) * inv_n);
+    dlogits[row * classes + c] = y < 0 ? 0.0f : (expf(to_f32(z[c]) - lse) - target) * inv_n;
   }
 }
 
@@ -99,7 +99,7 @@ __global__ void row_weight_kernel(const I* __restrict__ labels, const float* __r
 template <class T, class I>
 __global__ void weighted_cross_entropy_kernel(const T* __restrict__ logits, const I* __restrict__ labels,
                                               const float* __restrict__ w, const float* __restrict__ total,
-                                              float* __restrict__ row_loss, T* __restrict__ dlogits, int64_t n,
+                                              float* __restrict__ row_loss, float* __restrict__ dlogits, int64_t n,
                                               int64_t classes, float eps) {
   const int64_t row = blockIdx.x * static_cast<int64_t>(kRowsPerBlock) + threadIdx.y;
   if (row >= n) return;
@@ -131,17 +131,17 @@ __global__ void weighted_cross_entropy_kernel(const T* __restrict__ logits, cons
   for (int64_t c = lane; c < classes; c += 32) {
     const float p = expf(to_f32(z[c]) - lse);
     const float hard = (1.0f - eps) * wy * (p - (c == y ? 1.0f : 0.0f));
-    dlogits[row * classes + c] = from_f32<T>(valid ? (hard + off * (sw * p - w[c])) * inv_total : 0.0f);
+    dlogits[row * classes + c] = valid ? (hard + off * (sw * p - w[c])) * inv_total : 0.0f;
   }
 }
 
 template <class T>
-__global__ void scale_by_scalar_kernel(const T* __restrict__ src, const float* __restrict__ g, T* __restrict__ dst,
+__global__ void scale_by_scalar_kernel(const float* __restrict__ src, const float* __restrict__ g, T* __restrict__ dst,
                                        int64_t n) {
   const float s = g[0];
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    dst[i] = from_f32<T>(to_f32(src[i]) * s);
+    dst[i] = from_f32<T>(src[i] * s);
 }
 
 // a beats b: a NaN beats a number; a larger number wins; ties go to the smaller index.
@@ -200,7 +200,7 @@ void cross_entropy_forward_cuda(const void* logits, const void* labels, DType la
       cross_entropy_kernel<scalar_t, I><<<blocks_for(n, kRowsPerBlock, INT32_MAX), dim3(32, kRowsPerBlock), 0,
                                           static_cast<cudaStream_t>(stream)>>>(
           static_cast<const scalar_t*>(logits), static_cast<const I*>(labels), static_cast<float*>(row_loss),
-          static_cast<scalar_t*>(dlogits), n, classes, static_cast<float>(label_smoothing), err);
+          static_cast<float*>(dlogits), n, classes, static_cast<float>(label_smoothing), err);
       TANDEM_CUDA_CHECK_LAUNCH();
     });
   });
@@ -231,7 +231,7 @@ void cross_entropy_weighted_forward_cuda(const void* logits, const void* labels,
                                                    0, static_cast<cudaStream_t>(stream)>>>(
           static_cast<const scalar_t*>(logits), static_cast<const I*>(labels),
           static_cast<const float*>(class_weights), static_cast<const float*>(total_weight),
-          static_cast<float*>(row_loss), static_cast<scalar_t*>(dlogits), n, classes,
+          static_cast<float*>(row_loss), static_cast<float*>(dlogits), n, classes,
           static_cast<float>(label_smoothing));
       TANDEM_CUDA_CHECK_LAUNCH();
     });
@@ -242,7 +242,7 @@ void scale_by_scalar_cuda(const void* src, const void* g, void* dst, DType t, in
   if (n == 0) return;
   TANDEM_DISPATCH_FLOAT_NO_F64(t, "scale_by_scalar_cuda", [&] {
     scale_by_scalar_kernel<scalar_t><<<blocks_for(n, 256, 132 * 16), 256, 0, static_cast<cudaStream_t>(stream)>>>(
-        static_cast<const scalar_t*>(src), static_cast<const float*>(g), static_cast<scalar_t*>(dst), n);
+        static_cast<const float*>(src), static_cast<const float*>(g), static_cast<scalar_t*>(dst), n);
     TANDEM_CUDA_CHECK_LAUNCH();
   });
 }

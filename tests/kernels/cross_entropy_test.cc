@@ -89,6 +89,32 @@ TEST(CrossEntropy, Bf16LogitsGiveAnF32LossAndBf16Gradient) {
   EXPECT_EQ(z.grad().dtype(), DType::BF16);
 }
 
+TEST(CrossEntropy, Fp16GradientIsRoundedOnceAfterTheLossScale) {
+  // With N = 16384 rows, (p - onehot) / N is below fp16's smallest normal
+  // number: rounded to fp16 before a loss scale of 65536, it would keep only a
+  // few bits. The gradient must be f32 math rounded once, after the scale.
+  const int64_t n = 16384, classes = 4;
+  const double loss_scale = 65536;
+  Tensor z = random_tensor({n, classes}, 7, DType::F16).set_requires_grad(true);
+  std::vector<int64_t> y(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) y[static_cast<size_t>(i)] = (i * 5) % classes;
+  scale(cross_entropy(z, labels_of(y)), loss_scale).backward();
+  ASSERT_EQ(z.grad().dtype(), DType::F16);
+  const std::vector<double> zv = z.to_double_vector(), g = z.grad().to_double_vector();
+  for (int64_t i = 0; i < n; ++i) {
+    double m = -INFINITY, se = 0;
+    for (int64_t c = 0; c < classes; ++c) m = std::max(m, zv[static_cast<size_t>(i * classes + c)]);
+    for (int64_t c = 0; c < classes; ++c) se += std::exp(zv[static_cast<size_t>(i * classes + c)] - m);
+    for (int64_t c = 0; c < classes; ++c) {
+      const size_t k = static_cast<size_t>(i * classes + c);
+      const double p = std::exp(zv[k] - m) / se;
+      const double want = (p - (c == y[static_cast<size_t>(i)] ? 1.0 : 0.0)) / static_cast<double>(n) * loss_scale;
+      // One fp16 rounding: at most half an ulp, 2^-11 relative (2^-10 allows for the f32 math).
+      ASSERT_NEAR(g[k], want, std::abs(want) * std::ldexp(1.0, -10) + 1e-7) << "row " << i << " class " << c;
+    }
+  }
+}
+
 TEST(CrossEntropy, OutOfRangeLabelIsAnErrorNamingItsRow) {
   EXPECT_TRUE(throws_error_containing([] { cross_entropy(Tensor::zeros({3, 4}), labels_of({0, 4, 1})); },
                                       "label 4 of row 1 is outside [0, 4)"));
