@@ -2,26 +2,27 @@
 // few launches (the idea of PyTorch's multi_tensor_apply, with a grid-stride
 // loop over chunks instead of a per-block table).
 //
-// Each tensor is cut into chunks of kChunk elements. One launch takes up to
-// Meta<Depth>::kMaxTensors tensors: their operand pointers, sizes, step
-// counters and the running chunk count sit in the kernel's parameter block
-// (under the 4 KiB every CUDA version accepts), so no metadata is copied to
-// the device and a list of a few hundred tensors costs a handful of launches.
-// The grid is one wave of resident blocks (from the occupancy calculator);
-// block b takes chunks b, b + grid,
-// ... in increasing order, so the tensor of a chunk is found by advancing an
-// index, never by searching. The operation (Op) sees one chunk at a time:
-// `prepare` runs when the block moves to a new tensor (AdamW computes its bias
-// corrections there, in f64, once per tensor rather than per element) and
-// `chunk` does the work. for_each_element loads each operand once and stores
-// only the operands in WriteMask, so the bytes moved are exactly
-// numel * 4 * (Depth + popcount(WriteMask)).
+// optim/multi_tensor_plan.h cuts the list into launches: per launch, the
+// operand pointers, sizes, step counters, chunk starts and alignment bits sit
+// in the kernel's parameter block (under the 4 KiB every CUDA version
+// accepts), so no metadata is copied to the device and a list of a few
+// hundred tensors costs a handful of launches. The grid is one wave of
+// resident blocks (from the occupancy calculator); block b takes chunks b,
+// b + grid, ... in increasing order, so the tensor of a chunk is found by
+// advancing an index, never by searching. The operation (Op) sees one chunk
+// at a time: `prepare` runs when the block moves to a new tensor (AdamW
+// computes its bias corrections there, in f64, once per tensor rather than
+// per element) and `chunk` does the work. for_each_element loads each operand
+// once and stores only the operands in WriteMask, so the bytes moved are
+// exactly numel * 4 * (Depth + popcount(WriteMask)).
 //
-// Vectorisation: where every pointer of a launch is 16-byte aligned (always
-// true for tensors from our allocators; gradients that are views into a DDP
-// bucket may not be), elements move as float4; chunk boundaries are multiples
-// of 4 so they stay aligned, and each tensor's last numel % 4 elements take
-// the scalar path. Unaligned launches use scalar accesses throughout.
+// Vectorisation is decided per tensor: where every operand of a tensor is
+// 16-byte aligned (always true for tensors from our allocators; gradients that
+// are views into a DDP bucket may not be), its elements move as float4; chunk
+// boundaries are multiples of 4 so they stay aligned, and the last numel % 4
+// elements take the scalar path. An unaligned tensor uses scalar accesses and
+// leaves the others of its launch vectorised (the choice is uniform within a
+// block, so it costs no divergence).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -31,24 +32,10 @@
 #include <cstdint>
 
 #include "core/cuda_check.h"
+#include "optim/multi_tensor_plan.h"
 #include "optim/tensor_list.h"
 
 namespace tandem::optim::mt {
-
-constexpr int kThreads = 256;
-constexpr int64_t kChunk = 4096;  // 4 float4 per thread per chunk
-static_assert(kChunk % (4 * kThreads) == 0, "a chunk is whole float4 rows of the block");
-
-template <int Depth>
-struct Meta {
-  static constexpr int kMaxTensors = 3584 / (8 * (Depth + 3));
-  float* ptr[Depth][kMaxTensors];
-  float* step[kMaxTensors];
-  int64_t numel[kMaxTensors];
-  int64_t chunk_start[kMaxTensors + 1];  // first chunk of each tensor in this launch; [count] = all chunks
-  int count;
-};
-static_assert(sizeof(Meta<1>) <= 3700 && sizeof(Meta<4>) <= 3700, "leave room for the op in the 4 KiB of parameters");
 
 // Applies f(x) to the elements [begin, end) of tensor t, where x[d] is operand d;
 // operands whose bit is set in WriteMask are stored back.
@@ -95,7 +82,7 @@ __device__ __forceinline__ void for_each_element(const Meta<Depth>& m, int t, in
 //   __device__ void prepare(const Meta<Depth>&, int t);            // the block moves to tensor t
 //   template <bool Vec> __device__ void chunk(const Meta<Depth>&, int t, int64_t begin, int64_t end,
 //                                             int64_t global_chunk);
-template <int Depth, bool Vec, class Op>
+template <int Depth, class Op>
 __global__ void __launch_bounds__(kThreads) multi_tensor_kernel(Meta<Depth> meta, Op op, int64_t chunk_base) {
   if (op.skip()) return;
   const int64_t total = meta.chunk_start[meta.count];
@@ -108,12 +95,13 @@ __global__ void __launch_bounds__(kThreads) multi_tensor_kernel(Meta<Depth> meta
     }
     const int64_t begin = (c - meta.chunk_start[t]) * kChunk;
     const int64_t end = begin + kChunk < meta.numel[t] ? begin + kChunk : meta.numel[t];
-    op.template chunk<Vec>(meta, t, begin, end, chunk_base + c);
+    if (meta.vectorised(t)) op.template chunk<true>(meta, t, begin, end, chunk_base + c);
+    else op.template chunk<false>(meta, t, begin, end, chunk_base + c);
   }
 }
 
 // Blocks of this kernel that fit on the current device at once: the grid of a launch (one full wave).
-template <int Depth, bool Vec, class Op>
+template <int Depth, class Op>
 int resident_blocks() {
   static std::atomic<int> cached[64] = {};
   int dev = 0;
@@ -123,63 +111,22 @@ int resident_blocks() {
     int sms = 0, per_sm = 0;
     TANDEM_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
     TANDEM_CUDA_CHECK(
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, multi_tensor_kernel<Depth, Vec, Op>, kThreads, 0));
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, multi_tensor_kernel<Depth, Op>, kThreads, 0));
     v = sms * (per_sm > 0 ? per_sm : 1);
     if (dev < 64) cached[dev].store(v, std::memory_order_relaxed);
   }
   return v;
 }
 
-inline int64_t chunks_of(int64_t numel) { return (numel + kChunk - 1) / kChunk; }
-
-// Chunks in the whole list: the global chunk index passed to Op::chunk runs over [0, total_chunks).
-inline int64_t total_chunks(const TensorList& list) {
-  int64_t n = 0;
-  for (const TensorListEntry& e : list) n += chunks_of(e.numel);
-  return n;
-}
-
-inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
-
 // Launches Op over every non-empty tensor of `list` (operands 0..Depth-1), in as few launches as the
-// parameter block allows. Launches run in list order on `stream`.
+// parameter block allows (plan_launches). Launches run in list order on `stream`.
 template <int Depth, class Op>
 void apply(const TensorList& list, const Op& op, cudaStream_t stream) {
-  using M = Meta<Depth>;
-  M meta;
-  meta.count = 0;
-  int64_t chunks = 0, chunk_base = 0;
-  bool aligned = true;
-  auto launch = [&] {
-    if (meta.count == 0) return;
-    meta.chunk_start[meta.count] = chunks;
-    if (aligned) {
-      const int64_t grid = std::min<int64_t>(chunks, resident_blocks<Depth, true, Op>());
-      multi_tensor_kernel<Depth, true><<<static_cast<int>(grid), kThreads, 0, stream>>>(meta, op, chunk_base);
-    } else {
-      const int64_t grid = std::min<int64_t>(chunks, resident_blocks<Depth, false, Op>());
-      multi_tensor_kernel<Depth, false><<<static_cast<int>(grid), kThreads, 0, stream>>>(meta, op, chunk_base);
-    }
+  plan_launches<Depth>(list, [&](const Meta<Depth>& meta, int64_t chunk_base) {
+    const int64_t grid = std::min<int64_t>(meta.chunk_start[meta.count], resident_blocks<Depth, Op>());
+    multi_tensor_kernel<Depth><<<static_cast<int>(grid), kThreads, 0, stream>>>(meta, op, chunk_base);
     TANDEM_CUDA_CHECK_LAUNCH();
-    chunk_base += chunks;
-    chunks = 0;
-    meta.count = 0;
-    aligned = true;
-  };
-  for (const TensorListEntry& e : list) {
-    if (e.numel == 0) continue;
-    const int t = meta.count++;
-    for (int d = 0; d < Depth; ++d) {
-      meta.ptr[d][t] = e.ptr[d];
-      aligned = aligned && aligned16(e.ptr[d]);
-    }
-    meta.step[t] = e.step;
-    meta.numel[t] = e.numel;
-    meta.chunk_start[t] = chunks;
-    chunks += chunks_of(e.numel);
-    if (meta.count == M::kMaxTensors) launch();
-  }
-  launch();
+  });
 }
 
 // Sum over the block (kThreads threads, all of which must call it); the result is valid in thread 0.
