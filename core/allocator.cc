@@ -127,10 +127,21 @@ void* allocate(int device, size_t nbytes, void* stream) {
   void* p = nullptr;
   cudaError_t e = cudaMallocFromPoolAsync(&p, nbytes, pool, static_cast<cudaStream_t>(stream));
   if (e == cudaErrorMemoryAllocation) {
+    // The pool may hold freed blocks that do not fit this request (or that other
+    // streams still use until they catch up): wait for the device, give every
+    // unused block back and try once more, as PyTorch's caching allocator frees
+    // its cache and retries before reporting out of memory.
+    (void)cudaGetLastError();
+    TANDEM_CUDA_CHECK(cudaDeviceSynchronize());
+    TANDEM_CUDA_CHECK(cudaMemPoolTrimTo(pool, 0));
+    e = cudaMallocFromPoolAsync(&p, nbytes, pool, static_cast<cudaStream_t>(stream));
+  }
+  if (e == cudaErrorMemoryAllocation) {
     (void)cudaGetLastError();
     MemoryStats s = stats(device);
-    TANDEM_FAIL("CUDA out of memory on cuda:{} allocating {} bytes ({} bytes in use, {} reserved)", device, nbytes,
-                s.in_use, s.reserved);
+    TANDEM_FAIL("CUDA out of memory on cuda:{} allocating {} bytes ({} bytes in use, {} reserved after giving "
+                "cached memory back)",
+                device, nbytes, s.in_use, s.reserved);
   }
   TANDEM_CUDA_CHECK(e);
   device_counters[device].on_alloc(nbytes, false);

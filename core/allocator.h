@@ -6,6 +6,9 @@
 // by the next step, so a steady-state training loop makes no cudaMalloc or
 // cudaFree calls. A block is freed on the stream it was allocated on, after
 // every other stream that used it (Storage::record_stream) has caught up.
+// An allocation the pool cannot serve first gives every cached, unused block
+// back (after the device has caught up) and tries once more; only then is it
+// an out-of-memory Error.
 //
 // Every allocator keeps bytes in use and the peak since the last reset.
 #pragma once

@@ -1,5 +1,11 @@
 #include <gtest/gtest.h>
 
+#include <vector>
+
+#if TANDEM_WITH_CUDA
+#include <cuda_runtime.h>
+#endif
+
 #include "core/allocator.h"
 #include "core/check.h"
 #include "core/stream.h"
@@ -69,6 +75,27 @@ TEST(CudaAllocator, OutOfMemoryIsAnErrorNotACrash) {
   EXPECT_THROW(Tensor::empty({int64_t{1} << 50}, DType::U8, Device::cuda(0)), Error);
   Tensor ok = Tensor::zeros({4}, DType::F32, Device::cuda(0));  // the device is still usable
   EXPECT_EQ(ok.to_double_vector()[0], 0.0);
+}
+
+TEST(CudaAllocator, CachedBlocksAreGivenBackBeforeALargerAllocationFails) {
+  TANDEM_REQUIRE_GPU();
+#if TANDEM_WITH_CUDA
+  cuda_memory::release_cached(0);
+  size_t free_bytes = 0, total = 0;
+  ASSERT_EQ(cudaMemGetInfo(&free_bytes, &total), cudaSuccess);
+  // Four fifths of the free memory in 256 MiB blocks, freed: the pool keeps them.
+  const size_t block = size_t{256} << 20, want = free_bytes / 5 * 4;
+  {
+    std::vector<Tensor> blocks;
+    for (size_t got = 0; got + block <= want; got += block)
+      blocks.push_back(Tensor::empty({static_cast<int64_t>(block)}, DType::U8, Device::cuda(0)));
+  }
+  cuda::device_synchronize();
+  ASSERT_GE(cuda_memory::stats(0).reserved, want - block) << "the pool was expected to keep the freed blocks";
+  // One allocation larger than any cached block and than what is left outside the pool.
+  Tensor big = Tensor::empty({static_cast<int64_t>(want)}, DType::U8, Device::cuda(0));
+  EXPECT_EQ(big.nbytes(), want);
+#endif
 }
 
 }  // namespace
