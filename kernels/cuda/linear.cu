@@ -6,14 +6,19 @@
 //   y^T[out,N]  = w[out,in]  . x^T[in,N]     -> gemm(T, N, out, N, in)
 //   dx^T[in,N]  = w^T[in,out] . dy^T[out,N]  -> gemm(N, N, in, N, out)
 //   dw^T[in,out] = x^T[in,N] . dy[N,out]     -> gemm(N, T, in, out, N)
-// Bias forward: one pass adding b[j] to each y[r, j] (reads and writes N*out
-// elements). Bias backward: db[j] = sum_r dy[r, j], a deterministic column
-// reduction: 32 columns per block, 8 row-strided partial sums per column in f32,
-// combined in a fixed order in shared memory (no atomics).
+// Bias forward: one pass adding b to each row of y (reads and writes N*out
+// elements), a thread per 16-byte vector of columns with its bias vector in
+// registers and rows strided (no index arithmetic per element). Bias backward:
+// db[j] = sum_r dy[r, j], the deterministic two-pass column sum of
+// kernels/cuda/column_sum.cuh (the layout gelu and layer_norm use): pass 1
+// reads dy once with 16-byte loads into per-slot f32 partial sums, pass 2 adds
+// the slots in a fixed order, so the bits depend only on the shape.
 #include "core/cuda_check.h"
 #include "core/element.h"
+#include "kernels/cuda/column_sum.cuh"
 #include "kernels/cuda/cublas_handle.h"
 #include "kernels/cuda/linear_cuda.h"
+#include "kernels/cuda/row_vectors.cuh"
 
 namespace tandem::kernels {
 
@@ -38,32 +43,46 @@ void gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int64_t 
                                    static_cast<int>(ldc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
-template <class T>
+// y[r, :] += b for the rows this thread's row lane visits; c is a vector column.
+template <class T, int V>
 __global__ void add_bias_kernel(T* __restrict__ y, const T* __restrict__ b, int64_t rows, int64_t out) {
-  const int64_t n = rows * out;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    y[i] = store<T>(load(y[i]) + load(b[i % out]));
+  const int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (c * V >= out) return;
+  float bv[V];
+  load_vec<V>(b + c * V, bv);
+  for (int64_t r = blockIdx.y * static_cast<int64_t>(blockDim.y) + threadIdx.y; r < rows;
+       r += static_cast<int64_t>(gridDim.y) * blockDim.y) {
+    float v[V];
+    load_vec<V>(y + r * out + c * V, v);
+#pragma unroll
+    for (int k = 0; k < V; ++k) v[k] += bv[k];
+    store_vec<V>(y + r * out + c * V, v);
+  }
 }
 
-constexpr int kColTile = 32;
-constexpr int kRowLanes = 8;
-
-template <class T>
-__global__ void bias_grad_kernel(const T* __restrict__ dy, T* __restrict__ db, int64_t rows, int64_t out) {
-  __shared__ float partial[kRowLanes][kColTile];
-  const int64_t col = blockIdx.x * static_cast<int64_t>(kColTile) + threadIdx.x;
-  float s = 0.0f;
-  if (col < out)
-    for (int64_t r = threadIdx.y; r < rows; r += kRowLanes) s += load(dy[r * out + col]);
-  partial[threadIdx.y][threadIdx.x] = s;
-  __syncthreads();
-  if (threadIdx.y == 0 && col < out) {
-    float total = 0.0f;
+// Pass 1 of db: slot s (= blockIdx.y * Ty + ty) sums rows s, s + slots, ... of its vector column.
+template <class T, int V>
+__global__ void bias_grad_partial_kernel(const T* __restrict__ dy, float* __restrict__ partial, int64_t rows,
+                                         int64_t out, int64_t slots) {
+  const int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  const int64_t slot = blockIdx.y * static_cast<int64_t>(blockDim.y) + threadIdx.y;
+  if (c * V >= out || slot >= slots) return;
+  float acc[V];
+  fill(acc, 0.0f);
+  for (int64_t r = slot; r < rows; r += slots) {
+    float g[V];
+    load_vec<V>(dy + r * out + c * V, g);
 #pragma unroll
-    for (int k = 0; k < kRowLanes; ++k) total += partial[k][threadIdx.x];
-    db[col] = store<T>(total);
+    for (int k = 0; k < V; ++k) acc[k] += g[k];
   }
+#pragma unroll
+  for (int k = 0; k < V; ++k) partial[slot * out + c * V + k] = acc[k];
+}
+
+template <class T, class F>
+void with_width(bool vec, F&& f) {
+  if (vec) f.template operator()<kVec16<T>>();
+  else f.template operator()<1>();
 }
 
 }  // namespace
@@ -80,10 +99,13 @@ void linear_forward_cuda(const void* x, const void* w, const void* b, void* y, i
   }
   if (b) {
     TANDEM_DISPATCH_FLOAT_NO_F64(t, "linear bias", [&] {
-      int64_t n = rows * out;
-      int blocks = static_cast<int>(std::min<int64_t>((n + 255) / 256, 8192));
-      add_bias_kernel<<<blocks, 256, 0, s>>>(static_cast<scalar_t*>(y), static_cast<const scalar_t*>(b), rows, out);
-      TANDEM_CUDA_CHECK_LAUNCH();
+      with_width<scalar_t>(rows_vectorizable(out, sizeof(scalar_t), {y, b}), [&]<int V>() {
+        const dim3 block = column_block(out / V, rows);
+        const dim3 grid(blocks_for(out / V, block.x, INT32_MAX), blocks_for(rows, block.y * 4, 65535));
+        add_bias_kernel<scalar_t, V>
+            <<<grid, block, 0, s>>>(static_cast<scalar_t*>(y), static_cast<const scalar_t*>(b), rows, out);
+        TANDEM_CUDA_CHECK_LAUNCH();
+      });
     });
   }
 }
@@ -103,11 +125,20 @@ void linear_backward_cuda(const void* dy, const void* x, const void* w, void* dx
   }
   if (db && out > 0) {
     TANDEM_DISPATCH_FLOAT_NO_F64(t, "linear bias grad", [&] {
-      dim3 block(kColTile, kRowLanes);
-      dim3 grid(static_cast<unsigned>((out + kColTile - 1) / kColTile));
-      bias_grad_kernel<<<grid, block, 0, s>>>(static_cast<const scalar_t*>(dy), static_cast<scalar_t*>(db), rows,
-                                               out);
-      TANDEM_CUDA_CHECK_LAUNCH();
+      if (rows == 0) {
+        TANDEM_CUDA_CHECK(cudaMemsetAsync(db, 0, static_cast<size_t>(out) * es, s));
+        return;
+      }
+      const int64_t slots = column_sum_slots(rows);
+      PartialSums partial(device, slots, out, 1, s);
+      with_width<scalar_t>(rows_vectorizable(out, sizeof(scalar_t), {dy}), [&]<int V>() {
+        const dim3 block = column_block(out / V, rows);
+        const dim3 grid(blocks_for(out / V, block.x, INT32_MAX), blocks_for(slots, block.y, 65535));
+        bias_grad_partial_kernel<scalar_t, V>
+            <<<grid, block, 0, s>>>(static_cast<const scalar_t*>(dy), partial.get(0), rows, out, slots);
+        TANDEM_CUDA_CHECK_LAUNCH();
+      });
+      column_sum_finish(partial.get(0), slots, out, static_cast<scalar_t*>(db), s);
     });
   }
 }

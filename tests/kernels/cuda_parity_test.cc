@@ -98,6 +98,13 @@ TEST_P(CudaParity, LinearWithBias) {
         {cpu_input({37, 29}, 8), cpu_input({19, 29}, 9), cpu_input({19}, 10)});
 }
 
+TEST_P(CudaParity, LinearWithBiasOnManyRowsTakesTheVectorPaths) {
+  // 16-byte rows and more rows than one column-sum slot holds (32): the
+  // vectorised bias add and the two-pass bias gradient with many slots.
+  check([](const auto& in) { return linear(in[0], in[1], in[2]); },
+        {cpu_input({1000, 64}, 14), cpu_input({256, 64}, 15), cpu_input({256}, 16)});
+}
+
 TEST_P(CudaParity, LinearWithoutBiasSingleRow) {
   check([](const auto& in) { return linear(in[0], in[1]); }, {cpu_input({1, 64}, 11), cpu_input({33, 64}, 12)});
 }
