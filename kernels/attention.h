@@ -23,8 +23,9 @@
 // as PyTorch 2.x does.
 //
 // Dropout with probability dropout_p in [0, 1) drops attention probabilities
-// after the softmax (kept ones scaled by 1/(1-p)), deciding each (b, h, i, j)
-// from the Philox stream (seed, offset); see kernels/attention_params.h. The
+// after the softmax, deciding each (b, h, i, j) from the Philox stream (seed,
+// offset) with p rounded to a multiple of 2^-16, and scales kept ones by the
+// inverse of that rounded keep rate; see kernels/attention_params.h. The
 // decisions are the same on CPU and GPU and are recomputed in backward.
 // dropout_p = 0 is the exact identity.
 //

@@ -1,15 +1,33 @@
 // What the CPU reference and the CUDA kernels of attention agree on: the
 // problem's shape and the attention-dropout rule.
 //
-// Dropout on the attention probabilities keeps element (b, h, i, j) (query i,
-// key j of head h in batch row b) when u >= p, where u is a 24-bit uniform from
-// the Philox stream (seed, subsequence = offset): word j % 4 of block
-//   ((b * H + h) * S + i) * ceil(S / 4) + j / 4.
-// So the decision is a pure function of (seed, offset, b, h, i, j) and the
-// shape, identical on host and device, and the backward recomputes it instead
-// of storing an S x S mask. Kept probabilities are scaled by 1 / (1 - p); p = 0
-// keeps everything with scale exactly 1. Callers draw a fresh offset for every
-// call that must be independent (every layer, every step).
+// Dropout on the attention probabilities of head bh = b * H + h decides each
+// element (query i, key j) from the Philox stream (seed, subsequence = offset),
+// eight decisions per Philox block. The S x S matrix is cut into 16 x 16
+// squares, and with r = i % 16, c = j % 16, element (i, j) belongs to block
+//   ((bh * N + i / 16) * N + j / 16) * 32 + 4 * (r % 8) + (c % 8) / 2,   N = ceil(S / 16),
+// in slot 4 * (c / 8) + 2 * (r / 8) + c % 2, whose 16-bit uniform u is half
+// slot % 2 (0: the low 16 bits) of word slot / 2. The element is kept when
+// u >= round(p * 2^16) (at most 2^16 - 1), and a kept probability is scaled by
+// 2^16 / (2^16 - that threshold): p is quantised to a multiple of 2^-16 (off by
+// at most 2^-17; a p below 2^-17 drops nothing) and the scale is the inverse of
+// the quantised keep rate, so the dropped-out probabilities are unbiased.
+//
+// Why this shape: a block's 8 elements, queries {i, i + 8} x keys
+// {j, j + 1, j + 8, j + 9}, are exactly what one lane holds of a 16 x 16 tile
+// in the accumulator layout of mma.m16n8k16 (rows g, g + 8; columns 2t, 2t + 1
+// of two 8-column blocks), so the forward and dQ passes use every decision of
+// every block they compute; in the dK/dV pass, which holds the transposed tile,
+// two neighbouring lanes need complementary halves of the same two blocks,
+// compute one each and swap keep bits (kernels/cuda/attention_kernels.cuh).
+// So each pass spends one Philox block per 8 decisions (FlashAttention-2 gets
+// 16 with 8-bit uniforms, p quantised to 1/256).
+//
+// The decision is a pure function of (seed, offset, b, h, i, j) and the shape,
+// identical on host and device, and the backward recomputes it instead of
+// storing an S x S mask. p = 0 keeps everything with scale exactly 1. Callers
+// draw a fresh offset for every call that must be independent (every layer,
+// every step).
 #pragma once
 
 #include <cstdint>
@@ -33,21 +51,49 @@ struct AttentionDropout {
   TANDEM_HD bool active() const { return p > 0.0f; }
 };
 
-// The Philox block holding the decisions for keys j..j+3 (j a multiple of 4) of row (bh = b * H + h, i).
+// round(p * 2^16), at most 2^16 - 1: a 16-bit uniform below it drops its element.
+// p * 2^16 is exact in float, so adding 0.5 rounds it the same way with or without FMA contraction.
+TANDEM_HD inline uint32_t attention_dropout_threshold(float p) {
+  const uint32_t t = static_cast<uint32_t>(p * 65536.0f + 0.5f);
+  return t < 65535u ? t : 65535u;
+}
+
+// What multiplies a kept probability: 1 / (quantised keep rate), exactly 1 for threshold 0.
+template <class A>
+TANDEM_HD inline A attention_dropout_scale(uint32_t threshold) {
+  return A(65536) / A(65536u - threshold);
+}
+
+// The Philox block holding the decision for (i, j) of head bh.
 TANDEM_HD inline uint64_t attention_dropout_block(int64_t bh, int64_t i, int64_t j, int64_t seq) {
-  return (static_cast<uint64_t>(bh) * static_cast<uint64_t>(seq) + static_cast<uint64_t>(i)) *
-             ((static_cast<uint64_t>(seq) + 3) / 4) +
-         static_cast<uint64_t>(j) / 4;
+  const uint64_t n = (static_cast<uint64_t>(seq) + 15) / 16;
+  const uint64_t square =
+      (static_cast<uint64_t>(bh) * n + static_cast<uint64_t>(i) / 16) * n + static_cast<uint64_t>(j) / 16;
+  return square * 32 + static_cast<uint64_t>(4 * (i % 8) + (j % 8) / 2);
 }
 
-// The decision for key j, given the block that holds it.
-TANDEM_HD inline bool attention_dropout_keep(const Philox4& block, int64_t j, float p) {
-  return uint_to_unit_float(block.v[j & 3]) >= p;
+// Which of its block's 8 decisions is that of (i, j).
+TANDEM_HD inline int attention_dropout_slot(int64_t i, int64_t j) {
+  return static_cast<int>(4 * (j % 16 / 8) + 2 * (i % 16 / 8) + j % 2);
 }
 
+// The decision in `slot` of a block.
+TANDEM_HD inline bool attention_dropout_keep(const Philox4& block, int slot, uint32_t threshold) {
+  return ((block.v[slot / 2] >> (16 * (slot % 2))) & 0xffffu) >= threshold;
+}
+
+// All 8 decisions of a block: bit k for slot k.
+TANDEM_HD inline uint32_t attention_dropout_keep8(const Philox4& block, uint32_t threshold) {
+  uint32_t bits = 0;
+  for (int k = 0; k < 8; ++k) bits |= static_cast<uint32_t>(attention_dropout_keep(block, k, threshold)) << k;
+  return bits;
+}
+
+// The decision for (i, j) of head bh alone: a whole Philox block for one bit (tests, the definition).
 TANDEM_HD inline bool attention_dropout_keep(const AttentionDropout& d, int64_t bh, int64_t i, int64_t j,
                                              int64_t seq) {
-  return attention_dropout_keep(philox_block(d.seed, d.offset, attention_dropout_block(bh, i, j, seq)), j, d.p);
+  const Philox4 block = philox_block(d.seed, d.offset, attention_dropout_block(bh, i, j, seq));
+  return attention_dropout_keep(block, attention_dropout_slot(i, j), attention_dropout_threshold(d.p));
 }
 
 }  // namespace tandem::kernels

@@ -39,19 +39,54 @@ void scatter(const M& m, T* base, const AttentionShape& s, int64_t b, int64_t wi
   }
 }
 
-// keep(i, j) / (1 - p) for head bh: what multiplies the probabilities. All ones without dropout.
+// f[i * S + j] = keep(i, j) * scale for head bh, S x S row-major (kernels/attention_params.h), with the
+// Philox words of each row of 16 x 16 squares from blocks(first_block, nblocks, planes): plane w holds word w
+// of the row's consecutive blocks. By the definition, row r of square m reads blocks 32m + 4(r % 8) + q,
+// q < 4, word r / 8 for columns 2q, 2q + 1 (low, high half) and word 2 + r / 8 for columns 8 + 2q, 9 + 2q:
+// two runs of 4 consecutive words, so the loop over a row is loads, shifts and compares.
+template <class A, class Blocks>
+void write_dropout_factors(const AttentionShape& s, const AttentionDropout& d, int64_t bh, Blocks&& blocks, A* f) {
+  const int64_t S = s.seq, squares = (S + 15) / 16, nblocks = squares * 32;
+  const uint32_t threshold = attention_dropout_threshold(d.p);
+  const A kept = attention_dropout_scale<A>(threshold);
+  std::vector<uint32_t> planes(static_cast<size_t>(4 * nblocks));
+  A row16[16];
+  for (int64_t i0 = 0; i0 < S; i0 += 16) {
+    blocks(attention_dropout_block(bh, i0, 0, S), nblocks, planes.data());
+    for (int64_t i = i0; i < std::min(i0 + 16, S); ++i) {
+      const int64_t r = i - i0;
+      const uint32_t* left = planes.data() + (r / 8) * nblocks + 4 * (r % 8);
+      const uint32_t* right = planes.data() + (2 + r / 8) * nblocks + 4 * (r % 8);
+      for (int64_t m = 0; m < squares; ++m) {
+        const int64_t j0 = 16 * m, n = std::min<int64_t>(16, S - j0);
+        A* out = n == 16 ? f + i * S + j0 : row16;
+        for (int q = 0; q < 4; ++q) {
+          const uint32_t a = left[32 * m + q], b = right[32 * m + q];
+          out[2 * q] = (a & 0xffffu) >= threshold ? kept : A(0);
+          out[2 * q + 1] = (a >> 16) >= threshold ? kept : A(0);
+          out[8 + 2 * q] = (b & 0xffffu) >= threshold ? kept : A(0);
+          out[9 + 2 * q] = (b >> 16) >= threshold ? kept : A(0);
+        }
+        if (n < 16) std::copy(row16, row16 + n, f + i * S + j0);
+      }
+    }
+  }
+}
+
+// keep(i, j) * scale for head bh: what multiplies the probabilities. All ones without dropout.
 template <class A>
 Mat<A> dropout_factors(const AttentionShape& s, const AttentionDropout& d, int64_t bh) {
   Mat<A> f = Mat<A>::Ones(s.seq, s.seq);
   if (!d.active()) return f;
-  const A kept = A(1) / (A(1) - A(d.p));
-  for (int64_t i = 0; i < s.seq; ++i) {
-    for (int64_t j0 = 0; j0 < s.seq; j0 += 4) {
-      Philox4 block = philox_block(d.seed, d.offset, attention_dropout_block(bh, i, j0, s.seq));
-      for (int64_t j = j0; j < std::min(j0 + 4, s.seq); ++j)
-        f(i, j) = attention_dropout_keep(block, j, d.p) ? kept : A(0);
-    }
-  }
+  write_dropout_factors<A>(
+      s, d, bh,
+      [&](uint64_t first, int64_t n, uint32_t* planes) {
+        for (int64_t b = 0; b < n; ++b) {
+          const Philox4 r = philox_block(d.seed, d.offset, first + static_cast<uint64_t>(b));
+          for (int w = 0; w < 4; ++w) planes[w * n + b] = r.v[w];
+        }
+      },
+      f.data());
   return f;
 }
 
@@ -139,12 +174,12 @@ struct HeadScratch {
   std::vector<float> p, f, dp;
 };
 
-// f[i, j] = keep(i, j) / (1 - p) for head bh, from kernels/attention_params.h's Philox blocks.
+// f[i, j] = keep(i, j) * scale for head bh, the Philox blocks from the selected ISA's kernel.
 void fill_dropout_factors(const CpuKernels& k, const AttentionShape& s, const AttentionDropout& d, int64_t bh,
                           float* f) {
-  const float kept = 1.0f / (1.0f - d.p);
-  for (int64_t i = 0; i < s.seq; ++i)
-    k.dropout_factors(d.seed, d.offset, attention_dropout_block(bh, i, 0, s.seq), s.seq, d.p, kept, f + i * s.seq);
+  write_dropout_factors<float>(
+      s, d, bh,
+      [&](uint64_t first, int64_t n, uint32_t* planes) { k.philox_blocks(d.seed, d.offset, first, n, planes); }, f);
 }
 
 void multiply_in_place(float* a, const float* b, int64_t n) {

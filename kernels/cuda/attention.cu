@@ -12,9 +12,10 @@
 // memory. Per tile, each warp computes S = Q K^T (16 x 64) into registers,
 // applies scale, key mask and the online softmax (running max m and
 // denominator l per row, rescaling the output accumulator by exp(m_old -
-// m_new)), drops probabilities (Philox, recomputed per element), and
-// accumulates O += P V with P reused straight from the S registers as the A
-// operand. At the end O /= l, and lse = m + log l is saved for backward.
+// m_new)), drops probabilities (Philox, recomputed: one block per lane per
+// 16 x 16 square holds that lane's 8 decisions), and accumulates O += P V
+// with P reused straight from the S registers as the A operand. At the end
+// O /= l, and lse = m + log l is saved for backward.
 // Nothing S x S ever reaches global memory.
 //   Traffic per (b, h): Q, O once (2 * S * Dh elements) plus K, V once per
 //   query tile: 2 * S * Dh * ceil(S/64) elements; for S <= 512 that is at most
@@ -38,6 +39,12 @@
 //   once, dQKV written once; FLOPs 14 * S^2 * Dh (10 * S^2 * Dh counted the
 //   usual way, which the benchmark reports).
 //
+// Dropout (kernels/attention_params.h) reads and writes no memory: every pass
+// recomputes its decisions, one Philox4x32-10 block per 8 (forward, dK/dV and
+// dQ alike, S^2 / 8 blocks per (b, h) each; dK/dV, holding the transposed
+// tile, adds one shuffle per block), where one block per 4 consecutive keys
+// of a row cost S^2 / 2, S^2 and S^2 / 2 blocks.
+//
 // Numerics: f16/bf16 operands go through tensor cores (m16n8k16, f32
 // accumulate); the probabilities and dS are rounded to the input type to be
 // fed back as operands (as FlashAttention does); max, sums, exponentials,
@@ -45,7 +52,9 @@
 // algorithm with scalar FMAs (no TF32), so it tracks the CPU reference to
 // f32 rounding. Exponentials are exp2f with log2(e)/sqrt(Dh) folded into the
 // score scale. A row with no real key gets l = 0: output 0, lse = +inf, and
-// P = exp2(s - inf) = 0 in backward, so no NaN appears.
+// P = exp2(s - inf) = 0 in backward, so no NaN appears. Dropout compares
+// 16-bit uniforms with round(p * 2^16) and scales kept probabilities by the
+// inverse of that quantised keep rate, exactly as the CPU reference does.
 //
 // Limits: head_dim <= 128 (checked, clear error beyond); any S (the tests go to 512);
 // B*H <= 2^31-1, ceil(S/64) <= 65535.
@@ -57,13 +66,13 @@
 //   kernel      DP   f32 regs   f16/bf16 regs         f32 smem   f16/bf16 smem
 //   forward     32   235        181                   27,712     15,424
 //   forward     64   249        191                   52,288     27,712
-//   forward    128   220        209                  101,440     52,288
-//   dkdv        32   254        218                   37,376     20,992
-//   dkdv        64   254        254                   70,144     37,376
-//   dkdv       128   254        255 (spill 20/36)    101,632     52,480
-//   dq          32   247        194-195               36,928     20,544
-//   dq          64   254        207                   69,696     36,928
-//   dq         128   254        241                  135,232     69,696
+//   forward    128   222        209                  101,440     52,288
+//   dkdv        32   254        223                   37,376     20,992
+//   dkdv        64   255        255                   70,144     37,376
+//   dkdv       128   255        255 (spill 8/8)      101,632     52,480
+//   dq          32   253        192-194               36,928     20,544
+//   dq          64   255        205                   69,696     36,928
+//   dq         128   254        239                  135,232     69,696
 //   rowdot       -   32         26-31                      0          0
 //
 // So two blocks (8 warps) per SM at most, one for f32 at DP = 128. The device

@@ -7,9 +7,18 @@
 //     step mma16816<T> (inline PTX) and ATTENTION_SHARED_MEMORY;
 //   - tests/kernels/attention_emulated_test.cc, on the CPU, after
 //     tests/testing/warp_emulator.h, which supplies CPU versions of those and
-//     of the CUDA built-ins used here (threadIdx, __syncthreads, shuffles,
-//     16-bit conversions), so this exact code is tested without a GPU.
+//     of the CUDA built-ins used here (threadIdx, __syncthreads, float and
+//     unsigned shuffles, 16-bit conversions), so this exact code is tested
+//     without a GPU. It also defines ATTENTION_COUNT_PHILOX to count the
+//     dropout's Philox blocks.
 // So nothing here may use a CUDA API or built-in beyond that list.
+//
+// Dropout costs one Philox4x32-10 block (10 rounds of two 32 x 32 -> 64-bit
+// multiplies) per 8 keep decisions in every pass: 1/8 block per element of
+// the S x S matrix in the forward, in dK/dV and in dQ, 3/8 per element for a
+// training step, against 1/2, 1 and 1/2 (2 per element) when each block gave
+// one row 4 consecutive keys (kernels/attention_params.h says why the blocks
+// fit both fragment layouts).
 #pragma once
 
 #include <climits>
@@ -192,42 +201,80 @@ __device__ __forceinline__ float quad_sum(float v) {
   return v + __shfl_xor_sync(kFullMask, v, 2);
 }
 
-// Dropout decisions of one thread's row i for keys j0 + 8n + {0, 1}, n < N (j0 even, so
-// both keys of a pair share a Philox block): bit 2n + c. Rolled loop: one Philox block live at a time.
-template <int N>
-__device__ __forceinline__ uint32_t keep_bits_along_keys(const AttentionDropout& d, int64_t bh, int64_t i, int64_t j0,
-                                                         int64_t seq) {
-  uint32_t bits = 0;
-#pragma unroll 1
-  for (int n = 0; n < N; ++n) {
-    const int64_t j = j0 + 8 * n;
-    const Philox4 blk = philox_block(d.seed, d.offset, attention_dropout_block(bh, i, j, seq));
-    bits |= (static_cast<uint32_t>(attention_dropout_keep(blk, j, d.p)) |
-             static_cast<uint32_t>(attention_dropout_keep(blk, j + 1, d.p)) << 1)
-            << (2 * n);
-  }
-  return bits;
-}
-
-// Dropout decisions of one thread's key row j for queries i0 + 8n + {0, 1}, n < N: bit 2n + c.
-template <int N>
-__device__ __forceinline__ uint32_t keep_bits_along_queries(const AttentionDropout& d, int64_t bh, int64_t i0,
-                                                            int64_t j, int64_t seq) {
-  uint32_t bits = 0;
-#pragma unroll 1
-  for (int n = 0; n < N; ++n)
-    for (int c = 0; c < 2; ++c)
-      bits |= static_cast<uint32_t>(attention_dropout_keep(d, bh, i0 + 8 * n + c, j, seq)) << (2 * n + c);
-  return bits;
-}
+// Dropout (kernels/attention_params.h): one Philox block holds 8 decisions, a
+// lane's part of a 16 x 16 square in the accumulator layout, so each pass
+// spends one Philox block per 8 decisions and none on squares outside the
+// S x S matrix (whose probabilities are 0 anyway: their keep bits stay 0).
+// An includer may define ATTENTION_COUNT_PHILOX() to count the blocks
+// computed (the emulator test does); on the GPU it is nothing.
+#ifndef ATTENTION_COUNT_PHILOX
+#define ATTENTION_COUNT_PHILOX()
+#endif
 
 struct Params {
   int seq, heads, dh;
-  float score_scale;  // log2(e) / sqrt(Dh): scores in log2 units
-  float grad_scale;   // 1 / sqrt(Dh)
-  float drop_scale;   // 1 / (1 - p)
+  float score_scale;        // log2(e) / sqrt(Dh): scores in log2 units
+  float grad_scale;         // 1 / sqrt(Dh)
+  float drop_scale;         // 1 / (quantised keep rate); 1 without dropout
+  uint32_t drop_threshold;  // 16-bit uniforms below it drop their element
   AttentionDropout drop;
 };
+
+__device__ __forceinline__ uint32_t dropout_keep8(const Params& P, int64_t bh, int64_t i, int64_t j) {
+  ATTENTION_COUNT_PHILOX();
+  return attention_dropout_keep8(philox_block(P.drop.seed, P.drop.offset, attention_dropout_block(bh, i, j, P.seq)),
+                                 P.drop_threshold);
+}
+
+// Decisions of a lane's fragment of a 16 x 8N tile in the accumulator layout:
+// rows (queries) i and i + 8, columns (keys) k0 + 8n + 2t + {0, 1}, as keep[r]
+// bit 2n + c for row i + 8r. i % 16 = g < 8 and k0 is a multiple of 16, so the
+// lane's 8 elements of each 16 x 16 square are exactly Philox block
+// (square, 4g + t): N / 2 blocks, every decision used. Slot 4nb + 2r + c of
+// square m's block is the element of 8-column block n = 2m + nb.
+template <int N>
+__device__ __forceinline__ void keep_bits_along_keys(const Params& P, int64_t bh, int64_t i, int k0, int t,
+                                                     uint32_t (&keep)[2]) {
+  keep[0] = keep[1] = 0;
+  if (i - i % 16 >= P.seq) return;
+#pragma unroll 1
+  for (int m = 0; m < N / 2 && k0 + 16 * m < P.seq; ++m) {
+    const uint32_t k8 = dropout_keep8(P, bh, i, k0 + 16 * m + 2 * t);
+#pragma unroll
+    for (int r = 0; r < 2; ++r) keep[r] |= (((k8 >> (2 * r)) & 3u) | ((k8 >> (4 + 2 * r)) & 3u) << 2) << (4 * m);
+  }
+}
+
+// Decisions of a lane's fragment of a transposed 16 x 8N tile (dK/dV): rows
+// (keys) j and j + 8, columns (queries) q0 + 8n + 2t + {0, 1}, as keep[r] bit
+// 2n + c for row j + 8r. j % 16 = g < 8 and q0 is a multiple of 16. Of square
+// m this lane holds, for query columns 2t + c, the halves of blocks (square,
+// 4(2t + c) + g/2) whose key parity is g's; lane ^ 4 (key g ^ 1) holds the
+// other halves of the same two blocks. So each lane computes one of them, the
+// one for c = g % 2, and the pair swap keep bits: one shuffle per block, and
+// again one Philox block per 8 decisions. Warp-uniform loop bounds, so every
+// lane takes part in every shuffle.
+template <int N>
+__device__ __forceinline__ void keep_bits_along_queries(const Params& P, int64_t bh, int q0, int64_t j, int t,
+                                                        uint32_t (&keep)[2]) {
+  keep[0] = keep[1] = 0;
+  if (j - j % 16 >= P.seq) return;
+  const int odd = static_cast<int>(j & 1);
+#pragma unroll 1
+  for (int m = 0; m < N / 2 && q0 + 16 * m < P.seq; ++m) {
+    const uint32_t own = dropout_keep8(P, bh, q0 + 16 * m + 2 * t + odd, j - odd);
+    const uint32_t other = __shfl_xor_sync(kFullMask, own, 4);
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+      const uint32_t k8 = c == odd ? own : other;
+#pragma unroll
+      for (int r = 0; r < 2; ++r)
+#pragma unroll
+        for (int nb = 0; nb < 2; ++nb)
+          keep[r] |= ((k8 >> (4 * r + 2 * nb + odd)) & 1u) << (2 * (2 * m + nb) + c);
+    }
+  }
+}
 
 // ---------------------------------------------------------------------------
 // Forward
@@ -301,16 +348,13 @@ __global__ void __launch_bounds__(kThreads, 2)
       for (int e = 0; e < 4; ++e) o[d][e] *= alpha[e >> 1];
 
     if (P.drop.active()) {
+      uint32_t keep[2];
+      keep_bits_along_keys<NC>(P, bh, q0 + warp * 16 + g, k0, t, keep);
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const uint32_t keep =
-            keep_bits_along_keys<NC>(P.drop, bh, q0 + warp * 16 + g + 8 * r, k0 + 2 * t, P.seq);
+      for (int n = 0; n < NC; ++n)
 #pragma unroll
-        for (int n = 0; n < NC; ++n)
-#pragma unroll
-          for (int c = 0; c < 2; ++c)
-            if (!((keep >> (2 * n + c)) & 1u)) s[n][2 * r + c] = 0.0f;
-      }
+        for (int e = 0; e < 4; ++e)
+          if (!((keep[e >> 1] >> (2 * n + (e & 1))) & 1u)) s[n][e] = 0.0f;
     }
     mma_pb<DP / 8, NC>(o, s, v_s, ld);
   }
@@ -407,9 +451,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     mma_abt<NQ, DP>(pt, k_w, q_s, ld);
     mma_abt<NQ, DP>(dst, v_w, do_s, ld);
     uint32_t keep[2] = {~0u, ~0u};
-    if (P.drop.active())
-#pragma unroll
-      for (int r = 0; r < 2; ++r) keep[r] = keep_bits_along_queries<NQ>(P.drop, bh, q0 + 2 * t, key[r], P.seq);
+    if (P.drop.active()) keep_bits_along_queries<NQ>(P, bh, q0, key[0], t, keep);
 #pragma unroll
     for (int n = 0; n < NQ; ++n)
 #pragma unroll
@@ -492,17 +534,17 @@ __global__ void __launch_bounds__(kThreads, 2)
     float s[NC][4] = {}, dp[NC][4] = {};
     mma_abt<NC, DP>(s, q_w, k_s, ld);
     mma_abt<NC, DP>(dp, do_w, v_s, ld);
+    uint32_t keep[2] = {~0u, ~0u};
+    if (P.drop.active()) keep_bits_along_keys<NC>(P, bh, query[0], k0, t, keep);
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const uint32_t keep =
-          P.drop.active() ? keep_bits_along_keys<NC>(P.drop, bh, query[r], k0 + 2 * t, P.seq) : ~0u;
 #pragma unroll
       for (int n = 0; n < NC; ++n)
 #pragma unroll
         for (int c = 0; c < 2; ++c) {
           const int e = 2 * r + c;
           const float p = real_s[8 * n + 2 * t + c] ? exp2f(s[n][e] * P.score_scale - lse2[r]) : 0.0f;
-          const float f = (keep >> (2 * n + c)) & 1u ? P.drop_scale : 0.0f;  // drop_scale = 1 without dropout
+          const float f = (keep[r] >> (2 * n + c)) & 1u ? P.drop_scale : 0.0f;  // drop_scale = 1 without dropout
           s[n][e] = p * (dp[n][e] * f - rd[r]);  // dS (before the 1/sqrt(Dh) of dQ)
         }
     }
@@ -572,7 +614,8 @@ inline Params make_params(const AttentionShape& s, const AttentionDropout& d) {
                 static_cast<int>(s.head_dim),
                 static_cast<float>(inv_sqrt * 1.4426950408889634),
                 1.0f / std::sqrt(static_cast<float>(s.head_dim)),
-                1.0f / (1.0f - d.p),
+                attention_dropout_scale<float>(attention_dropout_threshold(d.p)),
+                attention_dropout_threshold(d.p),
                 d};
 }
 

@@ -4,10 +4,12 @@
 
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "core/check.h"
 #include "core/philox.h"
 #include "kernels/attention.h"
+#include "kernels/attention_params.h"
 #include "tests/kernels/attention_testing.h"
 #include "tests/testing/gradcheck.h"
 
@@ -118,14 +120,24 @@ TEST(Attention, PaddedKeysAndValuesGetExactlyZeroGradient) {
     for (int64_t c = H * Dh; c < W; ++c) EXPECT_EQ(grad.data<float>()[(S + i) * W + c], 0.0f) << i << " " << c;
 }
 
-// The keep decision recomputed from core/philox.h's uniform stream, independently of attention_params.h.
+// The dropout threshold and scale recomputed from p: round(p * 2^16), 2^16 / (2^16 - threshold).
+int64_t expected_threshold(double p) { return std::lround(double(float(p)) * 65536.0); }
+double expected_scale(double p) { return 65536.0 / double(65536 - expected_threshold(p)); }
+
+// The keep decision recomputed from core/philox.h alone, independently of attention_params.h:
+// 16 x 16 squares of 32 blocks, (i, j) in block 4 (i % 8) + (j % 8) / 2 of its square, whose
+// 16-bit halves hold (i, j), (i, j + 1) | (i + 8, j), (i + 8, j + 1) | then the same 8 keys on.
 bool expected_keep(uint64_t seed, uint64_t offset, int64_t bh, int64_t i, int64_t j, int64_t S, double p) {
-  const uint64_t block = (static_cast<uint64_t>(bh) * S + i) * ((S + 3) / 4) + j / 4;
-  return philox_uniform(seed, offset, 4 * block + j % 4) >= static_cast<float>(p);
+  const int64_t n = (S + 15) / 16;
+  const uint64_t square = static_cast<uint64_t>((bh * n + i / 16) * n + j / 16);
+  const Philox4 block = philox_block(seed, offset, square * 32 + static_cast<uint64_t>(4 * (i % 8) + (j % 8) / 2));
+  const uint32_t word = block.v[2 * (j % 16 >= 8) + (i % 16 >= 8)];
+  const uint32_t u = j % 2 == 0 ? word & 0xffffu : word >> 16;
+  return u >= expected_threshold(p);
 }
 
 TEST(AttentionDropout, DropsEachProbabilityByThePhiloxRuleAndRescales) {
-  const int64_t B = 2, S = 5, H = 2, Dh = 3;
+  const int64_t B = 2, S = 37, H = 2, Dh = 3;  // squares of 16: three per side, the last partial
   const double p = 0.3;
   const uint64_t seed = 1234, offset = 77;
   Tensor qkv = random_tensor({B, S, 3 * H * Dh}, 11);
@@ -133,7 +145,9 @@ TEST(AttentionDropout, DropsEachProbabilityByThePhiloxRuleAndRescales) {
     for (int64_t i = 1; i < S; ++i)
       for (int64_t h = 0; h < H; ++h)
         for (int64_t d = 0; d < Dh; ++d) qkv_at(qkv, H, Dh, b, i, 1, h, d) = qkv_at(qkv, H, Dh, b, 0, 1, h, d);
-  Tensor out = attention(qkv, Tensor(), H, p, seed, offset);
+  // f64 takes the reference loops, f32 the ISA kernels' Philox blocks: both follow the rule.
+  const std::vector<double> out64 = attention(qkv, Tensor(), H, p, seed, offset).to_double_vector();
+  const std::vector<double> out32 = attention(qkv.to(DType::F32), Tensor(), H, p, seed, offset).to_double_vector();
   int dropped = 0;
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < H; ++h)
@@ -143,15 +157,17 @@ TEST(AttentionDropout, DropsEachProbabilityByThePhiloxRuleAndRescales) {
           for (int64_t j = 0; j < S; ++j) {
             const bool keep = expected_keep(seed, offset, b * H + h, i, j, S, p);
             dropped += !keep && d == 0;
-            if (keep) expect += qkv_at(qkv, H, Dh, b, j, 2, h, d) / double(S) / (1.0 - double(float(p)));
+            if (keep) expect += qkv_at(qkv, H, Dh, b, j, 2, h, d) / double(S) * expected_scale(p);
           }
-          EXPECT_NEAR(out.data<double>()[(b * S + i) * H * Dh + h * Dh + d], expect, 1e-12);
+          const size_t at = static_cast<size_t>((b * S + i) * H * Dh + h * Dh + d);
+          EXPECT_NEAR(out64[at], expect, 1e-12);
+          EXPECT_NEAR(out32[at], expect, 1e-5);  // a wrong decision moves it by about 1/S
         }
   EXPECT_GT(dropped, 0);  // the case exercises dropping at all
 }
 
 TEST(AttentionDropout, KeepsAboutOneMinusPOfTheProbabilitiesInExpectation) {
-  // Equal keys and v = 1: each output is (1/S) * sum_j keep_ij / (1 - p), whose mean is 1.
+  // Equal keys and v = 1: each output is (1/S) * sum_j keep_ij * scale, whose mean is 1.
   const int64_t B = 2, S = 128, H = 4, Dh = 2;
   Tensor qkv = Tensor::full({B, S, 3 * H * Dh}, 1.0, DType::F32);
   Tensor out = attention(qkv, Tensor(), H, 0.3, 99, 0);
@@ -167,6 +183,106 @@ TEST(AttentionDropout, DependsOnlyOnSeedAndOffsetAndPZeroIgnoresThem) {
   EXPECT_FALSE(same(attention(qkv, Tensor(), 2, 0.2, 5, 6), attention(qkv, Tensor(), 2, 0.2, 5, 7)));
   EXPECT_FALSE(same(attention(qkv, Tensor(), 2, 0.2, 5, 6), attention(qkv, Tensor(), 2, 0.2, 6, 6)));
   EXPECT_TRUE(same(attention(qkv, Tensor(), 2, 0.0, 5, 6), attention(qkv, Tensor(), 2, 0.0, 8, 9)));
+}
+
+// ---- The mask definition itself (kernels/attention_params.h).
+
+TEST(AttentionDropoutMask, QuantisesPToSixteenBitsAndScalesByTheInverseKeepRate) {
+  EXPECT_EQ(attention_dropout_threshold(0.0f), 0u);
+  EXPECT_EQ(attention_dropout_scale<float>(0), 1.0f);  // p = 0: the exact identity
+  EXPECT_EQ(attention_dropout_threshold(0.1f), 6554u);  // 6553.6
+  EXPECT_EQ(attention_dropout_threshold(0.5f), 32768u);
+  EXPECT_EQ(attention_dropout_scale<double>(32768), 2.0);
+  EXPECT_EQ(attention_dropout_threshold(1.0f / 131072), 1u);          // half way rounds up
+  EXPECT_EQ(attention_dropout_threshold(1.0f / 262144), 0u);          // below 2^-17 drops nothing
+  EXPECT_EQ(attention_dropout_threshold(0.99999994f), 65535u);        // never everything
+  for (double p : {0.01, 0.1, 0.25, 0.3, 0.9}) {
+    const uint32_t t = attention_dropout_threshold(static_cast<float>(p));
+    EXPECT_LE(std::fabs(t / 65536.0 - double(float(p))), 1.0 / 131072) << p;
+    EXPECT_DOUBLE_EQ(attention_dropout_scale<double>(t), 1.0 / (1.0 - t / 65536.0)) << p;
+  }
+}
+
+TEST(AttentionDropoutMask, EveryBlockSlotDecidesExactlyOneElementAndBlocksAreDense) {
+  // For S a multiple of 16 the (block, slot) pairs of heads 0 and 1 are a bijection onto [0, 2 * S^2 / 8) x [0, 8).
+  const int64_t S = 48, heads = 2, blocks = heads * S * S / 8;
+  std::vector<int> uses(static_cast<size_t>(blocks * 8), 0);
+  for (int64_t bh = 0; bh < heads; ++bh)
+    for (int64_t i = 0; i < S; ++i)
+      for (int64_t j = 0; j < S; ++j) {
+        const uint64_t block = attention_dropout_block(bh, i, j, S);
+        ASSERT_LT(block, static_cast<uint64_t>(blocks));
+        ++uses[block * 8 + static_cast<uint64_t>(attention_dropout_slot(i, j))];
+      }
+  for (size_t k = 0; k < uses.size(); ++k) ASSERT_EQ(uses[k], 1) << "block " << k / 8 << " slot " << k % 8;
+}
+
+// keep(bh, i, j) for S x S matrices of several heads, one stream.
+std::vector<uint8_t> mask_of(const AttentionDropout& d, int64_t heads, int64_t S) {
+  std::vector<uint8_t> m(static_cast<size_t>(heads * S * S));
+  for (int64_t bh = 0; bh < heads; ++bh)
+    for (int64_t i = 0; i < S; ++i)
+      for (int64_t j = 0; j < S; ++j)
+        m[static_cast<size_t>((bh * S + i) * S + j)] = attention_dropout_keep(d, bh, i, j, S);
+  return m;
+}
+
+TEST(AttentionDropoutMask, KeepRateIsOneMinusTheQuantisedP) {
+  const int64_t heads = 4, S = 256;  // 262144 decisions
+  for (float p : {0.1f, 0.5f}) {
+    const std::vector<uint8_t> m = mask_of({p, 17, 3}, heads, S);
+    double kept = 0;
+    for (uint8_t k : m) kept += k;
+    const double n = double(m.size()), q = 1.0 - attention_dropout_threshold(p) / 65536.0;
+    EXPECT_NEAR(kept / n, q, 5 * std::sqrt(q * (1 - q) / n)) << "p = " << p;
+  }
+}
+
+// Pearson correlation of the decisions at (bh, i, j) and (bh + dh, i + di, j + dj) over every pair inside the matrices.
+double pair_correlation(const std::vector<uint8_t>& m, int64_t heads, int64_t S, int64_t dh, int64_t di, int64_t dj,
+                        int64_t* pairs) {
+  double n = 0, sa = 0, sb = 0, sab = 0;
+  for (int64_t bh = 0; bh + dh < heads; ++bh)
+    for (int64_t i = 0; i + di < S; ++i)
+      for (int64_t j = 0; j + dj < S; ++j) {
+        const double a = m[static_cast<size_t>((bh * S + i) * S + j)];
+        const double b = m[static_cast<size_t>(((bh + dh) * S + i + di) * S + j + dj)];
+        n += 1;
+        sa += a;
+        sb += b;
+        sab += a * b;
+      }
+  *pairs = static_cast<int64_t>(n);
+  const double ma = sa / n, mb = sb / n;
+  return (sab / n - ma * mb) / std::sqrt(ma * (1 - ma) * mb * (1 - mb));
+}
+
+TEST(AttentionDropoutMask, NeighbouringDecisionsAreUncorrelated) {
+  // Within a block (the other half of a word, the other word), between neighbouring blocks and squares, across heads.
+  const int64_t heads = 4, S = 256;
+  const std::vector<uint8_t> m = mask_of({0.3f, 5, 11}, heads, S);
+  const int64_t offsets[][3] = {{0, 0, 1}, {0, 8, 0}, {0, 8, 1}, {0, 0, 8}, {0, 1, 0}, {0, 0, 2},
+                                {0, 0, 16}, {0, 16, 0}, {0, 1, 1}, {1, 0, 0}};
+  for (const auto& o : offsets) {
+    int64_t pairs = 0;
+    const double r = pair_correlation(m, heads, S, o[0], o[1], o[2], &pairs);
+    EXPECT_LT(std::fabs(r), 5 / std::sqrt(double(pairs)))
+        << "head +" << o[0] << ", query +" << o[1] << ", key +" << o[2];
+  }
+}
+
+TEST(AttentionDropoutMask, StreamsOfNeighbouringOffsetsAreUncorrelated) {
+  const int64_t heads = 2, S = 256;
+  const std::vector<uint8_t> a = mask_of({0.3f, 5, 11}, heads, S), b = mask_of({0.3f, 5, 12}, heads, S);
+  double sa = 0, sb = 0, sab = 0;
+  const double n = double(a.size());
+  for (size_t k = 0; k < a.size(); ++k) {
+    sa += a[k];
+    sb += b[k];
+    sab += a[k] * b[k];
+  }
+  const double ma = sa / n, mb = sb / n;
+  EXPECT_LT(std::fabs((sab / n - ma * mb) / std::sqrt(ma * (1 - ma) * mb * (1 - mb))), 5 / std::sqrt(n));
 }
 
 Tensor leaf(const Shape& s, uint64_t seed) { return random_tensor(s, seed).set_requires_grad(true); }

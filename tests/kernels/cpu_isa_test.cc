@@ -249,6 +249,19 @@ TEST(CpuIsaDropout, FactorsFollowThePhiloxRuleOfDropoutMask) {
   }
 }
 
+TEST(CpuIsaDropout, PhiloxBlocksAreThoseOfCorePhilox) {
+  for (uint64_t first : {uint64_t{0}, uint64_t{7}, (uint64_t{1} << 32) - 3}) {  // a block counter crossing 2^32
+    for (int64_t n : {int64_t{1}, int64_t{5}, int64_t{16}, int64_t{33}}) {
+      std::vector<uint32_t> words(static_cast<size_t>(4 * n));
+      baseline().philox_blocks(42, (uint64_t{5} << 32) + 9, first, n, words.data());
+      for (int64_t b = 0; b < n; ++b) {
+        const Philox4 r = philox_block(42, (uint64_t{5} << 32) + 9, first + static_cast<uint64_t>(b));
+        for (int w = 0; w < 4; ++w) ASSERT_EQ(words[w * n + b], r.v[w]) << "first " << first << " block " << b;
+      }
+    }
+  }
+}
+
 // Softmax rows with padded keys; a row of scores with ld > cols.
 TEST(CpuIsaSoftmax, BaselineMaskedSoftmaxMatchesTheDefinitionAndPaddingGetsZero) {
   const int64_t rows = 5, cols = 37, ld = 40;
@@ -354,6 +367,15 @@ TEST(CpuIsaLevels, DropoutFactorsAreBitIdenticalToBaseline) {
     baseline().dropout_factors(7, 3, 11, 1000, 0.1f, dropout_scale(0.1f), fb.data());
     k->dropout_factors(7, 3, 11, 1000, 0.1f, dropout_scale(0.1f), fw.data());
     EXPECT_EQ(fw, fb) << cpu_isa_name(k->isa);
+  }
+}
+
+TEST(CpuIsaLevels, PhiloxBlocksAreBitIdenticalToBaseline) {
+  FOR_EACH_WIDER_LEVEL(k) {
+    std::vector<uint32_t> wb(4 * 250), ww(wb.size());
+    baseline().philox_blocks(7, 3, 11, 250, wb.data());
+    k->philox_blocks(7, 3, 11, 250, ww.data());
+    EXPECT_EQ(ww, wb) << cpu_isa_name(k->isa);
   }
 }
 

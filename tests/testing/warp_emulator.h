@@ -14,10 +14,10 @@
 //
 // What it supplies, in the global namespace: the CUDA keywords as no-ops,
 // threadIdx/blockIdx, uint4/make_uint4, __syncthreads, __shfl_sync and
-// __shfl_xor_sync (float), the __half/__nv_bfloat16 conversions, and
-// mma16816<T> (mma.sync.m16n8k16.row.col, f32 accumulate), which places
-// operands by the fragment layouts of the PTX ISA ("Matrix Fragments for
-// mma.m16n8k16 with floating point type"). What it cannot show: timing, races
+// __shfl_xor_sync (float and unsigned), the __half/__nv_bfloat16
+// conversions, and mma16816<T> (mma.sync.m16n8k16.row.col, f32 accumulate),
+// which places operands by the fragment layouts of the PTX ISA ("Matrix
+// Fragments for mma.m16n8k16 with floating point type"). What it cannot show: timing, races
 // between threads that hardware would interleave differently (fibers only
 // switch at barriers), and the tensor core's internal rounding.
 #pragma once
@@ -76,6 +76,20 @@ inline float __shfl_sync(unsigned /*mask: kernels always pass all lanes*/, float
 }
 
 inline float __shfl_xor_sync(unsigned mask, float v, int lane_mask) {
+  return __shfl_sync(mask, v, static_cast<int>(threadIdx.x & 31) ^ lane_mask);
+}
+
+inline unsigned __shfl_sync(unsigned /*mask: kernels always pass all lanes*/, unsigned v, int src_lane) {
+  uint32_t* slots = warp_emulator::warp_word_slots();
+  const unsigned lane = threadIdx.x & 31;
+  slots[lane] = v;
+  warp_emulator::warp_barrier();
+  const unsigned r = slots[src_lane & 31];
+  warp_emulator::warp_barrier();
+  return r;
+}
+
+inline unsigned __shfl_xor_sync(unsigned mask, unsigned v, int lane_mask) {
   return __shfl_sync(mask, v, static_cast<int>(threadIdx.x & 31) ^ lane_mask);
 }
 

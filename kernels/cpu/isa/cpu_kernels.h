@@ -50,6 +50,10 @@ struct CpuKernels {
   void (*bias_gelu_backward)(const float* dy, const float* x, const float* bias, float* dx, float* dbias, int64_t rows,
                              int64_t dim, GeluApproximation approx);
 
+  // out[w * nblocks + b] = word w of Philox block first_block + b of stream (seed, subsequence), b in
+  // [0, nblocks): core/philox.h's philox_block, many blocks at a time, one plane per word (attention dropout).
+  void (*philox_blocks)(uint64_t seed, uint64_t subsequence, uint64_t first_block, int64_t nblocks, uint32_t* out);
+
   // out[j] = scale if uniform j of Philox stream (seed, subsequence) counted from block
   // first_block (word j % 4 of block first_block + j / 4) is >= p, else 0; j in [0, n).
   // kernels/dropout_mask.h's rule, many blocks at a time.

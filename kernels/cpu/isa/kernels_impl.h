@@ -341,41 +341,54 @@ inline VU v_xor(VU a, VU b) { return a ^ b; }
 inline void v_mulhilo(VU a, VU m, VU& hi, VU& lo) { philox_detail::mulhilo(m, a, &hi, &lo); }
 #endif
 
+// Blocks first_block + l, l < kLanes, of stream (seed, subsequence): words[w][l] is word w of block l.
+void philox_lanes(uint64_t seed, uint64_t subsequence, uint64_t first_block, uint32_t (&words)[4][kLanes]) {
+  using namespace philox_detail;
+  const VU m0 = v_set1(kM0), m1 = v_set1(kM1);
+  alignas(64) uint32_t lo_ctr[kLanes], hi_ctr[kLanes];
+  for (int l = 0; l < kLanes; ++l) {
+    const uint64_t block = first_block + static_cast<uint64_t>(l);
+    lo_ctr[l] = static_cast<uint32_t>(block);
+    hi_ctr[l] = static_cast<uint32_t>(block >> 32);
+  }
+  VU c0 = v_load(lo_ctr), c1 = v_load(hi_ctr);
+  VU c2 = v_set1(static_cast<uint32_t>(subsequence)), c3 = v_set1(static_cast<uint32_t>(subsequence >> 32));
+  uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
+  for (int round = 0; round < 10; ++round) {
+    VU hi0, lo0, hi1, lo1;
+    v_mulhilo(c0, m0, hi0, lo0);
+    v_mulhilo(c2, m1, hi1, lo1);
+    c0 = v_xor(v_xor(hi1, c1), v_set1(k0));
+    c1 = lo1;
+    c2 = v_xor(v_xor(hi0, c3), v_set1(k1));
+    c3 = lo0;
+    k0 += kW0;
+    k1 += kW1;
+  }
+  v_store(words[0], c0);
+  v_store(words[1], c1);
+  v_store(words[2], c2);
+  v_store(words[3], c3);
+}
+
+void philox_blocks(uint64_t seed, uint64_t subsequence, uint64_t first_block, int64_t nblocks, uint32_t* out) {
+  alignas(64) uint32_t words[4][kLanes];
+  for (int64_t b0 = 0; b0 < nblocks; b0 += kLanes) {
+    philox_lanes(seed, subsequence, first_block + static_cast<uint64_t>(b0), words);
+    const int64_t count = min64(kLanes, nblocks - b0);
+    for (int64_t l = 0; l < count; ++l)
+      for (int w = 0; w < 4; ++w) out[w * nblocks + b0 + l] = words[w][l];
+  }
+}
+
 void dropout_factors(uint64_t seed, uint64_t subsequence, uint64_t first_block, int64_t n, float p, float scale,
                      float* out) {
-  using namespace philox_detail;
-  const uint32_t key0 = static_cast<uint32_t>(seed), key1 = static_cast<uint32_t>(seed >> 32);
-  const VU m0 = v_set1(kM0), m1 = v_set1(kM1);
   const int64_t nblocks = (n + 3) / 4;
-  alignas(64) uint32_t lo_ctr[kLanes], hi_ctr[kLanes], words[4][kLanes], flat[4 * kLanes];
+  alignas(64) uint32_t words[4][kLanes];
   for (int64_t b0 = 0; b0 < nblocks; b0 += kLanes) {
-    for (int l = 0; l < kLanes; ++l) {
-      const uint64_t block = first_block + static_cast<uint64_t>(b0 + l);
-      lo_ctr[l] = static_cast<uint32_t>(block);
-      hi_ctr[l] = static_cast<uint32_t>(block >> 32);
-    }
-    VU c0 = v_load(lo_ctr), c1 = v_load(hi_ctr);
-    VU c2 = v_set1(static_cast<uint32_t>(subsequence)), c3 = v_set1(static_cast<uint32_t>(subsequence >> 32));
-    uint32_t k0 = key0, k1 = key1;
-    for (int round = 0; round < 10; ++round) {
-      VU hi0, lo0, hi1, lo1;
-      v_mulhilo(c0, m0, hi0, lo0);
-      v_mulhilo(c2, m1, hi1, lo1);
-      c0 = v_xor(v_xor(hi1, c1), v_set1(k0));
-      c1 = lo1;
-      c2 = v_xor(v_xor(hi0, c3), v_set1(k1));
-      c3 = lo0;
-      k0 += kW0;
-      k1 += kW1;
-    }
-    v_store(words[0], c0);
-    v_store(words[1], c1);
-    v_store(words[2], c2);
-    v_store(words[3], c3);
-    for (int l = 0; l < kLanes; ++l)
-      for (int w = 0; w < 4; ++w) flat[4 * l + w] = words[w][l];
+    philox_lanes(seed, subsequence, first_block + static_cast<uint64_t>(b0), words);
     const int64_t j0 = b0 * 4, count = min64(4 * kLanes, n - j0);
-    for (int64_t j = 0; j < count; ++j) out[j0 + j] = uint_to_unit_float(flat[j]) >= p ? scale : 0.0f;
+    for (int64_t j = 0; j < count; ++j) out[j0 + j] = uint_to_unit_float(words[j % 4][j / 4]) >= p ? scale : 0.0f;
   }
 }
 
@@ -438,9 +451,12 @@ void softmax_backward_rows(const float* p, float* dp, int64_t ld, int64_t rows, 
 }  // namespace
 
 const CpuKernels& kernels() {
-  static const CpuKernels table{TANDEM_ISA_ENUM,    &gemm,       &column_sum,      &layer_norm_forward,
-                                &layer_norm_backward, &bias_gelu_forward, &bias_gelu_backward, &dropout_factors,
-                                &masked_softmax_rows, &softmax_from_lse_rows, &softmax_backward_rows};
+  static const CpuKernels table{TANDEM_ISA_ENUM,      &gemm,
+                                &column_sum,          &layer_norm_forward,
+                                &layer_norm_backward, &bias_gelu_forward,
+                                &bias_gelu_backward,  &philox_blocks,
+                                &dropout_factors,     &masked_softmax_rows,
+                                &softmax_from_lse_rows, &softmax_backward_rows};
   return table;
 }
 
