@@ -192,10 +192,11 @@ const std::vector<Field>& schema() {
       MODEL(int64_t, dim_feedforward),
       MODEL(int64_t, max_seq_len),
       MODEL(double, dropout),
-      MODEL(S, pooling, {"mean", "cls"}),
+      MODEL(S, pooling, {"mean", "cls", "tfidf"}),
       MODEL(S, activation, {"gelu", "gelu_tanh", "relu"}),
       MODEL(bool, norm_first),
       MODEL(bool, position_embedding),
+      MODEL(bool, sublinear_tf),
       DATA(S, format, {"fortunes", "ag_news", "csv", "imdb", "jsonl", "tsv"}),
       DATA(S, train_path),
       DATA(S, test_path),
@@ -221,6 +222,7 @@ const std::vector<Field>& schema() {
       TOKENIZER(int64_t, buckets),
       TOKENIZER(int64_t, word_ngrams),
       TOKENIZER(bool, distinct),
+      TOKENIZER(bool, term_counts),
   };
   return fields;
 }
@@ -333,6 +335,7 @@ data::CharNgramOptions char_ngram_options(const TrainConfig& c) {
   o.word_ngrams = c.tokenizer.word_ngrams;
   o.lowercase = c.data.lowercase;
   o.distinct = c.tokenizer.distinct;
+  o.term_counts = c.tokenizer.term_counts;
   return o;
 }
 
@@ -401,6 +404,8 @@ void validate(const TrainConfig& c) {
   TANDEM_CHECK(c.tokenizer.min_frequency >= 0, "config: tokenizer.min_frequency must be >= 0, got {}",
                c.tokenizer.min_frequency);
   if (c.tokenizer.type == "char_ngrams") data::validate(char_ngram_options(c));
+  TANDEM_CHECK(!c.tokenizer.term_counts || c.tokenizer.type == "char_ngrams",
+               "config: tokenizer.term_counts applies to tokenizer.type char_ngrams, not {}", c.tokenizer.type);
   TANDEM_CHECK(c.profile_steps >= 0, "config: profile_steps must be >= 0, got {}", c.profile_steps);
   TANDEM_CHECK(c.profile_skip_first >= 0, "config: profile_skip_first must be >= 0, got {}", c.profile_skip_first);
   TANDEM_CHECK(!c.trace || c.profile_steps > 0,

@@ -8,8 +8,12 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "apps/saved_model.h"
 #include "comm/launcher.h"
 #include "core/philox.h"
+#include "core/safetensors.h"
+#include "data/dataset_spec.h"
+#include "data/tfidf.h"
 
 namespace tandem::train {
 namespace {
@@ -244,6 +248,52 @@ TEST_F(TrainEndToEnd, ABagOfCharNgramsModelLearnsAndEvaluateAndPredictRebuildIt)
   Output pr = run_tandem(1, {"predict", "--checkpoint", ck.string(), "--text", "the alpha cat"});
   ASSERT_EQ(pr.exit_code, 0) << pr.err;
   EXPECT_NE(pr.out.find("the alpha cat"), std::string::npos) << pr.out;
+}
+
+fs::path last_checkpoint(const fs::path& out) {
+  fs::path ck;
+  for (const auto& e : fs::directory_iterator(out))
+    if (e.path().filename().string().rfind("checkpoint-", 0) == 0 && e.path() > ck) ck = e.path();
+  return ck;
+}
+
+TEST_F(TrainEndToEnd, ATfIdfBagModelSavesTheTrainingSplitsIdfAndPredictUsesIt) {
+  const fs::path out = dir_ / "tfidf";
+  Output r = run_tandem(1, train_args(out, {"--set", "tokenizer.type=char_ngrams", "--set", "tokenizer.buckets=4096",
+                                            "--set", "tokenizer.term_counts=true", "--set", "model.pooling=tfidf",
+                                            "--set", "model.num_layers=0", "--set", "model.position_embedding=false",
+                                            "--set", "model.max_seq_len=128", "--set", "learning_rate=2e-2"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  nlohmann::json res = read_json(out / "results.json");
+  EXPECT_GT(res["eval_accuracy"].get<double>(), res["majority_baseline"].get<double>());
+  const fs::path ck = last_checkpoint(out);
+  ASSERT_FALSE(ck.empty());
+
+  // The idf of the training split, from its own file, as data/tfidf.h defines it.
+  const data::Tokenizer tok = data::Tokenizer::load(ck / "char_ngrams.json");
+  ASSERT_TRUE(tok.char_ngrams()->term_counts);
+  data::DatasetSpec spec;
+  spec.format = "jsonl";
+  spec.path = (dir_ / "train.jsonl").string();
+  const std::vector<float> want = data::smoothed_idf(data::document_frequencies(tok, data::load_dataset(spec), 128));
+  NamedTensors saved = load_safetensors((ck / "model.safetensors").string());
+  const Tensor* idf = saved.find("idf");
+  ASSERT_NE(idf, nullptr);
+  EXPECT_EQ(idf->to_double_vector(), std::vector<double>(want.begin(), want.end()));
+  const apps::SavedModel loaded = apps::load_saved_model(ck, {});
+  EXPECT_EQ(loaded.model->state_dict().find("idf")->to_double_vector(), idf->to_double_vector());
+
+  // predict reads it: the same checkpoint with every idf 1 predicts other probabilities.
+  Output pr = run_tandem(1, {"predict", "--checkpoint", ck.string(), "--text", "the alpha cat", "--text", "omega dog"});
+  ASSERT_EQ(pr.exit_code, 0) << pr.err;
+  const fs::path flat = dir_ / "tfidf_flat_idf";
+  fs::copy(ck, flat, fs::copy_options::recursive);
+  for (auto& [name, t] : saved.tensors)
+    if (name == "idf") t = Tensor::full(t.shape(), 1.0);
+  save_safetensors((flat / "model.safetensors").string(), saved);
+  Output flat_pr = run_tandem(1, {"predict", "--checkpoint", flat.string(), "--text", "the alpha cat", "--text", "omega dog"});
+  ASSERT_EQ(flat_pr.exit_code, 0) << flat_pr.err;
+  EXPECT_NE(pr.out, flat_pr.out);
 }
 
 TEST_F(TrainEndToEnd, ACheckpointFolderFromAnotherModelIsRefusedNamingTheParameter) {
