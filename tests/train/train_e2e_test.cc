@@ -257,7 +257,7 @@ fs::path last_checkpoint(const fs::path& out) {
   return ck;
 }
 
-TEST_F(TrainEndToEnd, ATfIdfBagModelSavesTheTrainingSplitsIdfAndPredictUsesIt) {
+TEST_F(TrainEndToEnd, ATfIdfBagModelSavesTheTrainingSplitsIdfAndEvaluateAndPredictUseIt) {
   const fs::path out = dir_ / "tfidf";
   Output r = run_tandem(1, train_args(out, {"--set", "tokenizer.type=char_ngrams", "--set", "tokenizer.buckets=4096",
                                             "--set", "tokenizer.term_counts=true", "--set", "model.pooling=tfidf",
@@ -283,17 +283,25 @@ TEST_F(TrainEndToEnd, ATfIdfBagModelSavesTheTrainingSplitsIdfAndPredictUsesIt) {
   const apps::SavedModel loaded = apps::load_saved_model(ck, {});
   EXPECT_EQ(loaded.model->state_dict().find("idf")->to_double_vector(), idf->to_double_vector());
 
-  // predict reads it: the same checkpoint with every idf 1 predicts other probabilities.
-  Output pr = run_tandem(1, {"predict", "--checkpoint", ck.string(), "--text", "the alpha cat", "--text", "omega dog"});
-  ASSERT_EQ(pr.exit_code, 0) << pr.err;
+  // evaluate and predict read it: evaluate reproduces the run's test scores, and the same
+  // checkpoint with every idf 1 scores a different loss.
+  Output ev = run_tandem(1, {"evaluate", "--checkpoint", ck.string()});
+  ASSERT_EQ(ev.exit_code, 0) << ev.err;
+  EXPECT_NE(ev.out.find(fmt::format("accuracy {:.4f}", res["eval_accuracy"].get<double>())), std::string::npos)
+      << ev.out;
+  EXPECT_NE(ev.out.find(fmt::format("loss {:.4f}", res["eval_loss"].get<double>())), std::string::npos) << ev.out;
   const fs::path flat = dir_ / "tfidf_flat_idf";
   fs::copy(ck, flat, fs::copy_options::recursive);
   for (auto& [name, t] : saved.tensors)
     if (name == "idf") t = Tensor::full(t.shape(), 1.0);
   save_safetensors((flat / "model.safetensors").string(), saved);
-  Output flat_pr = run_tandem(1, {"predict", "--checkpoint", flat.string(), "--text", "the alpha cat", "--text", "omega dog"});
-  ASSERT_EQ(flat_pr.exit_code, 0) << flat_pr.err;
-  EXPECT_NE(pr.out, flat_pr.out);
+  Output flat_ev = run_tandem(1, {"evaluate", "--checkpoint", flat.string()});
+  ASSERT_EQ(flat_ev.exit_code, 0) << flat_ev.err;
+  EXPECT_EQ(flat_ev.out.find(fmt::format("loss {:.4f}", res["eval_loss"].get<double>())), std::string::npos)
+      << flat_ev.out;
+  Output pr = run_tandem(1, {"predict", "--checkpoint", ck.string(), "--text", "the alpha cat"});
+  ASSERT_EQ(pr.exit_code, 0) << pr.err;
+  EXPECT_NE(pr.out.find("the alpha cat"), std::string::npos) << pr.out;
 }
 
 TEST_F(TrainEndToEnd, ACheckpointFolderFromAnotherModelIsRefusedNamingTheParameter) {
