@@ -83,12 +83,14 @@ Tensor Encoder::forward(const Tensor& x, const Tensor& key_padding_mask, Forward
 
 TextClassifier::TextClassifier(const TextClassifierConfig& config, uint64_t seed) : config_(config) {
   const auto& c = config_;
+  TANDEM_CHECK(c.embedding_init_std > 0, "TextClassifier: embedding_init_std must be > 0, got {}", c.embedding_init_std);
   TANDEM_CHECK(c.vocab_size > 0 && c.num_classes > 1 && c.max_seq_len > 0 && c.num_layers >= 0,
                "TextClassifier: invalid configuration (vocab_size {}, num_classes {}, max_seq_len {}, num_layers {})",
                c.vocab_size, c.num_classes, c.max_seq_len, c.num_layers);
   Init init(seed);
   embed_ = register_module("embed", std::make_shared<TokenPositionEmbedding>(c.vocab_size, c.max_seq_len, c.d_model,
-                                                                               c.position_embedding, init));
+                                                                               c.position_embedding, init,
+                                                                               c.embedding_init_std));
   encoder_ = register_module("encoder", std::make_shared<Encoder>(c, init));
   head_ = register_module("head", std::make_shared<Linear>(c.d_model, c.num_classes, true, init));
   if (c.pooling == Pooling::TfIdf) idf_ = register_buffer("idf", Tensor::full({c.vocab_size}, 1.0));

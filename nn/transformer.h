@@ -68,6 +68,10 @@ struct TextClassifierConfig {
   bool norm_first = false;
   bool position_embedding = true;
   bool sublinear_tf = true;  // Pooling::TfIdf: tf = 1 + ln(count) (else the count)
+  // Token (and position) embeddings drawn from N(0, embedding_init_std^2). 1 is PyTorch's default;
+  // a bag model learns better from small values (fastText: U(-1/dim, 1/dim)), where the random
+  // part of an n-gram seen in few training texts would otherwise outweigh what it learns.
+  double embedding_init_std = 1.0;
 };
 
 class Encoder : public Module {

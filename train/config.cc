@@ -197,6 +197,7 @@ const std::vector<Field>& schema() {
       MODEL(bool, norm_first),
       MODEL(bool, position_embedding),
       MODEL(bool, sublinear_tf),
+      MODEL(double, embedding_init_std),
       DATA(S, format, {"fortunes", "ag_news", "csv", "imdb", "jsonl", "tsv"}),
       DATA(S, train_path),
       DATA(S, test_path),
@@ -354,6 +355,8 @@ void validate(const TrainConfig& c) {
   TANDEM_CHECK(c.max_steps > 0 || c.num_train_epochs > 0, "config: num_train_epochs must be > 0 (or set max_steps)");
   TANDEM_CHECK(c.model.d_model % c.model.n_heads == 0, "config: model.d_model ({}) must be divisible by model.n_heads ({})",
                c.model.d_model, c.model.n_heads);
+  TANDEM_CHECK(c.model.embedding_init_std > 0, "config: model.embedding_init_std must be > 0, got {}",
+               c.model.embedding_init_std);
   TANDEM_CHECK(c.model.dropout >= 0 && c.model.dropout < 1, "config: model.dropout must be in [0, 1), got {}",
                c.model.dropout);
   TANDEM_CHECK(!(c.bf16 && c.fp16), "config: bf16 and fp16 cannot both be true");

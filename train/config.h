@@ -33,6 +33,7 @@ struct ModelConfig {
   // fastText's: embedding bag (masked mean) and a linear head.
   bool position_embedding = true;
   bool sublinear_tf = true;          // pooling tfidf: tf = 1 + ln(count), else the count
+  double embedding_init_std = 1.0;   // token/position embeddings from N(0, std^2); 1: PyTorch's default
 };
 
 struct DataConfig {

@@ -188,6 +188,7 @@ nn::TextClassifierConfig model_config(const TrainConfig& c, int64_t vocab_size, 
   mc.norm_first = c.model.norm_first;
   mc.position_embedding = c.model.position_embedding;
   mc.sublinear_tf = c.model.sublinear_tf;
+  mc.embedding_init_std = c.model.embedding_init_std;
   return mc;
 }
 

@@ -170,6 +170,22 @@ TEST(BagModel, AMeanPooledStateDictLacksTheIdfAndIsRefusedByATfIdfModel) {
   EXPECT_THROW(tfidf_model.load_state_dict(mean_model.state_dict()), Error);
 }
 
+TEST(BagModel, EmbeddingInitStdScalesTheInitialTokenTable) {
+  TextClassifierConfig c = bag_config();
+  c.vocab_size = 4096;
+  c.d_model = 16;
+  for (double std : {1.0, 0.05}) {
+    c.embedding_init_std = std;
+    const std::vector<double> e =
+        TextClassifier(c, 7).state_dict().find("embed.token.weight")->to_double_vector();
+    double squares = 0;
+    for (double v : e) squares += v * v;
+    EXPECT_NEAR(std::sqrt(squares / static_cast<double>(e.size())), std, 0.02 * std) << std;  // 65536 draws
+  }
+  c.embedding_init_std = 0;
+  EXPECT_THROW(TextClassifier(c, 7), Error);
+}
+
 TEST(BagModel, SetIdfOfTheWrongSizeIsAnError) {
   TextClassifier model(tfidf_config(), 3);
   EXPECT_THROW(model.set_idf(std::vector<float>(5, 1.0f)), Error);

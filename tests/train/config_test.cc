@@ -226,6 +226,9 @@ TEST(TrainConfig, BadTfIdfValuesAreErrorsNamingTheKey) {
             std::string::npos);
   EXPECT_NE(error_of([] { load_train_config("", {"model.sublinear_tf=sometimes"}); }).find("model.sublinear_tf"),
             std::string::npos);
+  EXPECT_NE(error_of([] { validate(load_train_config("", {"model.embedding_init_std=0"})); })
+                .find("model.embedding_init_std must be > 0"),
+            std::string::npos);
   EXPECT_NE(error_of([] { validate(load_train_config("", {"tokenizer.term_counts=true"})); })
                 .find("tokenizer.term_counts applies to tokenizer.type char_ngrams, not word"),
             std::string::npos);
