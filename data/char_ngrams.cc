@@ -2,9 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <limits>
 #include <nlohmann/json.hpp>
-#include <unordered_set>
+#include <unordered_map>
 
 #include "core/check.h"
 #include "data/hf_pretokenizer.h"
@@ -160,6 +161,8 @@ void validate(const CharNgramOptions& o) {
                "config: tokenizer.buckets must be in [1, 2^30], got {}", o.buckets);
   TANDEM_CHECK(o.word_ngrams >= 0 && o.word_ngrams <= 2, "config: tokenizer.word_ngrams must be 0, 1 or 2, got {}",
                o.word_ngrams);
+  TANDEM_CHECK(!o.term_counts || o.distinct,
+               "config: tokenizer.term_counts needs tokenizer.distinct: true (the counts go with each distinct id)");
 }
 
 uint32_t fnv1a32(std::string_view bytes) {
@@ -177,26 +180,44 @@ std::vector<std::string> ngram_features(std::string_view text, const CharNgramOp
   return out;
 }
 
-std::vector<int32_t> ngram_ids(std::string_view text, const CharNgramOptions& options) {
+std::vector<int32_t> ngram_ids(std::string_view text, const CharNgramOptions& options, std::vector<uint8_t>* counts) {
   std::vector<int32_t> ids;
-  std::unordered_set<int32_t> seen;
+  std::vector<int64_t> occurrences;
+  std::unordered_map<int32_t, size_t> index;  // id -> its place in ids
   for_each_feature(text, options, [&](std::string_view g) {
     const int32_t id = id_of(g, options.buckets);
-    if (!options.distinct || seen.insert(id).second) ids.push_back(id);
+    if (!options.distinct) {
+      ids.push_back(id);
+      occurrences.push_back(1);
+      return;
+    }
+    auto [it, inserted] = index.emplace(id, ids.size());
+    if (inserted) {
+      ids.push_back(id);
+      occurrences.push_back(1);
+    } else {
+      ++occurrences[it->second];
+    }
   });
+  if (counts) {
+    counts->clear();
+    for (int64_t n : occurrences) counts->push_back(static_cast<uint8_t>(std::min<int64_t>(n, 255)));
+  }
   return ids;
 }
 
-void append_ngram_ids(std::string_view text, const CharNgramOptions& options, std::vector<int32_t>& out,
-                      size_t limit) {
+void append_ngram_ids(std::string_view text, const CharNgramOptions& options, std::vector<int32_t>& out, size_t limit,
+                      std::vector<uint8_t>* counts) {
   if (out.size() >= limit) return;
-  const std::vector<int32_t> ids = ngram_ids(text, options);
+  std::vector<uint8_t> text_counts;
+  const std::vector<int32_t> ids = ngram_ids(text, options, counts ? &text_counts : nullptr);
   const size_t room = limit - out.size();
-  if (ids.size() <= room) {
-    out.insert(out.end(), ids.begin(), ids.end());
-    return;
+  const size_t taken = std::min(ids.size(), room);
+  for (size_t i = 0; i < taken; ++i) {
+    const size_t from = ids.size() <= room ? i : i * ids.size() / room;
+    out.push_back(ids[from]);
+    if (counts) counts->push_back(text_counts[from]);
   }
-  for (size_t i = 0; i < room; ++i) out.push_back(ids[i * ids.size() / room]);
 }
 
 std::string to_char_ngrams_json(const CharNgramOptions& o, bool prepend_cls) {
@@ -212,6 +233,7 @@ std::string to_char_ngrams_json(const CharNgramOptions& o, bool prepend_cls) {
   j["lowercase"] = o.lowercase;
   j["distinct"] = o.distinct;
   j["prepend_cls"] = prepend_cls;
+  j["term_counts"] = o.term_counts;
   return j.dump(1) + "\n";
 }
 
@@ -247,6 +269,7 @@ CharNgramOptions parse_char_ngrams_json(std::string_view text, const std::filesy
   o.lowercase = need("lowercase", boolean, "true or false").get<bool>();
   o.distinct = need("distinct", boolean, "true or false").get<bool>();
   *prepend_cls = need("prepend_cls", boolean, "true or false").get<bool>();
+  if (j.contains("term_counts")) o.term_counts = need("term_counts", boolean, "true or false").get<bool>();
   try {
     validate(o);
   } catch (const Error& e) {

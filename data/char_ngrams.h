@@ -22,6 +22,11 @@
 //
 // distinct (default): each id at most once per text, in first-occurrence order
 // (binary term frequency: a long text does not drown its rare n-grams in repeats).
+// term_counts (needs distinct): each id's count in the text goes with it, capped
+// at 255, and the tokenizer puts it in the id's mask entry (which every consumer
+// reads as "a real token" when nonzero): the term frequency of the TF-IDF
+// pooling (kernels/tfidf_weights.h). Counts are of hashed ids, so n-grams
+// sharing a bucket add up, as in scikit-learn's HashingVectorizer.
 // Truncation: when a text has more ids than fit, they are subsampled evenly over
 // the whole list (ids at floor(i * total / limit)), so a long text keeps features
 // from its whole length and every n rather than only its beginning.
@@ -43,6 +48,7 @@ struct CharNgramOptions {
   int64_t word_ngrams = 0;  // 0: none, 1: words, 2: words and word pairs
   bool lowercase = true;
   bool distinct = true;
+  bool term_counts = false;  // with distinct: each id's count (at most 255) comes with it
 };
 
 // Throws Error naming the key ("tokenizer.min_n", ...) of the first bad value.
@@ -54,14 +60,20 @@ uint32_t fnv1a32(std::string_view bytes);
 // n-grams), repeats kept: what is hashed.
 std::vector<std::string> ngram_features(std::string_view text, const CharNgramOptions& options);
 
-// The ids of ngram_features (distinct applied), without the special tokens.
-std::vector<int32_t> ngram_ids(std::string_view text, const CharNgramOptions& options);
+// The ids of ngram_features (distinct applied), without the special tokens. With `counts`,
+// counts[i] is how often ids[i] occurs among the features, capped at 255 (1 for each id when
+// not distinct).
+std::vector<int32_t> ngram_ids(std::string_view text, const CharNgramOptions& options,
+                               std::vector<uint8_t>* counts = nullptr);
 
-// Appends at most `limit - out.size()` ids of `text` to `out`, subsampled evenly when there are more.
-void append_ngram_ids(std::string_view text, const CharNgramOptions& options, std::vector<int32_t>& out, size_t limit);
+// Appends at most `limit - out.size()` ids of `text` to `out`, subsampled evenly when there are more;
+// with `counts`, appends each appended id's count to it as well.
+void append_ngram_ids(std::string_view text, const CharNgramOptions& options, std::vector<int32_t>& out, size_t limit,
+                      std::vector<uint8_t>* counts = nullptr);
 
 // The tokenizer file (char_ngrams.json): {"type": "char_ngrams", "version": 1, "analyzer", "min_n",
-// "max_n", "buckets", "word_ngrams", "lowercase", "distinct", "prepend_cls", "hash": "fnv1a32"}.
+// "max_n", "buckets", "word_ngrams", "lowercase", "distinct", "prepend_cls", "hash": "fnv1a32", "term_counts"}
+// ("term_counts" may be absent, meaning false: files written before it existed).
 std::string to_char_ngrams_json(const CharNgramOptions& options, bool prepend_cls);
 // True when `text` is a JSON object whose "type" is "char_ngrams" (and not a Hugging Face tokenizer.json).
 bool is_char_ngrams_json(std::string_view text);

@@ -260,9 +260,10 @@ std::string Tokenizer::token(int32_t id) const {
   return tokens_[static_cast<size_t>(id)];
 }
 
-void Tokenizer::append_ids(std::string_view text, std::vector<int32_t>& out, size_t limit) const {
+void Tokenizer::append_ids(std::string_view text, std::vector<int32_t>& out, size_t limit,
+                           std::vector<uint8_t>* counts) const {
   if (ngrams_) {
-    append_ngram_ids(text, *ngrams_, out, limit);
+    append_ngram_ids(text, *ngrams_, out, limit, counts);
     return;
   }
   if (!bpe_) {
@@ -328,11 +329,16 @@ int64_t Tokenizer::encode_into(std::string_view text, int64_t max_seq_len, DType
   std::vector<int32_t> row;
   row.reserve(static_cast<size_t>(max_seq_len));
   if (prepend_cls_) row.push_back(kCls);
-  append_ids(text, row, static_cast<size_t>(max_seq_len));
+  const bool counted = ngrams_ && ngrams_->term_counts;
+  std::vector<uint8_t> counts(row.size(), uint8_t{1});  // [CLS] once
+  append_ids(text, row, static_cast<size_t>(max_seq_len), counted ? &counts : nullptr);
   const auto n = static_cast<int64_t>(row.size());
   for (int64_t i = 0; i < n; ++i) put(i, row[static_cast<size_t>(i)]);
   for (int64_t i = n; i < max_seq_len; ++i) put(i, kPad);
-  std::fill(mask, mask + n, uint8_t{1});
+  if (counted)
+    std::copy(counts.begin(), counts.end(), mask);
+  else
+    std::fill(mask, mask + n, uint8_t{1});
   std::fill(mask + n, mask + max_seq_len, uint8_t{0});
   return n;
 }

@@ -66,7 +66,9 @@ struct TokenizerOptions {
 
 struct Encoding {
   Tensor ids;   // [B, S] I32 or I64
-  Tensor mask;  // [B, S] U8, 1 for real tokens ([CLS] included), 0 for padding
+  // [B, S] U8, 1 for real tokens ([CLS] included), 0 for padding; char_ngrams with term_counts:
+  // each id's count in the text (at most 255) instead of 1.
+  Tensor mask;
 };
 
 class Tokenizer {
@@ -101,8 +103,9 @@ class Tokenizer {
   // Every token id of `text` ([CLS] first when prepend_cls), without truncation.
   // (char_ngrams truncates by subsampling the whole text's ids evenly, not by cutting its end.)
   std::vector<int32_t> encode(std::string_view text) const;
-  // Fills one row: ids[0..max_seq_len) as `ids_dtype` (I32 or I64) and mask[0..max_seq_len),
-  // truncating after max_seq_len tokens and padding with [PAD]/0. Returns the real tokens written.
+  // Fills one row: ids[0..max_seq_len) as `ids_dtype` (I32 or I64) and mask[0..max_seq_len) (as
+  // Encoding::mask), truncating after max_seq_len tokens and padding with [PAD]/0. Returns the real
+  // tokens written.
   int64_t encode_into(std::string_view text, int64_t max_seq_len, DType ids_dtype, void* ids, uint8_t* mask) const;
   Encoding encode_batch(const std::vector<std::string>& texts, int64_t max_seq_len, DType ids_dtype = DType::I64) const;
 
@@ -112,8 +115,10 @@ class Tokenizer {
   Tokenizer(const CharNgramOptions& ngrams, bool prepend_cls);
   static Tokenizer build_bpe(const std::function<void(const std::function<void(std::string_view)>&)>& visit_texts,
                              const TokenizerOptions& options);
-  // Appends the ids of `text` without [CLS], stopping once `out` holds at least `limit` ids.
-  void append_ids(std::string_view text, std::vector<int32_t>& out, size_t limit) const;
+  // Appends the ids of `text` without [CLS], stopping once `out` holds at least `limit` ids;
+  // char_ngrams with `counts`: each id's count in the text too.
+  void append_ids(std::string_view text, std::vector<int32_t>& out, size_t limit,
+                  std::vector<uint8_t>* counts = nullptr) const;
 
   struct Hash {
     using is_transparent = void;

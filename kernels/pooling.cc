@@ -42,6 +42,29 @@ class MaskedMeanPoolBackward final : public Node {
   SavedTensor mask_, count_;
 };
 
+class WeightedSumPoolBackward final : public Node {
+ public:
+  explicit WeightedSumPoolBackward(const Tensor& weights) : weights_(weights) {}
+  std::vector<Tensor> apply(std::vector<Tensor>&& g) override {
+    Tensor w = weights_.unpack(*this);
+    const InputMeta& m = input_meta_[0];
+    const int64_t batch = m.shape[0], seq = m.shape[1], dim = m.shape[2];
+    Tensor dx = Tensor::empty(m.shape, m.dtype, m.device);
+    if (m.device.is_cpu()) {
+      weighted_sum_pool_backward_cpu(g[0].data_ptr(), w.data_ptr(), dx.data_ptr(), m.dtype, batch, seq, dim);
+    } else {
+      TANDEM_CUDA_ONLY(weighted_sum_pool_backward_cuda(g[0].data_ptr(), w.data_ptr(), dx.data_ptr(), m.dtype, batch,
+                                                       seq, dim, stream_of(dx)));
+    }
+    return {dx};
+  }
+  void release_saved() override { weights_.release(); }
+  std::string name() const override { return "WeightedSumPoolBackward"; }
+
+ private:
+  SavedTensor weights_;
+};
+
 class FirstTokenPoolBackward final : public Node {
  public:
   std::vector<Tensor> apply(std::vector<Tensor>&& g) override {
@@ -85,6 +108,28 @@ Tensor masked_mean_pool(const Tensor& x, const Tensor& mask) {
                                                    x.dtype(), batch, seq, dim, stream_of(x)));
   }
   if (any_requires_grad({&x})) std::make_shared<MaskedMeanPoolBackward>(mask, count)->connect({&x}, {&y});
+  return y;
+}
+
+Tensor weighted_sum_pool(const Tensor& x, const Tensor& weights) {
+  check_states("weighted_sum_pool", x);
+  TANDEM_CHECK(weights.defined() && weights.dtype() == acc_dtype(x.dtype()),
+               "weighted_sum_pool: weights must be {} for {} input, got {}", dtype_name(acc_dtype(x.dtype())),
+               dtype_name(x.dtype()), weights.defined() ? weights.str() : "undefined");
+  TANDEM_CHECK(weights.shape() == Shape({x.size(0), x.size(1)}),
+               "weighted_sum_pool: weights {} must be [batch, seq] of input {}", weights.str(), x.str());
+  TANDEM_CHECK(weights.device() == x.device(), "weighted_sum_pool: weights are on {} but input on {}",
+               weights.device().str(), x.device().str());
+  TANDEM_CHECK(!weights.requires_grad(), "weighted_sum_pool: the weights are constants and must not require grad");
+  const int64_t batch = x.size(0), seq = x.size(1), dim = x.size(2);
+  Tensor y = Tensor::empty({batch, dim}, x.dtype(), x.device());
+  if (x.device().is_cpu()) {
+    weighted_sum_pool_forward_cpu(x.data_ptr(), weights.data_ptr(), y.data_ptr(), x.dtype(), batch, seq, dim);
+  } else {
+    TANDEM_CUDA_ONLY(weighted_sum_pool_forward_cuda(x.data_ptr(), weights.data_ptr(), y.data_ptr(), x.dtype(), batch,
+                                                    seq, dim, stream_of(x)));
+  }
+  if (any_requires_grad({&x})) std::make_shared<WeightedSumPoolBackward>(weights)->connect({&x}, {&y});
   return y;
 }
 

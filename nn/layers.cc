@@ -13,10 +13,11 @@
 namespace tandem::nn {
 
 TokenPositionEmbedding::TokenPositionEmbedding(int64_t vocab_size, int64_t max_seq_len, int64_t d_model,
-                                               bool positions, Init& init)
+                                               bool positions, Init& init, double init_std)
     : max_seq_len_(max_seq_len) {
-  token_ = register_module("token", std::make_shared<Embedding>(vocab_size, d_model, init));
-  if (positions) position_ = register_module("position", std::make_shared<Embedding>(max_seq_len, d_model, init));
+  token_ = register_module("token", std::make_shared<Embedding>(vocab_size, d_model, init, init_std));
+  if (positions)
+    position_ = register_module("position", std::make_shared<Embedding>(max_seq_len, d_model, init, init_std));
 }
 
 Tensor TokenPositionEmbedding::forward(const Tensor& ids, ForwardContext& ctx) const {

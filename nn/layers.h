@@ -21,7 +21,10 @@ namespace tandem::nn {
 // done by TokenPositionEmbedding, which sums the token and position rows in one kernel.
 class Embedding : public Module {
  public:
-  Embedding(int64_t num, int64_t dim, Init& init) { weight_ = register_parameter("weight", init.normal({num, dim}, 0.0, 1.0)); }
+  // Rows drawn from N(0, init_std^2): 1 is nn.Embedding's default.
+  Embedding(int64_t num, int64_t dim, Init& init, double init_std = 1.0) {
+    weight_ = register_parameter("weight", init.normal({num, dim}, 0.0, init_std));
+  }
   const Tensor& weight() const { return weight_; }
 
  private:
@@ -31,7 +34,8 @@ class Embedding : public Module {
 class TokenPositionEmbedding : public Module {
  public:
   // positions false: token embeddings only (position_ stays null, nothing registered).
-  TokenPositionEmbedding(int64_t vocab_size, int64_t max_seq_len, int64_t d_model, bool positions, Init& init);
+  TokenPositionEmbedding(int64_t vocab_size, int64_t max_seq_len, int64_t d_model, bool positions, Init& init,
+                         double init_std = 1.0);
   // ids [B, S] (i32/i64) -> [B, S, D] in the compute dtype; the sum is taken in f32.
   Tensor forward(const Tensor& ids, ForwardContext& ctx) const;
 

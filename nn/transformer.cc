@@ -6,6 +6,7 @@
 #include "kernels/gelu.h"
 #include "kernels/linear.h"
 #include "kernels/pooling.h"
+#include "kernels/tfidf_weights.h"
 
 namespace tandem::nn {
 
@@ -19,7 +20,8 @@ Activation parse_activation(const std::string& name) {
 Pooling parse_pooling(const std::string& name) {
   if (name == "mean") return Pooling::Mean;
   if (name == "cls") return Pooling::Cls;
-  TANDEM_FAIL("unknown pooling '{}' (mean, cls)", name);
+  if (name == "tfidf") return Pooling::TfIdf;
+  TANDEM_FAIL("unknown pooling '{}' (mean, cls, tfidf)", name);
 }
 
 TransformerEncoderLayer::TransformerEncoderLayer(int64_t d_model, int64_t n_heads, int64_t dim_feedforward,
@@ -81,21 +83,38 @@ Tensor Encoder::forward(const Tensor& x, const Tensor& key_padding_mask, Forward
 
 TextClassifier::TextClassifier(const TextClassifierConfig& config, uint64_t seed) : config_(config) {
   const auto& c = config_;
+  TANDEM_CHECK(c.embedding_init_std > 0, "TextClassifier: embedding_init_std must be > 0, got {}", c.embedding_init_std);
   TANDEM_CHECK(c.vocab_size > 0 && c.num_classes > 1 && c.max_seq_len > 0 && c.num_layers >= 0,
                "TextClassifier: invalid configuration (vocab_size {}, num_classes {}, max_seq_len {}, num_layers {})",
                c.vocab_size, c.num_classes, c.max_seq_len, c.num_layers);
   Init init(seed);
   embed_ = register_module("embed", std::make_shared<TokenPositionEmbedding>(c.vocab_size, c.max_seq_len, c.d_model,
-                                                                               c.position_embedding, init));
+                                                                               c.position_embedding, init,
+                                                                               c.embedding_init_std));
   encoder_ = register_module("encoder", std::make_shared<Encoder>(c, init));
   head_ = register_module("head", std::make_shared<Linear>(c.d_model, c.num_classes, true, init));
+  if (c.pooling == Pooling::TfIdf) idf_ = register_buffer("idf", Tensor::full({c.vocab_size}, 1.0));
+}
+
+void TextClassifier::set_idf(const std::vector<float>& idf) {
+  TANDEM_CHECK(idf_.defined(), "TextClassifier::set_idf: the model's pooling is not tfidf");
+  TANDEM_CHECK(static_cast<int64_t>(idf.size()) == config_.vocab_size,
+               "TextClassifier::set_idf: {} values for a vocabulary of {}", idf.size(), config_.vocab_size);
+  idf_.copy_(Tensor::from_vector(idf, {config_.vocab_size}).to(idf_.device()));
 }
 
 Tensor TextClassifier::forward(const Tensor& ids, const Tensor& mask, ForwardContext& ctx) const {
   Tensor x = embed_->forward(ids, ctx);
   x = kernels::dropout(x, config_.dropout, is_training(), ctx.seed, ctx.next_dropout_stream());
   Tensor h = encoder_->forward(x, mask, ctx);
-  Tensor pooled = config_.pooling == Pooling::Mean ? kernels::masked_mean_pool(h, mask) : kernels::first_token_pool(h);
+  Tensor pooled;
+  switch (config_.pooling) {
+    case Pooling::Mean: pooled = kernels::masked_mean_pool(h, mask); break;
+    case Pooling::Cls: pooled = kernels::first_token_pool(h); break;
+    case Pooling::TfIdf:
+      pooled = kernels::weighted_sum_pool(h, kernels::tfidf_weights(ids, mask, idf_, config_.sublinear_tf));
+      break;
+  }
   return head_->forward(pooled, ctx);
 }
 

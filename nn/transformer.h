@@ -14,6 +14,13 @@
 // first-token pooling, and a linear head to num_classes logits. Without
 // position_embedding there is no "embed.position.weight"; with num_layers 0 as
 // well it is fastText's bag model: mean of the token embeddings, linear head.
+// Pooling::TfIdf pools with TF-IDF weights instead of the mean (kernels/
+// tfidf_weights.h: tf from the mask's token counts, sublinear_tf or raw, times
+// the buffer "idf", L2-normalised per sequence): the bag model is then a linear
+// classifier over scikit-learn's TfidfVectorizer features, low-rank through the
+// embedding. The idf buffer (one entry per token id) is all ones until
+// set_idf; the trainer sets it from the training split
+// (data/tfidf.h), and it is saved and loaded with the other weights.
 #pragma once
 
 #include <string>
@@ -24,10 +31,10 @@
 namespace tandem::nn {
 
 enum class Activation { Relu, Gelu, GeluTanh };
-enum class Pooling { Mean, Cls };
+enum class Pooling { Mean, Cls, TfIdf };
 
 Activation parse_activation(const std::string& name);  // relu | gelu | gelu_tanh
-Pooling parse_pooling(const std::string& name);        // mean | cls
+Pooling parse_pooling(const std::string& name);        // mean | cls | tfidf
 
 class TransformerEncoderLayer : public Module {
  public:
@@ -60,6 +67,11 @@ struct TextClassifierConfig {
   Activation activation = Activation::Gelu;
   bool norm_first = false;
   bool position_embedding = true;
+  bool sublinear_tf = true;  // Pooling::TfIdf: tf = 1 + ln(count) (else the count)
+  // Token (and position) embeddings drawn from N(0, embedding_init_std^2). 1 is PyTorch's default;
+  // a bag model learns better from small values (fastText: U(-1/dim, 1/dim)), where the random
+  // part of an n-gram seen in few training texts would otherwise outweigh what it learns.
+  double embedding_init_std = 1.0;
 };
 
 class Encoder : public Module {
@@ -79,9 +91,12 @@ class TextClassifier : public Module {
   // in the compute dtype.
   Tensor forward(const Tensor& ids, const Tensor& mask, ForwardContext& ctx) const;
   const TextClassifierConfig& config() const { return config_; }
+  // Pooling::TfIdf only: copies `idf` (vocab_size entries) into the "idf" buffer, on the model's device.
+  void set_idf(const std::vector<float>& idf);
 
  private:
   TextClassifierConfig config_;
+  Tensor idf_;  // [vocab_size] f32, Pooling::TfIdf only
   std::shared_ptr<TokenPositionEmbedding> embed_;
   std::shared_ptr<Encoder> encoder_;
   std::shared_ptr<Linear> head_;

@@ -192,10 +192,12 @@ const std::vector<Field>& schema() {
       MODEL(int64_t, dim_feedforward),
       MODEL(int64_t, max_seq_len),
       MODEL(double, dropout),
-      MODEL(S, pooling, {"mean", "cls"}),
+      MODEL(S, pooling, {"mean", "cls", "tfidf"}),
       MODEL(S, activation, {"gelu", "gelu_tanh", "relu"}),
       MODEL(bool, norm_first),
       MODEL(bool, position_embedding),
+      MODEL(bool, sublinear_tf),
+      MODEL(double, embedding_init_std),
       DATA(S, format, {"fortunes", "ag_news", "csv", "imdb", "jsonl", "tsv"}),
       DATA(S, train_path),
       DATA(S, test_path),
@@ -221,6 +223,7 @@ const std::vector<Field>& schema() {
       TOKENIZER(int64_t, buckets),
       TOKENIZER(int64_t, word_ngrams),
       TOKENIZER(bool, distinct),
+      TOKENIZER(bool, term_counts),
   };
   return fields;
 }
@@ -333,6 +336,7 @@ data::CharNgramOptions char_ngram_options(const TrainConfig& c) {
   o.word_ngrams = c.tokenizer.word_ngrams;
   o.lowercase = c.data.lowercase;
   o.distinct = c.tokenizer.distinct;
+  o.term_counts = c.tokenizer.term_counts;
   return o;
 }
 
@@ -351,6 +355,8 @@ void validate(const TrainConfig& c) {
   TANDEM_CHECK(c.max_steps > 0 || c.num_train_epochs > 0, "config: num_train_epochs must be > 0 (or set max_steps)");
   TANDEM_CHECK(c.model.d_model % c.model.n_heads == 0, "config: model.d_model ({}) must be divisible by model.n_heads ({})",
                c.model.d_model, c.model.n_heads);
+  TANDEM_CHECK(c.model.embedding_init_std > 0, "config: model.embedding_init_std must be > 0, got {}",
+               c.model.embedding_init_std);
   TANDEM_CHECK(c.model.dropout >= 0 && c.model.dropout < 1, "config: model.dropout must be in [0, 1), got {}",
                c.model.dropout);
   TANDEM_CHECK(!(c.bf16 && c.fp16), "config: bf16 and fp16 cannot both be true");
@@ -401,6 +407,8 @@ void validate(const TrainConfig& c) {
   TANDEM_CHECK(c.tokenizer.min_frequency >= 0, "config: tokenizer.min_frequency must be >= 0, got {}",
                c.tokenizer.min_frequency);
   if (c.tokenizer.type == "char_ngrams") data::validate(char_ngram_options(c));
+  TANDEM_CHECK(!c.tokenizer.term_counts || c.tokenizer.type == "char_ngrams",
+               "config: tokenizer.term_counts applies to tokenizer.type char_ngrams, not {}", c.tokenizer.type);
   TANDEM_CHECK(c.profile_steps >= 0, "config: profile_steps must be >= 0, got {}", c.profile_steps);
   TANDEM_CHECK(c.profile_skip_first >= 0, "config: profile_skip_first must be >= 0, got {}", c.profile_skip_first);
   TANDEM_CHECK(!c.trace || c.profile_steps > 0,

@@ -24,12 +24,16 @@ struct ModelConfig {
   int64_t dim_feedforward = 256;
   int64_t max_seq_len = 128;
   double dropout = 0.1;
-  std::string pooling = "mean";      // mean | cls
+  // mean | cls | tfidf: TF-IDF weights (nn/transformer.h), idf from the training split, tf from
+  // tokenizer.term_counts' counts (1 per token without them), L2-normalised per text.
+  std::string pooling = "mean";
   std::string activation = "gelu";   // gelu | gelu_tanh | relu
   bool norm_first = false;           // post-norm (PyTorch's default) or pre-norm
   // false: no position table (a bag of n-grams has no order); with num_layers 0 the model is
   // fastText's: embedding bag (masked mean) and a linear head.
   bool position_embedding = true;
+  bool sublinear_tf = true;          // pooling tfidf: tf = 1 + ln(count), else the count
+  double embedding_init_std = 1.0;   // token/position embeddings from N(0, std^2); 1: PyTorch's default
 };
 
 struct DataConfig {
@@ -67,6 +71,7 @@ struct TokenizerConfig {
   int64_t buckets = int64_t{1} << 18;  // char_ngrams: hash buckets (ids after the 3 special tokens)
   int64_t word_ngrams = 0;            // char_ngrams: 0 none, 1 words, 2 words and word pairs
   bool distinct = true;               // char_ngrams: each id once per text
+  bool term_counts = false;           // char_ngrams with distinct: each id's count (<= 255) in its mask entry
 };
 
 struct TrainConfig {

@@ -3,6 +3,7 @@
 #include "comm/init.h"
 #include "core/check.h"
 #include "core/stream.h"
+#include "data/tfidf.h"
 #include "ddp/powersgd_hook.h"
 #include "optim/adamw.h"
 #include "optim/sgd.h"
@@ -186,7 +187,14 @@ nn::TextClassifierConfig model_config(const TrainConfig& c, int64_t vocab_size, 
   mc.activation = nn::parse_activation(c.model.activation);
   mc.norm_first = c.model.norm_first;
   mc.position_embedding = c.model.position_embedding;
+  mc.sublinear_tf = c.model.sublinear_tf;
+  mc.embedding_init_std = c.model.embedding_init_std;
   return mc;
+}
+
+void fit_idf(nn::TextClassifier& model, const TrainConfig& c, const TrainingData& d) {
+  if (model.config().pooling != nn::Pooling::TfIdf) return;
+  model.set_idf(data::smoothed_idf(data::document_frequencies(*d.tokenizer, *d.train, c.model.max_seq_len)));
 }
 
 ddp::DDPOptions ddp_options(const TrainConfig& c) {

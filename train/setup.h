@@ -49,6 +49,11 @@ data::SamplerOptions train_sampler_options(const TrainConfig& c, int rank, int w
 // The training loader's options (batch size, workers, pinning, timeout) on `device`.
 data::DataLoaderOptions train_loader_options(const TrainConfig& c, Device device);
 nn::TextClassifierConfig model_config(const TrainConfig& c, int64_t vocab_size, int64_t num_classes);
+// model.pooling tfidf: the training split's idf (data/tfidf.h, over the encodings at
+// model.max_seq_len) into the model's buffer; any other pooling: nothing. Every rank computes
+// the same values; call it before DDP broadcasts the buffers, and not for a model loaded from a
+// checkpoint (its idf is in the checkpoint).
+void fit_idf(nn::TextClassifier& model, const TrainConfig& c, const TrainingData& d);
 // AdamW or SGD; weight decay on matrices only (biases and LayerNorm weights are not decayed).
 std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& c, const nn::Module& model);
 // zero_stage 1: the same optimizer, sharded over `group`'s ranks (ZeRO-1).

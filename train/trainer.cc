@@ -188,6 +188,7 @@ Job::Job(const TrainConfig& config, std::shared_ptr<comm::ProcessGroup> group, c
   model_ = std::make_shared<nn::TextClassifier>(
       model_config(config_, data_.tokenizer->vocab_size(), data_.train->num_classes()),
       static_cast<uint64_t>(config_.seed));
+  fit_idf(*model_, config_, data_);
   model_->to(device_);
   model_->train(true);
   if (group_ && world_ > 1 && config_.zero_stage == 1) {

@@ -45,6 +45,42 @@ void masked_mean_pool_backward_cpu(const void* dy, const uint8_t* mask, const vo
   });
 }
 
+void weighted_sum_pool_forward_cpu(const void* x, const void* w, void* y, DType t, int64_t batch, int64_t seq,
+                                   int64_t dim) {
+  TANDEM_DISPATCH_FLOAT(t, "weighted_sum_pool_forward_cpu", [&] {
+    using A = acc_t<scalar_t>;
+    auto* px = static_cast<const scalar_t*>(x);
+    auto* pw = static_cast<const A*>(w);
+    auto* py = static_cast<scalar_t*>(y);
+    std::vector<A> acc(static_cast<size_t>(dim));
+    for (int64_t b = 0; b < batch; ++b) {
+      std::fill(acc.begin(), acc.end(), A(0));
+      for (int64_t s = 0; s < seq; ++s) {
+        const A ws = pw[b * seq + s];
+        if (ws == A(0)) continue;
+        const scalar_t* row = px + (b * seq + s) * dim;
+        for (int64_t d = 0; d < dim; ++d) acc[static_cast<size_t>(d)] += ws * load(row[d]);
+      }
+      for (int64_t d = 0; d < dim; ++d) py[b * dim + d] = store<scalar_t>(acc[static_cast<size_t>(d)]);
+    }
+  });
+}
+
+void weighted_sum_pool_backward_cpu(const void* dy, const void* w, void* dx, DType t, int64_t batch, int64_t seq,
+                                    int64_t dim) {
+  TANDEM_DISPATCH_FLOAT(t, "weighted_sum_pool_backward_cpu", [&] {
+    using A = acc_t<scalar_t>;
+    auto* pg = static_cast<const scalar_t*>(dy);
+    auto* pw = static_cast<const A*>(w);
+    auto* pd = static_cast<scalar_t*>(dx);
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t s = 0; s < seq; ++s) {
+        const A ws = pw[b * seq + s];
+        for (int64_t d = 0; d < dim; ++d) pd[(b * seq + s) * dim + d] = store<scalar_t>(ws * load(pg[b * dim + d]));
+      }
+  });
+}
+
 void first_token_pool_forward_cpu(const void* x, void* y, DType t, int64_t batch, int64_t seq, int64_t dim) {
   const size_t row = static_cast<size_t>(dim) * dtype_size(t);
   for (int64_t b = 0; b < batch; ++b)

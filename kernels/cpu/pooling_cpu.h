@@ -17,6 +17,13 @@ void masked_mean_pool_forward_cpu(const void* x, const uint8_t* mask, void* y, v
 void masked_mean_pool_backward_cpu(const void* dy, const uint8_t* mask, const void* count, void* dx, DType t,
                                    int64_t batch, int64_t seq, int64_t dim);
 
+// Weighted sum: y[b, :] = sum over s of w[b, s] * x[b, s, :], w in acc_t (constants); positions
+// with w == 0 are not read. Backward: dx[b, s, :] = w[b, s] * dy[b, :] (every element written).
+void weighted_sum_pool_forward_cpu(const void* x, const void* w, void* y, DType t, int64_t batch, int64_t seq,
+                                   int64_t dim);
+void weighted_sum_pool_backward_cpu(const void* dy, const void* w, void* dx, DType t, int64_t batch, int64_t seq,
+                                    int64_t dim);
+
 // First-token (CLS) pooling: y[b, :] = x[b, 0, :]; backward puts dy[b, :] at s = 0 and zeros elsewhere.
 void first_token_pool_forward_cpu(const void* x, void* y, DType t, int64_t batch, int64_t seq, int64_t dim);
 void first_token_pool_backward_cpu(const void* dy, void* dx, DType t, int64_t batch, int64_t seq, int64_t dim);

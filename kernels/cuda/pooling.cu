@@ -1,4 +1,5 @@
-// Sequence pooling on the GPU: masked mean and first-token, forward and backward.
+// Sequence pooling on the GPU: masked mean, weighted sum and first-token,
+// forward and backward.
 //
 // Masked mean forward: a block owns 32 vector columns of one sequence and 16
 // sequence lanes; lane l sums positions l, l + 16, ... (four loads in flight),
@@ -7,7 +8,10 @@
 // once, the mask once per column block. Backward and first-token pooling are
 // row copies / broadcasts over [B*S, D] with 16-byte vectors: write dx once,
 // read dy rows from cache. All memory bound. Numerics: f32 sums, division by
-// the f32 count (exact up to 2^24 tokens), one rounding per output.
+// the f32 count (exact up to 2^24 tokens), one rounding per output. The
+// weighted sum is the masked mean's kernel with an f32 weight per position in
+// place of the mask (a zero weight skips the row's read) and no division; its
+// backward scales dy[b] by the position's weight.
 #include "core/cuda_check.h"
 #include "core/element.h"
 #include "kernels/cuda/pooling_cuda.h"
@@ -66,6 +70,67 @@ __global__ void __launch_bounds__(32 * kLanes) masked_mean_forward_kernel(const 
     out[k] = total > 0.0f ? t / total : 0.0f;
   }
   store_vec<V>(y + b * dim + c * V, out);
+}
+
+// y[b] = sum_s w[b, s] x[b, s]: masked_mean_forward_kernel's lanes and order, weights for the mask.
+template <class T, int V>
+__global__ void __launch_bounds__(32 * kLanes) weighted_sum_forward_kernel(const T* __restrict__ x, const float* __restrict__ w,
+                                           T* __restrict__ y, int64_t seq, int64_t dim) {
+  __shared__ float lane_sums[kLanes][32 * V];
+  const int64_t b = blockIdx.y;
+  const int64_t c = blockIdx.x * 32ll + threadIdx.x;
+  const bool valid = c * V < dim;
+  float acc[V];
+  fill(acc, 0.0f);
+  for (int64_t s0 = threadIdx.y; s0 < seq; s0 += kLanes * kBatch) {
+    float ws[kBatch];
+    float v[kBatch][V];
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int64_t s = s0 + u * kLanes;
+      ws[u] = s < seq ? w[b * seq + s] : 0.0f;
+      if (ws[u] != 0.0f && valid) load_vec<V>(x + (b * seq + s) * dim + c * V, v[u]);
+    }
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      if (ws[u] == 0.0f || !valid) continue;
+#pragma unroll
+      for (int k = 0; k < V; ++k) acc[k] += ws[u] * v[u][k];
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < V; ++k) lane_sums[threadIdx.y][threadIdx.x * V + k] = acc[k];
+  __syncthreads();
+  if (threadIdx.y != 0 || !valid) return;
+  float out[V];
+#pragma unroll
+  for (int k = 0; k < V; ++k) {
+    float t = 0.0f;
+    for (int l = 0; l < kLanes; ++l) t += lane_sums[l][threadIdx.x * V + k];
+    out[k] = t;
+  }
+  store_vec<V>(y + b * dim + c * V, out);
+}
+
+// dx[r] = w[r] * dy[r / seq] over rows r of [batch * seq, dim].
+template <class T, int V>
+__global__ void weighted_sum_backward_kernel(const T* __restrict__ dy, const float* __restrict__ w, T* __restrict__ dx,
+                                             int64_t rows, int64_t seq, int64_t dim) {
+  const int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (c * V >= dim) return;
+  for (int64_t r = blockIdx.y * static_cast<int64_t>(blockDim.y) + threadIdx.y; r < rows;
+       r += static_cast<int64_t>(gridDim.y) * blockDim.y) {
+    float v[V];
+    const float wr = w[r];
+    if (wr != 0.0f) {
+      load_vec<V>(dy + (r / seq) * dim + c * V, v);
+#pragma unroll
+      for (int k = 0; k < V; ++k) v[k] *= wr;
+    } else {
+      fill(v, 0.0f);
+    }
+    store_vec<V>(dx + r * dim + c * V, v);
+  }
 }
 
 // dx[r] = mask[r] ? dy[r / seq] / count[r / seq] : 0 over rows r of [batch * seq, dim].
@@ -147,6 +212,38 @@ void masked_mean_pool_backward_cuda(const void* dy, const uint8_t* mask, const v
           <<<row_grid(dim / V, rows, block), block, 0, static_cast<cudaStream_t>(stream)>>>(
               static_cast<const scalar_t*>(dy), mask, static_cast<const float*>(count), static_cast<scalar_t*>(dx),
               rows, seq, dim);
+      TANDEM_CUDA_CHECK_LAUNCH();
+    });
+  });
+}
+
+void weighted_sum_pool_forward_cuda(const void* x, const void* w, void* y, DType t, int64_t batch, int64_t seq,
+                                    int64_t dim, void* stream) {
+  if (batch == 0 || dim == 0) return;
+  TANDEM_CHECK(batch <= 65535, "weighted_sum_pool on CUDA: batch {} exceeds 65535", batch);
+  TANDEM_DISPATCH_FLOAT_NO_F64(t, "weighted_sum_pool_forward_cuda", [&] {
+    const bool vec = rows_vectorizable(dim, sizeof(scalar_t), {x, y});
+    with_width<scalar_t>(vec, [&]<int V>() {
+      const dim3 grid(blocks_for(dim / V, 32, INT32_MAX), static_cast<unsigned>(batch));
+      weighted_sum_forward_kernel<scalar_t, V><<<grid, dim3(32, kLanes), 0, static_cast<cudaStream_t>(stream)>>>(
+          static_cast<const scalar_t*>(x), static_cast<const float*>(w), static_cast<scalar_t*>(y), seq, dim);
+      TANDEM_CUDA_CHECK_LAUNCH();
+    });
+  });
+}
+
+void weighted_sum_pool_backward_cuda(const void* dy, const void* w, void* dx, DType t, int64_t batch, int64_t seq,
+                                     int64_t dim, void* stream) {
+  const int64_t rows = batch * seq;
+  if (rows == 0 || dim == 0) return;
+  TANDEM_DISPATCH_FLOAT_NO_F64(t, "weighted_sum_pool_backward_cuda", [&] {
+    const bool vec = rows_vectorizable(dim, sizeof(scalar_t), {dy, dx});
+    with_width<scalar_t>(vec, [&]<int V>() {
+      const dim3 block = column_block(dim / V, rows);
+      weighted_sum_backward_kernel<scalar_t, V>
+          <<<row_grid(dim / V, rows, block), block, 0, static_cast<cudaStream_t>(stream)>>>(
+              static_cast<const scalar_t*>(dy), static_cast<const float*>(w), static_cast<scalar_t*>(dx), rows, seq,
+              dim);
       TANDEM_CUDA_CHECK_LAUNCH();
     });
   });

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -93,6 +94,40 @@ TEST(CharNgrams, TruncationSubsamplesTheWholeTextEvenly) {
   EXPECT_EQ(out.back(), all[24]);  // the end of the text is represented, not cut off
 }
 
+TEST(CharNgrams, TermCountsAreEachDistinctIdsOccurrencesAmongTheFeatures) {
+  CharNgramOptions o = options("char", 1, 2);
+  o.buckets = 1 << 20;
+  const std::string text = "abababa";  // a x4, b x3, ab x3, ba x3
+  std::vector<uint8_t> counts;
+  const std::vector<int32_t> ids = ngram_ids(text, o, &counts);
+  ASSERT_EQ(ids.size(), counts.size());
+  std::map<int32_t, int> occurrences;  // the reference: the features themselves, hashed and counted
+  for (const std::string& f : ngram_features(text, o)) ++occurrences[3 + static_cast<int32_t>(fnv1a32(f) % o.buckets)];
+  ASSERT_EQ(ids.size(), occurrences.size());
+  for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(counts[i], occurrences[ids[i]]) << "id " << ids[i];
+}
+
+TEST(CharNgrams, TermCountsStopAt255) {
+  CharNgramOptions o = options("char", 1, 1);
+  std::vector<uint8_t> counts;
+  ngram_ids(std::string(300, 'x'), o, &counts);
+  EXPECT_EQ(counts, std::vector<uint8_t>{255});
+}
+
+TEST(CharNgrams, SubsampledIdsKeepTheirOwnCounts) {
+  CharNgramOptions o = options("char", 1, 1);
+  o.buckets = 1 << 20;
+  o.lowercase = false;
+  const std::string text = "aabbbcdddd";  // a 2, b 3, c 1, d 4
+  std::vector<int32_t> out;
+  std::vector<uint8_t> counts;
+  append_ngram_ids(text, o, out, 2, &counts);  // of 4 ids, those at 0 and 2: a and c
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0], 3 + static_cast<int32_t>(fnv1a32("a") % o.buckets));
+  EXPECT_EQ(out[1], 3 + static_cast<int32_t>(fnv1a32("c") % o.buckets));
+  EXPECT_EQ(counts, (std::vector<uint8_t>{2, 1}));
+}
+
 TEST(CharNgrams, OutOfRangeOptionsAreErrorsNamingTheConfigKey) {
   CharNgramOptions o;
   o.min_n = 0;
@@ -109,6 +144,25 @@ TEST(CharNgrams, OutOfRangeOptionsAreErrorsNamingTheConfigKey) {
   o = {};
   o.word_ngrams = 3;
   EXPECT_THAT(error_of([&] { validate(o); }), HasSubstr("tokenizer.word_ngrams"));
+  o = {};
+  o.term_counts = true;
+  o.distinct = false;
+  EXPECT_THAT(error_of([&] { validate(o); }), HasSubstr("tokenizer.term_counts"));
+}
+
+TEST(CharNgramTokenizer, TermCountsGoInTheMaskAndClsCountsOnce) {
+  TokenizerOptions t;
+  t.type = "char_ngrams";
+  t.char_ngrams = options("char", 1, 1);
+  t.char_ngrams.buckets = 1 << 20;
+  t.char_ngrams.term_counts = true;
+  const Tokenizer tok = Tokenizer::build(std::vector<std::string>{}, t);
+  const Encoding e = tok.encode_batch({"abbccc", "zz"}, 5);
+  EXPECT_EQ(e.mask.to_double_vector(), (std::vector<double>{1, 1, 2, 3, 0, 1, 2, 0, 0, 0}));
+  t.char_ngrams.term_counts = false;
+  const Encoding plain = Tokenizer::build(std::vector<std::string>{}, t).encode_batch({"abbccc", "zz"}, 5);
+  EXPECT_EQ(plain.ids.to_double_vector(), e.ids.to_double_vector());
+  EXPECT_EQ(plain.mask.to_double_vector(), (std::vector<double>{1, 1, 1, 1, 0, 1, 1, 0, 0, 0}));
 }
 
 TEST(CharNgramTokenizer, HasTheSpecialTokensPlusTheBucketsAndStartsWithCls) {
@@ -141,6 +195,21 @@ TEST(CharNgramTokenizer, SavesAndLoadsItsSettingsAsCharNgramsJson) {
   EXPECT_EQ(back.type(), "char_ngrams");
   EXPECT_EQ(back.vocab_size(), tok.vocab_size());
   for (const char* text : {"Hello World", "ÜBER straße", ""}) EXPECT_EQ(back.encode(text), tok.encode(text)) << text;
+  EXPECT_FALSE(back.char_ngrams()->term_counts);
+}
+
+TEST(CharNgramTokenizer, TermCountsRoundTripAndAFileWithoutTheKeyHasNone) {
+  TempDir dir;
+  TokenizerOptions t;
+  t.type = "char_ngrams";
+  t.char_ngrams.term_counts = true;
+  Tokenizer::build(std::vector<std::string>{}, t).save(dir.path() / "char_ngrams.json");
+  EXPECT_TRUE(Tokenizer::load(dir.path() / "char_ngrams.json").char_ngrams()->term_counts);
+  const auto old = dir.write("old.json",
+                             R"({"type": "char_ngrams", "version": 1, "hash": "fnv1a32", "analyzer": "char",
+                                 "min_n": 2, "max_n": 5, "buckets": 10, "word_ngrams": 0, "lowercase": true,
+                                 "distinct": true, "prepend_cls": true})");
+  EXPECT_FALSE(Tokenizer::load(old).char_ngrams()->term_counts);
 }
 
 TEST(CharNgramTokenizer, ABadFileNamesTheFileAndTheKey) {

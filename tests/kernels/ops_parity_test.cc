@@ -23,6 +23,7 @@
 #include "kernels/index_errors.h"
 #include "kernels/layer_norm.h"
 #include "kernels/pooling.h"
+#include "kernels/tfidf_weights.h"
 #include "tests/testing/errors.h"
 #include "tests/testing/gradcheck.h"
 
@@ -220,6 +221,45 @@ TEST_P(OpsParity, MaskedMeanPoolWithPadding) {
     Tensor mask = padding_mask(c.batch, c.seq);
     check([&](const auto& in) { return masked_mean_pool(in[0], mask.to(in[0].device())); },
           {input({c.batch, c.seq, c.dim}, 33)});
+  }
+}
+
+TEST_P(OpsParity, WeightedSumPoolWithZeroWeights) {
+  struct Case { int64_t batch, seq, dim; };
+  for (Case c : {Case{1, 1, 33}, Case{3, 7, 100}, Case{2, 129, 200}, Case{4, 512, 72}}) {
+    // Normal weights, zero where the padding mask is (the last row entirely).
+    Tensor w = random_tensor({c.batch, c.seq}, 37, DType::F32);
+    const std::vector<double> m = padding_mask(c.batch, c.seq).to_double_vector();
+    std::vector<double> wv = w.to_double_vector();
+    for (size_t i = 0; i < wv.size(); ++i) wv[i] *= m[i];
+    w = Tensor::from_vector(wv, {c.batch, c.seq}, DType::F32);
+    check([&](const auto& in) { return weighted_sum_pool(in[0], w.to(in[0].device())); },
+          {input({c.batch, c.seq, c.dim}, 38)});
+  }
+}
+
+TEST_P(OpsParity, TfidfWeightsWithCountsAndPadding) {
+  if (t() != DType::F32) GTEST_SKIP() << "the weights are f32 whatever the compute dtype";
+  struct Case { int64_t batch, seq, vocab; };
+  for (Case c : {Case{1, 1, 5}, Case{3, 7, 11}, Case{2, 300, 1000}, Case{5, 1024, 50}}) {
+    Tensor ids = ids_tensor(c.batch, c.seq, c.vocab, static_cast<uint64_t>(c.seq), c.seq % 2 ? DType::I64 : DType::I32);
+    // Counts 0..255 under the padding mask; idf in [0, 8), some exactly 0.
+    Tensor u = Tensor::empty({c.batch, c.seq});
+    fill_uniform(u, 39, 0, 0.0, 256.0);
+    const std::vector<double> m = padding_mask(c.batch, c.seq).to_double_vector(), uv = u.to_double_vector();
+    std::vector<int64_t> counts;
+    for (size_t i = 0; i < uv.size(); ++i) counts.push_back(m[i] != 0 ? std::max<int64_t>(1, static_cast<int64_t>(uv[i])) : 0);
+    Tensor mask = Tensor::from_vector(counts, {c.batch, c.seq}, DType::U8);
+    Tensor idf = Tensor::empty({c.vocab});
+    fill_uniform(idf, 40, 0, -1.0, 8.0);
+    std::vector<double> iv = idf.to_double_vector();
+    for (double& v : iv) v = std::max(v, 0.0);
+    idf = Tensor::from_vector(iv, {c.vocab}, DType::F32);
+    for (bool sublinear : {true, false}) {
+      Tensor wc = tfidf_weights(ids, mask, idf, sublinear);
+      Tensor wg = tfidf_weights(ids.to(Device::cuda(0)), mask.to(Device::cuda(0)), idf.to(Device::cuda(0)), sublinear);
+      EXPECT_TRUE(all_close(wg, wc, 1e-6, 1e-5)) << "batch " << c.batch << " seq " << c.seq << " sublinear " << sublinear;
+    }
   }
 }
 

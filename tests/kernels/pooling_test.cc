@@ -1,4 +1,5 @@
-// masked_mean_pool and first_token_pool: values, padding, gradients against finite differences.
+// masked_mean_pool, weighted_sum_pool and first_token_pool: values, padding, gradients against
+// finite differences.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -60,6 +61,53 @@ TEST(MaskedMeanPool, MaskOfTheWrongShapeIsAnError) {
 TEST(MaskedMeanPool, NonU8MaskIsAnError) {
   EXPECT_TRUE(testing::throws_error_containing(
       [] { masked_mean_pool(random_tensor({1, 2, 4}, 1), Tensor::full({1, 2}, 1.0)); }, "mask must be u8"));
+}
+
+TEST(WeightedSumPool, SumsEachPositionTimesItsWeight) {
+  // x[b, s, d] = 100 b + 10 s + d; row 0 weighs s = 0, 1, 2 by 0.5, 0, 2; row 1 by 0, 1, -1.
+  std::vector<double> xs;
+  for (int b = 0; b < 2; ++b)
+    for (int s = 0; s < 3; ++s)
+      for (int d = 0; d < 2; ++d) xs.push_back(100 * b + 10 * s + d);
+  Tensor x = Tensor::from_vector(xs, {2, 3, 2}, DType::F32);
+  Tensor w = Tensor::from_vector(std::vector<double>{0.5, 0, 2, 0, 1, -1}, {2, 3}, DType::F32);
+  // Row 0: 0.5 * (0, 1) + 2 * (20, 21) = (40, 42.5); row 1: (110, 111) - (120, 121) = (-10, -10).
+  EXPECT_EQ(weighted_sum_pool(x, w).to_double_vector(), (std::vector<double>{40, 42.5, -10, -10}));
+}
+
+TEST(WeightedSumPool, Bf16InputTakesF32WeightsAndRoundsOnce) {
+  Tensor x = Tensor::from_vector(std::vector<double>{1, 3}, {1, 2, 1}, DType::BF16);
+  Tensor w = Tensor::from_vector(std::vector<double>{0.25, 0.25}, {1, 2}, DType::F32);
+  Tensor y = weighted_sum_pool(x, w);
+  EXPECT_EQ(y.dtype(), DType::BF16);
+  EXPECT_EQ(y.item(), 1.0);
+}
+
+TEST(WeightedSumPool, GradientMatchesFiniteDifferencesAndTheWeightsGetNone) {
+  Tensor w = random_tensor({3, 5}, 4);
+  EXPECT_TRUE(gradcheck([&](const auto& in) { return weighted_sum_pool(in[0], w); },
+                        {random_tensor({3, 5, 4}, 5).set_requires_grad(true)}));
+}
+
+TEST(WeightedSumPool, BackwardIsTheWeightTimesTheOutputGradient) {
+  Tensor x = random_tensor({1, 3, 2}, 6).set_requires_grad(true);
+  Tensor w = Tensor::from_vector(std::vector<double>{0.5, 0, -2}, {1, 3}, DType::F64);
+  weighted_sum_pool(x, w).backward(Tensor::from_vector(std::vector<double>{1, 3}, {1, 2}, DType::F64));
+  EXPECT_EQ(x.grad().to_double_vector(), (std::vector<double>{0.5, 1.5, 0, 0, -2, -6}));
+}
+
+TEST(WeightedSumPool, WeightsThatRequireGradAreAnError) {
+  Tensor w = random_tensor({1, 2}, 7).set_requires_grad(true);
+  EXPECT_TRUE(testing::throws_error_containing([&] { weighted_sum_pool(random_tensor({1, 2, 4}, 1), w); },
+                                               "constants and must not require grad"));
+}
+
+TEST(WeightedSumPool, WeightsOfAnotherDtypeOrShapeAreAnError) {
+  EXPECT_TRUE(testing::throws_error_containing(
+      [] { weighted_sum_pool(random_tensor({1, 2, 4}, 1, DType::F32), random_tensor({1, 2}, 2)); },
+      "weights must be f32 for f32 input"));
+  EXPECT_TRUE(testing::throws_error_containing(
+      [] { weighted_sum_pool(random_tensor({1, 2, 4}, 1), random_tensor({2, 1}, 2)); }, "must be [batch, seq]"));
 }
 
 TEST(FirstTokenPool, TakesPositionZeroOfEverySequence) {

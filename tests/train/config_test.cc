@@ -208,6 +208,37 @@ TEST(TrainConfig, CharNgramTokenizerKeysReachTheTokenizerAndBadValuesNameTheKey)
             std::string::npos);
 }
 
+TEST(TrainConfig, TfIdfPoolingKeysReachTheModelAndTokenizer) {
+  const TrainConfig c = load_train_config("", {"tokenizer.type=char_ngrams", "tokenizer.term_counts=true",
+                                               "model.pooling=tfidf", "model.sublinear_tf=false"});
+  validate(c);
+  EXPECT_TRUE(char_ngram_options(c).term_counts);
+  const nn::TextClassifierConfig mc = model_config(c, 100, 3);
+  EXPECT_EQ(mc.pooling, nn::Pooling::TfIdf);
+  EXPECT_FALSE(mc.sublinear_tf);
+  EXPECT_TRUE(model_config(load_train_config("", {}), 100, 3).sublinear_tf);  // the default
+  EXPECT_FALSE(load_train_config("", {}).tokenizer.term_counts);
+}
+
+TEST(TrainConfig, BadTfIdfValuesAreErrorsNamingTheKey) {
+  EXPECT_NE(error_of([] { load_train_config("", {"model.pooling=idf"}); })
+                .find("key 'model.pooling' must be one of mean, cls, tfidf"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { load_train_config("", {"model.sublinear_tf=sometimes"}); }).find("model.sublinear_tf"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { validate(load_train_config("", {"model.embedding_init_std=0"})); })
+                .find("model.embedding_init_std must be > 0"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { validate(load_train_config("", {"tokenizer.term_counts=true"})); })
+                .find("tokenizer.term_counts applies to tokenizer.type char_ngrams, not word"),
+            std::string::npos);
+  EXPECT_NE(error_of([] {
+              validate(load_train_config("", {"tokenizer.type=char_ngrams", "tokenizer.term_counts=true",
+                                              "tokenizer.distinct=false"}));
+            }).find("tokenizer.term_counts needs tokenizer.distinct: true"),
+            std::string::npos);
+}
+
 TEST(TrainConfig, PowerSGDKeysOutOfRangeAreErrorsNamingTheKey) {
   auto message = [](std::vector<std::string> sets) {
     sets.push_back("ddp_comm_hook=powersgd");
