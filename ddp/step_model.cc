@@ -13,6 +13,30 @@ double LinkFit::time_us(double bytes) const {
   return world_size > 1 ? alpha_us + beta_us_per_byte * bytes * bus_factor() : 0.0;
 }
 
+namespace {
+
+// Weighted least squares y = a + b x with a, b >= 0: where the free fit makes
+// one negative, the other is fitted alone (the constrained optimum). The x must
+// take at least two distinct values.
+std::pair<double, double> fit_nonnegative_line(const std::vector<double>& x, const std::vector<double>& y,
+                                               const std::vector<double>& w) {
+  double sw = 0, swx = 0, swxx = 0, swy = 0, swxy = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    sw += w[i];
+    swx += w[i] * x[i];
+    swxx += w[i] * x[i] * x[i];
+    swy += w[i] * y[i];
+    swxy += w[i] * x[i] * y[i];
+  }
+  const double det = sw * swxx - swx * swx;
+  const double a = (swy * swxx - swx * swxy) / det, b = (sw * swxy - swx * swy) / det;
+  if (a < 0) return {0.0, swxy / swxx};  // the best line through the origin
+  if (b < 0) return {swy / sw, 0.0};     // a constant
+  return {a, b};
+}
+
+}  // namespace
+
 LinkFit fit_link(int world_size, const std::vector<LinkSample>& samples) {
   TANDEM_CHECK(world_size >= 2, "link fit: world size {} (an all_reduce needs at least 2 ranks)", world_size);
   std::set<double> sizes;
@@ -27,25 +51,14 @@ LinkFit fit_link(int world_size, const std::vector<LinkSample>& samples) {
   LinkFit f;
   f.world_size = world_size;
   const double k = f.bus_factor();
-  // Normal equations of sum w (a + b x - t)^2 with x = bus bytes and w = 1 / t^2.
-  double sw = 0, swx = 0, swxx = 0, swt = 0, swxt = 0;
+  // Weights 1 / t^2: least squares on relative error.
+  std::vector<double> x, t, w;
   for (const LinkSample& s : samples) {
-    const double w = 1.0 / (s.us * s.us), x = s.bytes * k;
-    sw += w;
-    swx += w * x;
-    swxx += w * x * x;
-    swt += w * s.us;
-    swxt += w * x * s.us;
+    x.push_back(s.bytes * k);
+    t.push_back(s.us);
+    w.push_back(1.0 / (s.us * s.us));
   }
-  const double det = sw * swxx - swx * swx;
-  double a = (swt * swxx - swx * swxt) / det, b = (sw * swxt - swx * swt) / det;
-  if (a < 0) {  // the best line through the origin
-    a = 0;
-    b = swxt / swxx;
-  } else if (b < 0) {  // a constant
-    a = swt / sw;
-    b = 0;
-  }
+  const auto [a, b] = fit_nonnegative_line(x, t, w);
   f.alpha_us = a;
   f.beta_us_per_byte = b;
   double sq = 0;
@@ -102,24 +115,14 @@ std::pair<double, double> fit_comm_scales(const std::vector<double>& inside_ms, 
 std::pair<double, double> fit_launch(const std::vector<double>& ready_ms, const std::vector<double>& gap_ms) {
   TANDEM_CHECK(ready_ms.size() == gap_ms.size(), "launch fit: {} ready times and {} gaps", ready_ms.size(),
                gap_ms.size());
-  const double n = static_cast<double>(ready_ms.size());
   if (ready_ms.empty()) return {0.0, 0.0};
-  double sx = 0, sy = 0, sxx = 0, sxy = 0;
-  for (size_t k = 0; k < ready_ms.size(); ++k) {
+  for (size_t k = 0; k < ready_ms.size(); ++k)
     TANDEM_CHECK(ready_ms[k] >= 0 && gap_ms[k] >= 0, "launch fit: bucket ready at {} ms waited {} ms", ready_ms[k],
                  gap_ms[k]);
-    sx += ready_ms[k];
-    sy += gap_ms[k];
-    sxx += ready_ms[k] * ready_ms[k];
-    sxy += ready_ms[k] * gap_ms[k];
+  if (std::set<double>(ready_ms.begin(), ready_ms.end()).size() < 2) {  // one ready time: no slope to fit
+    return {std::accumulate(gap_ms.begin(), gap_ms.end(), 0.0) / static_cast<double>(gap_ms.size()), 0.0};
   }
-  const double det = n * sxx - sx * sx;
-  if (det <= 1e-12 * std::max(1.0, n * sxx)) return {sy / n, 0.0};  // one ready time: no slope to fit
-  const double lag = (n * sxy - sx * sy) / det;
-  const double launch = (sy - lag * sx) / n;
-  if (lag < 0) return {sy / n, 0.0};
-  if (launch < 0) return {0.0, sxy / sxx};
-  return {launch, lag};
+  return fit_nonnegative_line(ready_ms, gap_ms, std::vector<double>(ready_ms.size(), 1.0));
 }
 
 SimulatedBackward simulate_comm(const std::vector<size_t>& bytes, const std::vector<double>& ready_ms,

@@ -101,12 +101,6 @@ __global__ void backward_kernel(const T* __restrict__ dy, T* __restrict__ dx, fl
     for (int k = 0; k < V; ++k) partial[slot * dim + c * V + k] = acc[k];
 }
 
-template <class T, class F>
-void with_width(bool vec, F&& f) {
-  if (vec) f.template operator()<kVec16<T>>();
-  else f.template operator()<1>();
-}
-
 }  // namespace
 
 void bias_dropout_add_forward_cuda(const void* x, const void* bias, const void* residual, void* y, DType t,

@@ -162,12 +162,6 @@ __global__ void position_grad_kernel(const T* __restrict__ dout, T* __restrict__
   }
 }
 
-template <class T, class F>
-void with_width(bool vec, F&& f) {
-  if (vec) f.template operator()<kVec16<T>>();
-  else f.template operator()<1>();
-}
-
 template <class F>
 void with_id_type(DType t, F&& f) {
   if (t == DType::I32) f(int32_t{});

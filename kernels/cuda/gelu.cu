@@ -105,12 +105,6 @@ __global__ void bias_gelu_backward_kernel(const T* __restrict__ dy, const T* __r
     for (int k = 0; k < V; ++k) partial[slot * dim + c * V + k] = acc[k];
 }
 
-template <class T, class F>
-void with_width(bool vec, F&& f) {
-  if (vec) f.template operator()<kVec16<T>>();
-  else f.template operator()<1>();
-}
-
 }  // namespace
 
 void gelu_forward_cuda(const void* x, void* y, DType t, int64_t n, GeluApproximation approx, void* stream) {

@@ -79,12 +79,6 @@ __global__ void bias_grad_partial_kernel(const T* __restrict__ dy, float* __rest
   for (int k = 0; k < V; ++k) partial[slot * out + c * V + k] = acc[k];
 }
 
-template <class T, class F>
-void with_width(bool vec, F&& f) {
-  if (vec) f.template operator()<kVec16<T>>();
-  else f.template operator()<1>();
-}
-
 }  // namespace
 
 void linear_forward_cuda(const void* x, const void* w, const void* b, void* y, int64_t rows, int64_t in,

@@ -172,12 +172,6 @@ __global__ void first_token_kernel(const T* __restrict__ src, T* __restrict__ ds
   }
 }
 
-template <class T, class F>
-void with_width(bool vec, F&& f) {
-  if (vec) f.template operator()<kVec16<T>>();
-  else f.template operator()<1>();
-}
-
 // Grid for the row kernels: column blocks across, rows strided (about 4 rows per thread).
 dim3 row_grid(int64_t nvec, int64_t rows, dim3 block) {
   return dim3(blocks_for(nvec, block.x, INT32_MAX), blocks_for(rows, block.y * 4, 65535));

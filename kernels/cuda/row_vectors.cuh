@@ -74,6 +74,13 @@ inline bool rows_vectorizable(int64_t dim, size_t elem, std::initializer_list<co
   return true;
 }
 
+// Calls f.operator()<V>() with V = kVec16<T> when `vec` (rows_vectorizable), else V = 1.
+template <class T, class F>
+void with_width(bool vec, F&& f) {
+  if (vec) f.template operator()<kVec16<T>>();
+  else f.template operator()<1>();
+}
+
 inline int round_up_32(int64_t n) { return static_cast<int>((n + 31) / 32 * 32); }
 
 // Block shape for "one thread per vector column, rows strided": Tx threads across
