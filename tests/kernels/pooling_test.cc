@@ -16,13 +16,18 @@ using testing::random_tensor;
 
 Tensor mask_of(const std::vector<int64_t>& v, const Shape& s) { return Tensor::from_vector(v, s, DType::U8); }
 
-TEST(MaskedMeanPool, AveragesOnlyTheRealTokens) {
-  // x[b, s, d] = 100 b + 10 s + d; batch 0 keeps s = 0, 2; batch 1 keeps s = 1.
+// [2, 3, 2] f32 with x[b, s, d] = 100 b + 10 s + d.
+Tensor ramp() {
   std::vector<double> xs;
   for (int b = 0; b < 2; ++b)
     for (int s = 0; s < 3; ++s)
       for (int d = 0; d < 2; ++d) xs.push_back(100 * b + 10 * s + d);
-  Tensor x = Tensor::from_vector(xs, {2, 3, 2}, DType::F32);
+  return Tensor::from_vector(xs, {2, 3, 2}, DType::F32);
+}
+
+TEST(MaskedMeanPool, AveragesOnlyTheRealTokens) {
+  // x[b, s, d] = 100 b + 10 s + d; batch 0 keeps s = 0, 2; batch 1 keeps s = 1.
+  Tensor x = ramp();
   Tensor y = masked_mean_pool(x, mask_of({1, 0, 1, 0, 1, 0}, {2, 3}));
   EXPECT_EQ(y.to_double_vector(), (std::vector<double>{10, 11, 110, 111}));
 }
@@ -65,11 +70,7 @@ TEST(MaskedMeanPool, NonU8MaskIsAnError) {
 
 TEST(WeightedSumPool, SumsEachPositionTimesItsWeight) {
   // x[b, s, d] = 100 b + 10 s + d; row 0 weighs s = 0, 1, 2 by 0.5, 0, 2; row 1 by 0, 1, -1.
-  std::vector<double> xs;
-  for (int b = 0; b < 2; ++b)
-    for (int s = 0; s < 3; ++s)
-      for (int d = 0; d < 2; ++d) xs.push_back(100 * b + 10 * s + d);
-  Tensor x = Tensor::from_vector(xs, {2, 3, 2}, DType::F32);
+  Tensor x = ramp();
   Tensor w = Tensor::from_vector(std::vector<double>{0.5, 0, 2, 0, 1, -1}, {2, 3}, DType::F32);
   // Row 0: 0.5 * (0, 1) + 2 * (20, 21) = (40, 42.5); row 1: (110, 111) - (120, 121) = (-10, -10).
   EXPECT_EQ(weighted_sum_pool(x, w).to_double_vector(), (std::vector<double>{40, 42.5, -10, -10}));
