@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "core/copy_kernels.h"
 #include "core/elapsed.h"
 #include "core/random.h"
 #include "core/stream.h"
@@ -308,6 +309,21 @@ Suite make_suite(Device dev, DType t, int64_t rows, int cuda_device) {
                         cross_entropy_forward_cuda(z, pl, DType::I64, row_loss, dz, t, n, c, 0.1, stream))});
     cases.push_back({"cross_entropy", sh, "bwd", n * c * (es + acc_es), 0,
                      ON(scale_by_scalar_cpu(dz, g, z, t, n * c), scale_by_scalar_cuda(dz, g, z, t, n * c, stream))});
+  }
+  // dtype conversion (the mixed-precision casts of parameters and activations) and gradient
+  // accumulation (autograd's dst += src), on the feed-forward activation's size
+  {
+    const int64_t n = rows * ffn;
+    void *x32 = B.f({n}, 8, DType::F32), *y = B.raw({n}, t), *x32_back = B.raw({n}, DType::F32);
+    void *acc = B.f({n}, 9), *g = B.f({n}, 10);
+    if (t != DType::F32) {
+      cases.push_back({"convert", rf, "f32->" + std::string(dtype_name(t)), n * (4.0 + es), 0,
+                       ON(convert_host(x32, DType::F32, y, t, n), convert_cuda(x32, DType::F32, y, t, n, stream))});
+      cases.push_back({"convert", rf, std::string(dtype_name(t)) + "->f32", n * (es + 4.0), 0,
+                       ON(convert_host(y, t, x32_back, DType::F32, n), convert_cuda(y, t, x32_back, DType::F32, n, stream))});
+    }
+    cases.push_back({"accumulate", rf, "dst+=src", 3.0 * n * es, 0,
+                     ON(accumulate_host(acc, g, t, n), accumulate_cuda(acc, g, t, n, stream))});
   }
   // linear: the feed-forward up-projection [rows, 768] x [3072, 768]^T
   {

@@ -1,9 +1,13 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <iterator>
+#include <limits>
 
 #include "core/check.h"
+#include "core/copy_kernels.h"
 #include "core/half.h"
+#include "core/stream.h"
 #include "core/tensor.h"
 #include "tests/testing/gradcheck.h"
 
@@ -158,6 +162,99 @@ TEST(TensorCuda, DeviceConversionsMatchHostConversionsBitForBit) {
     EXPECT_EQ(a, b) << dtype_name(t);
   }
 }
+
+// Raw bytes of a host tensor, for bit-for-bit comparisons (NaN payloads included).
+std::vector<uint8_t> bytes_of(const Tensor& host) {
+  std::vector<uint8_t> b(host.nbytes());
+  if (!b.empty()) std::memcpy(b.data(), host.data_ptr(), b.size());
+  return b;
+}
+
+bool is_float(DType t) { return t == DType::F32 || t == DType::F64 || t == DType::F16 || t == DType::BF16; }
+
+// Values that exercise rounding when both types are floats: a ramp with fractions, large and tiny
+// magnitudes, inf, nan and f16 subnormals. Into an integer type, whole numbers 0..199 (exact in every
+// dtype): float -> integer conversion of negative, huge or NaN values is undefined in C++ and differs
+// between the host and the GPU.
+Tensor conversion_source(int64_t n, DType from, DType to) {
+  std::vector<double> v(static_cast<size_t>(n));
+  const bool floats = is_float(from) && is_float(to);
+  for (int64_t i = 0; i < n; ++i)
+    v[static_cast<size_t>(i)] = floats ? (i % 7 - 3) * 1.3 + (i % 251) * 0.25 : static_cast<double>(i % 200);
+  if (floats) {
+    const double special[] = {std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity(),
+                              std::numeric_limits<double>::quiet_NaN(), 3e-6, -7e-8, 70000.0, 1e-40};
+    for (size_t k = 0; k < std::size(special) && k < v.size(); ++k) v[v.size() - 1 - k] = special[k];
+  }
+  return Tensor::from_vector(v, {n}, DType::F64).to(from);
+}
+
+// Every vector width's main body and tail, and a view one element in (misaligned: the element path).
+TEST(TensorCuda, EveryConversionMatchesTheHostBitForBitWithTailsAndMisalignedViews) {
+  TANDEM_REQUIRE_GPU();
+  const DType all[] = {DType::F32, DType::F64, DType::F16, DType::BF16, DType::I32, DType::I64, DType::U8};
+  for (DType from : all) {
+    for (DType to : all) {
+      for (int64_t n : {1, 7, 16, 17, 4099}) {
+        Tensor src = conversion_source(n + 1, from, to);
+        for (int64_t offset : {0, 1}) {
+          Tensor part = src.view_range(offset, {n});
+          Tensor expect = part.to(to);
+          Tensor dev = part.to(Device::cuda(0));
+          Tensor got = dev.to(to).to(Device::cpu());
+          EXPECT_EQ(bytes_of(got), bytes_of(expect)) << dtype_name(from) << " -> " << dtype_name(to) << " n " << n
+                                                     << " offset " << offset;
+          // The same conversion from a device view at the offset (not a fresh, aligned copy).
+          Tensor dev_whole = src.to(Device::cuda(0));
+          Tensor got_view = dev_whole.view_range(offset, {n}).to(to).to(Device::cpu());
+          EXPECT_EQ(bytes_of(got_view), bytes_of(expect)) << dtype_name(from) << " -> " << dtype_name(to) << " n " << n
+                                                          << " view offset " << offset;
+        }
+      }
+    }
+  }
+}
+
+TEST(TensorCuda, FillWritesExactlyItsViewForEveryWidthAndTail) {
+  TANDEM_REQUIRE_GPU();
+  for (DType t : {DType::F32, DType::F64, DType::F16, DType::BF16, DType::I32, DType::I64, DType::U8}) {
+    for (int64_t offset : {0, 1, 3}) {
+      for (int64_t n : {1, 15, 33, 1000}) {
+        Tensor d = Tensor::zeros({n + 8}, t, Device::cuda(0));
+        d.view_range(offset, {n}).fill_(5);
+        std::vector<double> expect(static_cast<size_t>(n + 8), 0.0);
+        for (int64_t i = offset; i < offset + n; ++i) expect[static_cast<size_t>(i)] = 5;
+        EXPECT_EQ(d.to(Device::cpu()).to_double_vector(), expect) << dtype_name(t) << " offset " << offset << " n " << n;
+      }
+    }
+  }
+}
+
+#if TANDEM_WITH_CUDA
+TEST(TensorCuda, AccumulateAddsLikeTheHostForEveryWidthAndTail) {
+  TANDEM_REQUIRE_GPU();
+  for (DType t : {DType::F32, DType::F64, DType::F16, DType::BF16}) {
+    for (int64_t offset : {0, 1}) {
+      for (int64_t n : {1, 9, 4099}) {
+        Tensor a = testing::random_tensor({n + 1}, 11, DType::F32).to(t);
+        Tensor b = testing::random_tensor({n + 1}, 12, DType::F32).to(t);
+        Tensor host = a.view_range(offset, {n}).clone();
+        accumulate_host(host.data_ptr(), b.view_range(offset, {n}).data_ptr(), t, n);
+        Tensor da = a.to(Device::cuda(0));
+        Tensor db = b.to(Device::cuda(0));
+        accumulate_cuda(da.view_range(offset, {n}).data_ptr(), db.view_range(offset, {n}).data_ptr(), t, n,
+                        cuda::current_stream(0).handle());
+        Tensor got = da.to(Device::cpu()).view_range(offset, {n}).clone();
+        EXPECT_EQ(bytes_of(got), bytes_of(host)) << dtype_name(t) << " offset " << offset << " n " << n;
+        // The element before the view is untouched.
+        if (offset == 1) {
+          EXPECT_EQ(da.to(Device::cpu()).to_double_vector()[0], a.to_double_vector()[0]);
+        }
+      }
+    }
+  }
+}
+#endif
 
 TEST(TensorCuda, FillAndViewsOnTheDevice) {
   TANDEM_REQUIRE_GPU();
