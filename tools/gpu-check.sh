@@ -160,6 +160,11 @@ phase_bench() {
     lines+=("== $b (exit $r$([ $r -eq 124 ] && echo ', timed out at 120 s'))" "$(grep -E '^\|' "$out/bench_$b.txt" | head -40)")
     [ $r -eq 0 ] || rc=1
   done
+  # linear again with cuBLASLt's bias / bias-gradient epilogues (off by default until verified)
+  echo "== kernels_bench --device cuda, TANDEM_CUBLASLT_EPILOGUES=1" >>"$log"
+  TANDEM_CUBLASLT_EPILOGUES=1 timeout 120 "$build/bench/kernels_bench" --device cuda >"$out/bench_kernels_lt.txt" 2>&1 || rc=1
+  cat "$out/bench_kernels_lt.txt" >>"$log"
+  lines+=("== kernels_bench, cuBLASLt epilogues" "$(grep -E '^\| *cuda *\| *linear' "$out/bench_kernels_lt.txt")")
   echo "== tandem bench allreduce (nccl, 1 rank)" >>"$log"
   timeout 60 "$build/apps/tandem" bench allreduce --backend nccl >>"$log" 2>&1 || rc=1
   summary bench "${lines[@]}"

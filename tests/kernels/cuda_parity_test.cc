@@ -9,11 +9,17 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <optional>
 
+#include "core/check.h"
 #include "kernels/elementwise.h"
 #include "kernels/linear.h"
 #include "kernels/reduce.h"
 #include "kernels/transpose.h"
+#if TANDEM_WITH_CUDA
+#include "core/stream.h"
+#include "kernels/cuda/gemm_epilogue.h"
+#endif
 #include "tests/testing/gradcheck.h"
 
 namespace tandem::kernels {
@@ -105,6 +111,47 @@ TEST_P(CudaParity, LinearWithBiasOnManyRowsTakesTheVectorPaths) {
         {cpu_input({1000, 64}, 14), cpu_input({256, 64}, 15), cpu_input({256}, 16)});
 }
 
+#if TANDEM_WITH_CUDA
+// The cuBLASLt epilogue path (TANDEM_CUBLASLT_EPILOGUES=1), forced on for the test.
+class CublasLtEpilogues {
+ public:
+  CublasLtEpilogues() { set_cublaslt_epilogues_for_testing(true); }
+  ~CublasLtEpilogues() { set_cublaslt_epilogues_for_testing(std::nullopt); }
+};
+
+TEST_P(CudaParity, LinearWithCublasLtEpiloguesMatchesTheCpuReference) {
+  CublasLtEpilogues on;
+  check([](const auto& in) { return linear(in[0], in[1], in[2]); },
+        {cpu_input({1000, 64}, 14), cpu_input({256, 64}, 15), cpu_input({256}, 16)});
+  check([](const auto& in) { return linear(in[0], in[1], in[2]); },
+        {cpu_input({37, 32}, 8), cpu_input({24, 32}, 9), cpu_input({24}, 10)});
+}
+
+// Called directly, so a silent fallback to the GemmEx path cannot pass for the epilogue.
+TEST_P(CudaParity, CublasLtBiasAndBiasGradientEpiloguesRunAndMatchTheReference) {
+  const int64_t rows = 512, in = 64, out = 192;
+  Tensor x = cpu_input({rows, in}, 21), w = cpu_input({out, in}, 22), b = cpu_input({out}, 23);
+  Tensor dy = random_tensor({rows, out}, 24, t());
+  Tensor y_ref = linear(x, w, b);
+  y_ref.backward(dy);
+  Tensor xg = x.detach().to(Device::cuda(0)), wg = w.detach().to(Device::cuda(0)), bg = b.detach().to(Device::cuda(0));
+  Tensor dyg = dy.to(Device::cuda(0));
+  Tensor y = Tensor::empty({rows, out}, t(), Device::cuda(0));
+  Tensor dw = Tensor::empty({out, in}, t(), Device::cuda(0)), db = Tensor::empty({out}, t(), Device::cuda(0));
+  auto stream = static_cast<cudaStream_t>(cuda::current_stream(0).handle());
+  ASSERT_TRUE(gemm_bias_lt(xg.data_ptr(), wg.data_ptr(), bg.data_ptr(), y.data_ptr(), rows, in, out, t(), 0, stream))
+      << "cuBLASLt found no algorithm for the bias epilogue";
+  ASSERT_TRUE(gemm_weight_bias_grad_lt(dyg.data_ptr(), xg.data_ptr(), dw.data_ptr(), db.data_ptr(), rows, in, out,
+                                       t(), 0, stream))
+      << "cuBLASLt found no algorithm for the BGRADB epilogue";
+  Tol tol = tolerance(t());
+  EXPECT_TRUE(all_close(y, y_ref, tol.atol, tol.rtol)) << "y";
+  EXPECT_TRUE(all_close(dw, w.grad(), tol.atol, tol.rtol)) << "dw";
+  // db sums 512 rows: the 16-bit tolerance scales with the number of terms.
+  EXPECT_TRUE(all_close(db, b.grad(), tol.atol * 8, tol.rtol * 4)) << "db";
+}
+#endif
+
 TEST_P(CudaParity, LinearWithoutBiasSingleRow) {
   check([](const auto& in) { return linear(in[0], in[1]); }, {cpu_input({1, 64}, 11), cpu_input({33, 64}, 12)});
 }
@@ -126,6 +173,21 @@ TEST_P(CudaParity, SumIsDeterministic) {
   double first = sum(x).item();
   for (int i = 0; i < 5; ++i) EXPECT_EQ(sum(x).item(), first);
 }
+
+#if TANDEM_WITH_CUDA
+TEST(CublasLtSwitch, IsOffUnlessSetToOneAndNamesTheVariableOnABadValue) {
+  EXPECT_FALSE(parse_cublaslt_epilogues(nullptr));
+  EXPECT_FALSE(parse_cublaslt_epilogues(""));
+  EXPECT_FALSE(parse_cublaslt_epilogues("0"));
+  EXPECT_TRUE(parse_cublaslt_epilogues("1"));
+  try {
+    parse_cublaslt_epilogues("yes");
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("TANDEM_CUBLASLT_EPILOGUES"), std::string::npos) << e.what();
+  }
+}
+#endif
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaParity, ::testing::Values(DType::F32, DType::BF16, DType::F16),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });

@@ -1,0 +1,151 @@
+// cuBLASLt GEMMs with bias and bias-gradient epilogues (see gemm_epilogue.h).
+//
+// Layouts: row-major tensors are column-major transposes (as in linear.cu), so
+//   forward   D[out, rows] = op_T(A = w, stored [in, out]) . B = x^T [in, rows], bias per row of D;
+//   backward  D[in, out]   = A = x^T [in, rows] . op_T(B = dy^T, stored [out, rows]),
+//             BGRADB reduces op(B) = dy [rows, out] over k = rows: db[out] (the columns of D).
+// The handle is the thread's cuBLAS handle cast to cublasLtHandle_t (documented as valid). The
+// workspace comes from the stream-ordered pool for each call (no cudaMalloc). Heuristic results are
+// cached per (problem, dtype, epilogue): the query costs tens of microseconds of host time, and a
+// training step repeats the same few shapes.
+#include "kernels/cuda/gemm_epilogue.h"
+
+#include <cublasLt.h>
+
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <string>
+#include <tuple>
+
+#include "core/check.h"
+#include "core/cuda_check.h"
+#include "kernels/cuda/cublas_handle.h"
+#include "kernels/cuda/scratch.cuh"
+
+namespace tandem::kernels {
+
+namespace {
+
+constexpr size_t kWorkspaceBytes = size_t{4} << 20;  // what PyTorch gives cuBLASLt by default on Hopper-class GPUs
+
+std::optional<bool> g_forced;
+
+cudaDataType_t lt_type(DType t) {
+  switch (t) {
+    case DType::F32: return CUDA_R_32F;
+    case DType::F16: return CUDA_R_16F;
+    case DType::BF16: return CUDA_R_16BF;
+    default: TANDEM_FAIL("cuBLASLt linear: dtype {} is not supported (f32, f16, bf16)", dtype_name(t));
+  }
+}
+
+// Owns the descriptors of one problem.
+struct LtProblem {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  ~LtProblem() {
+    if (d) cublasLtMatrixLayoutDestroy(d);
+    if (b) cublasLtMatrixLayoutDestroy(b);
+    if (a) cublasLtMatrixLayoutDestroy(a);
+    if (desc) cublasLtMatmulDescDestroy(desc);
+  }
+};
+
+// A column-major [rows, cols] matrix with leading dimension ld.
+cublasLtMatrixLayout_t layout(cudaDataType_t t, int64_t rows, int64_t cols, int64_t ld) {
+  cublasLtMatrixLayout_t l = nullptr;
+  TANDEM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&l, t, static_cast<uint64_t>(rows), static_cast<uint64_t>(cols), ld));
+  return l;
+}
+
+using Key = std::tuple<int, int64_t, int64_t, int64_t, int, uint32_t, int, int>;
+
+// D[m, n] = op(A) . op(B) with `epilogue` writing/reading `vec`; the A, B, D layouts are the stored ones.
+bool run(cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda,
+         const void* b, int64_t ldb, void* d, int64_t ldd, cublasLtEpilogue_t epilogue, const void* vec, DType t,
+         int device, cudaStream_t stream) {
+  const cudaDataType_t dt = lt_type(t);
+  LtProblem p;
+  TANDEM_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const int32_t opa = ta, opb = tb;
+  const uint32_t epi = epilogue;
+  TANDEM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof(opa)));
+  TANDEM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof(opb)));
+  TANDEM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+  TANDEM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &vec, sizeof(vec)));
+  const int32_t bias_type = dt;  // the bias (and bias gradient) in the tensors' own dtype
+  TANDEM_CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
+  p.a = ta == CUBLAS_OP_N ? layout(dt, m, k, lda) : layout(dt, k, m, lda);
+  p.b = tb == CUBLAS_OP_N ? layout(dt, k, n, ldb) : layout(dt, n, k, ldb);
+  p.d = layout(dt, m, n, ldd);
+
+  cublasLtHandle_t lt = reinterpret_cast<cublasLtHandle_t>(cublas_handle(device, stream));
+  // The heuristic depends on pointer alignment (of the bias too), so the key carries the pointers' low bits.
+  const auto align = [](const void* q) { return static_cast<int>(reinterpret_cast<uintptr_t>(q) & 15); };
+  const Key key{device, m, n, k, static_cast<int>(t), epi, opa * 2 + opb,
+                align(a) | align(b) << 4 | align(d) << 8 | align(vec) << 12};
+  static std::mutex mu;
+  static std::map<Key, std::optional<cublasLtMatmulAlgo_t>> cache;
+  std::optional<cublasLtMatmulAlgo_t> algo;
+  {
+    std::lock_guard lock(mu);
+    auto it = cache.find(key);
+    if (it != cache.end()) {
+      algo = it->second;
+    } else {
+      cublasLtMatmulPreference_t pref = nullptr;
+      TANDEM_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+      const uint64_t ws = kWorkspaceBytes;
+      cublasStatus_t st =
+          cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+      cublasLtMatmulHeuristicResult_t result{};
+      int found = 0;
+      if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulAlgoGetHeuristic(lt, p.desc, p.a, p.b, p.d, p.d, pref, 1, &result, &found);
+      cublasLtMatmulPreferenceDestroy(pref);
+      // NOT_SUPPORTED (or no result) means "no kernel for this problem": fall back, remember it.
+      TANDEM_CHECK(st == CUBLAS_STATUS_SUCCESS || st == CUBLAS_STATUS_NOT_SUPPORTED,
+                   "cuBLASLt heuristic for a {}x{}x{} GEMM: {}", m, n, k, cublas_status_name(st));
+      if (st == CUBLAS_STATUS_SUCCESS && found > 0) algo = result.algo;
+      cache.emplace(key, algo);
+    }
+  }
+  if (!algo) return false;
+  Scratch workspace(device, kWorkspaceBytes, stream);
+  const float alpha = 1.0f, beta = 0.0f;
+  TANDEM_CUBLAS_CHECK(cublasLtMatmul(lt, p.desc, &alpha, a, p.a, b, p.b, &beta, d, p.d, d, p.d, &*algo,
+                                     workspace.as<void>(), kWorkspaceBytes, stream));
+  return true;
+}
+
+}  // namespace
+
+bool parse_cublaslt_epilogues(const char* v) {
+  if (!v || !*v || std::string(v) == "0") return false;
+  TANDEM_CHECK(std::string(v) == "1", "TANDEM_CUBLASLT_EPILOGUES must be 0 or 1, got '{}'", v);
+  return true;
+}
+
+bool cublaslt_epilogues_enabled() {
+  if (g_forced) return *g_forced;
+  static const bool on = parse_cublaslt_epilogues(std::getenv("TANDEM_CUBLASLT_EPILOGUES"));
+  return on;
+}
+
+void set_cublaslt_epilogues_for_testing(std::optional<bool> on) { g_forced = on; }
+
+bool gemm_bias_lt(const void* x, const void* w, const void* b, void* y, int64_t rows, int64_t in, int64_t out,
+                  DType t, int device, cudaStream_t stream) {
+  return run(CUBLAS_OP_T, CUBLAS_OP_N, out, rows, in, w, in, x, in, y, out, CUBLASLT_EPILOGUE_BIAS, b, t, device,
+             stream);
+}
+
+bool gemm_weight_bias_grad_lt(const void* dy, const void* x, void* dw, void* db, int64_t rows, int64_t in,
+                              int64_t out, DType t, int device, cudaStream_t stream) {
+  return run(CUBLAS_OP_N, CUBLAS_OP_T, in, out, rows, x, in, dy, out, dw, in, CUBLASLT_EPILOGUE_BGRADB, db, t, device,
+             stream);
+}
+
+}  // namespace tandem::kernels

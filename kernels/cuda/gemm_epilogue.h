@@ -1,0 +1,40 @@
+// linear's GEMMs with cuBLASLt's fused epilogues, the way PyTorch fuses
+// addmm's bias (at::cuda::blas::gemm_and_bias):
+//   forward   y^T = w . x^T + b      CUBLASLT_EPILOGUE_BIAS   (no separate bias pass over y)
+//   backward  dw^T = x^T . dy, db = sum_r dy[r, :]
+//                                    CUBLASLT_EPILOGUE_BGRADB (db from the GEMM's own read of dy)
+// Both compute in f32 with no TF32, like the cublasGemmEx path in linear.cu.
+//
+// The switch: TANDEM_CUBLASLT_EPILOGUES=1 turns these on; unset or 0 keeps
+// the GemmEx + hand-written bias kernels. They are off by default because no
+// GPU has run them yet (issue #15: new kernels sit behind a switch that
+// defaults to the verified path). Each call returns false when cuBLASLt has no
+// algorithm for the problem (its heuristic returns none), and linear then uses
+// the other path, so turning the switch on never makes a shape fail.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <optional>
+
+#include "core/dtype.h"
+
+namespace tandem::kernels {
+
+// TANDEM_CUBLASLT_EPILOGUES, read once ("0" or "1"; anything else is an Error naming the variable),
+// unless a test has overridden it.
+bool cublaslt_epilogues_enabled();
+// The switch's value for an environment string (null or empty: off); throws Error naming the variable.
+bool parse_cublaslt_epilogues(const char* value);
+// Tests force the switch on or off; nullopt returns to the environment's value.
+void set_cublaslt_epilogues_for_testing(std::optional<bool> on);
+
+// y[rows, out] = x[rows, in] . w[out, in]^T + b[out] (row-major), on `stream`. False: not run.
+bool gemm_bias_lt(const void* x, const void* w, const void* b, void* y, int64_t rows, int64_t in, int64_t out,
+                  DType t, int device, cudaStream_t stream);
+// dw[out, in] = dy[rows, out]^T . x[rows, in] and db[out] = the column sums of dy, on `stream`. False: not run.
+bool gemm_weight_bias_grad_lt(const void* dy, const void* x, void* dw, void* db, int64_t rows, int64_t in,
+                              int64_t out, DType t, int device, cudaStream_t stream);
+
+}  // namespace tandem::kernels
