@@ -1,7 +1,11 @@
 // Times the attention kernels, forward and backward, and prints achieved TFLOP/s.
 //
 //   attention_bench [--device cpu|cuda] [--dtype f32|bf16|f16] [--dropout P] [--min-seconds T]
+//                   [--backend tandem|cudnn]
 //
+// --backend cudnn times cuDNN's fused attention on the same buffers instead of
+// Tandem's kernels (a build with the cuDNN attention back-end; bf16/f16, no dropout):
+// the peer our kernels are measured against on the same machine.
 // Calls the raw kernels (kernels/cpu/attention_cpu.h, kernels/cuda/attention_cuda.h)
 // on random qkv without padding, so autograd bookkeeping is not timed. FLOPs are
 // counted the way FlashAttention reports them: forward 4*B*H*S^2*Dh (QK^T and PV),
@@ -28,6 +32,9 @@
 #if TANDEM_WITH_CUDA
 #include "kernels/cuda/attention_cuda.h"
 #endif
+#if TANDEM_WITH_CUDNN_ATTENTION
+#include "kernels/cuda/attention_cudnn.h"
+#endif
 
 namespace tandem::kernels {
 namespace {
@@ -37,6 +44,7 @@ struct Options {
   DType dtype = DType::F32;
   double dropout = 0.0;
   double min_seconds = 0.5;
+  bool cudnn = false;  // --backend cudnn
 };
 
 Options parse(int argc, char** argv) {
@@ -49,8 +57,19 @@ Options parse(int argc, char** argv) {
     else if (a == "--dtype") o.dtype = parse_dtype(v);
     else if (a == "--dropout") o.dropout = std::stod(v);
     else if (a == "--min-seconds") o.min_seconds = std::stod(v);
-    else TANDEM_FAIL("attention_bench: unknown option {} (--device, --dtype, --dropout, --min-seconds)", a);
+    else if (a == "--backend") {
+      TANDEM_CHECK(v == "tandem" || v == "cudnn", "attention_bench: --backend must be tandem or cudnn, got '{}'", v);
+      o.cudnn = v == "cudnn";
+    } else {
+      TANDEM_FAIL("attention_bench: unknown option {} (--device, --dtype, --dropout, --min-seconds, --backend)", a);
+    }
   }
+#if !TANDEM_WITH_CUDNN_ATTENTION
+  TANDEM_CHECK(!o.cudnn, "attention_bench: --backend cudnn, but this build has no cuDNN attention back-end "
+                         "(cuDNN and the cuDNN frontend: docs/kernels.md)");
+#endif
+  TANDEM_CHECK(!o.cudnn || o.device.is_cuda(), "attention_bench: --backend cudnn needs --device cuda");
+  TANDEM_CHECK(!o.cudnn || o.dropout == 0, "attention_bench: --backend cudnn runs without dropout (--dropout 0)");
   return o;
 }
 
@@ -100,6 +119,18 @@ void run(const Options& o, const AttentionShape& s) {
     backward = [&] {
       attention_backward_cpu(qkv.data_ptr(), nullptr, lse.data_ptr(), dout.data_ptr(), dqkv.data_ptr(), s, d, o.dtype);
     };
+  } else if (o.cudnn) {
+#if TANDEM_WITH_CUDNN_ATTENTION
+    void* stream = cuda::current_stream(o.device.index).handle();
+    forward = [&, stream] {
+      attention_forward_cudnn(qkv.data_ptr(), nullptr, out.data_ptr(), lse.data<float>(), s, o.dtype, o.device.index,
+                              stream);
+    };
+    backward = [&, stream] {
+      attention_backward_cudnn(qkv.data_ptr(), nullptr, out.data_ptr(), lse.data<float>(), dout.data_ptr(),
+                               dqkv.data_ptr(), s, o.dtype, o.device.index, stream);
+    };
+#endif
   } else {
 #if TANDEM_WITH_CUDA
     void* stream = cuda::current_stream(o.device.index).handle();
@@ -117,7 +148,8 @@ void run(const Options& o, const AttentionShape& s) {
   const double fwd = time_per_call(o, forward);
   const double bwd = time_per_call(o, backward);  // out and lse hold the forward's results
   const double fwd_flops = 4.0 * double(s.batch * s.heads) * double(s.seq) * double(s.seq) * double(s.head_dim);
-  fmt::print("{:>6} {:>5} {:>6} {:>5} {:>6} {:>7} {:>8} {:>11.3f} {:>10.3f} {:>11.3f} {:>10.3f}\n", o.device.str(),
+  fmt::print("{:>6} {:>7} {:>5} {:>6} {:>5} {:>6} {:>7} {:>8} {:>11.3f} {:>10.3f} {:>11.3f} {:>10.3f}\n", o.device.str(),
+             o.cudnn ? "cudnn" : "tandem",
              dtype_name(o.dtype), s.batch, s.seq, s.heads, s.head_dim, o.dropout, 1e3 * fwd, fwd_flops / fwd / 1e12,
              1e3 * bwd, 2.5 * fwd_flops / bwd / 1e12);
 }
@@ -134,7 +166,8 @@ int main(int argc, char** argv) {
     std::vector<AttentionShape> sizes = {{32, 128, 12, 64}, {16, 256, 12, 64}, {8, 512, 12, 64},
                                          {8, 512, 16, 32},  {8, 512, 6, 128}};
     if (o.device.is_cuda()) sizes.push_back({64, 512, 12, 64});
-    fmt::print("{:>6} {:>5} {:>6} {:>5} {:>6} {:>7} {:>8} {:>11} {:>10} {:>11} {:>10}\n", "device", "dtype", "batch",
+    fmt::print("{:>6} {:>7} {:>5} {:>6} {:>5} {:>6} {:>7} {:>8} {:>11} {:>10} {:>11} {:>10}\n", "device", "backend",
+               "dtype", "batch",
                "seq", "heads", "head_dim", "dropout", "fwd_ms", "fwd_TFLOPs", "bwd_ms", "bwd_TFLOPs");
     for (const AttentionShape& s : sizes) run(o, s);
   } catch (const std::exception& e) {

@@ -51,11 +51,14 @@ if command -v ccache >/dev/null; then
   export CCACHE_BASEDIR="$PWD"
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
 fi
+frontend=()
+[ -d "$bundle/cudnn-frontend" ] && frontend=(-DCUDNN_FRONTEND_ROOT="$bundle/cudnn-frontend")
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_PREFIX_PATH="$root/usr" \
   -DCMAKE_BUILD_RPATH="$libdir" \
   -DCMAKE_EXE_LINKER_FLAGS="-Wl,--disable-new-dtags" \
   -DTANDEM_FORTUNES_DIR="$root/usr/share/games/fortunes" \
+  "${frontend[@]}" \
   "${launcher[@]}" "$@"
 if [ "${TANDEM_CONFIGURE_ONLY:-0}" != "1" ]; then
   cmake --build "$build" -j"$(nproc)"

@@ -9,9 +9,11 @@
 #     scripts/offline-build.sh offline-bundle build   # there, no network
 #
 # The folder holds the Debian packages as .deb files (their headers, CMake
-# package files, libraries and the fortunes data), MANIFEST (package, version,
-# sha256) and nothing else; about 30 MiB. Runtime libraries that a GPU image
-# already has (libc, libstdc++, zlib, liblzma) are not bundled.
+# package files, libraries and the fortunes data), the cuDNN frontend's headers
+# (cudnn-frontend/, from PyPI; optional: without them the cuDNN attention
+# cross-check is not built there) and MANIFEST (package, version, sha256);
+# about 33 MiB. Runtime libraries that a GPU image already has (libc,
+# libstdc++, zlib, liblzma) are not bundled.
 set -euo pipefail
 dir=${1:-offline-bundle}
 
@@ -40,4 +42,10 @@ for deb in "$dir"/debs/*.deb; do
   printf '%s %s %s\n' "$(dpkg-deb -f "$deb" Package)" "$(dpkg-deb -f "$deb" Version)" \
     "$(sha256sum "$deb" | cut -d' ' -f1)" >>"$dir/MANIFEST"
 done
+# The cuDNN frontend's headers (PyPI), for the cuDNN attention cross-check back-end.
+if "$(dirname "$0")/fetch-cudnn-frontend.sh" "$dir/cudnn-frontend"; then
+  printf 'nvidia-cudnn-frontend %s (headers, PyPI)\n' "$(cat "$dir/cudnn-frontend/VERSION")" >>"$dir/MANIFEST"
+else
+  echo "offline-bundle: no cuDNN frontend (pip or PyPI unavailable): the bundle builds without the cuDNN attention back-end" >&2
+fi
 echo "offline-bundle: $(wc -l <"$dir/MANIFEST") packages, $(du -sh "$dir" | cut -f1) in $dir"

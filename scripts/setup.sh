@@ -23,6 +23,19 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# The cuDNN frontend's headers for the cuDNN attention cross-check (only with CUDA; optional:
+# without them that back-end is not built). pip comes from Debian when Python has none.
+if [ "${TANDEM_CUDA:-AUTO}" != "OFF" ] && { [ -x /usr/local/cuda/bin/nvcc ] || command -v nvcc >/dev/null; }; then
+  if ! python3 -m pip --version >/dev/null 2>&1; then
+    sudo_cmd=()
+    [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+    "${sudo_cmd[@]}" apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends python3-pip >/dev/null
+  fi
+  scripts/fetch-cudnn-frontend.sh .deps/cudnn-frontend ||
+    echo "setup: could not fetch the cuDNN frontend; the cuDNN attention back-end is not built" >&2
+fi
+
 launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
 cmake -S . -B "${TANDEM_BUILD_DIR:-build}" -G Ninja -DCMAKE_BUILD_TYPE=Release \

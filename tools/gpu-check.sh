@@ -160,6 +160,14 @@ phase_bench() {
     lines+=("== $b (exit $r$([ $r -eq 124 ] && echo ', timed out at 120 s'))" "$(grep -E '^\|' "$out/bench_$b.txt" | head -40)")
     [ $r -eq 0 ] || rc=1
   done
+  # the peer for attention on the same machine: cuDNN's fused attention (when built), bf16
+  if [ -x "$build/bench/attention_bench" ]; then
+    echo "== attention_bench --backend cudnn --dtype bf16" >>"$log"
+    timeout 120 "$build/bench/attention_bench" --device cuda --dtype bf16 --backend cudnn >"$out/bench_attention_cudnn.txt" 2>&1 || rc=1
+    timeout 120 "$build/bench/attention_bench" --device cuda --dtype bf16 >"$out/bench_attention_bf16.txt" 2>&1 || rc=1
+    cat "$out/bench_attention_cudnn.txt" "$out/bench_attention_bf16.txt" >>"$log"
+    lines+=("== attention, bf16: Tandem vs cuDNN" "$(cat "$out/bench_attention_bf16.txt" "$out/bench_attention_cudnn.txt")")
+  fi
   # linear again with cuBLASLt's bias / bias-gradient epilogues (off by default until verified)
   echo "== kernels_bench --device cuda, TANDEM_CUBLASLT_EPILOGUES=1" >>"$log"
   TANDEM_CUBLASLT_EPILOGUES=1 timeout 120 "$build/bench/kernels_bench" --device cuda >"$out/bench_kernels_lt.txt" 2>&1 || rc=1
