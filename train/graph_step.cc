@@ -9,7 +9,6 @@ GraphStep::GraphStep(TrainStep& step, GraphStepOptions options)
     : step_(step), options_(options), device_(step.optimizer().device()) {
   const StepOptions& o = step_.options();
   TANDEM_CHECK(device_.is_cuda(), "cuda_graph: true needs a GPU; this run's model is on {}", device_.str());
-  TANDEM_CHECK(cuda::built_with_cuda(), "cuda_graph: true needs a build with CUDA");
   TANDEM_CHECK(o.capturable, "cuda_graph: the train step must be capturable (StepOptions::capturable)");
   TANDEM_CHECK(!step_.uses_zero(), "cuda_graph: true does not support zero_stage 1");
   TANDEM_CHECK(o.accumulation_steps == 1,
