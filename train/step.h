@@ -7,8 +7,8 @@
 // micro-batch but the last runs under DDP's no_sync, so gradients are
 // all-reduced once per step, overlapped with the last backward. Then: unscale
 // the gradients, clip their norm (max_grad_norm > 0), the optimizer step (which
-// the scaler skips when a gradient overflowed), the scaler update, the schedule
-// step and zero_grad. A window of micro-batches may span the end of an epoch:
+// the scaler skips when a gradient overflowed), the scaler update, zero_grad and
+// the schedule step. A window of micro-batches may span the end of an epoch:
 // the batch source decides where batches come from.
 //
 // Nothing reads back to the host: the loss and the gradient norm stay on the
