@@ -22,8 +22,9 @@
 //   cannot be launched again while that memory lives. Parameters, gradient
 //   buckets, optimizer state, the loss scale and the static tensors therefore
 //   exist before the capture (the eager warm-up steps create the lazy ones),
-//   and the capture checks (2) with the allocator's bytes in use: a step that
-//   leaves memory behind is an error at capture time, not a failed replay.
+//   and the capture checks (1) and (2) by address (core/allocation_ledger.h):
+//   a step that breaks either is an error at capture time naming cuda_graph,
+//   not a failed replay.
 // - Warm-up: the first warmup_steps steps run eagerly (DDP rebuilds its
 //   buckets at the start of its second iteration; the optimizer creates its
 //   state and the scaler its scale on the first step).
