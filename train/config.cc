@@ -425,9 +425,6 @@ void validate(const TrainConfig& c) {
            "needs ddp_backend nccl (or one process): the ring backend reduces on host threads, which a graph cannot "
            "capture");
     refuse(c.zero_stage != 0, "does not support zero_stage 1");
-    refuse(c.gradient_accumulation_steps != 1,
-           fmt::format("captures one micro-batch per step; gradient_accumulation_steps is {}",
-                       c.gradient_accumulation_steps));
     refuse(c.ddp_find_unused_parameters,
            "does not support ddp_find_unused_parameters (DDP reads the used-parameter map on the host every step)");
     refuse(c.ddp_static_graph, "does not support ddp_static_graph (DDP reads the used-parameter map on the host)");

@@ -11,9 +11,6 @@ GraphStep::GraphStep(TrainStep& step, GraphStepOptions options)
   TANDEM_CHECK(device_.is_cuda(), "cuda_graph: true needs a GPU; this run's model is on {}", device_.str());
   TANDEM_CHECK(o.capturable, "cuda_graph: the train step must be capturable (StepOptions::capturable)");
   TANDEM_CHECK(!step_.uses_zero(), "cuda_graph: true does not support zero_stage 1");
-  TANDEM_CHECK(o.accumulation_steps == 1,
-               "cuda_graph: true captures one micro-batch per step; gradient_accumulation_steps is {}",
-               o.accumulation_steps);
   TANDEM_CHECK(options_.warmup_steps >= 1, "cuda_graph: at least one eager warm-up step is needed, got {}",
                options_.warmup_steps);
   if (ddp::DistributedDataParallel* d = step_.ddp()) {
@@ -38,13 +35,19 @@ StepResult GraphStep::run(int64_t step, const std::function<data::Batch()>& next
   }
   StepObserver none;
   StepObserver& obs = observer ? *observer : none;
-  obs.enter(profile::Phase::DataWait);
-  const data::Batch batch = next_batch();
-  obs.on_batch(batch, step_.ddp() != nullptr);
-  Captured& g = graph_for(batch);
-  g.ids.copy_(batch.ids);
-  g.mask.copy_(batch.mask);
-  g.labels.copy_(batch.labels);
+  const int64_t accum = step_.options().accumulation_steps;
+  std::vector<data::Batch> batches;
+  for (int64_t micro = 0; micro < accum; ++micro) {
+    obs.enter(profile::Phase::DataWait);
+    batches.push_back(next_batch());
+    obs.on_batch(batches.back(), step_.ddp() != nullptr && micro + 1 == accum);
+  }
+  Captured& g = graph_for(batches);
+  for (size_t i = 0; i < batches.size(); ++i) {
+    g.inputs[i].ids.copy_(batches[i].ids);
+    g.inputs[i].mask.copy_(batches[i].mask);
+    g.inputs[i].labels.copy_(batches[i].labels);
+  }
   obs.enter(profile::Phase::Forward);  // forward, backward and the update are one launch
   step_.begin(step);
   g.graph.launch(cuda::current_stream(device_.index));
@@ -53,40 +56,43 @@ StepResult GraphStep::run(int64_t step, const std::function<data::Batch()>& next
   StepResult r;
   r.loss_sum = g.loss.clone();
   if (g.grad_norm.defined()) r.grad_norm = g.grad_norm.clone();
-  r.micro_batches = 1;
-  r.samples = batch.labels.size(0);
+  r.micro_batches = accum;
+  for (const data::Batch& b : batches) r.samples += b.labels.size(0);
   return r;
 }
 
-GraphStep::Captured& GraphStep::graph_for(const data::Batch& batch) {
-  TANDEM_CHECK(batch.ids.dim() == 2, "cuda_graph: a batch's ids must be [rows, sequence length], got {}",
-               batch.ids.str());
-  const std::pair<int64_t, int64_t> key{batch.ids.size(0), batch.ids.size(1)};
+GraphStep::Captured& GraphStep::graph_for(const std::vector<data::Batch>& batches) {
+  Shapes key;
+  for (const data::Batch& b : batches) {
+    TANDEM_CHECK(b.ids.dim() == 2, "cuda_graph: a batch's ids must be [rows, sequence length], got {}", b.ids.str());
+    key.emplace_back(b.ids.size(0), b.ids.size(1));
+  }
   auto it = graphs_.find(key);
-  if (it == graphs_.end()) it = graphs_.emplace(key, capture(batch)).first;
+  if (it == graphs_.end()) it = graphs_.emplace(key, capture(batches)).first;
   return *it->second;
 }
 
-std::unique_ptr<GraphStep::Captured> GraphStep::capture(const data::Batch& batch) {
+std::unique_ptr<GraphStep::Captured> GraphStep::capture(const std::vector<data::Batch>& batches) {
   auto g = std::make_unique<Captured>();
   // Everything the graph reads or writes outside its own memory exists before the capture.
-  g->ids = Tensor::empty(batch.ids.shape(), batch.ids.dtype(), device_);
-  g->mask = Tensor::empty(batch.mask.shape(), batch.mask.dtype(), device_);
-  g->labels = Tensor::empty(batch.labels.shape(), batch.labels.dtype(), device_);
+  for (const data::Batch& b : batches) {
+    data::Batch in;
+    in.ids = Tensor::empty(b.ids.shape(), b.ids.dtype(), device_);
+    in.mask = Tensor::empty(b.mask.shape(), b.mask.dtype(), device_);
+    in.labels = Tensor::empty(b.labels.shape(), b.labels.dtype(), device_);
+    g->inputs.push_back(std::move(in));
+  }
   g->loss = Tensor::empty(last_eager_.loss_sum.shape(), last_eager_.loss_sum.dtype(), device_);
   if (last_eager_.grad_norm.defined())
     g->grad_norm = Tensor::empty(last_eager_.grad_norm.shape(), last_eager_.grad_norm.dtype(), device_);
-  data::Batch inputs;
-  inputs.ids = g->ids;
-  inputs.mask = g->mask;
-  inputs.labels = g->labels;
 
   cuda::device_synchronize();  // the eager steps' work (and frees) done before the capture starts
   cuda_memory::AllocationLedger ledger;
   g->graph = cuda::Graph::capture(capture_stream_, [&] {
     // The step's own tensors (loss, norm, activations, gradients) die in this scope, inside the
     // capture: their frees become the graph's free nodes.
-    StepResult r = step_.compute([&] { return inputs; });
+    size_t next = 0;
+    StepResult r = step_.compute([&] { return g->inputs.at(next++); });
     g->loss.copy_(r.loss_sum);
     if (g->grad_norm.defined()) g->grad_norm.copy_(r.grad_norm);
   });

@@ -28,13 +28,17 @@
 // - Warm-up: the first warmup_steps steps run eagerly (DDP rebuilds its
 //   buckets at the start of its second iteration; the optimizer creates its
 //   state and the scaler its scale on the first step).
-// - Shapes: one graph per input shape (rows x sequence length). The loader pads
-//   every row to one length, so that is one graph for full batches and one for
-//   an epoch's shorter last batch; each holds its own activation memory.
+// - Shapes: one graph per sequence of input shapes (rows x sequence length of
+//   each micro-batch). The loader pads every row to one length, so that is one
+//   graph for full batches and one or two more around an epoch's shorter last
+//   batch; each holds its own activation memory.
+// - Gradient accumulation: a step's micro-batches (each with its own static
+//   inputs) are captured together, DDP's no_sync on all but the last, as
+//   TrainStep::compute runs them.
 //
 // What it refuses (config::validate and this constructor, naming cuda_graph):
 // a CPU device, a backend whose all-reduces complete on host threads (the
-// ring), ZeRO-1, gradient accumulation, find_unused_parameters and
+// ring), ZeRO-1, find_unused_parameters and
 // static_graph (host reads of the used-parameter map), and comm hooks other
 // than allreduce (the compression hooks keep a buffer from one step to the
 // next, PowerSGD host state too). DDP's device timing is off in a captured
@@ -46,6 +50,7 @@
 #include <map>
 #include <memory>
 #include <utility>
+#include <vector>
 
 #include "core/cuda_graph.h"
 #include "core/stream.h"
@@ -62,21 +67,22 @@ class GraphStep {
   // `step` must be capturable and outlive the GraphStep; its model on a GPU.
   explicit GraphStep(TrainStep& step, GraphStepOptions options = {});
 
-  // TrainStep::run's contract, one micro-batch per step. The observer sees DataWait, the batch,
-  // and then, for a replayed step, Forward for the whole launch (its phases are one launch).
+  // TrainStep::run's contract. For a replayed step the observer sees DataWait and each batch,
+  // then Forward for the whole launch (its phases are one launch).
   StepResult run(int64_t step, const std::function<data::Batch()>& next_batch, StepObserver* observer = nullptr);
 
   int64_t graphs() const { return static_cast<int64_t>(graphs_.size()); }  // captured so far
   int64_t replays() const { return replays_; }
 
  private:
+  using Shapes = std::vector<std::pair<int64_t, int64_t>>;  // (rows, sequence length) per micro-batch
   struct Captured {
-    Tensor ids, mask, labels;  // the static inputs the graph reads
-    Tensor loss, grad_norm;    // the static outputs it writes (grad_norm: with clipping only)
+    std::vector<data::Batch> inputs;  // the static inputs the graph reads, one per micro-batch
+    Tensor loss, grad_norm;           // the static outputs it writes (grad_norm: with clipping only)
     cuda::Graph graph;
   };
-  Captured& graph_for(const data::Batch& batch);
-  std::unique_ptr<Captured> capture(const data::Batch& batch);
+  Captured& graph_for(const std::vector<data::Batch>& batches);
+  std::unique_ptr<Captured> capture(const std::vector<data::Batch>& batches);
 
   TrainStep& step_;
   GraphStepOptions options_;
@@ -85,7 +91,7 @@ class GraphStep {
   int64_t eager_steps_ = 0;
   int64_t replays_ = 0;
   StepResult last_eager_;  // the outputs' shapes and dtypes, for the static outputs
-  std::map<std::pair<int64_t, int64_t>, std::unique_ptr<Captured>> graphs_;  // by (rows, sequence length)
+  std::map<Shapes, std::unique_ptr<Captured>> graphs_;
 };
 
 }  // namespace tandem::train

@@ -3,7 +3,8 @@
 // norms and optimizer state of K eager steps of the default (host-scalar)
 // TrainStep, bit for bit: same seed, dropout on, a schedule that changes the lr
 // every step, clipping, weight decay, and a shorter batch that gets its own
-// graph. The fp16 case adds steps the loss scaler skips inside the graph.
+// graph. The fp16 case adds steps the loss scaler skips inside the graph;
+// others add gradient accumulation and DDP over NCCL.
 // These need a GPU and skip without one (TANDEM_REQUIRE_GPU=1 makes them fail);
 // the refusals of a CPU model run everywhere.
 #include "train/graph_step.h"
@@ -64,7 +65,7 @@ int64_t rows_of(int64_t k) { return k % 4 == 3 ? 5 : 8; }
 // With `group`, the model is wrapped in DDP (small buckets: several all-reduces per step).
 struct Training {
   Training(Device device, bool capturable, bool fp16, std::shared_ptr<comm::ProcessGroup> group = nullptr,
-           bool gradient_as_bucket_view = false)
+           bool gradient_as_bucket_view = false, int64_t accumulation_steps = 1)
       : model(std::make_shared<nn::TextClassifier>(model_config(), 42)), scaler(make_scaler(fp16)) {
     model->to(device);
     if (group) {
@@ -87,6 +88,7 @@ struct Training {
     o.max_grad_norm = 0.5;
     o.capturable = capturable;
     o.zero_grad_to_none = !gradient_as_bucket_view;
+    o.accumulation_steps = accumulation_steps;
     nn::ForwardContext ctx;
     ctx.seed = 1234;
     ctx.compute_dtype = fp16 ? DType::F16 : DType::F32;
@@ -141,18 +143,26 @@ std::map<std::string, std::vector<double>> state_values(const optim::Optimizer& 
 }
 
 void expect_graph_replays_match_eager_steps(bool fp16, std::shared_ptr<comm::ProcessGroup> group = nullptr,
-                                            bool gradient_as_bucket_view = false) {
+                                            bool gradient_as_bucket_view = false, int64_t accumulation_steps = 1) {
   const Device gpu = Device::cuda(0);
   constexpr int64_t kSteps = 12;
-  Training eager(gpu, /*capturable=*/false, fp16, group, gradient_as_bucket_view);
-  Training graphed(gpu, /*capturable=*/true, fp16, group, gradient_as_bucket_view);
+  Training eager(gpu, /*capturable=*/false, fp16, group, gradient_as_bucket_view, accumulation_steps);
+  Training graphed(gpu, /*capturable=*/true, fp16, group, gradient_as_bucket_view, accumulation_steps);
   GraphStep graph(*graphed.step);
+  int64_t eager_batches = 0, graphed_batches = 0;  // micro-batch c has rows_of(c) rows
   for (int64_t k = 0; k < kSteps; ++k) {
-    auto batch = [&] { return make_batch(8 * k, rows_of(k), gpu); };
-    eager.record(eager.step->run(k, batch));
-    graphed.record(graph.run(k, batch));
+    eager.record(eager.step->run(k, [&] {
+      const int64_t c = eager_batches++;
+      return make_batch(8 * c, rows_of(c), gpu);
+    }));
+    graphed.record(graph.run(k, [&] {
+      const int64_t c = graphed_batches++;
+      return make_batch(8 * c, rows_of(c), gpu);
+    }));
   }
-  EXPECT_EQ(graph.graphs(), 2) << "one graph for 8-row batches, one for 5-row batches";
+  EXPECT_EQ(graphed_batches, eager_batches);
+  // Without accumulation: 8-row and 5-row batches; with 2 micro-batches: (8, 8) and (8, 5).
+  EXPECT_EQ(graph.graphs(), 2);
   EXPECT_EQ(graph.replays(), kSteps - GraphStepOptions{}.warmup_steps);
   EXPECT_EQ(graphed.losses, eager.losses);
   EXPECT_EQ(bits(graphed.grad_norms), bits(eager.grad_norms));
@@ -164,6 +174,11 @@ void expect_graph_replays_match_eager_steps(bool fp16, std::shared_ptr<comm::Pro
 TEST(GraphStep, ReplaysTrainAsTheEagerStepBitForBit) {
   TANDEM_REQUIRE_GPU();
   expect_graph_replays_match_eager_steps(/*fp16=*/false);
+}
+
+TEST(GraphStep, GradientAccumulationReplaysTheMicroBatchesAsTheEagerStep) {
+  TANDEM_REQUIRE_GPU();
+  expect_graph_replays_match_eager_steps(/*fp16=*/false, nullptr, false, /*accumulation_steps=*/2);
 }
 
 TEST(GraphStep, Fp16ReplaysSkipOverflowingStepsAsTheEagerStep) {
@@ -183,6 +198,8 @@ TEST(GraphStep, WithDdpOverNcclTheCapturedAllReducesTrainAsTheEagerStep) {
     SCOPED_TRACE(bucket_view ? "gradient_as_bucket_view" : "gradients copied out of the buckets");
     expect_graph_replays_match_eager_steps(/*fp16=*/false, group, bucket_view);
   }
+  SCOPED_TRACE("2 micro-batches, the first under no_sync");
+  expect_graph_replays_match_eager_steps(/*fp16=*/false, group, false, /*accumulation_steps=*/2);
 }
 #endif
 

@@ -231,7 +231,7 @@ struct RunSetup {
   bool capturable = false;
   bool sgd = false;
   bool fp16 = false;
-  int64_t first_step = 0;  // the step number of the first step (dropout masks follow it)
+  int64_t accumulation_steps = 1;
 };
 
 struct Training {
@@ -253,6 +253,7 @@ struct Training {
     StepOptions o;
     o.max_grad_norm = 0.5;
     o.capturable = setup.capturable;
+    o.accumulation_steps = setup.accumulation_steps;
     nn::ForwardContext ctx;
     ctx.seed = 7;
     ctx.compute_dtype = setup.fp16 ? DType::F16 : DType::F32;
@@ -277,7 +278,8 @@ struct Training {
 
   void train(int64_t steps, int64_t first_step = 0) {
     for (int64_t k = first_step; k < first_step + steps; ++k) {
-      StepResult r = step->run(k, [k] { return make_batch(3 * k, 4); });
+      int64_t micro = 0;
+      StepResult r = step->run(k, [&] { return make_batch(3 * k + 40 * micro++, 4); });
       losses.push_back(r.loss_sum.item());
       grad_norms.push_back(r.grad_norm.item());
     }
@@ -325,6 +327,10 @@ TEST(CapturableTrainStep, AdamWTrainsBitForBitAsTheHostScalarStep) {
 
 TEST(CapturableTrainStep, SgdWithMomentumTrainsBitForBitAsTheHostScalarStep) {
   expect_identical_training(RunSetup{.sgd = true}, 6);
+}
+
+TEST(CapturableTrainStep, GradientAccumulationTrainsBitForBitAsTheHostScalarStep) {
+  expect_identical_training(RunSetup{.accumulation_steps = 3}, 4);
 }
 
 TEST(CapturableTrainStep, Fp16SkippedStepsAreSkippedAndNotCountedAsOnTheHostScalarStep) {
