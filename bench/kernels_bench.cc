@@ -265,16 +265,16 @@ Suite make_suite(Device dev, DType t, int64_t rows, int cuda_device) {
     const int64_t n = rows * d;
     cases.push_back({"bias_dropout_add", rd, "fwd", 3.0 * n * es + d * es, 0,
                      ON(bias_dropout_add_forward_cpu(x, b, r, y, t, rows, d, 0.1f, 1, 2),
-                        bias_dropout_add_forward_cuda(x, b, r, y, t, rows, d, 0.1f, 1, 2, stream))});
+                        bias_dropout_add_forward_cuda(x, b, r, y, t, rows, d, 0.1f, 1, 2, nullptr, stream))});
     cases.push_back({"bias_dropout_add", rd, "bwd", 2.0 * n * es + d * es, 0,
                      ON(bias_dropout_add_backward_cpu(y, dx, db, t, rows, d, 0.1f, 1, 2),
-                        bias_dropout_add_backward_cuda(y, dx, db, t, rows, d, 0.1f, 1, 2, cuda_device, stream))});
+                        bias_dropout_add_backward_cuda(y, dx, db, t, rows, d, 0.1f, 1, 2, nullptr, cuda_device, stream))});
     cases.push_back({"dropout", rd, "fwd", 2.0 * n * es, 0,
                      ON(bias_dropout_add_forward_cpu(x, nullptr, nullptr, y, t, rows, d, 0.1f, 1, 2),
-                        bias_dropout_add_forward_cuda(x, nullptr, nullptr, y, t, rows, d, 0.1f, 1, 2, stream))});
+                        bias_dropout_add_forward_cuda(x, nullptr, nullptr, y, t, rows, d, 0.1f, 1, 2, nullptr, stream))});
     cases.push_back({"dropout", rd, "bwd", 2.0 * n * es, 0,
                      ON(bias_dropout_add_backward_cpu(y, dx, nullptr, t, rows, d, 0.1f, 1, 2),
-                        bias_dropout_add_backward_cuda(y, dx, nullptr, t, rows, d, 0.1f, 1, 2, cuda_device, stream))});
+                        bias_dropout_add_backward_cuda(y, dx, nullptr, t, rows, d, 0.1f, 1, 2, nullptr, cuda_device, stream))});
   }
   // pooling: 90% real tokens
   {

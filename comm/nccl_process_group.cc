@@ -6,6 +6,7 @@
 #include "comm/nccl_check.h"
 #include "comm/stuck_ranks.h"
 #include "core/cuda_check.h"
+#include "core/cuda_graph.h"
 #include "core/stream.h"
 
 #include <thread>
@@ -155,6 +156,28 @@ std::shared_ptr<Work> NcclProcessGroup::issue(const std::string& name, std::vect
   cuda::Stream stream = cuda::current_stream(device_);
   for (const Tensor& t : tensors) t.storage()->record_stream(stream);
   auto s = static_cast<cudaStream_t>(stream.handle());
+  if (cuda::is_capturing(stream)) {
+    // Captured into a CUDA graph (train/graph_step.h): the call records the collective, which runs
+    // at each replay. An event recorded during capture can never be queried, so the watchdog does
+    // not track it (nor does it time out a replay); the Work completes now: callers order on the
+    // stream (DeviceCompletion::OnDevice), and the graph's memory rules keep the tensors alive.
+    auto work = std::make_shared<Work>(name, std::move(tensors));
+    const std::string what = name + " (captured) on rank " + std::to_string(rank());
+    issuing_ = true;  // the watchdog watches the store while this waits
+    try {
+      auto r = static_cast<ncclResult_t>(call(comm_, s));
+      if (r == ncclInProgress) wait_not_in_progress(Clock::now() + options_.timeout, what, &lock);
+      else TANDEM_NCCL_CHECK(r);
+    } catch (...) {
+      issuing_ = false;
+      throw;
+    }
+    issuing_ = false;
+    work->mark_started();
+    work->mark_completed();
+    work->release_tensors();
+    return work;
+  }
   std::unique_ptr<InFlight> op;
   if (spare_.empty()) {
     op = std::make_unique<InFlight>();

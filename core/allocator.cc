@@ -5,6 +5,7 @@
 #include <mutex>
 #include <new>
 
+#include "core/allocation_ledger.h"
 #include "core/check.h"
 #include "core/stream.h"
 
@@ -99,6 +100,32 @@ void reset_peak() {
 
 namespace cuda_memory {
 
+namespace {
+thread_local AllocationLedger* tls_ledger = nullptr;
+}  // namespace
+
+AllocationLedger::AllocationLedger() {
+  TANDEM_CHECK(tls_ledger == nullptr, "AllocationLedger: this thread already has one open");
+  tls_ledger = this;
+}
+
+AllocationLedger::~AllocationLedger() { tls_ledger = nullptr; }
+
+size_t AllocationLedger::live_bytes() const {
+  size_t n = 0;
+  for (const auto& [p, bytes] : live_) n += bytes;
+  return n;
+}
+
+void AllocationLedger::on_allocate(void* p, size_t nbytes) {
+  if (tls_ledger) tls_ledger->live_[p] = nbytes;
+}
+
+void AllocationLedger::on_free(void* p, size_t nbytes) {
+  if (!tls_ledger) return;
+  if (tls_ledger->live_.erase(p) == 0) tls_ledger->foreign_frees_ += nbytes;
+}
+
 #if TANDEM_WITH_CUDA
 
 namespace {
@@ -145,6 +172,7 @@ void* allocate(int device, size_t nbytes, void* stream) {
   }
   TANDEM_CUDA_CHECK(e);
   device_counters[device].on_alloc(nbytes, false);
+  AllocationLedger::on_allocate(p, nbytes);
   return p;
 }
 
@@ -154,6 +182,7 @@ void deallocate(int device, void* p, size_t nbytes, void* stream) {
   // and the next checked call reports it.
   (void)cudaFreeAsync(p, static_cast<cudaStream_t>(stream));
   device_counters[device].on_free(nbytes, false);
+  AllocationLedger::on_free(p, nbytes);
 }
 
 MemoryStats stats(int device) {

@@ -10,6 +10,7 @@
 #include "core/autograd/grad_mode.h"
 #include "core/autograd/node.h"
 #include "core/check.h"
+#include "core/cuda_graph.h"
 #include "core/elapsed.h"
 
 namespace tandem::ddp {
@@ -254,6 +255,7 @@ void Reducer::prepare_forward() {
 
 void Reducer::prepare_backward(const std::vector<Tensor>& outputs) {
   backward_start_ = Clock::now();
+  capturing_ = has_device_params_ && cuda::is_capturing(cuda::current_stream(comm_stream_.device()));
   if (device_timing()) {
     if (!backward_start_event_) backward_start_event_.emplace(/*enable_timing=*/true);
     backward_start_event_->record(cuda::current_stream(comm_stream_.device()));
@@ -511,7 +513,7 @@ void Reducer::record_stats(Clock::time_point end_of_autograd) {
 }
 
 bool Reducer::device_timing() const {
-  return has_device_params_ && group_->device_completion() == comm::DeviceCompletion::OnStream;
+  return has_device_params_ && !capturing_ && group_->device_completion() == comm::DeviceCompletion::OnStream;
 }
 
 bool Reducer::device_times(IterationStats& s) const {

@@ -137,6 +137,9 @@ class Reducer {
   Phase phase_ = Phase::Idle;
   bool sync_ = true;
   bool has_device_params_ = false;
+  // This iteration's backward is being captured into a CUDA graph (train/graph_step.h): no
+  // device timing, since an event recorded during capture can be neither queried nor timed.
+  bool capturing_ = false;
   cuda::Stream comm_stream_;
 
   // Bucket rebuilding (once, after the first synchronised iteration).

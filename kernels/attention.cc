@@ -94,9 +94,9 @@ AttentionShape check_arguments(const Tensor& qkv, const Tensor& mask, int num_he
 }  // namespace
 
 Tensor attention(const Tensor& qkv, const Tensor& key_padding_mask, int num_heads, double dropout_p, uint64_t seed,
-                 uint64_t offset) {
+                 uint64_t offset, const int64_t* dropout_step) {
   const AttentionShape s = check_arguments(qkv, key_padding_mask, num_heads, dropout_p);
-  const AttentionDropout d{static_cast<float>(dropout_p), seed, offset};
+  const AttentionDropout d{static_cast<float>(dropout_p), seed, offset, dropout_step};
   Tensor out = Tensor::empty({s.batch, s.seq, s.heads * s.head_dim}, qkv.dtype(), qkv.device());
   const DType stats = qkv.dtype() == DType::F64 ? DType::F64 : DType::F32;
   Tensor lse = Tensor::empty({s.batch, s.heads, s.seq}, stats, qkv.device());

@@ -44,8 +44,11 @@
 
 namespace tandem::kernels {
 
+// dropout_step: null, or the step count in the qkv's memory space (a capturable
+// step): the Philox subsequence is then dropout_subsequence(offset, dropout_step)
+// (kernels/dropout_mask.h), read when the kernels run.
 Tensor attention(const Tensor& qkv, const Tensor& key_padding_mask, int num_heads, double dropout_p = 0.0,
-                 uint64_t seed = 0, uint64_t offset = 0);
+                 uint64_t seed = 0, uint64_t offset = 0, const int64_t* dropout_step = nullptr);
 
 // The largest head dimension the CUDA kernels accept.
 inline constexpr int64_t kAttentionMaxHeadDimCuda = 128;

@@ -33,6 +33,7 @@
 #include <cstdint>
 
 #include "core/philox.h"
+#include "kernels/dropout_mask.h"
 
 namespace tandem::kernels {
 
@@ -47,8 +48,10 @@ struct AttentionDropout {
   float p = 0.0f;  // probability of dropping, in [0, 1)
   uint64_t seed = 0;
   uint64_t offset = 0;
+  const int64_t* step = nullptr;  // set: the Philox subsequence is dropout_subsequence(offset, step)
 
   TANDEM_HD bool active() const { return p > 0.0f; }
+  TANDEM_HD uint64_t subsequence() const { return dropout_subsequence(offset, step); }
 };
 
 // round(p * 2^16), at most 2^16 - 1: a 16-bit uniform below it drops its element.
@@ -92,7 +95,7 @@ TANDEM_HD inline uint32_t attention_dropout_keep8(const Philox4& block, uint32_t
 // The decision for (i, j) of head bh alone: a whole Philox block for one bit (tests, the definition).
 TANDEM_HD inline bool attention_dropout_keep(const AttentionDropout& d, int64_t bh, int64_t i, int64_t j,
                                              int64_t seq) {
-  const Philox4 block = philox_block(d.seed, d.offset, attention_dropout_block(bh, i, j, seq));
+  const Philox4 block = philox_block(d.seed, d.subsequence(), attention_dropout_block(bh, i, j, seq));
   return attention_dropout_keep(block, attention_dropout_slot(i, j), attention_dropout_threshold(d.p));
 }
 

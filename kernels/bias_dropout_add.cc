@@ -5,6 +5,7 @@
 #include "kernels/checks.h"
 #include "kernels/cpu/bias_dropout_add_cpu.h"
 #include "kernels/device_stream.h"
+#include "kernels/dropout_mask.h"
 
 #if TANDEM_WITH_CUDA
 #include "kernels/cuda/bias_dropout_add_cuda.h"
@@ -17,6 +18,9 @@ namespace {
 struct Rng {
   float p;  // 0: no dropout
   uint64_t seed, subsequence;
+  const int64_t* step;  // null, or the step count in the tensors' memory space (kernels/dropout_mask.h)
+
+  uint64_t host_subsequence() const { return dropout_subsequence(subsequence, step); }  // CPU tensors only
 };
 
 class BiasDropoutAddBackward final : public Node {
@@ -37,10 +41,10 @@ class BiasDropoutAddBackward final : public Node {
     if (pdx || pdb) {
       if (dy.device().is_cpu()) {
         bias_dropout_add_backward_cpu(dy.data_ptr(), pdx, pdb, dy.dtype(), rows, dim_, rng_.p, rng_.seed,
-                                      rng_.subsequence);
+                                      rng_.host_subsequence());
       } else {
         TANDEM_CUDA_ONLY(bias_dropout_add_backward_cuda(dy.data_ptr(), pdx, pdb, dy.dtype(), rows, dim_, rng_.p,
-                                                        rng_.seed, rng_.subsequence, dy.device().index,
+                                                        rng_.seed, rng_.subsequence, rng_.step, dy.device().index,
                                                         stream_of(dy)));
       }
     }
@@ -76,10 +80,10 @@ Tensor fused(const char* op, const Tensor& x, const Tensor& bias, const Tensor& 
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
   if (x.device().is_cpu()) {
     bias_dropout_add_forward_cpu(x.data_ptr(), pb, pr, y.data_ptr(), x.dtype(), rows, dim, rng.p, rng.seed,
-                                 rng.subsequence);
+                                 rng.host_subsequence());
   } else {
     TANDEM_CUDA_ONLY(bias_dropout_add_forward_cuda(x.data_ptr(), pb, pr, y.data_ptr(), x.dtype(), rows, dim, rng.p,
-                                                   rng.seed, rng.subsequence, stream_of(x)));
+                                                   rng.seed, rng.subsequence, rng.step, stream_of(x)));
   }
   std::vector<const Tensor*> inputs{&x};
   if (bias.defined()) inputs.push_back(&bias);
@@ -89,27 +93,28 @@ Tensor fused(const char* op, const Tensor& x, const Tensor& bias, const Tensor& 
   return y;
 }
 
-Rng make_rng(const char* op, double p, bool training, uint64_t seed, uint64_t subsequence) {
+Rng make_rng(const char* op, double p, bool training, uint64_t seed, uint64_t subsequence, const int64_t* step) {
   TANDEM_CHECK(p >= 0.0 && p <= 1.0, "{}: dropout probability must be in [0, 1], got {}", op, p);
-  return Rng{training ? static_cast<float>(p) : 0.0f, seed, subsequence};
+  return Rng{training ? static_cast<float>(p) : 0.0f, seed, subsequence, step};
 }
 
 }  // namespace
 
-Tensor dropout(const Tensor& x, double p, bool training, uint64_t seed, uint64_t subsequence) {
-  Rng rng = make_rng("dropout", p, training, seed, subsequence);
+Tensor dropout(const Tensor& x, double p, bool training, uint64_t seed, uint64_t subsequence, const int64_t* step) {
+  Rng rng = make_rng("dropout", p, training, seed, subsequence, step);
   if (rng.p == 0.0f) return x;
   return fused("dropout", x, Tensor(), Tensor(), rng);
 }
 
 Tensor add_bias(const Tensor& x, const Tensor& bias) {
   TANDEM_CHECK(bias.defined(), "add_bias: bias is undefined");
-  return fused("add_bias", x, bias, Tensor(), Rng{0.0f, 0, 0});
+  return fused("add_bias", x, bias, Tensor(), Rng{0.0f, 0, 0, nullptr});
 }
 
 Tensor bias_dropout_add(const Tensor& x, const Tensor& bias, const Tensor& residual, double p, bool training,
-                        uint64_t seed, uint64_t subsequence) {
-  return fused("bias_dropout_add", x, bias, residual, make_rng("bias_dropout_add", p, training, seed, subsequence));
+                        uint64_t seed, uint64_t subsequence, const int64_t* step) {
+  return fused("bias_dropout_add", x, bias, residual,
+               make_rng("bias_dropout_add", p, training, seed, subsequence, step));
 }
 
 }  // namespace tandem::kernels

@@ -22,13 +22,17 @@
 
 namespace tandem::kernels {
 
-Tensor dropout(const Tensor& x, double p, bool training, uint64_t seed, uint64_t subsequence);
+// step: null, or the step count in x's memory space (a capturable step): the Philox
+// subsequence is then dropout_subsequence(subsequence, step) (kernels/dropout_mask.h),
+// read when the kernels run, forward and backward.
+Tensor dropout(const Tensor& x, double p, bool training, uint64_t seed, uint64_t subsequence,
+               const int64_t* step = nullptr);
 
 // x [..., D] + bias [D].
 Tensor add_bias(const Tensor& x, const Tensor& bias);
 
 // dropout(x + bias) + residual; bias and residual may be undefined (left out).
 Tensor bias_dropout_add(const Tensor& x, const Tensor& bias, const Tensor& residual, double p, bool training,
-                        uint64_t seed, uint64_t subsequence);
+                        uint64_t seed, uint64_t subsequence, const int64_t* step = nullptr);
 
 }  // namespace tandem::kernels

@@ -14,6 +14,16 @@
 
 namespace tandem::kernels {
 
+// The Philox subsequence of a dropout call. Eager steps pass the whole
+// subsequence, (step << 16) | call (nn::ForwardContext). A capturable step
+// (train/graph_step.h) keeps the step count in device memory instead, so that a
+// replayed CUDA graph draws fresh masks: `step` points at it (an i64 in the
+// kernel's memory space) and the call carries only the low 16 bits. Both give
+// the same subsequence for the same step and call.
+TANDEM_HD inline uint64_t dropout_subsequence(uint64_t subsequence, const int64_t* step) {
+  return step ? (static_cast<uint64_t>(*step) << 16) | subsequence : subsequence;
+}
+
 TANDEM_HD inline float dropout_scale(float p) { return p < 1.0f ? 1.0f / (1.0f - p) : 0.0f; }
 
 // Keep bits of elements 4*block .. 4*block + 3 (bit k for element 4*block + k).

@@ -63,7 +63,8 @@ Tensor MultiheadAttention::forward_without_out_bias(const Tensor& x, const Tenso
   Tensor qkv = kernels::linear(x, as_compute(in_proj_weight_, ctx), as_compute(in_proj_bias_, ctx));
   const double p = is_training() ? dropout_ : 0.0;
   const uint64_t stream = ctx.next_dropout_stream();
-  Tensor heads = kernels::attention(qkv, key_padding_mask, static_cast<int>(n_heads_), p, ctx.seed, stream);
+  Tensor heads =
+      kernels::attention(qkv, key_padding_mask, static_cast<int>(n_heads_), p, ctx.seed, stream, ctx.device_step);
   return kernels::linear(heads, as_compute(out_proj_->weight(), ctx));
 }
 

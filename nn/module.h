@@ -27,10 +27,19 @@ struct ForwardContext {
   uint64_t seed = 0;  // Philox key for dropout
   uint64_t step = 0;  // the optimizer step: dropout masks differ per step
   uint64_t calls = 0;  // dropout calls so far in this forward
+  // Null, or the step count as an i64 in the parameters' memory space (a
+  // capturable step: a replayed CUDA graph must read the step, not freeze it).
+  // Then `step` is unused and the kernels combine *device_step with the call.
+  const int64_t* device_step = nullptr;
 
   // A Philox subsequence unique to this (step, call): masks never repeat within
-  // a run, and a resumed run draws the same masks as an uninterrupted one.
-  uint64_t next_dropout_stream() { return (step << 16) | (calls++ & 0xffff); }
+  // a run, and a resumed run draws the same masks as an uninterrupted one. With
+  // device_step, only the call's part; pass device_step to the dropout kernel
+  // too (kernels/dropout_mask.h: dropout_subsequence gives the same value).
+  uint64_t next_dropout_stream() {
+    const uint64_t call = calls++ & 0xffff;
+    return device_step ? call : (step << 16) | call;
+  }
 };
 
 class Module {

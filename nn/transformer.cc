@@ -39,7 +39,7 @@ Tensor TransformerEncoderLayer::self_attention_block(const Tensor& x, const Tens
   Tensor a = self_attn_->forward_without_out_bias(x, mask, ctx);
   // dropout1(a + out_proj.bias) + residual, one pass.
   return kernels::bias_dropout_add(a, as_compute(self_attn_->out_proj_bias(), ctx), residual, dropout_, is_training(), ctx.seed,
-                          ctx.next_dropout_stream());
+                          ctx.next_dropout_stream(), ctx.device_step);
 }
 
 Tensor TransformerEncoderLayer::feed_forward_block(const Tensor& x, const Tensor& residual,
@@ -51,10 +51,10 @@ Tensor TransformerEncoderLayer::feed_forward_block(const Tensor& x, const Tensor
     case Activation::GeluTanh: h = bias_gelu(h, b1, kernels::GeluApproximation::Tanh); break;
     case Activation::Relu: h = kernels::relu(kernels::add_bias(h, b1)); break;
   }
-  h = kernels::dropout(h, dropout_, is_training(), ctx.seed, ctx.next_dropout_stream());
+  h = kernels::dropout(h, dropout_, is_training(), ctx.seed, ctx.next_dropout_stream(), ctx.device_step);
   Tensor y = kernels::linear(h, as_compute(linear2_->weight(), ctx));
   return kernels::bias_dropout_add(y, as_compute(linear2_->bias(), ctx), residual, dropout_, is_training(), ctx.seed,
-                          ctx.next_dropout_stream());
+                          ctx.next_dropout_stream(), ctx.device_step);
 }
 
 Tensor TransformerEncoderLayer::forward(const Tensor& x, const Tensor& key_padding_mask, ForwardContext& ctx) const {
@@ -105,7 +105,7 @@ void TextClassifier::set_idf(const std::vector<float>& idf) {
 
 Tensor TextClassifier::forward(const Tensor& ids, const Tensor& mask, ForwardContext& ctx) const {
   Tensor x = embed_->forward(ids, ctx);
-  x = kernels::dropout(x, config_.dropout, is_training(), ctx.seed, ctx.next_dropout_stream());
+  x = kernels::dropout(x, config_.dropout, is_training(), ctx.seed, ctx.next_dropout_stream(), ctx.device_step);
   Tensor h = encoder_->forward(x, mask, ctx);
   Tensor pooled;
   switch (config_.pooling) {

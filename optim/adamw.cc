@@ -48,13 +48,14 @@ void AdamW::set_lr(size_t group, double lr) {
   check_group(group);
   TANDEM_CHECK(lr >= 0.0, "AdamW: group {}: invalid learning rate {}", group, lr);
   options_[group].lr = lr;
+  lr_changed(group);
 }
 
 std::vector<std::string> AdamW::state_names(size_t) const { return {"step", "exp_avg", "exp_avg_sq"}; }
 
 void AdamW::update_group(size_t group, const TensorList& tensors, const float* found_inf) {
   const Options& o = options_[group];
-  const AdamWHyper hyper{o.lr, o.betas.first, o.betas.second, o.eps, o.weight_decay};
+  const AdamWHyper hyper{o.lr, o.betas.first, o.betas.second, o.eps, o.weight_decay, device_lr(group)};
   if (device().is_cpu()) {
     adamw_step_cpu(tensors, hyper, found_inf);
   } else {

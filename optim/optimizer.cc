@@ -113,6 +113,24 @@ void Optimizer::zero_grad(bool set_to_none) {
     }
 }
 
+void Optimizer::set_capturable(bool on) {
+  if (!on) {
+    lr_on_device_ = Tensor();
+    return;
+  }
+  lr_on_device_ = Tensor::zeros({static_cast<int64_t>(groups_.size())}, DType::F64, device_);
+  for (size_t g = 0; g < groups_.size(); ++g) lr_changed(g);
+}
+
+const double* Optimizer::device_lr(size_t group) const {
+  if (!capturable()) return nullptr;
+  return static_cast<const double*>(lr_on_device_.data_ptr()) + group;
+}
+
+void Optimizer::lr_changed(size_t group) {
+  if (capturable()) lr_on_device_.narrow(static_cast<int64_t>(group), 1).fill_(lr(group));
+}
+
 std::string Optimizer::key(size_t index, const std::string& name) const { return fmt::format("state.{}.{}", index, name); }
 
 Optimizer::StateDict Optimizer::state_dict() const {

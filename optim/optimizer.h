@@ -11,6 +11,15 @@
 // it is non-zero, including the step counts, so the next step's bias
 // correction is as if the skipped one never happened.
 //
+// Capturable (PyTorch's capturable=True with a tensor lr): each group's
+// learning rate is also kept in device memory (one f64 per group on the
+// parameters' device), set_lr writes it there with a small fill on the current
+// stream, and the update kernels read it when they run. The step counts and
+// found_inf already live on the device, so no per-step host scalar is baked
+// into the launches of step(): a CUDA graph that captured them stays right as
+// the schedule moves the lr, provided set_lr runs outside the graph. The
+// results are bit-identical to the host-scalar path; the state_dict is the same.
+//
 // state_dict() names every state tensor "state.<i>.<name>", with i the
 // parameter's index across the groups in order (PyTorch's state_dict ids) and
 // name as in PyTorch ("step", "exp_avg", "exp_avg_sq", "momentum_buffer").
@@ -50,6 +59,10 @@ class Optimizer {
   virtual double lr(size_t group) const = 0;
   virtual void set_lr(size_t group, double lr) = 0;
 
+  // Off by default; turning it on copies every group's current lr to the device.
+  void set_capturable(bool on);
+  bool capturable() const { return lr_on_device_.defined(); }
+
   // The live state tensors (not copies) of every parameter that has state.
   StateDict state_dict() const;
   // Copies state written by state_dict() (any device) into this optimizer's
@@ -71,6 +84,10 @@ class Optimizer {
   // without "step"} and step = the "step" count; found_inf is a pointer on
   // the parameters' device, or null.
   virtual void update_group(size_t group, const TensorList& tensors, const float* found_inf) = 0;
+  // Capturable: group's lr in device memory (for the kernels' lr_ptr); otherwise null.
+  const double* device_lr(size_t group) const;
+  // Subclasses' set_lr call it after storing the new lr: the capturable copy follows.
+  void lr_changed(size_t group);
 
  private:
   size_t param_index(size_t group, size_t i) const { return group_first_[group] + i; }
@@ -82,6 +99,7 @@ class Optimizer {
   std::vector<size_t> group_first_;                  // index of each group's first parameter
   std::vector<std::map<std::string, Tensor>> state_;  // by parameter index; empty until the first gradient
   Device device_;
+  Tensor lr_on_device_;  // capturable: f64 [groups] on device_; undefined otherwise
 };
 
 }  // namespace tandem::optim

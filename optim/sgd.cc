@@ -46,6 +46,7 @@ void SGD::set_lr(size_t group, double lr) {
   check_group(group);
   TANDEM_CHECK(lr >= 0.0, "SGD: group {}: invalid learning rate {}", group, lr);
   options_[group].lr = lr;
+  lr_changed(group);
 }
 
 std::vector<std::string> SGD::state_names(size_t group) const {
@@ -55,7 +56,7 @@ std::vector<std::string> SGD::state_names(size_t group) const {
 
 void SGD::update_group(size_t group, const TensorList& tensors, const float* found_inf) {
   const Options& o = options_[group];
-  const SgdHyper hyper{o.lr, o.momentum, o.dampening, o.weight_decay, o.nesterov};
+  const SgdHyper hyper{o.lr, o.momentum, o.dampening, o.weight_decay, o.nesterov, device_lr(group)};
   if (device().is_cpu()) {
     sgd_step_cpu(tensors, hyper, found_inf);
   } else {

@@ -24,6 +24,10 @@ struct AdamWHyper {
   double beta2 = 0.999;
   double eps = 1e-8;
   double weight_decay = 1e-2;
+  // Capturable optimizers: the lr in the kernel's memory space (host for the CPU loops, device
+  // for the CUDA kernels), read when the update runs instead of `lr`; the same value gives the
+  // same result bit for bit.
+  const double* lr_ptr = nullptr;
 };
 
 struct SgdHyper {
@@ -32,7 +36,13 @@ struct SgdHyper {
   double dampening = 0.0;
   double weight_decay = 0.0;
   bool nesterov = false;
+  const double* lr_ptr = nullptr;  // as AdamWHyper::lr_ptr
 };
+
+template <class Hyper>
+TANDEM_HD inline double lr_of(const Hyper& h) {
+  return h.lr_ptr ? *h.lr_ptr : h.lr;
+}
 
 TANDEM_HD inline bool is_finite(float x) {
 #if defined(__CUDA_ARCH__)
@@ -56,8 +66,9 @@ struct AdamWScalars {
 };
 
 TANDEM_HD inline AdamWScalars adamw_scalars(const AdamWHyper& h, double step) {
+  const double lr = lr_of(h);
   AdamWScalars s;
-  s.decay = static_cast<float>(1.0 - h.lr * h.weight_decay);
+  s.decay = static_cast<float>(1.0 - lr * h.weight_decay);
   s.w1 = static_cast<float>(1.0 - h.beta1);
   s.beta2 = static_cast<float>(h.beta2);
   s.w2 = static_cast<float>(1.0 - h.beta2);
@@ -65,7 +76,7 @@ TANDEM_HD inline AdamWScalars adamw_scalars(const AdamWHyper& h, double step) {
   const double bc2 = 1.0 - pow(h.beta2, step);
   s.bc2_sqrt = static_cast<float>(pow(bc2, 0.5));
   s.eps = static_cast<float>(h.eps);
-  s.neg_step_size = static_cast<float>(-(h.lr / bc1));
+  s.neg_step_size = static_cast<float>(-(lr / bc1));
   return s;
 }
 
@@ -89,7 +100,7 @@ struct SgdScalars {
 };
 
 TANDEM_HD inline SgdScalars sgd_scalars(const SgdHyper& h) {
-  return {static_cast<float>(-h.lr), static_cast<float>(h.momentum), static_cast<float>(1.0 - h.dampening),
+  return {static_cast<float>(-lr_of(h)), static_cast<float>(h.momentum), static_cast<float>(1.0 - h.dampening),
           static_cast<float>(h.weight_decay), h.nesterov};
 }
 

@@ -175,6 +175,15 @@ phase_bench() {
   lines+=("== kernels_bench, cuBLASLt epilogues" "$(grep -E '^\| *cuda *\| *linear' "$out/bench_kernels_lt.txt")")
   echo "== tandem bench allreduce (nccl, 1 rank)" >>"$log"
   timeout 60 "$build/apps/tandem" bench allreduce --backend nccl >>"$log" 2>&1 || rc=1
+  # One CUDA graph per step (cuda_graph) against eager steps, same config and data.
+  for graph in false true; do
+    echo "== tandem bench step cuda_graph=$graph (fp32, bf16; 1 rank)" >>"$log"
+    timeout 120 "$build/apps/tandem" bench step --config configs/fortunes_demo.yaml --synthetic --precisions fp32,bf16 \
+      --warmup 5 --steps 30 --set device=cuda --set cuda_graph=$graph --out "$out/bench_step_graph_$graph" >>"$log" 2>&1
+    local r=$?
+    lines+=("== bench step cuda_graph=$graph (exit $r)" "$(grep -E '^\|' "$log" | tail -6)")
+    [ $r -eq 0 ] || rc=1
+  done
   summary bench "${lines[@]}"
   return $rc
 }

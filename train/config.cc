@@ -186,6 +186,7 @@ const std::vector<Field>& schema() {
       TOP(int64_t, profile_skip_first),
       TOP(bool, trace),
       TOP(S, profile_dir),
+      TOP(bool, cuda_graph),
       MODEL(int64_t, d_model),
       MODEL(int64_t, n_heads),
       MODEL(int64_t, num_layers),
@@ -413,6 +414,25 @@ void validate(const TrainConfig& c) {
   TANDEM_CHECK(c.profile_skip_first >= 0, "config: profile_skip_first must be >= 0, got {}", c.profile_skip_first);
   TANDEM_CHECK(!c.trace || c.profile_steps > 0,
                "config: trace: true needs profile_steps > 0 (how many steps the trace covers)");
+  if (c.cuda_graph) {
+    // What a captured step cannot contain (train/graph_step.h); the device and backend that
+    // "auto" picks are checked again when the step is built.
+    auto refuse = [](bool bad, const std::string& why) {
+      TANDEM_CHECK(!bad, "config: cuda_graph: true {}", why);
+    };
+    refuse(c.device == "cpu", "needs a GPU (device is cpu)");
+    refuse(c.ddp_backend == "ring",
+           "needs ddp_backend nccl (or one process): the ring backend reduces on host threads, which a graph cannot "
+           "capture");
+    refuse(c.zero_stage != 0, "does not support zero_stage 1");
+    refuse(c.ddp_find_unused_parameters,
+           "does not support ddp_find_unused_parameters (DDP reads the used-parameter map on the host every step)");
+    refuse(c.ddp_static_graph, "does not support ddp_static_graph (DDP reads the used-parameter map on the host)");
+    refuse(c.ddp_comm_hook != "allreduce",
+           fmt::format("needs ddp_comm_hook allreduce, got {} (the compression hooks keep per-step buffers alive "
+                       "across steps; powersgd also keeps host state)",
+                       c.ddp_comm_hook));
+  }
 }
 
 std::string to_yaml(const TrainConfig& c) {

@@ -139,6 +139,10 @@ struct TrainConfig {
   int64_t profile_skip_first = 2;  // steps to leave out before the window (warm-up, bucket rebuild)
   bool trace = false;              // Chrome trace of the window: trace_rank<R>.json, merged into trace.json
   std::string profile_dir;         // where profile and trace files go; empty: output_dir
+  // One CUDA graph per training step (train/graph_step.h): the step is captured after a few eager
+  // steps and replayed. GPU only, with NCCL or one process; not with ZeRO-1,
+  // ddp_find_unused_parameters, ddp_static_graph or a comm hook other than allreduce.
+  bool cuda_graph = false;
   ModelConfig model;
   DataConfig data;
   TokenizerConfig tokenizer;

@@ -230,6 +230,7 @@ StepOptions step_options(const TrainConfig& c) {
   o.max_grad_norm = c.max_grad_norm;
   o.label_smoothing = c.label_smoothing_factor;
   o.zero_grad_to_none = !c.ddp_gradient_as_bucket_view;
+  o.capturable = c.cuda_graph;
   return o;
 }
 

@@ -21,6 +21,11 @@ TrainStep::TrainStep(nn::TextClassifier& model, ddp::DistributedDataParallel* dd
       options_(options) {
   TANDEM_CHECK(options_.accumulation_steps >= 1, "train step: accumulation_steps must be >= 1, got {}",
                options_.accumulation_steps);
+  if (options_.capturable) {
+    optimizer_.set_capturable(true);
+    device_step_ = Tensor::zeros({}, DType::I64, optimizer_.device());
+    ctx_.device_step = static_cast<const int64_t*>(device_step_.data_ptr());
+  }
 }
 
 namespace {
@@ -37,9 +42,26 @@ TrainStep::TrainStep(nn::TextClassifier& model, ddp::ZeroRedundancyOptimizer& ze
     : TrainStep(model, nullptr, shard_optimizer_of(zero), scaler, scheduler, context, std::move(options)) {
   zero_ = &zero;
   TANDEM_CHECK(!scaler.enabled(), "train step: ZeRO-1 does not support fp16 loss scaling yet");
+  TANDEM_CHECK(!options_.capturable, "train step: a capturable step does not support ZeRO-1");
 }
 
 StepResult TrainStep::run(int64_t step, const std::function<data::Batch()>& next_batch, StepObserver* observer) {
+  begin(step);
+  StepResult r = compute(next_batch, observer);
+  end();
+  return r;
+}
+
+void TrainStep::begin(int64_t step) {
+  if (options_.capturable) device_step_.fill_(static_cast<double>(step));  // exact below 2^53
+  else ctx_.step = static_cast<uint64_t>(step);
+}
+
+void TrainStep::end() {
+  if (scheduler_) scheduler_->step();
+}
+
+StepResult TrainStep::compute(const std::function<data::Batch()>& next_batch, StepObserver* observer) {
   StepObserver none;
   StepObserver& obs = observer ? *observer : none;
   const int64_t accum = options_.accumulation_steps;
@@ -49,7 +71,6 @@ StepResult TrainStep::run(int64_t step, const std::function<data::Batch()>& next
     const data::Batch batch = next_batch();
     const bool last = micro + 1 == accum;
     obs.on_batch(batch, ddp_ != nullptr && last);
-    ctx_.step = static_cast<uint64_t>(step);
     ctx_.calls = static_cast<uint64_t>(micro) << 8;  // distinct dropout streams per micro-batch
     auto forward_backward = [&] {
       obs.enter(Phase::Forward);
@@ -80,7 +101,6 @@ StepResult TrainStep::run(int64_t step, const std::function<data::Batch()>& next
     zero_->reduce_scatter_gradients();
     if (options_.max_grad_norm > 0) r.grad_norm = zero_->clip_grad_norm_(options_.max_grad_norm);
     zero_->step_and_gather();
-    if (scheduler_) scheduler_->step();
     zero_->zero_grad();
     return r;
   }
@@ -88,7 +108,6 @@ StepResult TrainStep::run(int64_t step, const std::function<data::Batch()>& next
   if (options_.max_grad_norm > 0) r.grad_norm = optim::clip_grad_norm_(optimizer_.params(), options_.max_grad_norm);
   scaler_.step(optimizer_);
   scaler_.update();
-  if (scheduler_) scheduler_->step();
   optimizer_.zero_grad(options_.zero_grad_to_none);
   return r;
 }

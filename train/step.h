@@ -7,14 +7,23 @@
 // micro-batch but the last runs under DDP's no_sync, so gradients are
 // all-reduced once per step, overlapped with the last backward. Then: unscale
 // the gradients, clip their norm (max_grad_norm > 0), the optimizer step (which
-// the scaler skips when a gradient overflowed), the scaler update, the schedule
-// step and zero_grad. A window of micro-batches may span the end of an epoch:
+// the scaler skips when a gradient overflowed), the scaler update, zero_grad and
+// the schedule step. A window of micro-batches may span the end of an epoch:
 // the batch source decides where batches come from.
 //
 // Nothing reads back to the host: the loss and the gradient norm stay on the
 // device until a caller that logs asks for them. A StepObserver sees each phase
 // begin (profile::Phase) and each micro-batch arrive, which is all the trainer's
 // profiler and the benchmarks' timers need.
+//
+// Capturable (StepOptions::capturable, PyTorch's capturable=True): no per-step
+// host scalar reaches a kernel. The optimizer reads each group's lr from device
+// memory (optim/optimizer.h) and the dropout kernels read the step count from a
+// device i64 that begin() writes (nn::ForwardContext::device_step); the step
+// counts, found_inf and the loss scale were on the device already. compute()
+// then launches the same kernels with the same arguments every step, which is
+// what lets train/graph_step.h capture it once and replay it. Results are
+// bit-identical to the default path. Not with ZeRO-1.
 #pragma once
 
 #include <cstdint>
@@ -49,6 +58,7 @@ struct StepOptions {
   Tensor class_weights;  // f32 [classes] on the model's device (train::class_weights); undefined: unweighted loss
   // zero_grad frees the gradients (false keeps them: with gradient_as_bucket_view they are views of DDP's buckets).
   bool zero_grad_to_none = true;
+  bool capturable = false;  // per-step scalars from device memory (see above)
 };
 
 // What one step did; the tensors stay on the device.
@@ -75,6 +85,20 @@ class TrainStep {
   // `next_batch`, which must return one each time it is called.
   StepResult run(int64_t step, const std::function<data::Batch()>& next_batch, StepObserver* observer = nullptr);
 
+  // run() is begin(step); compute(...); end(). A caller that replays compute() as a CUDA graph
+  // calls begin and end around each replay: they hold the step's host-side bookkeeping.
+  // begin: the step number dropout follows (capturable: a fill of the device step count).
+  void begin(int64_t step);
+  // Forward, backward, unscale, clip, the optimizer and scaler steps and zero_grad.
+  StepResult compute(const std::function<data::Batch()>& next_batch, StepObserver* observer = nullptr);
+  // The schedule's step (capturable: a fill of each group's device lr).
+  void end();
+
+  const StepOptions& options() const { return options_; }
+  ddp::DistributedDataParallel* ddp() const { return ddp_; }  // null without DDP
+  bool uses_zero() const { return zero_ != nullptr; }
+  const optim::Optimizer& optimizer() const { return optimizer_; }
+
  private:
   nn::TextClassifier& model_;
   ddp::DistributedDataParallel* ddp_;
@@ -84,6 +108,7 @@ class TrainStep {
   optim::LRScheduler* scheduler_;
   nn::ForwardContext ctx_;
   StepOptions options_;
+  Tensor device_step_;  // capturable: the step count dropout reads, i64 0-dim on the model's device
 };
 
 }  // namespace tandem::train

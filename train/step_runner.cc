@@ -17,6 +17,7 @@
 #include "data/data_loader.h"
 #include "data/tokenizer.h"
 #include "optim/grad_scaler.h"
+#include "train/graph_step.h"
 #include "train/step.h"
 
 namespace tandem::train {
@@ -131,6 +132,7 @@ struct StepRunner::State {
   std::unique_ptr<optim::Optimizer> optimizer;
   std::optional<optim::GradScaler> scaler;
   std::unique_ptr<TrainStep> train_step;
+  std::unique_ptr<GraphStep> graph_step;  // cuda_graph
   nn::ForwardContext ctx;
   int64_t step = 0;
   std::vector<int64_t> bucket_bytes;
@@ -151,6 +153,7 @@ struct StepRunner::State {
   }
 
   void prepare(const StepCase& c) {
+    graph_step.reset();  // its graph holds the old DDP's buckets
     optimizer->zero_grad(true);
     gradient_names.clear();
     gradient_bytes.clear();
@@ -167,6 +170,7 @@ struct StepRunner::State {
     scaler.emplace(optim::GradScaler::for_compute_dtype(ctx.compute_dtype));
     // A constant learning rate (no schedule): it does not change the work.
     train_step = std::make_unique<TrainStep>(*model, ddp.get(), *optimizer, *scaler, nullptr, ctx, step_options(config));
+    if (config.cuda_graph) graph_step = std::make_unique<GraphStep>(*train_step);
   }
 
   void record_ready_times(const ddp::IterationStats& st, report::StepSample& s) {
@@ -191,7 +195,8 @@ struct StepRunner::State {
   report::StepSample one_step() {
     StepTimer timer;
     const Clock::time_point t0 = Clock::now();
-    StepResult r = train_step->run(step, [this] { return next_batch(); }, &timer);
+    auto batches = [this] { return next_batch(); };
+    StepResult r = graph_step ? graph_step->run(step, batches, &timer) : train_step->run(step, batches, &timer);
     timer.stop();
     report::StepSample s = timer.sample();
     const Clock::time_point tl = Clock::now();
@@ -203,8 +208,9 @@ struct StepRunner::State {
     }
     if (device.is_cuda()) cuda::current_stream(device.index).synchronize();
     s.step_ms = milliseconds_between(t0, Clock::now());
-    if (ddp) {
-      // After the device synchronisation, so that completing NCCL's comm times does not block.
+    // A replayed step (cuda_graph) leaves DDP's host-side statistics at those of the captured one:
+    // none are recorded. After the device synchronisation, so that completing NCCL's comm times does not block.
+    if (ddp && !graph_step) {
       const ddp::IterationStats& st = ddp->complete_stats();
       s.backward_compute_ms += st.backward_compute_ms;
       s.comm_ms = st.backward_comm_ms;
@@ -263,6 +269,9 @@ StepRunner::~StepRunner() = default;
 
 std::vector<report::StepSample> StepRunner::run(const StepCase& c, int warmup, int steps) {
   TANDEM_CHECK(warmup >= 0 && steps > 0, "bench: need warmup >= 0 and steps > 0 (got {} and {})", warmup, steps);
+  TANDEM_CHECK(!s_->config.cuda_graph || warmup > GraphStepOptions{}.warmup_steps,
+               "bench: cuda_graph: true needs more than {} warm-up steps (the eager steps and the capture), got {}",
+               GraphStepOptions{}.warmup_steps, warmup);
   State& s = *s_;
   s.prepare(c);
   std::vector<report::StepSample> out;

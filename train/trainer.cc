@@ -17,6 +17,7 @@
 #include "optim/grad_scaler.h"
 #include "optim/lr_schedule.h"
 #include "train/checkpoint.h"
+#include "train/graph_step.h"
 #include "train/metrics_writer.h"
 #include "train/model_selection.h"
 #include "train/profiler.h"
@@ -115,6 +116,7 @@ class Job {
   optim::GradScaler scaler_;
   std::unique_ptr<TrainProfiler> profiler_;
   std::unique_ptr<TrainStep> train_step_;
+  std::unique_ptr<GraphStep> graph_step_;  // cuda_graph: replays train_step_'s compute as a CUDA graph
   std::unique_ptr<MetricsWriter> metrics_;  // rank 0
   std::optional<ModelSelection> selection_;  // load_best_model_at_end or early stopping
   NamedTensors best_weights_;                // rank 0, load_best_model_at_end: a host copy of the best model
@@ -237,6 +239,7 @@ Job::Job(const TrainConfig& config, std::shared_ptr<comm::ProcessGroup> group, c
                                                     forward_context(config_, rank_), std::move(step_opts))
                       : std::make_unique<TrainStep>(*model_, ddp_.get(), *optimizer_, scaler_, scheduler_.get(),
                                                     forward_context(config_, rank_), std::move(step_opts));
+  if (config_.cuda_graph) graph_step_ = std::make_unique<GraphStep>(*train_step_);
 
   state_.seed = config_.seed;
   state_.world_size = world_;
@@ -296,7 +299,9 @@ data::Batch Job::next_batch() {
 
 void Job::run_step() {
   profiler_->begin_step(step_ + 1);
-  StepResult r = train_step_->run(step_, [this] { return next_batch(); }, profiler_.get());
+  auto batches = [this] { return next_batch(); };
+  StepResult r = graph_step_ ? graph_step_->run(step_, batches, profiler_.get())
+                             : train_step_->run(step_, batches, profiler_.get());
   ++step_;
   state_.global_step = step_;
   window_loss_ = window_loss_.defined() ? kernels::add(window_loss_, r.loss_sum) : r.loss_sum;

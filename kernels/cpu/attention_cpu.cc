@@ -82,7 +82,7 @@ Mat<A> dropout_factors(const AttentionShape& s, const AttentionDropout& d, int64
       s, d, bh,
       [&](uint64_t first, int64_t n, uint32_t* planes) {
         for (int64_t b = 0; b < n; ++b) {
-          const Philox4 r = philox_block(d.seed, d.offset, first + static_cast<uint64_t>(b));
+          const Philox4 r = philox_block(d.seed, d.subsequence(), first + static_cast<uint64_t>(b));
           for (int w = 0; w < 4; ++w) planes[w * n + b] = r.v[w];
         }
       },
@@ -179,7 +179,7 @@ void fill_dropout_factors(const CpuKernels& k, const AttentionShape& s, const At
                           float* f) {
   write_dropout_factors<float>(
       s, d, bh,
-      [&](uint64_t first, int64_t n, uint32_t* planes) { k.philox_blocks(d.seed, d.offset, first, n, planes); }, f);
+      [&](uint64_t first, int64_t n, uint32_t* planes) { k.philox_blocks(d.seed, d.subsequence(), first, n, planes); }, f);
 }
 
 void multiply_in_place(float* a, const float* b, int64_t n) {

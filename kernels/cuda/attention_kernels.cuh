@@ -222,7 +222,7 @@ struct Params {
 
 __device__ __forceinline__ uint32_t dropout_keep8(const Params& P, int64_t bh, int64_t i, int64_t j) {
   ATTENTION_COUNT_PHILOX();
-  return attention_dropout_keep8(philox_block(P.drop.seed, P.drop.offset, attention_dropout_block(bh, i, j, P.seq)),
+  return attention_dropout_keep8(philox_block(P.drop.seed, P.drop.subsequence(), attention_dropout_block(bh, i, j, P.seq)),
                                  P.drop_threshold);
 }
 

@@ -25,6 +25,7 @@ constexpr int kRowBatch = 4;
 struct Mask {
   float p, scale;  // p == 0: keep everything, unscaled
   uint64_t seed, subsequence;
+  const int64_t* step;  // null, or the device step count: read by each thread (kernels/dropout_mask.h)
 };
 
 // Keep factors (scale or 0) of the V elements starting at flat index i0. For V a
@@ -49,6 +50,7 @@ __device__ __forceinline__ void keep_factors(const Mask& m, uint64_t i0, float (
 template <class T, int V>
 __global__ void forward_kernel(const T* __restrict__ x, const T* __restrict__ b, const T* __restrict__ res,
                                T* __restrict__ y, int64_t rows, int64_t dim, Mask m) {
+  m.subsequence = dropout_subsequence(m.subsequence, m.step);
   const int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (c * V >= dim) return;
   float bv[V];
@@ -72,6 +74,7 @@ __global__ void forward_kernel(const T* __restrict__ x, const T* __restrict__ b,
 template <class T, int V>
 __global__ void backward_kernel(const T* __restrict__ dy, T* __restrict__ dx, float* __restrict__ partial,
                                 int64_t rows, int64_t dim, int64_t slots, Mask m) {
+  m.subsequence = dropout_subsequence(m.subsequence, m.step);
   const int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   const int64_t slot = blockIdx.y * static_cast<int64_t>(blockDim.y) + threadIdx.y;
   if (c * V >= dim || slot >= slots) return;
@@ -105,13 +108,13 @@ __global__ void backward_kernel(const T* __restrict__ dy, T* __restrict__ dx, fl
 
 void bias_dropout_add_forward_cuda(const void* x, const void* bias, const void* residual, void* y, DType t,
                                    int64_t rows, int64_t dim, float p, uint64_t seed, uint64_t subsequence,
-                                   void* stream) {
+                                   const int64_t* step, void* stream) {
   if (!bias) {  // purely elementwise: one long row
     dim *= rows;
     rows = 1;
   }
   if (rows == 0 || dim == 0) return;
-  const Mask m{p, dropout_scale(p), seed, subsequence};
+  const Mask m{p, dropout_scale(p), seed, subsequence, step};
   TANDEM_DISPATCH_FLOAT_NO_F64(t, "bias_dropout_add_forward_cuda", [&] {
     const bool vec = rows_vectorizable(dim, sizeof(scalar_t), {x, bias, residual, y});
     with_width<scalar_t>(vec, [&]<int V>() {
@@ -126,14 +129,15 @@ void bias_dropout_add_forward_cuda(const void* x, const void* bias, const void* 
 }
 
 void bias_dropout_add_backward_cuda(const void* dy, void* dx, void* dbias, DType t, int64_t rows, int64_t dim, float p,
-                                    uint64_t seed, uint64_t subsequence, int device, void* stream) {
+                                    uint64_t seed, uint64_t subsequence, const int64_t* step, int device,
+                                    void* stream) {
   if (!dbias) {  // no column sums: view as one long row
     dim *= rows;
     rows = 1;
   }
   if (dim == 0) return;
   auto s = static_cast<cudaStream_t>(stream);
-  const Mask m{p, dropout_scale(p), seed, subsequence};
+  const Mask m{p, dropout_scale(p), seed, subsequence, step};
   const int64_t slots = column_sum_slots(rows);
   PartialSums partial(device, dbias && rows > 0 ? slots : 0, dim, 1, s);
   TANDEM_DISPATCH_FLOAT_NO_F64(t, "bias_dropout_add_backward_cuda", [&] {

@@ -2,7 +2,7 @@
 //   p *= 1 - lr*wd;  m = lerp(m, g, 1 - beta1);  v = beta2*v + (1 - beta2)*g^2;
 //   p -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
 // with t the tensor's step count (device memory, incremented by step_count.cu
-// first). Traffic: reads p, g, m, v and writes p, m, v once: 28 bytes per
+// first) and lr from the host or, capturable, from device memory. Traffic: reads p, g, m, v and writes p, m, v once: 28 bytes per
 // parameter, which is what bench/optim_bench.cc divides by. Numerics: f32
 // per element, bias corrections in f64 once per tensor per block (see
 // optim/update_math.h); the same formulas as the CPU reference, which may

@@ -1,6 +1,7 @@
 // Fused SGD: g += wd*p; buf = (first ? g : momentum*buf + (1 - dampening)*g);
 // g = nesterov ? g + momentum*buf : buf; p -= lr*g, for every tensor of a
-// parameter group in a few launches. With momentum, "first" is read from the
+// parameter group in a few launches; lr from the host or, capturable, from
+// device memory (read per tensor per block). With momentum, "first" is read from the
 // tensor's step count (device memory, incremented by step_count.cu first), so
 // a skipped first step leaves the buffer to be initialised by the next one.
 // Traffic: with momentum, reads p, g, buf and writes p, buf (20 bytes per
@@ -19,12 +20,14 @@ namespace {
 template <bool Momentum>
 struct SgdOp {
   static constexpr int kDepth = Momentum ? 3 : 2;
-  SgdScalars s;
+  SgdHyper hyper;  // hyper.lr_ptr, when set, is a device pointer: the scalars are computed here
   const float* found_inf;
+  SgdScalars s;
   bool first;
 
   __device__ bool skip() const { return found_inf != nullptr && *found_inf != 0.0f; }
   __device__ void prepare(const mt::Meta<kDepth>& m, int t) {
+    s = sgd_scalars(hyper);
     if constexpr (Momentum) first = *m.step[t] == 1.0f;
   }
   template <bool Vec>
@@ -49,9 +52,9 @@ void sgd_step_cuda(const TensorList& tensors, const SgdHyper& hyper, const float
   auto s = static_cast<cudaStream_t>(stream);
   if (hyper.momentum != 0.0) {
     increment_steps_cuda(tensors, found_inf, stream);
-    mt::apply<3>(tensors, SgdOp<true>{sgd_scalars(hyper), found_inf, false}, s);
+    mt::apply<3>(tensors, SgdOp<true>{hyper, found_inf, {}, false}, s);
   } else {
-    mt::apply<2>(tensors, SgdOp<false>{sgd_scalars(hyper), found_inf, false}, s);
+    mt::apply<2>(tensors, SgdOp<false>{hyper, found_inf, {}, false}, s);
   }
 }
 

@@ -185,6 +185,20 @@ TEST(AttentionDropout, DependsOnlyOnSeedAndOffsetAndPZeroIgnoresThem) {
   EXPECT_TRUE(same(attention(qkv, Tensor(), 2, 0.0, 5, 6), attention(qkv, Tensor(), 2, 0.0, 8, 9)));
 }
 
+TEST(AttentionDropout, AStepCountInMemoryGivesTheMaskOfTheCombinedOffset) {
+  // A capturable step (kernels/dropout_mask.h) passes the call's 16 bits and points at the step count.
+  const int64_t step = 3;
+  Tensor q1 = random_tensor({2, 9, 3 * 2 * 4}, 12, DType::F32).set_requires_grad(true);
+  Tensor q2 = random_tensor({2, 9, 3 * 2 * 4}, 12, DType::F32).set_requires_grad(true);
+  Tensor combined = attention(q1, Tensor(), 2, 0.2, 5, (uint64_t{step} << 16) | 6);
+  Tensor from_memory = attention(q2, Tensor(), 2, 0.2, 5, 6, &step);
+  EXPECT_EQ(from_memory.to_double_vector(), combined.to_double_vector());
+  combined.backward(Tensor::full(combined.shape(), 1.0));
+  from_memory.backward(Tensor::full(from_memory.shape(), 1.0));
+  EXPECT_EQ(q2.grad().to_double_vector(), q1.grad().to_double_vector());
+  EXPECT_NE(attention(q2, Tensor(), 2, 0.2, 5, 6).to_double_vector(), combined.to_double_vector());
+}
+
 // ---- The mask definition itself (kernels/attention_params.h).
 
 TEST(AttentionDropoutMask, QuantisesPToSixteenBitsAndScalesByTheInverseKeepRate) {

@@ -64,6 +64,24 @@ TEST(Dropout, BackwardUsesTheForwardMask) {
   for (size_t i = 0; i < g.size(); ++i) EXPECT_EQ(g[i], yv[i] == 0.0 ? 0.0 : scale) << i << " x=" << xv[i];
 }
 
+TEST(BiasDropoutAdd, AStepCountInMemoryGivesTheMaskOfTheCombinedSubsequence) {
+  // A capturable step (kernels/dropout_mask.h) passes the call's 16 bits and points at the step count.
+  const int64_t step = 5;
+  const uint64_t call = 7;
+  Tensor x1 = random_tensor({3, 37}, 3, DType::F32).set_requires_grad(true);
+  Tensor x2 = random_tensor({3, 37}, 3, DType::F32).set_requires_grad(true);
+  Tensor b = random_tensor({37}, 4, DType::F32), r = random_tensor({3, 37}, 5, DType::F32);
+  Tensor combined = bias_dropout_add(x1, b, r, 0.4, true, kSeed, (uint64_t{step} << 16) | call);
+  Tensor from_memory = bias_dropout_add(x2, b, r, 0.4, true, kSeed, call, &step);
+  EXPECT_EQ(from_memory.to_double_vector(), combined.to_double_vector());
+  combined.backward(Tensor::full({3, 37}, 1.0));
+  from_memory.backward(Tensor::full({3, 37}, 1.0));
+  EXPECT_EQ(x2.grad().to_double_vector(), x1.grad().to_double_vector());
+  const int64_t other = 6;
+  EXPECT_NE(bias_dropout_add(x2, b, r, 0.4, true, kSeed, call, &other).to_double_vector(),
+            combined.to_double_vector());
+}
+
 TEST(Dropout, GradientMatchesFiniteDifferences) {
   EXPECT_TRUE(gradcheck([](const auto& in) { return dropout(in[0], 0.25, true, kSeed, kSub); },
                         {random_tensor({4, 9}, 4).set_requires_grad(true)}));

@@ -6,6 +6,7 @@
 #include "core/check.h"
 #include "optim/adamw.h"
 #include "optim/sgd.h"
+#include "optim/update_math.h"
 #include "tests/testing/gradcheck.h"
 
 namespace tandem::optim {
@@ -87,6 +88,17 @@ TEST(Optimizer, NonZeroFoundInfMakesTheStepANoOp) {
   opt.step(Tensor::zeros({}));  // zero: an ordinary step
   EXPECT_EQ(opt.state_dict().at("state.0.step").item(), 2.0);
   EXPECT_THROW(opt.step(Tensor::zeros({2})), Error);
+}
+
+TEST(Optimizer, CapturableUpdatesTakeTheLrFromMemoryNotTheHostValue) {
+  // What a capturable optimizer hands its kernels (optim/update_math.h): lr_ptr wins over lr.
+  const double in_memory = 0.25;
+  const AdamWScalars a = adamw_scalars(AdamWHyper{.lr = 1.0, .weight_decay = 0.1, .lr_ptr = &in_memory}, 3.0);
+  const AdamWScalars b = adamw_scalars(AdamWHyper{.lr = 0.25, .weight_decay = 0.1}, 3.0);
+  EXPECT_EQ(a.decay, b.decay);
+  EXPECT_EQ(a.neg_step_size, b.neg_step_size);
+  EXPECT_NE(a.neg_step_size, adamw_scalars(AdamWHyper{.lr = 1.0, .weight_decay = 0.1}, 3.0).neg_step_size);
+  EXPECT_EQ(sgd_scalars(SgdHyper{.lr = 1.0, .lr_ptr = &in_memory}).neg_lr, sgd_scalars(SgdHyper{.lr = 0.25}).neg_lr);
 }
 
 TEST(Optimizer, SetLrChangesOneGroup) {

@@ -3,6 +3,9 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "train/config.h"
 #include "train/setup.h"
@@ -186,6 +189,34 @@ TEST(TrainConfig, ZeroStageIsZeroOrOneAndRefusesFp16AndCompressionHooks) {
   EXPECT_NE(error_of([] { validate(load_train_config("", {"zero_stage=1", "ddp_comm_hook=bf16"})); })
                 .find("ddp_comm_hook bf16 does not apply with zero_stage 1"),
             std::string::npos);
+}
+
+TEST(TrainConfig, CudaGraphIsOffByDefaultAndMakesTheStepCapturable) {
+  const TrainConfig off = load_train_config("", {});
+  EXPECT_FALSE(off.cuda_graph);
+  EXPECT_FALSE(step_options(off).capturable);
+  const TrainConfig on = load_train_config(
+      "", {"cuda_graph=true", "ddp_gradient_as_bucket_view=true", "gradient_accumulation_steps=4", "fp16=true"});
+  validate(on);
+  EXPECT_TRUE(step_options(on).capturable);
+}
+
+TEST(TrainConfig, CudaGraphRefusesWhatCannotBeCapturedNamingTheKey) {
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {"device=cpu", "needs a GPU"},
+      {"ddp_backend=ring", "ddp_backend nccl"},
+      {"zero_stage=1", "zero_stage 1"},
+      {"ddp_find_unused_parameters=true", "ddp_find_unused_parameters"},
+      {"ddp_static_graph=true", "ddp_static_graph"},
+      {"ddp_comm_hook=powersgd", "ddp_comm_hook allreduce, got powersgd"},
+      {"ddp_comm_hook=bf16", "ddp_comm_hook allreduce, got bf16"},
+  };
+  for (const auto& [setting, why] : refused) {
+    validate(load_train_config("", {setting}));  // fine without cuda_graph
+    const std::string e = error_of([&] { validate(load_train_config("", {"cuda_graph=true", setting})); });
+    EXPECT_NE(e.find("cuda_graph"), std::string::npos) << setting << ": " << e;
+    EXPECT_NE(e.find(why), std::string::npos) << setting << ": " << e;
+  }
 }
 
 TEST(TrainConfig, CharNgramTokenizerKeysReachTheTokenizerAndBadValuesNameTheKey) {

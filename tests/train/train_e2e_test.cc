@@ -14,6 +14,7 @@
 #include "core/safetensors.h"
 #include "data/dataset_spec.h"
 #include "data/tfidf.h"
+#include "tests/testing/require_gpu.h"
 
 namespace tandem::train {
 namespace {
@@ -375,6 +376,32 @@ TEST_F(TrainEndToEnd, ResultsCarryMacroF1AndPerClassF1) {
   const auto f1 = res["eval_per_class_f1"].get<std::vector<double>>();
   ASSERT_EQ(f1.size(), 2u);
   EXPECT_NEAR(res["eval_macro_f1"].get<double>(), (f1[0] + f1[1]) / 2, 1e-12);
+}
+
+TEST_F(TrainEndToEnd, CudaGraphTrainsAsEagerStepsOnAGpu) {
+  // One CUDA graph per step, with the trainer around it: the loader, the logging window, the
+  // per-epoch evaluations and checkpoints, and a shorter last batch per epoch (256 = 25 x 10 + 6).
+  TANDEM_REQUIRE_GPU();
+  const fs::path eager = dir_ / "eager_gpu", graphed = dir_ / "graphed_gpu";
+  const std::vector<std::string> gpu = {"--set", "device=cuda", "--set", "per_device_train_batch_size=10"};
+  std::vector<std::string> with_graph = gpu;
+  with_graph.insert(with_graph.end(), {"--set", "cuda_graph=true"});
+  Output re = run_tandem(1, train_args(eager, gpu));
+  ASSERT_EQ(re.exit_code, 0) << re.err;
+  Output rg = run_tandem(1, train_args(graphed, with_graph));
+  ASSERT_EQ(rg.exit_code, 0) << rg.err;
+  auto le = records(eager / "metrics.jsonl", "train"), lg = records(graphed / "metrics.jsonl", "train");
+  ASSERT_EQ(le.size(), lg.size());
+  ASSERT_GT(le.size(), 40u);
+  for (size_t i = 0; i < le.size(); ++i)
+    EXPECT_EQ(lg[i]["loss"].get<double>(), le[i]["loss"].get<double>()) << "step " << le[i]["step"];
+  EXPECT_EQ(read_json(graphed / "results.json")["weight_checksums"], read_json(eager / "results.json")["weight_checksums"]);
+}
+
+TEST_F(TrainEndToEnd, CudaGraphOnTheCpuExitsNonZeroNamingTheKey) {
+  Output r = run_tandem(1, train_args(dir_ / "graph_on_cpu", {"--set", "device=cpu", "--set", "cuda_graph=true"}));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("cuda_graph: true needs a GPU"), std::string::npos) << r.err;
 }
 
 TEST_F(TrainEndToEnd, ABadConfigExitsNonZeroNamingTheKey) {
