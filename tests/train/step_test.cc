@@ -339,7 +339,9 @@ TEST(CapturableTrainStep, Fp16SkippedStepsAreSkippedAndNotCountedAsOnTheHostScal
   run.train(6);
   // Steps 0 and 3 overflow: AdamW's step counts say 4, not 6, as without capturable.
   for (const auto& [name, t] : run.optimizer->state_dict())
-    if (name.ends_with(".step")) EXPECT_EQ(t.item(), 4.0) << name;
+    if (name.ends_with(".step")) {
+      EXPECT_EQ(t.item(), 4.0) << name;
+    }
 }
 
 TEST(CapturableTrainStep, DropoutFollowsTheStepCountInDeviceMemory) {
@@ -370,7 +372,9 @@ TEST(CapturableTrainStep, CheckpointsRoundTripBetweenCapturableAndHostScalarStep
     second.model.load_state_dict(load_safetensors((dir / "model.safetensors").string()));
     optim::Optimizer::StateDict loaded;
     for (const auto& [name, t] : load_safetensors((dir / "optimizer.safetensors").string()).tensors) {
-      if (name.ends_with(".step")) EXPECT_EQ(t.dim(), 0) << name << ": PyTorch's 0-dim f32 step count";
+      if (name.ends_with(".step")) {
+        EXPECT_EQ(t.dim(), 0) << name << ": PyTorch's 0-dim f32 step count";
+      }
       loaded[name] = t;
     }
     second.optimizer->load_state_dict(loaded);
