@@ -67,7 +67,7 @@ RingTransport parse_ring_transport(std::string_view name, std::string_view where
 // of passing every byte through the ring. Only possible when every rank of
 // the group is on one host with the shm transport and each can read the
 // others' memory (same uid, no ptrace restriction: probed once at setup).
-// Auto uses it from kRingSingleCopyMinBytes and falls back to the ring when
+// Auto uses it from kRingSingleCopyMinBytes (comm/ring_process_group.h) and falls back to the ring when
 // it is not possible (one line under TANDEM_DISTRIBUTED_DEBUG=INFO says why);
 // Off never; On for every size, and an error on every rank when it is not
 // possible. Every rank must ask for the same. TANDEM_RING_SINGLE_COPY=
@@ -76,10 +76,6 @@ enum class RingSingleCopy { Auto, Off, On };
 std::string_view ring_single_copy_name(RingSingleCopy m);  // "auto", "off", "on"
 // Throws Error naming `where` (an option or variable) for anything else.
 RingSingleCopy parse_ring_single_copy(std::string_view name, std::string_view where);
-// Auto's threshold: all_reduce of fewer bytes keeps the ring (its three
-// small synchronising passes cost more than the copy they save; measured in
-// docs/results/allreduce_shm_cpu.md).
-inline constexpr size_t kRingSingleCopyMinBytes = 256 << 10;
 
 // Reads `bytes` at `remote` in process `pid` into `local`, as
 // process_vm_readv(2) with one iovec each: the bytes read, or -1 with errno set.
@@ -116,7 +112,7 @@ class ProcessGroup {
   // How the bytes travel when a backend has a choice (ring: "shm", "tcp", or
   // "shm within hosts, tcp between"); empty when it has none.
   virtual std::string transport() const { return ""; }
-  // Whether all_reduce reads peers' buffers directly (ring: "from 262144
+  // Whether all_reduce reads peers' buffers directly (ring: "from 524288
   // bytes", or "off: <why>"); empty when the backend has no such choice.
   virtual std::string single_copy() const { return ""; }
 

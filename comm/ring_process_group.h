@@ -62,6 +62,13 @@ namespace tandem::comm {
 class CudaStaging;
 class SingleCopy;
 
+// Auto's threshold for single copy: a smaller all_reduce keeps the ring,
+// whose one pipelined pass beats three synchronising passes plus
+// process_vm_readv's page pinning (measured on 2 cores: 2 ranks were slower
+// with single copy up to 256 KiB and level with the ring at 512 KiB;
+// docs/results/allreduce_shm_cpu.md).
+inline constexpr size_t kRingSingleCopyMinBytes = 512 << 10;
+
 class RingProcessGroup final : public ProcessGroup {
  public:
   RingProcessGroup(std::shared_ptr<Store> store, int rank, int size, ProcessGroupOptions options = {});

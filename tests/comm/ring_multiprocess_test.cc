@@ -9,7 +9,7 @@
 #include <set>
 #include <tuple>
 
-#include "comm/process_group.h"
+#include "comm/ring_process_group.h"
 #include "core/stream.h"
 #include "tests/comm/run_job.h"
 #include "tests/testing/gradcheck.h"
