@@ -112,7 +112,7 @@ class ProcessGroup {
   // How the bytes travel when a backend has a choice (ring: "shm", "tcp", or
   // "shm within hosts, tcp between"); empty when it has none.
   virtual std::string transport() const { return ""; }
-  // Whether all_reduce reads peers' buffers directly (ring: "from 524288
+  // Whether all_reduce reads peers' buffers directly (ring: "from 1048576
   // bytes", or "off: <why>"); empty when the backend has no such choice.
   virtual std::string single_copy() const { return ""; }
 

@@ -64,10 +64,10 @@ class SingleCopy;
 
 // Auto's threshold for single copy: a smaller all_reduce keeps the ring,
 // whose one pipelined pass beats three synchronising passes plus
-// process_vm_readv's page pinning (measured on 2 cores: 2 ranks were slower
-// with single copy up to 256 KiB and level with the ring at 512 KiB;
-// docs/results/allreduce_shm_cpu.md).
-inline constexpr size_t kRingSingleCopyMinBytes = 512 << 10;
+// process_vm_readv's page pinning (measured on 2 cores, median of 5: at 512
+// KiB 2 ranks were 14 % slower with single copy, 4 ranks 5 %; at 1 MiB 2 ranks
+// level and 4 ranks 16 % faster; docs/results/allreduce_shm_cpu.md).
+inline constexpr size_t kRingSingleCopyMinBytes = 1 << 20;
 
 class RingProcessGroup final : public ProcessGroup {
  public:

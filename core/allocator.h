@@ -26,7 +26,9 @@ struct MemoryStats {
 };
 
 namespace host_memory {
-// 64-byte aligned, so rows of f32 start on cache-line and AVX-512 boundaries.
+// 64-byte aligned, so rows of f32 start on cache-line and AVX-512 boundaries;
+// with TANDEM_HOST_HUGE_PAGES=1, blocks of 2 MiB and more start on a 2 MiB
+// boundary and are advised for transparent huge pages (allocator.cc says why).
 void* allocate(size_t nbytes);
 void deallocate(void* p, size_t nbytes);
 // Page-locked memory for fast, asynchronous host<->device copies. Falls back to
