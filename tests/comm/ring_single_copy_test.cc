@@ -260,6 +260,33 @@ TEST(SingleCopyChoice, AProbeRefusedWithEpermOrEnosysFallsBackToTheRingAndSaysWh
   }
 }
 
+TEST(SingleCopyChoice, TheFallbackIsLoggedOncePerRankUnderDebugInfo) {
+  ::setenv("TANDEM_DISTRIBUTED_DEBUG", "INFO", 1);
+  ::testing::internal::CaptureStderr();
+  {
+    StoreServer server({});
+    auto pgs = make_groups(server, 2, [](int) {
+      return options(RingSingleCopy::Auto, "logged", [](int, void*, uint64_t, size_t) -> long {
+        errno = EPERM;
+        return -1;
+      });
+    });
+    std::vector<Tensor> t = {Tensor::full({1 << 20}, 1.0), Tensor::full({1 << 20}, 2.0)};
+    for (int i = 0; i < 3; ++i)
+      on_every_rank(2, [&](int r) { return pgs[static_cast<size_t>(r)]->all_reduce(t[static_cast<size_t>(r)], ReduceOp::Sum); });
+  }
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  ::unsetenv("TANDEM_DISTRIBUTED_DEBUG");
+  for (int r = 0; r < 2; ++r) {
+    const std::string line = fmt::format("tandem: ring group 'logged' rank {}: all_reduce stays on the ring, single "
+                                         "copy is off: rank 0 cannot read the memory of rank 1: process_vm_readv from pid ",
+                                         r);
+    const size_t at = err.find(line);
+    EXPECT_NE(at, std::string::npos) << err;
+    EXPECT_EQ(err.find(line, at + 1), std::string::npos) << "logged more than once:\n" << err;
+  }
+}
+
 TEST(SingleCopyChoice, OnFailsOnEveryRankWhenAProbeIsRefused) {
   StoreServer server({});
   std::vector<std::future<void>> f;
