@@ -348,6 +348,32 @@ TEST(SingleCopyChoice, AnUnknownModeIsAnErrorNamingWhereItCameFrom) {
   }
 }
 
+TEST(SingleCopyFailures, ADifferentElementCountFailsEveryRankNamingThePeerAndBothCounts) {
+  // The long timeout: the error must come from the exchanged counts, not from waiting.
+  StoreServer server({});
+  auto pgs = make_groups(server, 2, [](int) {
+    ProcessGroupOptions o = options(RingSingleCopy::On, "count");
+    o.timeout = 60000ms;
+    return o;
+  });
+  std::vector<Tensor> t = {Tensor::full({100}, 1.0), Tensor::full({99}, 1.0)};
+  std::vector<std::shared_ptr<Work>> works;
+  for (int r = 0; r < 2; ++r) works.push_back(pgs[static_cast<size_t>(r)]->all_reduce(t[static_cast<size_t>(r)], ReduceOp::Sum));
+  for (int r = 0; r < 2; ++r) {
+    try {
+      works[static_cast<size_t>(r)]->wait(60000ms);
+      ADD_FAILURE() << "rank " << r << ": expected an error";
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      EXPECT_TRUE(m.find("all_reduce #0 on rank 0: rank 1 all-reduces 99 elements where this rank has 100") !=
+                      std::string::npos ||
+                  m.find("all_reduce #0 on rank 1: rank 0 all-reduces 100 elements where this rank has 99") !=
+                      std::string::npos)
+          << "rank " << r << ": " << m;
+    }
+  }
+}
+
 TEST(SingleCopyFailures, APeerThatVanishesMidCollectiveFailsEveryRankNamingIt) {
   // Rank 0's reads find rank 1 gone (ESRCH, as for a killed process) once the probe has passed.
   std::atomic<bool> probed{false};
