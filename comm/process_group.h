@@ -113,7 +113,9 @@ class ProcessGroup {
   // "shm within hosts, tcp between"); empty when it has none.
   virtual std::string transport() const { return ""; }
   // Whether all_reduce reads peers' buffers directly (ring: "from 1048576
-  // bytes", or "off: <why>"); empty when the backend has no such choice.
+  // bytes", or "off: <why>", never with a comma: tandem bench allreduce
+  // prints it in the header report/allreduce_table.cc reads); empty when the
+  // backend has no such choice.
   virtual std::string single_copy() const { return ""; }
 
   virtual std::shared_ptr<Work> all_reduce(Tensor& t, ReduceOp op) = 0;

@@ -41,7 +41,7 @@ std::string SingleCopy::probe(int pid, uint64_t address, uint64_t expected) cons
   const long n = read_(pid, &got, address, sizeof got);
   if (n != static_cast<long>(sizeof got))
     return fmt::format("process_vm_readv from pid {}: {}", pid, n < 0 ? errno_text(errno) : "a short read");
-  if (got != expected) return fmt::format("process_vm_readv from pid {} read {:#x}, not {:#x}", pid, got, expected);
+  if (got != expected) return fmt::format("process_vm_readv from pid {} read {:#x} instead of {:#x}", pid, got, expected);
   return "";
 }
 
