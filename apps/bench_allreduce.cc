@@ -279,7 +279,7 @@ void add_bench_allreduce_command(CLI::App& bench) {
   cmd->add_option("--ring-transport", o->ring_transport, "ring: auto (shared memory on one host), tcp or shm")
       ->capture_default_str();
   cmd->add_option("--ring-single-copy", o->ring_single_copy,
-                  "ring: auto (all_reduce of 1M and more reads the peers' buffers directly on one host), off or on (every size)")
+                  "ring: auto (all_reduce of 2M and more reads the peers' buffers directly on one host when tensors are on huge pages), off or on (every size)")
       ->capture_default_str();
   cmd->callback([o] {
     comm::RankInfo info = comm::rank_info_from_env();

@@ -67,8 +67,11 @@ RingTransport parse_ring_transport(std::string_view name, std::string_view where
 // of passing every byte through the ring. Only possible when every rank of
 // the group is on one host with the shm transport and each can read the
 // others' memory (same uid, no ptrace restriction: probed once at setup).
-// Auto uses it from kRingSingleCopyMinBytes (comm/ring_process_group.h) and falls back to the ring when
-// it is not possible (one line under TANDEM_DISTRIBUTED_DEBUG=INFO says why);
+// Auto uses it from kRingSingleCopyMinBytes (comm/ring_process_group.h)
+// when every rank's large host tensors are on huge pages
+// (TANDEM_HOST_HUGE_PAGES=1: from 4 KiB pages it is slower than the ring),
+// and falls back to the ring when a probe fails (one line under
+// TANDEM_DISTRIBUTED_DEBUG=INFO says why);
 // Off never; On for every size, and an error on every rank when it is not
 // possible. Every rank must ask for the same. TANDEM_RING_SINGLE_COPY=
 // auto|off|on replaces Auto.

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <sstream>
 
 #include <unistd.h>
 
@@ -15,6 +16,7 @@
 #include "comm/shm_ring.h"
 #include "comm/single_copy.h"
 #include "comm/stuck_ranks.h"
+#include "core/allocator.h"
 #include "core/check.h"
 
 #if TANDEM_WITH_CUDA
@@ -239,24 +241,29 @@ void RingProcessGroup::setup_single_copy(uint64_t nonce) {
   };
   // The group's nonce in the word: a read that reaches some other process cannot pass.
   probe_word_ = nonce ^ 0x79706f632d656c67ull;
-  store_->set(key("self", r), fmt::format("{} {} {}", ring_single_copy_name(mode), static_cast<int>(::getpid()),
-                                          reinterpret_cast<uintptr_t>(&probe_word_)));
+  store_->set(key("self", r), fmt::format("{} {} {} {}", ring_single_copy_name(mode), static_cast<int>(::getpid()),
+                                          reinterpret_cast<uintptr_t>(&probe_word_),
+                                          host_memory::large_blocks_on_huge_pages() ? 1 : 0));
   std::vector<int> pids;
   std::vector<uint64_t> words;
+  bool huge_pages_everywhere = true;
   const std::vector<std::string> selves = wait_all("self");
   for (int i = 0; i < n; ++i) {
     const std::string& text = selves[static_cast<size_t>(i)];
-    const size_t a = text.find(' '), b = a == std::string::npos ? a : text.find(' ', a + 1);
-    TANDEM_CHECK(b != std::string::npos, "ring rendezvous: rank {} published a malformed single-copy record '{}'", i,
-                 text);
-    const RingSingleCopy theirs =
-        parse_ring_single_copy(text.substr(0, a), fmt::format("the ring single-copy mode of rank {}", i));
+    std::istringstream fields(text);
+    std::string name;
+    int pid = 0, huge = 0;
+    uint64_t word = 0;
+    TANDEM_CHECK(static_cast<bool>(fields >> name >> pid >> word >> huge),
+                 "ring rendezvous: rank {} published a malformed single-copy record '{}'", i, text);
+    pids.push_back(pid);
+    words.push_back(word);
+    huge_pages_everywhere = huge_pages_everywhere && huge == 1;
+    const RingSingleCopy theirs = parse_ring_single_copy(name, fmt::format("the ring single-copy mode of rank {}", i));
     TANDEM_CHECK(theirs == mode,
                  "ring single copy: rank {} asks for '{}' and rank {} for '{}' (set the same ring_single_copy, or "
                  "TANDEM_RING_SINGLE_COPY, on every rank)",
                  r, ring_single_copy_name(mode), i, ring_single_copy_name(theirs));
-    pids.push_back(std::stoi(text.substr(a + 1, b - a - 1)));
-    words.push_back(std::stoull(text.substr(b + 1)));
   }
   if (mode == RingSingleCopy::Off) {
     single_copy_note_ = "off: asked for";
@@ -288,6 +295,14 @@ void RingProcessGroup::setup_single_copy(uint64_t nonce) {
     if (distributed_debug_level() != DebugLevel::Off)
       std::fprintf(stderr, "tandem: ring group '%s' rank %d: all_reduce stays on the ring, single copy is off: %s\n",
                    options_.group_name.c_str(), r, reason.c_str());
+    return;
+  }
+  if (mode == RingSingleCopy::Auto && !huge_pages_everywhere) {
+    // Measured: from 4 KiB pages process_vm_readv pins every page and single
+    // copy is slower than the ring (docs/results/allreduce_shm_cpu.md).
+    single_copy_note_ =
+        "off: host tensors are not on huge pages on every rank (TANDEM_HOST_HUGE_PAGES=1; from 4 KiB pages single "
+        "copy is slower than the ring)";
     return;
   }
   single_copy_ = std::move(sc);

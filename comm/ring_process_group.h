@@ -28,10 +28,11 @@
 //
 // Single copy: when every link is shared memory (all ranks on one host),
 // each rank also publishes its pid, its options.ring_single_copy (or
-// TANDEM_RING_SINGLE_COPY) and the address of a probe word; every rank reads
-// each peer's word with process_vm_readv and publishes whether it could.
-// Only if every rank could, all_reduce from kRingSingleCopyMinBytes (On: from
-// 0) reads the peers' buffers directly (comm/single_copy.h) instead of
+// TANDEM_RING_SINGLE_COPY), whether its large host tensors are on huge pages
+// and the address of a probe word; every rank reads each peer's word with
+// process_vm_readv and publishes whether it could. Only if every rank could
+// (and, for auto, every rank is on huge pages), all_reduce from
+// kRingSingleCopyMinBytes (On: from 0) reads the peers' buffers directly (comm/single_copy.h) instead of
 // streaming through the ring; its synchronisation is three small passes over
 // the ring links (the buffers' addresses, a barrier between reduce-scatter
 // and all-gather, one before returning), so framing, sequence checks and
@@ -62,12 +63,12 @@ namespace tandem::comm {
 class CudaStaging;
 class SingleCopy;
 
-// Auto's threshold for single copy: a smaller all_reduce keeps the ring,
-// whose one pipelined pass beats three synchronising passes plus
-// process_vm_readv's page pinning (measured on 2 cores, median of 5: at 512
-// KiB 2 ranks were 14 % slower with single copy, 4 ranks 5 %; at 1 MiB 2 ranks
-// level and 4 ranks 16 % faster; docs/results/allreduce_shm_cpu.md).
-inline constexpr size_t kRingSingleCopyMinBytes = 1 << 20;
+// Auto's threshold for single copy, the huge page size: auto uses single
+// copy only when every rank's large host tensors are on huge pages
+// (TANDEM_HOST_HUGE_PAGES=1, core/allocator.h), which smaller tensors are
+// not; at 1 MiB 4 ranks were 22 % slower than the ring, at 2 MiB 18 % faster
+// (median of 5; docs/results/allreduce_shm_cpu.md).
+inline constexpr size_t kRingSingleCopyMinBytes = 2 << 20;
 
 class RingProcessGroup final : public ProcessGroup {
  public:

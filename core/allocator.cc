@@ -5,7 +5,9 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <mutex>
+#include <string>
 #include <new>
 
 #include "core/check.h"
@@ -68,6 +70,12 @@ bool huge_pages_asked() {
   return asked;
 }
 
+bool kernel_gives_huge_pages() {
+  std::ifstream f("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string modes;
+  return std::getline(f, modes) && modes.find("[never]") == std::string::npos;
+}
+
 }  // namespace
 
 namespace host_memory {
@@ -81,6 +89,11 @@ void* allocate(size_t nbytes) {
   if (huge) ::madvise(p, round_up(nbytes, align), MADV_HUGEPAGE);  // advice: failing it only costs speed
   host_counters.on_alloc(nbytes, true);
   return p;
+}
+
+bool large_blocks_on_huge_pages() {
+  static const bool on = huge_pages_asked() && kernel_gives_huge_pages();
+  return on;
 }
 
 void deallocate(void* p, size_t nbytes) {

@@ -31,6 +31,9 @@ namespace host_memory {
 // boundary and are advised for transparent huge pages (allocator.cc says why).
 void* allocate(size_t nbytes);
 void deallocate(void* p, size_t nbytes);
+// Whether blocks of 2 MiB and more are advised for huge pages: TANDEM_HOST_HUGE_PAGES=1
+// and a kernel whose transparent huge pages are not "never".
+bool large_blocks_on_huge_pages();
 // Page-locked memory for fast, asynchronous host<->device copies. Falls back to
 // ordinary aligned memory (and returns pinned=false) when no GPU is present.
 void* allocate_pinned(size_t nbytes, bool* pinned);

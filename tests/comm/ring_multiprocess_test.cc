@@ -21,24 +21,29 @@ using testing::run_job;
 
 // (world size, TANDEM_RING_TRANSPORT, TANDEM_RING_SINGLE_COPY): ranks on one
 // host take shared memory unless told tcp, and all_reduce reads the peers'
-// buffers directly (from its threshold under auto, at every size under on)
-// unless told off; all must give the reference results.
+// buffers directly (under on at every size, under auto from its threshold
+// when tensors are on huge pages); all must give the reference results.
 class RingCollectives : public ::testing::TestWithParam<std::tuple<int, std::string, std::string>> {};
 
 TEST_P(RingCollectives, EveryCollectiveDtypeAndSizeMatchesTheReference) {
   const auto [world, transport, single_copy] = GetParam();
+  // "auto+huge": auto with TANDEM_HOST_HUGE_PAGES=1, which auto needs.
+  const bool huge = single_copy == "auto+huge";
   auto run = run_job(world, {TANDEM_COMM_WORKER, "collectives", "--backend", "ring"},
-                     {{"TANDEM_RING_TRANSPORT", transport}, {"TANDEM_RING_SINGLE_COPY", single_copy}});
+                     {{"TANDEM_RING_TRANSPORT", transport},
+                      {"TANDEM_RING_SINGLE_COPY", huge ? "auto" : single_copy},
+                      {"TANDEM_HOST_HUGE_PAGES", huge ? "1" : "0"}});
   EXPECT_EQ(run.result.exit_code, 0) << run.result.message << "\n" << run.output();
   const std::string used = transport == "auto" ? "shm" : transport;
-  const std::string copy = used == "tcp" ? "off: the ranks are not all on one host with the shm transport"
+  const std::string copy = used == "tcp"          ? "off: the ranks are not all on one host with the shm transport"
                            : single_copy == "off" ? "off: asked for"
                            : single_copy == "on"  ? "from 0 bytes"
-                                                  : "from " + std::to_string(comm::kRingSingleCopyMinBytes) + " bytes";
+                           : huge                 ? "from " + std::to_string(comm::kRingSingleCopyMinBytes) + " bytes"
+                                                  : "off: host tensors are not on huge pages on every rank";
   for (int r = 0; r < world; ++r) {
     EXPECT_NE(run.output_of(r).find(", 0 wrong"), std::string::npos) << run.output();
     EXPECT_NE(run.output_of(r).find("transport " + used + " (pid"), std::string::npos) << run.output();
-    EXPECT_NE(run.output_of(r).find("single copy " + copy + "\n"), std::string::npos) << run.output();
+    EXPECT_NE(run.output_of(r).find("single copy " + copy), std::string::npos) << run.output();
   }
 }
 
@@ -56,10 +61,11 @@ INSTANTIATE_TEST_SUITE_P(WorldSizes, RingCollectives,
                          });
 INSTANTIATE_TEST_SUITE_P(SingleCopy, RingCollectives,
                          ::testing::Combine(::testing::Values(2, 3, 4), ::testing::Values("shm"),
-                                            ::testing::Values("on", "off")),
+                                            ::testing::Values("on", "off", "auto+huge")),
                          [](const auto& info) {
-                           return std::to_string(std::get<0>(info.param)) + "ranks_single_copy_" +
-                                  std::get<2>(info.param);
+                           std::string mode = std::get<2>(info.param);
+                           if (mode == "auto+huge") mode = "auto_on_huge_pages";
+                           return std::to_string(std::get<0>(info.param)) + "ranks_single_copy_" + mode;
                          });
 
 TEST(RingFailures, RendezvousTimeoutNamesTheRankThatNeverArrived) {
@@ -104,8 +110,9 @@ std::vector<std::string> ring_sockets_of(const std::vector<int>& pids) {
   return found;
 }
 
-// (world size, TANDEM_RING_TRANSPORT, TANDEM_RING_SINGLE_COPY): the 64 MiB
-// all_reduce reads the peers' buffers directly over shm unless told off.
+// (world size, TANDEM_RING_TRANSPORT, TANDEM_RING_SINGLE_COPY): over shm the
+// 64 MiB all_reduce reads the peers' buffers directly (on) or goes round the
+// ring (off).
 class RingKilledPeer : public ::testing::TestWithParam<std::tuple<int, std::string, std::string>> {};
 
 TEST_P(RingKilledPeer, OthersFailNamingTheDeadRankInsteadOfHangingAndLeaveNothingBehind) {
@@ -144,12 +151,12 @@ TEST_P(RingKilledPeer, OthersFailNamingTheDeadRankInsteadOfHangingAndLeaveNothin
 }
 
 INSTANTIATE_TEST_SUITE_P(WorldSizes, RingKilledPeer,
-                         ::testing::Values(std::make_tuple(2, "shm", "auto"), std::make_tuple(3, "shm", "auto"),
-                                           std::make_tuple(4, "shm", "auto"), std::make_tuple(3, "shm", "off"),
+                         ::testing::Values(std::make_tuple(2, "shm", "on"), std::make_tuple(3, "shm", "on"),
+                                           std::make_tuple(4, "shm", "on"), std::make_tuple(3, "shm", "off"),
                                            std::make_tuple(4, "shm", "off"), std::make_tuple(3, "tcp", "auto"),
                                            std::make_tuple(4, "tcp", "auto")),
                          [](const auto& info) {
-                           const std::string copy = std::get<2>(info.param) == "off" ? "_ring_only" : "";
+                           const std::string copy = std::get<2>(info.param) == "on" ? "_single_copy" : "";
                            return std::to_string(std::get<0>(info.param)) + "ranks_" + std::get<1>(info.param) + copy;
                          });
 

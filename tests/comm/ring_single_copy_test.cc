@@ -18,6 +18,7 @@
 #include "comm/single_copy.h"
 #include "comm/store.h"
 #include "comm/store_server.h"
+#include "core/allocator.h"
 #include "core/check.h"
 
 namespace tandem::comm {
@@ -209,7 +210,28 @@ TEST_P(SingleCopyGroups, ABufferRewrittenAsSoonAsItsAllReduceReturnsDoesNotReach
 INSTANTIATE_TEST_SUITE_P(WorldSizes, SingleCopyGroups, ::testing::Values(2, 3, 4),
                          [](const auto& info) { return std::to_string(info.param) + "ranks"; });
 
-TEST(SingleCopyChoice, AutoReadsPeersOnlyFromTheThresholdAndSmallerMessagesKeepTheRing) {
+TEST(SingleCopyChoice, AutoKeepsTheRingWhenHostTensorsAreOnSmallPages) {
+  if (host_memory::large_blocks_on_huge_pages()) GTEST_SKIP() << "runs without TANDEM_HOST_HUGE_PAGES=1";
+  std::atomic<int> reads{0};
+  CrossMemoryRead counted = [&](int pid, void* local, uint64_t remote, size_t bytes) {
+    ++reads;
+    return system_read(pid, local, remote, bytes);
+  };
+  StoreServer server({});
+  auto pgs = make_groups(server, 2, [&](int) { return options(RingSingleCopy::Auto, "small_pages", counted); });
+  EXPECT_EQ(pgs[0]->single_copy(), "off: host tensors are not on huge pages on every rank (TANDEM_HOST_HUGE_PAGES=1; "
+                                   "from 4 KiB pages single copy is slower than the ring)");
+  const int after_probe = reads.load();
+  EXPECT_GT(after_probe, 0) << "the probe still runs, so that its failure is what gets reported";
+  std::vector<Tensor> t = {Tensor::full({4 << 20}, 1.0), Tensor::full({4 << 20}, 2.0)};
+  on_every_rank(2, [&](int r) { return pgs[static_cast<size_t>(r)]->all_reduce(t[static_cast<size_t>(r)], ReduceOp::Sum); });
+  EXPECT_EQ(t[0].to_double_vector(), std::vector<double>(4 << 20, 3.0));
+  EXPECT_EQ(reads.load(), after_probe);
+}
+
+// Runs in its own ctest entry (comm_single_copy_auto_huge_pages) with TANDEM_HOST_HUGE_PAGES=1.
+TEST(SingleCopyChoice, AutoOnHugePagesReadsPeersOnlyFromTheThresholdAndSmallerMessagesKeepTheRing) {
+  if (!host_memory::large_blocks_on_huge_pages()) GTEST_SKIP() << "runs under TANDEM_HOST_HUGE_PAGES=1";
   std::atomic<int> reads{0};
   CrossMemoryRead counted = [&](int pid, void* local, uint64_t remote, size_t bytes) {
     ++reads;
