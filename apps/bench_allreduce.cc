@@ -43,6 +43,7 @@ struct BenchOptions {
   std::string ring_chunk = "256K";
   std::string ring_socket_buffer = "0";
   std::string ring_transport = "auto";
+  std::string ring_single_copy = "auto";
 };
 
 size_t parse_size(const std::string& text) {
@@ -230,7 +231,8 @@ class Bench {
 
   void header() const {
     if (pg_.rank() != 0) return;
-    const std::string transport = pg_.transport().empty() ? "" : " (transport " + pg_.transport() + ")";
+    std::string transport = pg_.transport().empty() ? "" : " (transport " + pg_.transport() + ")";
+    if (!pg_.single_copy().empty()) transport += " (single copy " + pg_.single_copy() + ")";
     std::printf("# tandem bench allreduce: %s, backend %s%s, %d ranks, dtype %s, op %s, device %s, iters %d, warmup %d\n#\n",
                 o_.collective.c_str(), pg_.backend_name().c_str(), transport.c_str(), pg_.size(), nccl_type_name(dtype_),
                 std::string(comm::reduce_op_name(op_)).c_str(), device_.str().c_str(), o_.iters, o_.warmup);
@@ -276,6 +278,9 @@ void add_bench_allreduce_command(CLI::App& bench) {
       ->capture_default_str();
   cmd->add_option("--ring-transport", o->ring_transport, "ring: auto (shared memory on one host), tcp or shm")
       ->capture_default_str();
+  cmd->add_option("--ring-single-copy", o->ring_single_copy,
+                  "ring: auto (all_reduce of 2M and more reads the peers' buffers directly on one host when tensors are on huge pages), off or on (every size)")
+      ->capture_default_str();
   cmd->callback([o] {
     comm::RankInfo info = comm::rank_info_from_env();
     comm::ProcessGroupOptions po;
@@ -283,6 +288,7 @@ void add_bench_allreduce_command(CLI::App& bench) {
     po.ring_chunk_bytes = parse_size(o->ring_chunk);
     po.ring_socket_buffer_bytes = static_cast<int>(parse_size(o->ring_socket_buffer));
     po.ring_transport = comm::parse_ring_transport(o->ring_transport, "--ring-transport");
+    po.ring_single_copy = comm::parse_ring_single_copy(o->ring_single_copy, "--ring-single-copy");
     Device device = parse_device(o->device);
     if (device.is_cuda()) {
       device = Device::cuda(info.local_rank % std::max(1, cuda::device_count()));

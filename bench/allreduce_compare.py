@@ -8,10 +8,14 @@ report. Not run in CI.
   python3 bench/allreduce_compare.py --tandem build/apps/tandem \
       --out docs/results/allreduce_ring_vs_mpi_gloo.md
 
-With --transports, compares the ring's two transports instead: Tandem with
---ring-transport shm and tcp side by side with gloo, checks the goals of the
-shared-memory transport (busbw >= 50 % of single-core memcpy from 1 MiB,
->= 1.5x gloo from 64 KiB) per size, and writes the report and a .json next to it:
+With --transports, compares the ring's same-host paths instead: Tandem's
+default (auto: the ring over shared memory, all_reduce by single copy from
+its threshold), --ring-single-copy on (every size read straight from the
+peers' buffers), off (every byte through the shared-memory ring), and
+--ring-transport tcp, side by side with gloo; checks the goals of the
+same-host transport on the default (busbw >= 50 % of single-core memcpy from
+1 MiB, >= 1.5x gloo from 64 KiB) per size, and writes the report and a .json
+next to it:
 
   /opt/torchvenv/bin/python bench/allreduce_compare.py --tandem build/apps/tandem \
       --transports --min 64K --max 64M --out docs/results/allreduce_shm_cpu.md
@@ -53,12 +57,20 @@ def pairs(text):
     return {int(b): float(t) for b, t in (l.split() for l in text.splitlines() if l.strip() and l[0].isdigit())}
 
 
-def tandem_times(args, n, transport="tcp"):
+def tandem_times(args, n, transport="tcp", single_copy=None, huge_pages=False):
     cmd = [args.tandem, "launch", "--nproc-per-node", str(n), "--", args.tandem, "bench", "allreduce",
            "-b", args.min, "-e", args.max, "-f", "2", "-n", str(args.iters), "-w", str(args.warmup),
            "--ring-transport", transport]
-    text = run(cmd)
+    if single_copy:
+        cmd += ["--ring-single-copy", single_copy]
+    env = dict(os.environ, TANDEM_HOST_HUGE_PAGES="1" if huge_pages else "0")
+    text = run(cmd, env=env)
     assert f"(transport {transport})" in text, f"the ring did not report transport {transport}:\n{text}"
+    # auto: single copy from its threshold on huge pages, else off (the header says which)
+    expect = {"on": "(single copy from 0 bytes)", "off": "(single copy off: asked for)",
+              "auto": "(single copy from " if huge_pages else "(single copy off: host tensors are not on huge pages"
+              }.get(single_copy, "")
+    assert expect in text, f"the ring did not report single copy '{single_copy}':\n{text}"
     oop, ip = {}, {}
     for line in text.splitlines():
         f = line.split()
@@ -183,61 +195,75 @@ def transports_report(args):
               "command": f"python bench/allreduce_compare.py {' '.join(sys.argv[1:])}",
               "torch": torch.__version__, "memcpy_gbps": mem_bw, "iters": args.iters, "warmup": args.warmup,
               "repeat": args.repeat, "load_average_before": load_before, "worlds": []}
-    raw = []
+    raw = {}  # world size -> the default's last output
+    # column -> (transport, single copy, huge pages); "auto" is what a job gets by default.
+    tandem_columns = {"auto": ("shm", "auto", False), "auto_thp": ("shm", "auto", True), "single": ("shm", "on", False),
+                      "shm": ("shm", "off", False), "tcp": ("tcp", None, False)}
     for n in args.nprocs:
-        runs = {"shm": [], "tcp": [], "gloo": []}
+        runs = {k: [] for k in list(tandem_columns) + ["gloo"]}
         for _ in range(args.repeat):  # interleaved, so that a disturbance hits every column alike
-            for t in ("shm", "tcp"):
-                _, ip_t, text = tandem_times(args, n, t)
-                runs[t].append(ip_t)
-                if t == "shm":
-                    raw.append((n, text))
+            for col, (t, single_copy, huge) in tandem_columns.items():
+                _, ip_t, text = tandem_times(args, n, t, single_copy, huge)
+                runs[col].append(ip_t)
+                if col == "auto":
+                    raw[n] = text
             runs["gloo"].append(gloo_times(args, n))
-        shm, tcp, gloo = (best_of(runs[k]) for k in ("shm", "tcp", "gloo"))
+        best = {k: best_of(v) for k, v in runs.items()}
+        gloo = best["gloo"]
         rows = []
-        for size in sorted(shm):
-            b_shm, b_tcp = busbw(size, shm[size], n), busbw(size, tcp[size], n)
+        for size in sorted(best["auto"]):
+            b = {k: busbw(size, best[k][size], n) for k in tandem_columns}
             b_gloo = busbw(size, gloo[size], n) if size in gloo else None
-            rows.append({"bytes": size, "shm_busbw": b_shm, "tcp_busbw": b_tcp, "gloo_busbw": b_gloo,
-                         "shm_over_memcpy": b_shm / mem_bw,
-                         "shm_over_gloo": b_shm / b_gloo if b_gloo else None,
-                         "goal_memcpy": (b_shm >= 0.5 * mem_bw) if size >= (1 << 20) else None,
-                         "goal_gloo": (b_shm >= 1.5 * b_gloo) if b_gloo and size >= (64 << 10) else None})
+            rows.append({"bytes": size, "auto_busbw": b["auto"], "auto_huge_pages_busbw": b["auto_thp"],
+                         "auto_huge_pages_over_memcpy": b["auto_thp"] / mem_bw,
+                         "single_copy_busbw": b["single"],
+                         "shm_ring_busbw": b["shm"], "tcp_busbw": b["tcp"], "gloo_busbw": b_gloo,
+                         "auto_over_memcpy": b["auto"] / mem_bw,
+                         "auto_over_gloo": b["auto"] / b_gloo if b_gloo else None,
+                         "goal_memcpy": (b["auto"] >= 0.5 * mem_bw) if size >= (1 << 20) else None,
+                         "goal_gloo": (b["auto"] >= 1.5 * b_gloo) if b_gloo and size >= (64 << 10) else None})
         record["worlds"].append({"ranks": n, "rows": rows})
     record["load_average_after"] = load_average()
 
     def mark(v):
         return "-" if v is None else ("met" if v else "**not met**")
 
-    lines = ["# all_reduce on one host: the ring over shared memory vs over TCP vs gloo", "",
+    lines = ["# all_reduce on one host: single copy vs the ring over shared memory vs over TCP vs gloo", "",
              f"- date: {record['date']}",
              f"- machine: {record['machine']}",
              f"- software: torch {torch.__version__} (gloo); Tandem Release build",
              f"- command: `{record['command']}`",
              f"- float32 sum, in place (gloo's only mode); {args.warmup} warm-up + {args.iters} timed calls per size;"
              " time = slowest rank's mean; busbw = bytes/time x 2(n-1)/n in GB/s",
-             f"- each of the three ran {args.repeat} times, interleaved; the table keeps each one's best time per size",
+             "- columns: tandem default (`--ring-transport shm`, single copy auto), the same with"
+             " `TANDEM_HOST_HUGE_PAGES=1` (tensors of 2 MiB and more on transparent huge pages), single copy at every"
+             " size (`--ring-single-copy on`), the ring over shared memory (`--ring-single-copy off`), the ring over"
+             " TCP, gloo; all but the second with TANDEM_HOST_HUGE_PAGES=0",
+             f"- each of the six ran {args.repeat} times, interleaved; the table keeps each one's best time per size",
              f"- single-core memcpy bandwidth measured here: {mem_bw:.2f} GB/s (numpy copy of 256 MiB, best of 3)",
              f"- load average (1, 5, 15 min) before: {load_before}, after: {record['load_average_after']}"
-             f" on {os.cpu_count()} CPUs: with 4 ranks on {os.cpu_count()} cores every implementation time-shares"
-             " the cores, and other jobs on this machine can disturb single runs",
-             "- goals (issue #14): shm busbw >= 50 % of single-core memcpy from 1 MiB; shm busbw >= 1.5x gloo"
-             " from 64 KiB", ""]
+             f" on {os.cpu_count()} CPUs",
+             "- goals (issue #14), checked on the default: busbw >= 50 % of single-core memcpy from 1 MiB;"
+             " busbw >= 1.5x gloo from 64 KiB", ""]
     for w in record["worlds"]:
         n = w["ranks"]
         lines += [f"## {n} ranks (busbw, GB/s)", "",
-                  "| size | tandem shm | tandem tcp | gloo | shm / memcpy | shm / gloo | >= 50 % memcpy | >= 1.5x gloo |",
-                  "|---:|---:|---:|---:|---:|---:|:---:|:---:|"]
+                  "| size | tandem default | default, huge pages | single copy | ring shm | ring tcp | gloo |"
+                  " default / memcpy | huge pages / memcpy | default / gloo | >= 50 % memcpy | >= 1.5x gloo |",
+                  "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|:---:|:---:|"]
         for r in w["rows"]:
             g = r["gloo_busbw"]
             gloo_cell = "-" if g is None else f"{g:.3f}"
-            ratio_cell = "-" if g is None else f"{r['shm_over_gloo']:.2f}x"
-            lines.append(f"| {r['bytes']} | {r['shm_busbw']:.3f} | {r['tcp_busbw']:.3f} | {gloo_cell} | "
-                         f"{100 * r['shm_over_memcpy']:.0f} % | {ratio_cell} | {mark(r['goal_memcpy'])} | "
+            ratio_cell = "-" if g is None else f"{r['auto_over_gloo']:.2f}x"
+            lines.append(f"| {r['bytes']} | {r['auto_busbw']:.3f} | {r['auto_huge_pages_busbw']:.3f} | "
+                         f"{r['single_copy_busbw']:.3f} | "
+                         f"{r['shm_ring_busbw']:.3f} | {r['tcp_busbw']:.3f} | {gloo_cell} | "
+                         f"{100 * r['auto_over_memcpy']:.0f} % | {100 * r['auto_huge_pages_over_memcpy']:.0f} % | "
+                         f"{ratio_cell} | {mark(r['goal_memcpy'])} | "
                          f"{mark(r['goal_gloo'])} |")
         lines.append("")
-    lines += ["## Raw `tandem bench allreduce --ring-transport shm` output (last run)", ""]
-    for n, text in raw[-len(args.nprocs):]:
+    lines += ["## Raw `tandem bench allreduce --ring-transport shm` output (the default, last run)", ""]
+    for n, text in raw.items():
         lines += [f"{n} ranks:", "", "```", text.rstrip(), "```", ""]
     with open(args.out, "w") as f:
         f.write("\n".join(lines))
@@ -259,7 +285,7 @@ def main():
     p.add_argument("--repeat", type=int, default=3,
                    help="runs of each implementation, interleaved; the best time per size is kept")
     p.add_argument("--transports", action="store_true",
-                   help="the ring over shared memory vs TCP vs gloo, with the shm goals (no MPI)")
+                   help="single copy vs the ring over shared memory vs TCP vs gloo, with the same-host goals (no MPI)")
     args = p.parse_args()
     if args.transports:
         return transports_report(args)

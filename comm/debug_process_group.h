@@ -40,6 +40,7 @@ class DebugProcessGroup final : public ProcessGroup {
   std::string backend_name() const override { return inner_->backend_name(); }
   DeviceCompletion device_completion() const override { return inner_->device_completion(); }
   std::string transport() const override { return inner_->transport(); }
+  std::string single_copy() const override { return inner_->single_copy(); }
   ProcessGroup& inner() { return *inner_; }
 
   std::shared_ptr<Work> all_reduce(Tensor& t, ReduceOp op) override;

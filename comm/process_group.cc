@@ -36,6 +36,21 @@ RingTransport parse_ring_transport(std::string_view name, std::string_view where
   TANDEM_FAIL("{}: '{}' is not a ring transport (auto, tcp, shm)", where, name);
 }
 
+std::string_view ring_single_copy_name(RingSingleCopy m) {
+  switch (m) {
+    case RingSingleCopy::Auto: return "auto";
+    case RingSingleCopy::Off: return "off";
+    case RingSingleCopy::On: return "on";
+  }
+  return "?";
+}
+
+RingSingleCopy parse_ring_single_copy(std::string_view name, std::string_view where) {
+  for (RingSingleCopy m : {RingSingleCopy::Auto, RingSingleCopy::Off, RingSingleCopy::On})
+    if (name == ring_single_copy_name(m)) return m;
+  TANDEM_FAIL("{}: '{}' is not a ring single-copy mode (auto, off, on)", where, name);
+}
+
 std::string_view reduce_op_name(ReduceOp op) {
   switch (op) {
     case ReduceOp::Sum: return "sum";

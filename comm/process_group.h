@@ -26,6 +26,8 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -60,6 +62,28 @@ std::string_view ring_transport_name(RingTransport t);  // "auto", "tcp", "shm"
 // Throws Error naming `where` (an option or variable) for anything else.
 RingTransport parse_ring_transport(std::string_view name, std::string_view where);
 
+// Whether the ring's all_reduce may read its peers' buffers directly
+// (comm/single_copy.h: Linux cross-memory attach, one copy per byte) instead
+// of passing every byte through the ring. Only possible when every rank of
+// the group is on one host with the shm transport and each can read the
+// others' memory (same uid, no ptrace restriction: probed once at setup).
+// Auto uses it from kRingSingleCopyMinBytes (comm/ring_process_group.h)
+// when every rank's large host tensors are on huge pages
+// (TANDEM_HOST_HUGE_PAGES=1: from 4 KiB pages it is slower than the ring),
+// and falls back to the ring when a probe fails (one line under
+// TANDEM_DISTRIBUTED_DEBUG=INFO says why);
+// Off never; On for every size, and an error on every rank when it is not
+// possible. Every rank must ask for the same. TANDEM_RING_SINGLE_COPY=
+// auto|off|on replaces Auto.
+enum class RingSingleCopy { Auto, Off, On };
+std::string_view ring_single_copy_name(RingSingleCopy m);  // "auto", "off", "on"
+// Throws Error naming `where` (an option or variable) for anything else.
+RingSingleCopy parse_ring_single_copy(std::string_view name, std::string_view where);
+
+// Reads `bytes` at `remote` in process `pid` into `local`, as
+// process_vm_readv(2) with one iovec each: the bytes read, or -1 with errno set.
+using CrossMemoryRead = std::function<long(int pid, void* local, uint64_t remote, size_t bytes)>;
+
 struct ProcessGroupOptions {
   // Rendezvous deadline, and how long an op may go without moving a byte
   // (ring) or without finishing (nccl) before it fails.
@@ -69,6 +93,10 @@ struct ProcessGroupOptions {
   int ring_socket_buffer_bytes = 0;     // ring: SO_SNDBUF/SO_RCVBUF; 0 keeps the kernel's autotuning
   RingTransport ring_transport = RingTransport::Auto;
   size_t ring_shm_bytes = 4 << 20;      // ring: capacity of each shared-memory ring (a multiple of 8)
+  RingSingleCopy ring_single_copy = RingSingleCopy::Auto;
+  // ring: replaces process_vm_readv for the single-copy path (its probe and
+  // every read); empty: the system call. For tests that make it fail.
+  CrossMemoryRead ring_cross_memory_read;
 };
 
 std::string_view reduce_op_name(ReduceOp op);  // "sum", "avg", "max"
@@ -87,6 +115,11 @@ class ProcessGroup {
   // How the bytes travel when a backend has a choice (ring: "shm", "tcp", or
   // "shm within hosts, tcp between"); empty when it has none.
   virtual std::string transport() const { return ""; }
+  // Whether all_reduce reads peers' buffers directly (ring: "from 1048576
+  // bytes", or "off: <why>", never with a comma: tandem bench allreduce
+  // prints it in the header report/allreduce_table.cc reads); empty when the
+  // backend has no such choice.
+  virtual std::string single_copy() const { return ""; }
 
   virtual std::shared_ptr<Work> all_reduce(Tensor& t, ReduceOp op) = 0;
   virtual std::shared_ptr<Work> all_reduce(const Tensor& in, Tensor& out, ReduceOp op) = 0;

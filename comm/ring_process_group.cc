@@ -1,15 +1,22 @@
 #include "comm/ring_process_group.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <sstream>
 
+#include <unistd.h>
+
+#include "comm/debug_level.h"
 #include "comm/host_reduce.h"
 #include "comm/little_endian.h"
 #include "comm/shm_handoff.h"
 #include "comm/shm_ring.h"
+#include "comm/single_copy.h"
 #include "comm/stuck_ranks.h"
+#include "core/allocator.h"
 #include "core/check.h"
 
 #if TANDEM_WITH_CUDA
@@ -213,6 +220,95 @@ void RingProcessGroup::rendezvous() {
     recv_end_ = std::make_unique<TcpRecvEnd>(left_.fd());
   }
   link_ = RingLink{send_end_.get(), recv_end_.get(), right_name, left_name};
+  setup_single_copy(nonce);
+}
+
+void RingProcessGroup::setup_single_copy(uint64_t nonce) {
+  const int n = size(), r = rank();
+  RingSingleCopy mode = options_.ring_single_copy;
+  if (const char* env = std::getenv("TANDEM_RING_SINGLE_COPY"); env != nullptr && mode == RingSingleCopy::Auto)
+    mode = parse_ring_single_copy(env, "TANDEM_RING_SINGLE_COPY");
+  auto key = [&](const char* what, int i) { return prefix_ + "single_copy/" + what + "/" + std::to_string(i); };
+  auto wait_all = [&](const char* what) {
+    std::vector<std::string> keys;
+    for (int i = 0; i < n; ++i) keys.push_back(key(what, i));
+    std::vector<std::string> missing = store_->wait(keys, options_.timeout);
+    TANDEM_CHECK(missing.empty(), "ring rendezvous of group '{}' timed out after {} ms on rank {}: {} never published {}",
+                 options_.group_name, options_.timeout.count(), r, missing.empty() ? "" : missing.front(), what);
+    std::vector<std::string> values;
+    for (const auto& k : keys) values.push_back(store_->get(k));
+    return values;
+  };
+  // The group's nonce in the word: a read that reaches some other process cannot pass.
+  probe_word_ = nonce ^ 0x79706f632d656c67ull;
+  store_->set(key("self", r), fmt::format("{} {} {} {}", ring_single_copy_name(mode), static_cast<int>(::getpid()),
+                                          reinterpret_cast<uintptr_t>(&probe_word_),
+                                          host_memory::large_blocks_on_huge_pages() ? 1 : 0));
+  std::vector<int> pids;
+  std::vector<uint64_t> words;
+  bool huge_pages_everywhere = true;
+  const std::vector<std::string> selves = wait_all("self");
+  for (int i = 0; i < n; ++i) {
+    const std::string& text = selves[static_cast<size_t>(i)];
+    std::istringstream fields(text);
+    std::string name;
+    int pid = 0, huge = 0;
+    uint64_t word = 0;
+    TANDEM_CHECK(static_cast<bool>(fields >> name >> pid >> word >> huge),
+                 "ring rendezvous: rank {} published a malformed single-copy record '{}'", i, text);
+    pids.push_back(pid);
+    words.push_back(word);
+    huge_pages_everywhere = huge_pages_everywhere && huge == 1;
+    const RingSingleCopy theirs = parse_ring_single_copy(name, fmt::format("the ring single-copy mode of rank {}", i));
+    TANDEM_CHECK(theirs == mode,
+                 "ring single copy: rank {} asks for '{}' and rank {} for '{}' (set the same ring_single_copy, or "
+                 "TANDEM_RING_SINGLE_COPY, on every rank)",
+                 r, ring_single_copy_name(mode), i, ring_single_copy_name(theirs));
+  }
+  if (mode == RingSingleCopy::Off) {
+    single_copy_note_ = "off: asked for";
+    return;
+  }
+  if (transport_ != "shm") {
+    TANDEM_CHECK(mode != RingSingleCopy::On,
+                 "ring single copy 'on': the ring's transport is '{}', and single copy needs every rank on one host "
+                 "with the shm transport (use auto or off)",
+                 transport_);
+    single_copy_note_ = "off: the ranks are not all on one host with the shm transport";
+    return;
+  }
+  auto sc = std::make_unique<SingleCopy>(r, n, options_.ring_cross_memory_read);
+  std::string failure;
+  for (int k = 1; k < n && failure.empty(); ++k) {
+    const int j = (r + k) % n;
+    if (std::string why = sc->probe(pids[static_cast<size_t>(j)], words[static_cast<size_t>(j)], probe_word_);
+        !why.empty())
+      failure = fmt::format("rank {} cannot read the memory of rank {}: {}", r, j, why);
+  }
+  store_->set(key("probe", r), failure.empty() ? "ok" : failure);
+  std::string reason;
+  for (const std::string& v : wait_all("probe"))
+    if (v != "ok" && reason.empty()) reason = v;
+  if (!reason.empty()) {
+    TANDEM_CHECK(mode != RingSingleCopy::On, "ring single copy 'on': {} (use auto or off)", reason);
+    single_copy_note_ = "off: " + reason;
+    if (distributed_debug_level() != DebugLevel::Off)
+      std::fprintf(stderr, "tandem: ring group '%s' rank %d: all_reduce stays on the ring, single copy is off: %s\n",
+                   options_.group_name.c_str(), r, reason.c_str());
+    return;
+  }
+  if (mode == RingSingleCopy::Auto && !huge_pages_everywhere) {
+    // Measured: from 4 KiB pages process_vm_readv pins every page and single
+    // copy is slower than the ring (docs/results/allreduce_shm_cpu.md).
+    single_copy_note_ =
+        "off: host tensors are not on huge pages on every rank (TANDEM_HOST_HUGE_PAGES=1; from 4 KiB pages single "
+        "copy is slower than the ring)";
+    return;
+  }
+  single_copy_ = std::move(sc);
+  pids_ = std::move(pids);
+  single_copy_min_bytes_ = mode == RingSingleCopy::On ? 0 : kRingSingleCopyMinBytes;
+  single_copy_note_ = fmt::format("from {} bytes", single_copy_min_bytes_);
 }
 
 std::shared_ptr<Work> RingProcessGroup::enqueue(RingFrame frame, std::vector<Tensor> tensors, Body body) {
@@ -301,6 +397,8 @@ void RingProcessGroup::ring_all_reduce(const char* src, char* buf, DType dtype, 
   // An empty buffer still exchanges its (empty) frames: a rank whose peers
   // reduce something else is caught here, not at some later op.
   const size_t esz = dtype_size(dtype);
+  if (single_copy_ && static_cast<size_t>(count) * esz >= single_copy_min_bytes_)
+    return single_copy_all_reduce(src, buf, dtype, count, op, what);
   const Segments seg = split(count, n, esz);
   auto mod = [n](int x) { return ((x % n) + n) % n; };
   std::vector<RingSend> sends;
@@ -328,6 +426,39 @@ void RingProcessGroup::ring_all_reduce(const char* src, char* buf, DType dtype, 
              if (op == ReduceOp::Avg && i == last_reduce) host_divide(dst, dtype, elems, n);
            },
            what);
+}
+
+void RingProcessGroup::single_copy_all_reduce(const char* src, char* buf, DType dtype, int64_t count, ReduceOp op,
+                                              const std::string& what) {
+  const int n = size(), r = rank();
+  // Every rank's buffers and size: also the entry barrier, since no rank
+  // reads a peer's buffer before the peer has published it.
+  constexpr size_t kRecord = 24;  // src, dst, count; little-endian u64
+  std::vector<char> records(static_cast<size_t>(n) * kRecord);
+  auto* mine = reinterpret_cast<unsigned char*>(records.data()) + static_cast<size_t>(r) * kRecord;
+  put_le(mine, reinterpret_cast<uintptr_t>(src), 8);
+  put_le(mine + 8, reinterpret_cast<uintptr_t>(buf), 8);
+  put_le(mine + 16, static_cast<uint64_t>(count), 8);
+  ring_all_gather(records.data(), kRecord, what);
+  std::vector<SingleCopyPeer> peers;
+  for (int i = 0; i < n; ++i) {
+    auto* rec = reinterpret_cast<const unsigned char*>(records.data()) + static_cast<size_t>(i) * kRecord;
+    const auto theirs = static_cast<int64_t>(get_le(rec + 16, 8));
+    TANDEM_CHECK(theirs == count,
+                 "{}: rank {} all-reduces {} elements where this rank has {} (every rank must issue the same ops, in "
+                 "the same order, with the same dtypes and sizes)",
+                 what, i, theirs, count);
+    peers.push_back({pids_[static_cast<size_t>(i)], get_le(rec, 8), get_le(rec + 8, 8)});
+  }
+  single_copy_->reduce_own_segment(peers, src, buf, dtype, count, op, what);
+  ring_barrier(what);  // every segment is final before anyone copies it
+  single_copy_->gather_other_segments(peers, buf, dtype, count, what);
+  ring_barrier(what);  // nobody reads this rank's buffers once it returns
+}
+
+void RingProcessGroup::ring_barrier(const std::string& what) {
+  std::vector<char> words(static_cast<size_t>(size()) * 8);
+  ring_all_gather(words.data(), 8, what);
 }
 
 void RingProcessGroup::ring_broadcast(char* buf, size_t bytes, int root, const std::string& what) {

@@ -26,6 +26,18 @@
 // between hosts, or `shm` against `tcp`, fails on every rank naming the pair.
 // The creator of each shared-memory ring is its producer (rank r for r -> r+1).
 //
+// Single copy: when every link is shared memory (all ranks on one host),
+// each rank also publishes its pid, its options.ring_single_copy (or
+// TANDEM_RING_SINGLE_COPY), whether its large host tensors are on huge pages
+// and the address of a probe word; every rank reads each peer's word with
+// process_vm_readv and publishes whether it could. Only if every rank could
+// (and, for auto, every rank is on huge pages), all_reduce from
+// kRingSingleCopyMinBytes (On: from 0) reads the peers' buffers directly (comm/single_copy.h) instead of
+// streaming through the ring; its synchronisation is three small passes over
+// the ring links (the buffers' addresses, a barrier between reduce-scatter
+// and all-gather, one before returning), so framing, sequence checks and
+// liveness are the ring's.
+//
 // Failure: a peer that closes its connection or moves no byte for
 // options.timeout fails the op with an Error naming it; the group then
 // records the first failure in the store and shuts its sockets, so every rank
@@ -49,6 +61,14 @@
 namespace tandem::comm {
 
 class CudaStaging;
+class SingleCopy;
+
+// Auto's threshold for single copy, the huge page size: auto uses single
+// copy only when every rank's large host tensors are on huge pages
+// (TANDEM_HOST_HUGE_PAGES=1, core/allocator.h), which smaller tensors are
+// not; at 1 MiB 4 ranks were 22 % slower than the ring, at 2 MiB 18 % faster
+// (median of 5; docs/results/allreduce_shm_cpu.md).
+inline constexpr size_t kRingSingleCopyMinBytes = 2 << 20;
 
 class RingProcessGroup final : public ProcessGroup {
  public:
@@ -58,6 +78,8 @@ class RingProcessGroup final : public ProcessGroup {
   std::string backend_name() const override { return "ring"; }
   // The whole ring's: "shm", "tcp", or "shm within hosts, tcp between" (and "" for one rank).
   std::string transport() const override { return transport_; }
+  // "from <n> bytes" when all_reduce reads peers' buffers directly, else "off: <why>" (and "" for one rank).
+  std::string single_copy() const override { return single_copy_note_; }
   // CUDA tensors are staged through host memory on the comm thread.
   DeviceCompletion device_completion() const override { return DeviceCompletion::OnHost; }
 
@@ -75,12 +97,18 @@ class RingProcessGroup final : public ProcessGroup {
   std::shared_ptr<Work> enqueue(RingFrame frame, std::vector<Tensor> tensors, Body body);
   void run_loop();
   void rendezvous();
+  // After the links exist: decides single copy the same way on every rank (see above).
+  void setup_single_copy(uint64_t nonce);
   // Records the failure, tears the ring down; returns the message for the Work.
   std::string fail_group(const std::string& error, uint64_t seq, bool timed_out);
 
   // Host-buffer collectives (comm thread only).
   // buf = op over ranks of src; src == buf is in place (src is only read).
   void ring_all_reduce(const char* src, char* buf, DType dtype, int64_t count, ReduceOp op, const std::string& what);
+  void single_copy_all_reduce(const char* src, char* buf, DType dtype, int64_t count, ReduceOp op,
+                              const std::string& what);
+  // Completes once every rank has entered it (an all-gather of one word per rank).
+  void ring_barrier(const std::string& what);
   void ring_broadcast(char* buf, size_t bytes, int root, const std::string& what);
   void ring_all_gather(char* buf, size_t bytes_per_rank, const std::string& what);
   void ring_reduce_scatter(char* buf, DType dtype, int64_t count_per_rank, ReduceOp op, const std::string& what);
@@ -100,6 +128,11 @@ class RingProcessGroup final : public ProcessGroup {
   std::string transport_;
   std::chrono::microseconds spin_{0};  // how long a shared-memory wait spins before it sleeps
   std::vector<char> scratch_;
+  std::unique_ptr<SingleCopy> single_copy_;  // set when all_reduce may read peers' buffers
+  size_t single_copy_min_bytes_ = 0;
+  std::vector<int> pids_;                    // every rank's, when single_copy_ is set
+  std::string single_copy_note_;
+  uint64_t probe_word_ = 0;                  // what peers read at setup to prove they can
   std::shared_ptr<CudaStaging> staging_;  // CUDA builds only
 
   std::mutex mutex_;

@@ -26,9 +26,14 @@ struct MemoryStats {
 };
 
 namespace host_memory {
-// 64-byte aligned, so rows of f32 start on cache-line and AVX-512 boundaries.
+// 64-byte aligned, so rows of f32 start on cache-line and AVX-512 boundaries;
+// with TANDEM_HOST_HUGE_PAGES=1, blocks of 2 MiB and more start on a 2 MiB
+// boundary and are advised for transparent huge pages (allocator.cc says why).
 void* allocate(size_t nbytes);
 void deallocate(void* p, size_t nbytes);
+// Whether blocks of 2 MiB and more are advised for huge pages: TANDEM_HOST_HUGE_PAGES=1
+// and a kernel whose transparent huge pages are not "never".
+bool large_blocks_on_huge_pages();
 // Page-locked memory for fast, asynchronous host<->device copies. Falls back to
 // ordinary aligned memory (and returns pinned=false) when no GPU is present.
 void* allocate_pinned(size_t nbytes, bool* pinned);

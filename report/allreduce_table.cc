@@ -28,8 +28,9 @@ AllreduceTable parse_allreduce_table(const std::string& text, const std::string&
   std::istringstream in(text);
   std::string line;
   int number = 0, header_world = 0;
-  // "# tandem bench allreduce: all_reduce, backend ring (transport shm), 3 ranks, ..."; older
-  // tables name no collective and no transport.
+  // "# tandem bench allreduce: all_reduce, backend ring (transport shm) (single copy from
+  // 1048576 bytes), 3 ranks, ..." (the notes in brackets hold no comma); older tables name no
+  // collective, transport or single copy.
   const std::regex header(R"(#\s*tandem bench allreduce:\s*(?:(\w+),\s*)?backend\s+([^\s,]+)[^,]*,\s*(\d+)\s+ranks)");
   while (std::getline(in, line)) {
     ++number;

@@ -259,7 +259,8 @@ int main(int argc, char** argv) {
     ProcessGroupOptions options;
     if (const char* t = std::getenv("TANDEM_COMM_TIMEOUT_MS")) options.timeout = std::chrono::milliseconds(std::atoi(t));
     auto pg = init_process_group(backend, info, options);
-    std::printf("rank %d: transport %s (pid %d)\n", pg->rank(), pg->transport().c_str(), static_cast<int>(::getpid()));
+    std::printf("rank %d: transport %s (pid %d), single copy %s\n", pg->rank(), pg->transport().c_str(),
+                static_cast<int>(::getpid()), pg->single_copy().c_str());
     std::fflush(stdout);
     if (args[0] == "collectives") return run_collectives(*pg, device);
     if (args[0] == "kill_mid_allreduce") return run_kill_mid_allreduce(*pg, std::stoi(args.at(1)));

@@ -9,6 +9,7 @@
 #include <set>
 #include <tuple>
 
+#include "comm/ring_process_group.h"
 #include "core/stream.h"
 #include "tests/comm/run_job.h"
 #include "tests/testing/gradcheck.h"
@@ -18,19 +19,31 @@ namespace {
 
 using testing::run_job;
 
-// (world size, TANDEM_RING_TRANSPORT): ranks on one host take shared memory
-// unless told tcp, and both must give the reference results.
-class RingCollectives : public ::testing::TestWithParam<std::tuple<int, std::string>> {};
+// (world size, TANDEM_RING_TRANSPORT, TANDEM_RING_SINGLE_COPY): ranks on one
+// host take shared memory unless told tcp, and all_reduce reads the peers'
+// buffers directly (under on at every size, under auto from its threshold
+// when tensors are on huge pages); all must give the reference results.
+class RingCollectives : public ::testing::TestWithParam<std::tuple<int, std::string, std::string>> {};
 
 TEST_P(RingCollectives, EveryCollectiveDtypeAndSizeMatchesTheReference) {
-  const auto [world, transport] = GetParam();
+  const auto [world, transport, single_copy] = GetParam();
+  // "auto+huge": auto with TANDEM_HOST_HUGE_PAGES=1, which auto needs.
+  const bool huge = single_copy == "auto+huge";
   auto run = run_job(world, {TANDEM_COMM_WORKER, "collectives", "--backend", "ring"},
-                     {{"TANDEM_RING_TRANSPORT", transport}});
+                     {{"TANDEM_RING_TRANSPORT", transport},
+                      {"TANDEM_RING_SINGLE_COPY", huge ? "auto" : single_copy},
+                      {"TANDEM_HOST_HUGE_PAGES", huge ? "1" : "0"}});
   EXPECT_EQ(run.result.exit_code, 0) << run.result.message << "\n" << run.output();
   const std::string used = transport == "auto" ? "shm" : transport;
+  const std::string copy = used == "tcp"          ? "off: the ranks are not all on one host with the shm transport"
+                           : single_copy == "off" ? "off: asked for"
+                           : single_copy == "on"  ? "from 0 bytes"
+                           : huge                 ? "from " + std::to_string(comm::kRingSingleCopyMinBytes) + " bytes"
+                                                  : "off: host tensors are not on huge pages on every rank";
   for (int r = 0; r < world; ++r) {
     EXPECT_NE(run.output_of(r).find(", 0 wrong"), std::string::npos) << run.output();
     EXPECT_NE(run.output_of(r).find("transport " + used + " (pid"), std::string::npos) << run.output();
+    EXPECT_NE(run.output_of(r).find("single copy " + copy), std::string::npos) << run.output();
   }
 }
 
@@ -41,9 +54,18 @@ TEST(RingCollectivesOnGpu, RanksSharingOneGpuReduceCudaTensors) {
 }
 
 INSTANTIATE_TEST_SUITE_P(WorldSizes, RingCollectives,
-                         ::testing::Combine(::testing::Values(2, 3, 4), ::testing::Values("auto", "tcp", "shm")),
+                         ::testing::Combine(::testing::Values(2, 3, 4), ::testing::Values("auto", "tcp", "shm"),
+                                            ::testing::Values("auto")),
                          [](const auto& info) {
                            return std::to_string(std::get<0>(info.param)) + "ranks_" + std::get<1>(info.param);
+                         });
+INSTANTIATE_TEST_SUITE_P(SingleCopy, RingCollectives,
+                         ::testing::Combine(::testing::Values(2, 3, 4), ::testing::Values("shm"),
+                                            ::testing::Values("on", "off", "auto+huge")),
+                         [](const auto& info) {
+                           std::string mode = std::get<2>(info.param);
+                           if (mode == "auto+huge") mode = "auto_on_huge_pages";
+                           return std::to_string(std::get<0>(info.param)) + "ranks_single_copy_" + mode;
                          });
 
 TEST(RingFailures, RendezvousTimeoutNamesTheRankThatNeverArrived) {
@@ -88,17 +110,21 @@ std::vector<std::string> ring_sockets_of(const std::vector<int>& pids) {
   return found;
 }
 
-// (world size, TANDEM_RING_TRANSPORT)
-class RingKilledPeer : public ::testing::TestWithParam<std::tuple<int, std::string>> {};
+// (world size, TANDEM_RING_TRANSPORT, TANDEM_RING_SINGLE_COPY): over shm the
+// 64 MiB all_reduce reads the peers' buffers directly (on) or goes round the
+// ring (off).
+class RingKilledPeer : public ::testing::TestWithParam<std::tuple<int, std::string, std::string>> {};
 
 TEST_P(RingKilledPeer, OthersFailNamingTheDeadRankInsteadOfHangingAndLeaveNothingBehind) {
-  const auto [world, transport] = GetParam();
+  const auto [world, transport, single_copy] = GetParam();
   const int victim = 1;
   const std::set<std::string> shm_before = dev_shm();
   // The idle timeout (60 s) outlives the job's limit (50 s): the job only ends
   // in time if every survivor saw the death itself, not a timeout.
   auto run = run_job(world, {TANDEM_COMM_WORKER, "kill_mid_allreduce", std::to_string(victim)},
-                     {{"TANDEM_COMM_TIMEOUT_MS", "60000"}, {"TANDEM_RING_TRANSPORT", transport}},
+                     {{"TANDEM_COMM_TIMEOUT_MS", "60000"},
+                      {"TANDEM_RING_TRANSPORT", transport},
+                      {"TANDEM_RING_SINGLE_COPY", single_copy}},
                      /*stop_on_failure=*/false, std::chrono::seconds(50));
   ASSERT_EQ(static_cast<int>(run.result.ranks.size()), world) << run.result.message;
   EXPECT_NE(run.result.exit_code, 124) << run.result.message << "\n" << run.output();
@@ -107,6 +133,10 @@ TEST_P(RingKilledPeer, OthersFailNamingTheDeadRankInsteadOfHangingAndLeaveNothin
   std::vector<int> pids;
   for (int r = 0; r < world; ++r) {
     EXPECT_NE(run.output_of(r).find("transport " + transport + " (pid"), std::string::npos) << run.output();
+    if (transport == "shm") {
+      EXPECT_NE(run.output_of(r).find(single_copy == "off" ? "single copy off" : "single copy from"), std::string::npos)
+          << run.output();
+    }
     const std::string out = run.output_of(r);
     if (size_t at = out.find("(pid "); at != std::string::npos) pids.push_back(std::stoi(out.substr(at + 5)));
     if (r != victim) {
@@ -121,11 +151,13 @@ TEST_P(RingKilledPeer, OthersFailNamingTheDeadRankInsteadOfHangingAndLeaveNothin
 }
 
 INSTANTIATE_TEST_SUITE_P(WorldSizes, RingKilledPeer,
-                         ::testing::Values(std::make_tuple(2, "shm"), std::make_tuple(3, "shm"),
-                                           std::make_tuple(4, "shm"), std::make_tuple(3, "tcp"),
-                                           std::make_tuple(4, "tcp")),
+                         ::testing::Values(std::make_tuple(2, "shm", "on"), std::make_tuple(3, "shm", "on"),
+                                           std::make_tuple(4, "shm", "on"), std::make_tuple(3, "shm", "off"),
+                                           std::make_tuple(4, "shm", "off"), std::make_tuple(3, "tcp", "auto"),
+                                           std::make_tuple(4, "tcp", "auto")),
                          [](const auto& info) {
-                           return std::to_string(std::get<0>(info.param)) + "ranks_" + std::get<1>(info.param);
+                           const std::string copy = std::get<2>(info.param) == "on" ? "_single_copy" : "";
+                           return std::to_string(std::get<0>(info.param)) + "ranks_" + std::get<1>(info.param) + copy;
                          });
 
 // --- Ranks that issue different collectives ------------------------------------

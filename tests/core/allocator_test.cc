@@ -1,5 +1,10 @@
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #if TANDEM_WITH_CUDA
@@ -14,6 +19,35 @@
 
 namespace tandem {
 namespace {
+
+// The VmFlags of the mapping that holds `p`, from /proc/self/smaps ("" if none does).
+std::string vm_flags_of(const void* p) {
+  std::ifstream smaps("/proc/self/smaps");
+  const auto at = reinterpret_cast<uintptr_t>(p);
+  bool inside = false;
+  for (std::string line; std::getline(smaps, line);) {
+    uintptr_t lo = 0, hi = 0;
+    char dash = 0;
+    std::istringstream range(line);
+    if (line.find("VmFlags:") == 0) {
+      if (inside) return line;
+    } else if (range >> std::hex >> lo >> dash >> hi && dash == '-') {
+      inside = lo <= at && at < hi;
+    }
+  }
+  return "";
+}
+
+// TANDEM_HOST_HUGE_PAGES is read once per process, so this runs in its own
+// ctest entry (core_host_huge_pages) with the variable set to 1.
+TEST(HostAllocator, HugePagesPutLargeBlocksOnTwoMiBBoundariesAdvisedForHugePages) {
+  const char* v = std::getenv("TANDEM_HOST_HUGE_PAGES");
+  if (v == nullptr || std::string(v) != "1") GTEST_SKIP() << "runs under TANDEM_HOST_HUGE_PAGES=1 (ctest core_host_huge_pages)";
+  Tensor big = Tensor::empty({(3 << 20) / 4}, DType::F32);  // 3 MiB
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(big.data_ptr()) % (2 << 20), 0u);
+  const std::string flags = vm_flags_of(big.data_ptr());
+  EXPECT_NE(flags.find(" hg"), std::string::npos) << flags;  // "hg": MADV_HUGEPAGE
+}
 
 TEST(HostAllocator, TracksBytesInUseAndPeak) {
   host_memory::reset_peak();

@@ -47,6 +47,18 @@ TEST(AllreduceTable, ReadsTheHeaderThatNamesTheCollectiveAndTransport) {
   EXPECT_EQ(t.backend, "ring");
 }
 
+TEST(AllreduceTable, ReadsTheHeaderThatAlsoSaysWhetherSingleCopyIsOn) {
+  for (const char* note : {"from 1048576 bytes", "off: rank 0 cannot read the memory of rank 1: process_vm_readv from "
+                                                 "pid 42: Operation not permitted (EPERM)"}) {
+    std::string table = kTable;
+    table.replace(0, table.find('\n'), std::string("# tandem bench allreduce: all_reduce, backend ring (transport shm) "
+                                                   "(single copy ") + note + "), 2 ranks, dtype float, op sum");
+    const AllreduceTable t = parse_allreduce_table(table, "t.txt");
+    EXPECT_EQ(t.world_size, 2) << note;
+    EXPECT_EQ(t.backend, "ring") << note;
+  }
+}
+
 TEST(AllreduceTable, AnotherCollectivesTableIsRefused) {
   std::string table = kTable;
   table.replace(0, table.find('\n'), "# tandem bench allreduce: reduce_scatter, backend ring, 4 ranks, dtype float");
