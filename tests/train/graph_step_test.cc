@@ -11,22 +11,25 @@
 
 #include <gtest/gtest.h>
 
-#include <bit>
-#include <cmath>
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "comm/init.h"
 #include "core/check.h"
-#include "ddp/distributed_data_parallel.h"
-#include "optim/adamw.h"
 #include "tests/testing/require_gpu.h"
+#include "tests/train/training_fixture.h"
 
 namespace tandem::train {
 namespace {
 
+using testing::bits;
+using testing::flat_parameters;
+using testing::state_values;
+using testing::Training;
+using testing::TrainingSetup;
+
+// A larger model than the CPU step tests', dropout on.
 nn::TextClassifierConfig model_config() {
   nn::TextClassifierConfig c;
   c.vocab_size = 50;
@@ -40,114 +43,33 @@ nn::TextClassifierConfig model_config() {
   return c;
 }
 
-// `rows` rows starting at row `first` of one fixed pseudo-random data set, on `device`.
 data::Batch make_batch(int64_t first, int64_t rows, Device device) {
-  const int64_t S = model_config().max_seq_len;
-  std::vector<int64_t> ids, labels;
-  std::vector<double> mask;
-  for (int64_t r = first; r < first + rows; ++r) {
-    for (int64_t j = 0; j < S; ++j) {
-      ids.push_back(1 + (r * 11 + j * 7) % 49);
-      mask.push_back(j < 5 + r % 9 ? 1.0 : 0.0);
-    }
-    labels.push_back(r % 3);
-  }
-  data::Batch b;
-  b.ids = Tensor::from_vector(ids, {rows, S}, DType::I64).to(device);
-  b.mask = Tensor::from_vector(mask, {rows, S}, DType::U8).to(device);
-  b.labels = Tensor::from_vector(labels, {rows}, DType::I64).to(device);
-  return b;
+  return testing::patterned_batch(model_config(), first, rows, device);
 }
 
 // Step k's batch: 8 rows, but every fourth step 5 (an epoch's short last batch).
 int64_t rows_of(int64_t k) { return k % 4 == 3 ? 5 : 8; }
 
-// With `group`, the model is wrapped in DDP (small buckets: several all-reduces per step).
-struct Training {
-  Training(Device device, bool capturable, bool fp16, std::shared_ptr<comm::ProcessGroup> group = nullptr,
-           bool gradient_as_bucket_view = false, int64_t accumulation_steps = 1)
-      : model(std::make_shared<nn::TextClassifier>(model_config(), 42)), scaler(make_scaler(fp16)) {
-    model->to(device);
-    if (group) {
-      ddp::DDPOptions d;
-      d.bucket_cap_mb = 0.01;
-      d.first_bucket_cap_mb = 0.01;
-      d.gradient_as_bucket_view = gradient_as_bucket_view;
-      ddp = std::make_unique<ddp::DistributedDataParallel>(model, group, d);
-    }
-    std::vector<Tensor> decay, no_decay;
-    for (const auto& [name, p] : model->named_parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
-    optimizer = std::make_unique<optim::AdamW>(std::vector<optim::AdamW::ParamGroup>{
-        {decay, {.lr = 3e-3, .weight_decay = 0.1}}, {no_decay, {.lr = 1e-3, .weight_decay = 0.0}}});
-    optim::ScheduleConfig sc;
-    sc.kind = optim::ScheduleKind::Linear;
-    sc.num_training_steps = 20;
-    sc.warmup_steps = 4;
-    schedule = std::make_unique<optim::LRScheduler>(*optimizer, sc);
-    StepOptions o;
-    o.max_grad_norm = 0.5;
-    o.capturable = capturable;
-    o.zero_grad_to_none = !gradient_as_bucket_view;
-    o.accumulation_steps = accumulation_steps;
-    nn::ForwardContext ctx;
-    ctx.seed = 1234;
-    ctx.compute_dtype = fp16 ? DType::F16 : DType::F32;
-    step = std::make_unique<TrainStep>(*model, ddp.get(), *optimizer, scaler, schedule.get(), ctx, o);
-  }
-
-  // As tests/train/step_test.cc: scale 2^40 overflows fp16 gradients, the backoff to 2^10 does not,
-  // two clean steps grow it back: every third step is skipped.
-  static optim::GradScaler make_scaler(bool fp16) {
-    optim::GradScalerOptions o;
-    o.init_scale = std::ldexp(1.0, 40);
-    o.backoff_factor = std::ldexp(1.0, -30);
-    o.growth_factor = std::ldexp(1.0, 30);
-    o.growth_interval = 2;
-    return optim::GradScaler::for_compute_dtype(fp16 ? DType::F16 : DType::F32, o);
-  }
-
-  void record(const StepResult& r) {
-    losses.push_back(r.loss_sum.item());
-    grad_norms.push_back(r.grad_norm.item());
-  }
-
-  std::shared_ptr<nn::TextClassifier> model;
-  std::unique_ptr<ddp::DistributedDataParallel> ddp;
-  std::unique_ptr<optim::Optimizer> optimizer;
-  optim::GradScaler scaler;
-  std::unique_ptr<optim::LRScheduler> schedule;
-  std::unique_ptr<TrainStep> step;
-  std::vector<double> losses, grad_norms;
-};
-
-std::vector<double> flat_parameters(const nn::Module& m) {
-  std::vector<double> out;
-  for (const auto& [name, p] : m.named_parameters()) {
-    std::vector<double> v = p.detach().to_double_vector();
-    out.insert(out.end(), v.begin(), v.end());
-  }
-  return out;
-}
-
-// The values' bit patterns: equal also where both are the same NaN (the norm of a skipped fp16 step).
-std::vector<uint64_t> bits(const std::vector<double>& v) {
-  std::vector<uint64_t> out;
-  for (double x : v) out.push_back(std::bit_cast<uint64_t>(x));
-  return out;
-}
-
-std::map<std::string, std::vector<double>> state_values(const optim::Optimizer& o) {
-  std::map<std::string, std::vector<double>> out;
-  for (const auto& [name, t] : o.state_dict()) out[name] = t.to_double_vector();
-  return out;
+TrainingSetup setup(Device device, bool capturable, bool fp16 = false,
+                    std::shared_ptr<comm::ProcessGroup> group = nullptr, bool gradient_as_bucket_view = false,
+                    int64_t accumulation_steps = 1) {
+  TrainingSetup t;
+  t.model = model_config();
+  t.device = device;
+  t.capturable = capturable;
+  t.fp16 = fp16;
+  t.group = std::move(group);
+  t.gradient_as_bucket_view = gradient_as_bucket_view;
+  t.accumulation_steps = accumulation_steps;
+  return t;
 }
 
 void expect_graph_replays_match_eager_steps(bool fp16, std::shared_ptr<comm::ProcessGroup> group = nullptr,
                                             bool gradient_as_bucket_view = false, int64_t accumulation_steps = 1) {
   const Device gpu = Device::cuda(0);
   constexpr int64_t kSteps = 12;
-  Training eager(gpu, /*capturable=*/false, fp16, group, gradient_as_bucket_view, accumulation_steps);
-  Training graphed(gpu, /*capturable=*/true, fp16, group, gradient_as_bucket_view, accumulation_steps);
+  Training eager(setup(gpu, /*capturable=*/false, fp16, group, gradient_as_bucket_view, accumulation_steps));
+  Training graphed(setup(gpu, /*capturable=*/true, fp16, group, gradient_as_bucket_view, accumulation_steps));
   GraphStep graph(*graphed.step);
   int64_t eager_batches = 0, graphed_batches = 0;  // micro-batch c has rows_of(c) rows
   for (int64_t k = 0; k < kSteps; ++k) {
@@ -207,7 +129,7 @@ TEST(GraphStep, ReplayedResultsOutliveLaterReplays) {
   TANDEM_REQUIRE_GPU();
   // A caller (the trainer's logging window) may keep a step's loss while later steps run.
   const Device gpu = Device::cuda(0);
-  Training eager(gpu, false, false), graphed(gpu, true, false);
+  Training eager(setup(gpu, false)), graphed(setup(gpu, true));
   GraphStep graph(*graphed.step);
   std::vector<Tensor> kept_eager, kept_graph;
   for (int64_t k = 0; k < 6; ++k) {
@@ -220,12 +142,12 @@ TEST(GraphStep, ReplayedResultsOutliveLaterReplays) {
 
 TEST(GraphStep, RefusesAStepThatIsNotCapturable) {
   TANDEM_REQUIRE_GPU();
-  Training eager(Device::cuda(0), /*capturable=*/false, /*fp16=*/false);
+  Training eager(setup(Device::cuda(0), /*capturable=*/false));
   EXPECT_THROW(GraphStep{*eager.step}, Error);
 }
 
 TEST(GraphStep, RefusesAModelOnTheCpu) {
-  Training cpu(Device::cpu(), /*capturable=*/true, /*fp16=*/false);
+  Training cpu(setup(Device::cpu(), /*capturable=*/true));
   try {
     GraphStep graph(*cpu.step);
     FAIL() << "a GraphStep on the CPU was built";

@@ -6,24 +6,23 @@
 
 #include <gtest/gtest.h>
 
-#include "core/check.h"
-
-#include <bit>
 #include <cmath>
+#include <filesystem>
 #include <string>
 #include <vector>
 
-#include <filesystem>
-#include <map>
-#include <memory>
-
+#include "core/check.h"
 #include "core/safetensors.h"
 #include "kernels/cross_entropy.h"
-#include "optim/adamw.h"
 #include "optim/sgd.h"
+#include "tests/train/training_fixture.h"
 
 namespace tandem::train {
 namespace {
+
+using testing::bits;
+using testing::flat_parameters;
+using testing::state_values;
 
 nn::TextClassifierConfig tiny_config() {
   nn::TextClassifierConfig c;
@@ -38,39 +37,13 @@ nn::TextClassifierConfig tiny_config() {
   return c;
 }
 
-// `rows` rows starting at row `first` of one fixed pseudo-random data set.
-data::Batch make_batch(int64_t first, int64_t rows) {
-  const int64_t S = tiny_config().max_seq_len;
-  std::vector<int64_t> ids, labels;
-  std::vector<double> mask;
-  for (int64_t r = first; r < first + rows; ++r) {
-    for (int64_t j = 0; j < S; ++j) {
-      ids.push_back(1 + (r * 7 + j * 3) % 19);
-      mask.push_back(j < 3 + r % 3 ? 1.0 : 0.0);  // rows of different lengths
-    }
-    labels.push_back(r % 3);
-  }
-  data::Batch b;
-  b.ids = Tensor::from_vector(ids, {rows, S}, DType::I64);
-  b.mask = Tensor::from_vector(mask, {rows, S}, DType::U8);
-  b.labels = Tensor::from_vector(labels, {rows}, DType::I64);
-  return b;
-}
+data::Batch make_batch(int64_t first, int64_t rows) { return testing::patterned_batch(tiny_config(), first, rows); }
 
 struct Trainee {
   nn::TextClassifier model{tiny_config(), 42};
   optim::SGD optimizer{model.parameters(), optim::SGDOptions{.lr = 0.5}};
   optim::GradScaler scaler{optim::GradScaler::for_compute_dtype(DType::F32)};
 };
-
-std::vector<double> flat_parameters(const nn::Module& m) {
-  std::vector<double> out;
-  for (const auto& [name, p] : m.named_parameters()) {
-    std::vector<double> v = p.detach().to_double_vector();
-    out.insert(out.end(), v.begin(), v.end());
-  }
-  return out;
-}
 
 TEST(TrainStep, AccumulatingMicroBatchesEqualsOneStepOnTheirUnion) {
   Trainee accumulated, whole;
@@ -227,116 +200,60 @@ TEST(TrainStep, RejectsAnAccumulationBelowOne) {
 // A training run of `steps` steps: dropout on, AdamW (decay on matrices only) or SGD with
 // momentum, a linear schedule with warm-up (the lr changes every step), clipping, and
 // optionally fp16 compute with a loss scaler tuned so that some steps overflow and are skipped.
-struct RunSetup {
-  bool capturable = false;
-  bool sgd = false;
-  bool fp16 = false;
-  int64_t accumulation_steps = 1;
-};
-
-struct Training {
-  explicit Training(const RunSetup& setup) : model(config(), 42), scaler(make_scaler(setup.fp16)) {
-    std::vector<Tensor> decay, no_decay;
-    for (const auto& [name, p] : model.named_parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
-    if (setup.sgd) {
-      optimizer = std::make_unique<optim::SGD>(std::vector<optim::SGD::ParamGroup>{
-          {decay, {.lr = 0.2, .momentum = 0.9, .weight_decay = 0.01}}, {no_decay, {.lr = 0.1, .momentum = 0.9}}});
-    } else {
-      optimizer = std::make_unique<optim::AdamW>(std::vector<optim::AdamW::ParamGroup>{
-          {decay, {.lr = 2e-2, .weight_decay = 0.1}}, {no_decay, {.lr = 1e-2, .weight_decay = 0.0}}});
-    }
-    optim::ScheduleConfig sc;
-    sc.kind = optim::ScheduleKind::Linear;
-    sc.num_training_steps = 10;
-    sc.warmup_steps = 3;
-    schedule = std::make_unique<optim::LRScheduler>(*optimizer, sc);
-    StepOptions o;
-    o.max_grad_norm = 0.5;
-    o.capturable = setup.capturable;
-    o.accumulation_steps = setup.accumulation_steps;
-    nn::ForwardContext ctx;
-    ctx.seed = 7;
-    ctx.compute_dtype = setup.fp16 ? DType::F16 : DType::F32;
-    step = std::make_unique<TrainStep>(model, nullptr, *optimizer, scaler, schedule.get(), ctx, o);
-  }
-
-  static nn::TextClassifierConfig config() {
-    nn::TextClassifierConfig c = tiny_config();
-    c.dropout = 0.2;
-    return c;
-  }
-  // Scale 2^40 overflows fp16 gradients; the backoff brings it to 2^10, which does not; two
-  // clean steps grow it back to 2^40: every third step is skipped.
-  static optim::GradScaler make_scaler(bool fp16) {
-    optim::GradScalerOptions o;
-    o.init_scale = std::ldexp(1.0, 40);
-    o.backoff_factor = std::ldexp(1.0, -30);
-    o.growth_factor = std::ldexp(1.0, 30);
-    o.growth_interval = 2;
-    return optim::GradScaler::for_compute_dtype(fp16 ? DType::F16 : DType::F32, o);
-  }
-
-  void train(int64_t steps, int64_t first_step = 0) {
-    for (int64_t k = first_step; k < first_step + steps; ++k) {
-      int64_t micro = 0;
-      StepResult r = step->run(k, [&] { return make_batch(3 * k + 40 * micro++, 4); });
-      losses.push_back(r.loss_sum.item());
-      grad_norms.push_back(r.grad_norm.item());
-    }
-  }
-
-  nn::TextClassifier model;
-  std::unique_ptr<optim::Optimizer> optimizer;
-  optim::GradScaler scaler;
-  std::unique_ptr<optim::LRScheduler> schedule;
-  std::unique_ptr<TrainStep> step;
-  std::vector<double> losses, grad_norms;
-};
-
-// Every optimizer state tensor, by name, as doubles (exact for f32).
-// The values' bit patterns: equal also where both are the same NaN (the norm of a skipped fp16 step).
-std::vector<uint64_t> bits(const std::vector<double>& v) {
-  std::vector<uint64_t> out;
-  for (double x : v) out.push_back(std::bit_cast<uint64_t>(x));
-  return out;
+// The capturable tests' run: the tiny model with dropout on, so that the step count matters.
+testing::TrainingSetup setup(bool capturable = false) {
+  testing::TrainingSetup t;
+  t.model = tiny_config();
+  t.model.dropout = 0.2;
+  t.capturable = capturable;
+  return t;
 }
 
-std::map<std::string, std::vector<double>> state_values(const optim::Optimizer& o) {
-  std::map<std::string, std::vector<double>> out;
-  for (const auto& [name, t] : o.state_dict()) out[name] = t.to_double_vector();
-  return out;
+// Steps first_step .. first_step + steps - 1, each micro-batch 4 rows.
+void train(testing::Training& run, int64_t steps, int64_t first_step = 0) {
+  for (int64_t k = first_step; k < first_step + steps; ++k) {
+    int64_t micro = 0;
+    run.record(run.step->run(k, [&] { return make_batch(3 * k + 40 * micro++, 4); }));
+  }
 }
 
-void expect_identical_training(const RunSetup& base, int64_t steps) {
-  RunSetup capturable = base;
+void expect_identical_training(const testing::TrainingSetup& base, int64_t steps) {
+  testing::TrainingSetup capturable = base;
   capturable.capturable = true;
-  Training host(base), device(capturable);
-  host.train(steps);
-  device.train(steps);
+  testing::Training host(base), device(capturable);
+  train(host, steps);
+  train(device, steps);
   EXPECT_EQ(device.losses, host.losses);
   EXPECT_EQ(bits(device.grad_norms), bits(host.grad_norms));
-  EXPECT_EQ(flat_parameters(device.model), flat_parameters(host.model));
+  EXPECT_EQ(flat_parameters(*device.model), flat_parameters(*host.model));
   const auto hs = state_values(*host.optimizer), ds = state_values(*device.optimizer);
   ASSERT_FALSE(hs.empty());
   EXPECT_EQ(ds, hs);
 }
 
 TEST(CapturableTrainStep, AdamWTrainsBitForBitAsTheHostScalarStep) {
-  expect_identical_training(RunSetup{}, 6);
+  expect_identical_training(setup(), 6);
 }
 
 TEST(CapturableTrainStep, SgdWithMomentumTrainsBitForBitAsTheHostScalarStep) {
-  expect_identical_training(RunSetup{.sgd = true}, 6);
+  testing::TrainingSetup t = setup();
+  t.sgd = true;
+  expect_identical_training(t, 6);
 }
 
 TEST(CapturableTrainStep, GradientAccumulationTrainsBitForBitAsTheHostScalarStep) {
-  expect_identical_training(RunSetup{.accumulation_steps = 3}, 4);
+  testing::TrainingSetup t = setup();
+  t.accumulation_steps = 3;
+  expect_identical_training(t, 4);
 }
 
 TEST(CapturableTrainStep, Fp16SkippedStepsAreSkippedAndNotCountedAsOnTheHostScalarStep) {
-  expect_identical_training(RunSetup{.fp16 = true}, 6);
-  Training run(RunSetup{.capturable = true, .fp16 = true});
-  run.train(6);
+  testing::TrainingSetup t = setup();
+  t.fp16 = true;
+  expect_identical_training(t, 6);
+  t.capturable = true;
+  testing::Training run(t);
+  train(run, 6);
   // Steps 0 and 3 overflow: AdamW's step counts say 4, not 6, as without capturable.
   for (const auto& [name, t] : run.optimizer->state_dict())
     if (name.ends_with(".step")) {
@@ -346,7 +263,7 @@ TEST(CapturableTrainStep, Fp16SkippedStepsAreSkippedAndNotCountedAsOnTheHostScal
 
 TEST(CapturableTrainStep, DropoutFollowsTheStepCountInDeviceMemory) {
   // Same model, same batch, different step numbers: different masks, so different losses.
-  Training a(RunSetup{.capturable = true}), b(RunSetup{.capturable = true});
+  testing::Training a(setup(true)), b(setup(true));
   const double la = a.step->run(0, [] { return make_batch(0, 4); }).loss_sum.item();
   const double lb = b.step->run(1, [] { return make_batch(0, 4); }).loss_sum.item();
   EXPECT_NE(la, lb);
@@ -358,18 +275,18 @@ TEST(CapturableTrainStep, CheckpointsRoundTripBetweenCapturableAndHostScalarStep
   const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "tandem_capturable_checkpoint_test";
   std::filesystem::create_directories(dir);
   for (bool first_capturable : {true, false}) {
-    Training whole(RunSetup{});
-    whole.train(6);
+    testing::Training whole(setup());
+    train(whole, 6);
 
-    Training first(RunSetup{.capturable = first_capturable});
-    first.train(3);
+    testing::Training first(setup(first_capturable));
+    train(first, 3);
     NamedTensors opt;
     for (const auto& [name, t] : first.optimizer->state_dict()) opt.tensors.emplace_back(name, t);
-    save_safetensors((dir / "model.safetensors").string(), first.model.state_dict());
+    save_safetensors((dir / "model.safetensors").string(), first.model->state_dict());
     save_safetensors((dir / "optimizer.safetensors").string(), opt);
 
-    Training second(RunSetup{.capturable = !first_capturable});
-    second.model.load_state_dict(load_safetensors((dir / "model.safetensors").string()));
+    testing::Training second(setup(!first_capturable));
+    second.model->load_state_dict(load_safetensors((dir / "model.safetensors").string()));
     optim::Optimizer::StateDict loaded;
     for (const auto& [name, t] : load_safetensors((dir / "optimizer.safetensors").string()).tensors) {
       if (name.ends_with(".step")) {
@@ -379,9 +296,9 @@ TEST(CapturableTrainStep, CheckpointsRoundTripBetweenCapturableAndHostScalarStep
     }
     second.optimizer->load_state_dict(loaded);
     second.schedule->set_step(3);
-    second.train(3, 3);
+    train(second, 3, 3);
 
-    EXPECT_EQ(flat_parameters(second.model), flat_parameters(whole.model)) << "first capturable: " << first_capturable;
+    EXPECT_EQ(flat_parameters(*second.model), flat_parameters(*whole.model)) << "first capturable: " << first_capturable;
     EXPECT_EQ(state_values(*second.optimizer), state_values(*whole.optimizer));
   }
   std::filesystem::remove_all(dir);
