@@ -185,7 +185,8 @@ const Built& graph_for(const AttentionShape& s, DType t, bool masked, bool backw
 }
 
 // Per-sequence lengths for cuDNN's padding mask: queries all S (Tandem computes padded query rows too),
-// keys the length of the real prefix. Reads the mask on the host (synchronises the stream).
+// keys the length of the real prefix. Reads the mask on the host (synchronises the stream); the
+// lengths go back from pageable memory, which cudaMemcpyAsync stages before it returns.
 struct SeqLens {
   Scratch device;
   SeqLens(const uint8_t* mask, const AttentionShape& s, int dev, cudaStream_t stream)
@@ -209,13 +210,18 @@ struct SeqLens {
     }
     TANDEM_CUDA_CHECK(cudaMemcpyAsync(device.as<int32_t>(), lens.data(), lens.size() * sizeof(int32_t),
                                       cudaMemcpyHostToDevice, stream));
-    // The host vector must outlive the copy.
-    TANDEM_CUDA_CHECK(cudaStreamSynchronize(stream));
   }
 };
 
-void run(const Built& b, std::unordered_map<int64_t, void*>& pack, cudnnHandle_t h, int device, cudaStream_t stream,
-         const char* what) {
+// Executes `b` with `pack`, adding the sequence lengths when there is a mask.
+void run(const Built& b, std::unordered_map<int64_t, void*>& pack, const uint8_t* mask, const AttentionShape& s,
+         cudnnHandle_t h, int device, cudaStream_t stream, const char* what) {
+  std::unique_ptr<SeqLens> lens;
+  if (mask) {
+    lens = std::make_unique<SeqLens>(mask, s, device, stream);
+    pack[kSeqQ] = lens->device.as<int32_t>();
+    pack[kSeqKV] = lens->device.as<int32_t>() + s.batch;
+  }
   Scratch workspace(device, static_cast<size_t>(b.workspace), stream);
   TANDEM_CUDNN_FE_CHECK(b.graph->execute(h, pack, workspace.as<void>()), what);
 }
@@ -231,13 +237,7 @@ void attention_forward_cudnn(const void* qkv, const uint8_t* mask, void* out, fl
   const size_t es = dtype_size(t), hd = static_cast<size_t>(s.heads * s.head_dim) * es;
   auto* base = static_cast<char*>(const_cast<void*>(qkv));
   std::unordered_map<int64_t, void*> pack{{kQ, base}, {kK, base + hd}, {kV, base + 2 * hd}, {kO, out}, {kStats, stats}};
-  std::unique_ptr<SeqLens> lens;
-  if (mask) {
-    lens = std::make_unique<SeqLens>(mask, s, device, st);
-    pack[kSeqQ] = lens->device.as<int32_t>();
-    pack[kSeqKV] = lens->device.as<int32_t>() + s.batch;
-  }
-  run(b, pack, h, device, st, "forward");
+  run(b, pack, mask, s, h, device, st, "forward");
 }
 
 void attention_backward_cudnn(const void* qkv, const uint8_t* mask, const void* out, const float* stats,
@@ -259,13 +259,7 @@ void attention_backward_cudnn(const void* qkv, const uint8_t* mask, const void* 
                                           {kDQ, dbase},
                                           {kDK, dbase + hd},
                                           {kDV, dbase + 2 * hd}};
-  std::unique_ptr<SeqLens> lens;
-  if (mask) {
-    lens = std::make_unique<SeqLens>(mask, s, device, st);
-    pack[kSeqQ] = lens->device.as<int32_t>();
-    pack[kSeqKV] = lens->device.as<int32_t>() + s.batch;
-  }
-  run(b, pack, h, device, st, "backward");
+  run(b, pack, mask, s, h, device, st, "backward");
 }
 
 }  // namespace tandem::kernels
