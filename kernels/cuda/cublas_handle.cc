@@ -2,6 +2,7 @@
 
 #include <array>
 
+#include "core/check.h"
 #include "core/cuda_check.h"
 
 namespace tandem::kernels {
@@ -30,6 +31,15 @@ cublasHandle_t cublas_handle(int device, cudaStream_t stream) {
   }
   TANDEM_CUBLAS_CHECK(cublasSetStream(h, stream));
   return h;
+}
+
+cudaDataType_t cublas_data_type(DType t, const char* op) {
+  switch (t) {
+    case DType::F32: return CUDA_R_32F;
+    case DType::F16: return CUDA_R_16F;
+    case DType::BF16: return CUDA_R_16BF;
+    default: TANDEM_FAIL("{}: dtype {} is not supported (f32, f16, bf16)", op, dtype_name(t));
+  }
 }
 
 }  // namespace tandem::kernels

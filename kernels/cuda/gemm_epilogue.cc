@@ -31,15 +31,6 @@ constexpr size_t kWorkspaceBytes = size_t{4} << 20;  // what PyTorch gives cuBLA
 
 std::optional<bool> g_forced;
 
-cudaDataType_t lt_type(DType t) {
-  switch (t) {
-    case DType::F32: return CUDA_R_32F;
-    case DType::F16: return CUDA_R_16F;
-    case DType::BF16: return CUDA_R_16BF;
-    default: TANDEM_FAIL("cuBLASLt linear: dtype {} is not supported (f32, f16, bf16)", dtype_name(t));
-  }
-}
-
 // Owns the descriptors of one problem.
 struct LtProblem {
   cublasLtMatmulDesc_t desc = nullptr;
@@ -65,7 +56,7 @@ using Key = std::tuple<int, int64_t, int64_t, int64_t, int, uint32_t, int, int>;
 bool run(cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda,
          const void* b, int64_t ldb, void* d, int64_t ldd, cublasLtEpilogue_t epilogue, const void* vec, DType t,
          int device, cudaStream_t stream) {
-  const cudaDataType_t dt = lt_type(t);
+  const cudaDataType_t dt = cublas_data_type(t, "cuBLASLt linear");
   LtProblem p;
   TANDEM_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const int32_t opa = ta, opb = tb;

@@ -28,20 +28,11 @@ namespace tandem::kernels {
 
 namespace {
 
-cudaDataType_t cuda_type(DType t) {
-  switch (t) {
-    case DType::F32: return CUDA_R_32F;
-    case DType::F16: return CUDA_R_16F;
-    case DType::BF16: return CUDA_R_16BF;
-    default: TANDEM_FAIL("linear on CUDA: dtype {} is not supported (f32, f16, bf16)", dtype_name(t));
-  }
-}
-
 // C[m,n] (column-major, ldc) = A op . B op, f32 compute.
 void gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n, int64_t k,
           const void* a, int64_t lda, const void* b, int64_t ldb, void* c, int64_t ldc, DType t) {
   const float alpha = 1.0f, beta = 0.0f;
-  cudaDataType_t dt = cuda_type(t);
+  cudaDataType_t dt = cublas_data_type(t, "linear on CUDA");
   TANDEM_CUBLAS_CHECK(cublasGemmEx(h, ta, tb, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), &alpha,
                                    a, dt, static_cast<int>(lda), b, dt, static_cast<int>(ldb), &beta, c, dt,
                                    static_cast<int>(ldc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
