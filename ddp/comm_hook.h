@@ -6,7 +6,9 @@
 // PyTorch's Reducer hands a registered hook, so averaging is the hook's job
 // and a hook ported from PyTorch (which divides once, e.g. allreduce_hook's
 // `tensor.div_(world_size)`) computes the same average here instead of
-// dividing twice. With the bucket come its position (index, is_last) and its
+// dividing twice. (Without a registered hook there is no such call: the
+// Reducer divides each gradient as it copies it into the bucket, and
+// all-reduces; allreduce_hook() computes the same average.) With the bucket come its position (index, is_last) and its
 // parameters with their offsets in the buffer (PyTorch's GradBucket), and the
 // `state` given with the hook (DDPOptions::comm_hook_state), which lives as
 // long as DDP and is the same object on every call (error feedback, counters).

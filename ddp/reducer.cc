@@ -12,6 +12,11 @@
 #include "core/check.h"
 #include "core/cuda_graph.h"
 #include "core/elapsed.h"
+#include "kernels/cpu/elementwise_cpu.h"
+
+#if TANDEM_WITH_CUDA
+#include "kernels/cuda/elementwise_cuda.h"
+#endif
 
 namespace tandem::ddp {
 
@@ -64,7 +69,6 @@ Reducer::Reducer(std::vector<std::pair<std::string, Tensor>> params, std::shared
     : group_(std::move(group)), options_(std::move(options)) {
   TANDEM_CHECK(group_ != nullptr, "DDP: no process group");
   TANDEM_CHECK(!params.empty(), "DDP: the model has no parameters that require grad");
-  if (!options_.comm_hook) options_.comm_hook = allreduce_hook();
   for (auto& [name, t] : params) {
     TANDEM_CHECK(t.requires_grad() && t.is_leaf(), "DDP: parameter '{}' must be a leaf that requires grad", name);
     Param p;
@@ -335,25 +339,53 @@ void Reducer::mark_ready(int index) {
   // A defined gradient is reduced even when this backward's graph did not reach
   // the parameter (PyTorch does the same): it holds what no_sync micro-steps
   // accumulated. An undefined one contributes zeros and stays undefined here.
-  if (options_.gradient_as_bucket_view) {
-    if (!g.defined()) {
-      view.zero_();
-    } else if (!is_view_into(g, view)) {
-      view.copy_(g);
-      p.tensor.set_grad(view);
-    }
-  } else if (g.defined()) {
-    // Not divided here: the comm hook averages, as PyTorch's hooks do
-    // (ddp/comm_hook.h), so a ported hook does not divide twice.
-    view.copy_(g);
-  } else {
+  if (!g.defined()) {
     view.zero_();
+  } else {
+    const bool was_view = is_view_into(g, view);
+    fill_bucket_view(view, g);
+    if (options_.gradient_as_bucket_view && !was_view) p.tensor.set_grad(view);
   }
   Bucket& b = buckets_[static_cast<size_t>(p.bucket)];
   if (--b.pending == 0) {
     b.ready_at = Clock::now();
     launch_ready_buckets();
   }
+}
+
+// The bucket's copy of one gradient. A registered hook gets the local sum and
+// averages itself, as PyTorch's hooks do (ddp/comm_hook.h), so a ported hook
+// does not divide twice. Without one, the division by the world size is done
+// here, in the copy, as PyTorch's Reducer does (mark_variable_ready_dense):
+// one pass over each gradient as it becomes ready instead of a second pass
+// over the whole bucket on the autograd thread when it launches, which for a
+// large bucket (the embedding's) is milliseconds of the backward's critical path.
+void Reducer::fill_bucket_view(Tensor& view, const Tensor& grad) const {
+  const bool in_place = is_view_into(grad, view);  // gradient_as_bucket_view, after the first step
+  if (options_.comm_hook) {
+    if (!in_place) view.copy_(grad);
+    return;
+  }
+  const double inverse_world = 1.0 / group_->size();
+  const bool fused = in_place || (grad.dtype() == view.dtype() && grad.device() == view.device() &&
+                                  grad.numel() == view.numel());
+  if (!fused) view.copy_(grad);  // a cast or another device: copy, then scale in place
+  const Tensor& source = fused ? grad : view;
+  if (view.device().is_cpu()) {
+    kernels::scale_cpu(source.data_ptr(), view.data_ptr(), view.dtype(), view.numel(), inverse_world);
+  } else {
+#if TANDEM_WITH_CUDA
+    kernels::scale_cuda(source.data_ptr(), view.data_ptr(), view.dtype(), view.numel(), inverse_world,
+                        cuda::current_stream(view.device().index).handle());
+#endif
+  }
+  view.bump_version();
+}
+
+// Without a registered hook the bucket already holds the average's terms (fill_bucket_view).
+PendingReduction Reducer::reduce(GradBucket& bucket) {
+  if (!options_.comm_hook) return PendingReduction{group_->all_reduce(bucket.buffer, comm::ReduceOp::Sum), {}};
+  return options_.comm_hook(options_.comm_hook_state.get(), *group_, bucket);
 }
 
 void Reducer::launch_ready_buckets() {
@@ -376,12 +408,12 @@ void Reducer::launch_ready_buckets() {
         if (!b.comm_end) b.comm_end.emplace(/*enable_timing=*/true);
         b.comm_start->record(comm_stream_);  // reached once the gradients are written and earlier buckets done
       }
-      b.reduction = options_.comm_hook(options_.comm_hook_state.get(), *group_, gb);
+      b.reduction = reduce(gb);
       // A hook's `finish` (PowerSGD's second all-reduce, the division) runs
       // later, in finalize(): the interval is the launched collective's.
       if (device_timing()) b.comm_end->record(comm_stream_);
     } else {
-      b.reduction = options_.comm_hook(options_.comm_hook_state.get(), *group_, gb);
+      b.reduction = reduce(gb);
     }
     TANDEM_CHECK(b.reduction.work != nullptr, "DDP: the comm hook returned no work for bucket {}", next_to_launch_);
     b.launched = true;

@@ -36,7 +36,9 @@ struct ReducerOptions {
   bool find_unused_parameters = false;
   bool static_graph = false;
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};
-  CommHook comm_hook;  // empty: allreduce_hook()
+  // Empty: the built-in average (allreduce_hook()'s result), with the division
+  // by the world size fused into the copy of each gradient into its bucket.
+  CommHook comm_hook;
   std::shared_ptr<void> comm_hook_state;  // handed to every call of comm_hook
   // What the ranks must agree on besides the bucket layout (DDP's options):
   // checked again, with the layout, after the rebuild.
@@ -115,6 +117,8 @@ class Reducer {
   Device comm_device() const;
   void on_gradient_ready(int index);
   void mark_ready(int index);
+  void fill_bucket_view(Tensor& view, const Tensor& grad) const;
+  PendingReduction reduce(GradBucket& bucket);
   void launch_ready_buckets();
   void finalize();
   Tensor bucket_view(int index) const;
