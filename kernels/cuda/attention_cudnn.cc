@@ -15,7 +15,6 @@
 #include <cudnn.h>
 #include <cudnn_frontend.h>
 
-#include <array>
 #include <cmath>
 #include <map>
 #include <memory>
@@ -25,6 +24,7 @@
 
 #include "core/check.h"
 #include "core/cuda_check.h"
+#include "kernels/cuda/per_thread_handles.h"
 #include "kernels/cuda/scratch.cuh"
 
 namespace tandem::kernels {
@@ -41,18 +41,10 @@ enum Uid : int64_t { kQ = 1, kK, kV, kO, kStats, kSeqQ, kSeqKV, kDO, kDQ, kDK, k
     TANDEM_CHECK(tandem_fe_.is_good(), "cuDNN attention ({}): {}", what, tandem_fe_.get_message()); \
   } while (0)
 
-struct ThreadHandles {
-  std::array<cudnnHandle_t, 64> handles{};
-  ~ThreadHandles() {
-    for (cudnnHandle_t h : handles)
-      if (h) cudnnDestroy(h);
-  }
-};
-thread_local ThreadHandles tls_handles;
+thread_local PerThreadHandles<cudnnHandle_t, cudnnDestroy> tls_handles;
 
 cudnnHandle_t handle_for(int device, cudaStream_t stream) {
-  TANDEM_CHECK(device >= 0 && device < 64, "cuDNN attention: device index {} out of range", device);
-  cudnnHandle_t& h = tls_handles.handles[static_cast<size_t>(device)];
+  cudnnHandle_t& h = tls_handles.slot(device, "cuDNN attention");
   if (!h) {
     const cudnnStatus_t st = cudnnCreate(&h);
     TANDEM_CHECK(st == CUDNN_STATUS_SUCCESS, "cuDNN attention: cudnnCreate failed: {}", cudnnGetErrorString(st));

@@ -1,29 +1,17 @@
 #include "kernels/cuda/cublas_handle.h"
 
-#include <array>
-
 #include "core/check.h"
 #include "core/cuda_check.h"
+#include "kernels/cuda/per_thread_handles.h"
 
 namespace tandem::kernels {
 
 namespace {
-
-struct ThreadHandles {
-  std::array<cublasHandle_t, 64> handles{};
-  ~ThreadHandles() {
-    for (cublasHandle_t h : handles)
-      if (h) cublasDestroy(h);
-  }
-};
-
-thread_local ThreadHandles tls_handles;
-
+thread_local PerThreadHandles<cublasHandle_t, cublasDestroy> tls_handles;
 }  // namespace
 
 cublasHandle_t cublas_handle(int device, cudaStream_t stream) {
-  TANDEM_CHECK(device >= 0 && device < 64, "cuBLAS: device index {} out of range", device);
-  cublasHandle_t& h = tls_handles.handles[static_cast<size_t>(device)];
+  cublasHandle_t& h = tls_handles.slot(device, "cuBLAS");
   if (!h) {
     TANDEM_CUBLAS_CHECK(cublasCreate(&h));
     // Deterministic, f32-exact by default: TF32 stays off unless a caller opts in per call.
