@@ -1,5 +1,6 @@
 // CPU reference for clipping by global norm: the L2 norm of all gradients as
-// one vector (sum of squares accumulated in f64, so it is the more accurate
+// one vector (sum of squares accumulated in f64, in fixed blocks so that the
+// bits do not depend on the thread count; it is the more accurate
 // side of the CUDA parity test), then every gradient scaled by
 // min(1, max_norm / (norm + 1e-6)) (torch.nn.utils.clip_grad_norm_).
 #pragma once

@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "core/check.h"
+#include "core/thread_pool.h"
 #include "optim/clip_grad.h"
 #include "tests/optim/torch_fixture.h"
 
@@ -59,6 +60,49 @@ TEST(ClipGradNorm, InfiniteGradientGivesAnInfiniteNorm) {
   Tensor p = Tensor::zeros({2}).set_requires_grad(true);
   p.set_grad(Tensor::from_vector(std::vector<double>{std::numeric_limits<double>::infinity(), 1}, {2}));
   EXPECT_TRUE(std::isinf(clip_grad_norm_({p}, 1.0).item()));
+}
+
+// Several tensors, one spanning many of the CPU path's summation blocks plus a tail.
+std::vector<Tensor> large_gradients() {
+  std::vector<Tensor> params;
+  uint64_t state = 12345;
+  for (int64_t n : {int64_t{5}, int64_t{300007}, int64_t{16384}, int64_t{1}}) {
+    std::vector<double> g(static_cast<size_t>(n));
+    for (double& x : g) {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      x = static_cast<double>(static_cast<int64_t>(state >> 40) - (int64_t{1} << 23)) / (1 << 20);
+    }
+    Tensor p = Tensor::zeros({n}).set_requires_grad(true);
+    p.set_grad(Tensor::from_vector(g, {n}));
+    params.push_back(p);
+  }
+  return params;
+}
+
+TEST(ClipGradNorm, LargeGradientsGiveTheExactNormToF32Rounding) {
+  std::vector<Tensor> params = large_gradients();
+  long double sum_sq = 0;
+  for (const Tensor& p : params)
+    for (double x : p.grad().to_double_vector()) sum_sq += static_cast<long double>(x) * x;
+  const double exact = std::sqrt(static_cast<double>(sum_sq));
+  EXPECT_NEAR(clip_grad_norm_(params, 1e30).item(), exact, exact * 1e-7);
+}
+
+TEST(ClipGradNorm, TheNormAndTheClippedGradientsDoNotDependOnTheThreadCount) {
+  const int threads = intra_op_threads();
+  std::vector<double> norms;
+  std::vector<std::vector<double>> clipped;
+  for (int t : {1, 2, 3}) {
+    set_intra_op_threads(t);
+    std::vector<Tensor> params = large_gradients();
+    norms.push_back(clip_grad_norm_(params, 1.0).item());
+    clipped.push_back(params[1].grad().to_double_vector());
+  }
+  set_intra_op_threads(threads);
+  EXPECT_EQ(norms[0], norms[1]);
+  EXPECT_EQ(norms[0], norms[2]);
+  EXPECT_EQ(clipped[0], clipped[1]);
+  EXPECT_EQ(clipped[0], clipped[2]);
 }
 
 TEST(ClipGradNorm, RejectsNonF32GradientsAndNegativeMaxNorm) {
