@@ -15,9 +15,11 @@
 //
 // Forward outputs come from the CPU reference (the backward reads out only for
 // D = dO . O, and lse); the emulated forward is attention_emulated_test.cc's.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <utility>
@@ -64,8 +66,7 @@ struct Case {
 };
 
 std::string case_name(const Case& c) {
-  std::string n = "B" + std::to_string(c.batch) + "_S" + std::to_string(c.seq) + "_H" + std::to_string(c.heads) +
-                  "_Dh" + std::to_string(c.head_dim);
+  std::string n = fmt::format("B{}_S{}_H{}_Dh{}", c.batch, c.seq, c.heads, c.head_dim);
   if (!c.lengths.empty()) n += "_padded";
   if (c.dropout > 0) n += "_dropout";
   return n;
