@@ -14,16 +14,19 @@
 // the shares in key-tile order:
 //
 //   1. rowdot_kernel (attention_kernels.cuh): D_i = dO_i . O_i.
-//   2. fused_backward_kernel (grid (b, h) x ceil(S/64) key tiles, 4 warps):
-//      dkdv_kernel's work, the same code and order, so dK and dV are the
-//      same bits as the split path's: S^T = K Q^T, dP^T = V dO^T, P^T, dS^T,
-//      dV += (P^T * drop) dO, dK += dS^T Q. Then the warps put dS^T into
-//      shared memory as dS (queries x 64 keys, rounded to T for 16-bit types,
-//      as dq_kernel rounds it for its tensor-core operand), and after a
-//      barrier compute the query tile's partial dQ = dS K over the block's 64
-//      keys, each warp a 16-row x (Dh / 4 or Dh / 2) share, in column chunks
-//      of 32 to keep registers free next to the dK, dV accumulators. The
-//      partial goes, f32, to scratch[(b, h), key tile, query, 0..Dh).
+//   2. fused_backward_kernel (grid (b, h) x ceil(S/64) key tiles, 4 warps,
+//      BQ-query inner tiles): dkdv_kernel's work with the same operations in
+//      the same order, so dK and dV are the same bits as the split path's:
+//      S^T = K Q^T, dP^T = V dO^T, P^T, dS^T, dV += (P^T * drop) dO,
+//      dK += dS^T Q. Then the warps put dS^T into shared memory as dS (BQ
+//      queries x 64 keys, rounded to T for 16-bit types exactly as dq_kernel
+//      rounds its tensor-core operand), and after a barrier compute the query
+//      tile's partial dQ = dS K over the block's 64 keys, each warp a 16-row
+//      share of it, in column chunks of at most 32 so that few registers are
+//      live next to the dK, dV accumulators. The partial goes, f32, to
+//      scratch[(b, h), key tile, query, 0..Dh). One barrier more per query
+//      tile than dkdv_kernel; the dS stores are bank-conflict free (row
+//      stride 64 keys + 16 bytes).
 //   3. dq_reduce_kernel: dQ = (1/sqrt(Dh)) * sum over key tiles 0, 1, ... of
 //      the partials, one thread per element, in the output dtype into dqkv.
 //
@@ -59,15 +62,20 @@
 // adds the tiles' sums: dQ agrees to f32 rounding (bit-identical for S <= 64),
 // so in f16/bf16 to one unit in the last place of the stored value.
 //
-// Resources (nvcc 13.0, -O3 -arch=sm_90 -Xptxas -v, __launch_bounds__(128, 2)):
-// registers per thread, spill stores/loads in bytes (none unless noted),
-// dynamic shared memory per 128-thread block, BQ the query tile:
+// Resources (nvcc 13.0.88, -O3 -arch=sm_90 -Xptxas -v, __launch_bounds__(128, 2)
+// caps registers at 255): registers per thread, spill stores/loads in bytes
+// (none unless noted), dynamic shared memory per 128-thread block, BQ the
+// query tile (kFusedQueryTile):
 //
-//   kernel      DP   BQ   f32 regs   f16/bf16 regs   f32 smem   f16/bf16 smem
-//   fused       32   64   TODO
-//   fused       64   64
-//   fused      128   32
-//   dq_reduce    -    -
+//   kernel      DP   BQ   f32 regs           f16/bf16 regs   f32 smem   f16/bf16 smem
+//   fused       32   64   254                233-234           54,784          30,208
+//   fused       64   64   254                255               87,552          46,592
+//   fused      128   16   255 (spill 56/64)  255               88,960          45,952
+//   dq_reduce    -    -   32                 32                     0               0
+//
+// At DP = 128, BQ = 32 (dkdv_kernel's) spilled 28-44 bytes in 16 bits and 100
+// in f32; 16 removes the 16-bit spills (dK and dV do not depend on BQ). Two
+// blocks per SM fit in every case.
 #pragma once
 
 #include <algorithm>
