@@ -10,17 +10,15 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "core/check.h"
-#include "core/half.h"
 #include "core/stream.h"
 #include "kernels/attention.h"
+#include "tests/kernels/attention_backward_comparison.h"
 #include "tests/kernels/attention_testing.h"
 #include "tests/testing/gradcheck.h"
 
@@ -34,6 +32,8 @@ namespace {
 #if TANDEM_WITH_CUDA
 
 using testing::all_close;
+using testing::dq_agrees_to_f32_rounding;
+using testing::dqkv_part;
 using testing::padding_mask;
 using testing::random_tensor;
 
@@ -151,42 +151,20 @@ std::vector<double> gpu_backward(const Case& c, DType t, AttentionBackwardPath p
   return dqkv.to_double_vector();
 }
 
-// Part 0 (q), 1 (k) or 2 (v) of a [B, S, 3 * width] gradient.
-std::vector<double> part(const std::vector<double>& all, int64_t width, int which) {
-  std::vector<double> r;
-  for (size_t row = 0; row < all.size() / static_cast<size_t>(3 * width); ++row)
-    for (int64_t c = 0; c < width; ++c) r.push_back(all[row * static_cast<size_t>(3 * width) + which * width + c]);
-  return r;
-}
-
-int64_t ulps_apart(double a, double b, DType t) {
-  auto ordered = [t](double v) {
-    const uint16_t bits = t == DType::BF16 ? float_to_bf16_bits(static_cast<float>(v))
-                                           : float_to_f16_bits(static_cast<float>(v));
-    return bits & 0x8000u ? -static_cast<int64_t>(bits & 0x7fffu) : static_cast<int64_t>(bits);
-  };
-  return std::llabs(ordered(a) - ordered(b));
-}
-
 class AttentionFusedVersusSplit : public ::testing::TestWithParam<std::tuple<DType, Case>> {
  protected:
   void SetUp() override { TANDEM_REQUIRE_GPU(); }
 };
 
+// dK, dV the same bits; dQ to f32 rounding (tests/kernels/attention_backward_comparison.h).
 TEST_P(AttentionFusedVersusSplit, SameDkDvBitsAndDqToF32Rounding) {
   const auto& [t, c] = GetParam();
   const std::vector<double> fused = gpu_backward(c, t, AttentionBackwardPath::Fused);
   const std::vector<double> split = gpu_backward(c, t, AttentionBackwardPath::Split);
   const int64_t width = c.heads * c.head_dim, key_tiles = (c.seq + 63) / 64;
-  EXPECT_TRUE(part(fused, width, 1) == part(split, width, 1)) << "dK";
-  EXPECT_TRUE(part(fused, width, 2) == part(split, width, 2)) << "dV";
-  const std::vector<double> a = part(fused, width, 0), b = part(split, width, 0);
-  double largest = 0;
-  for (double v : b) largest = std::max(largest, std::fabs(v));
-  for (size_t k = 0; k < a.size(); ++k) {
-    if (t == DType::F32) ASSERT_LE(std::fabs(a[k] - b[k]), 4.0 * key_tiles * std::ldexp(largest, -24)) << k;
-    else ASSERT_LE(ulps_apart(a[k], b[k], t), 1) << k << ": " << a[k] << " vs " << b[k];
-  }
+  EXPECT_TRUE(dqkv_part(fused, width, 1) == dqkv_part(split, width, 1)) << "dK";
+  EXPECT_TRUE(dqkv_part(fused, width, 2) == dqkv_part(split, width, 2)) << "dV";
+  EXPECT_TRUE(dq_agrees_to_f32_rounding(dqkv_part(fused, width, 0), dqkv_part(split, width, 0), key_tiles, t));
 }
 
 const Case kPairCases[] = {
