@@ -60,7 +60,7 @@
 // dq_kernel's order; what differs is that the split path carries one f32
 // accumulator across key tiles while this path starts each tile at zero and
 // adds the tiles' sums: dQ agrees to f32 rounding (bit-identical for S <= 64),
-// so in f16/bf16 to one unit in the last place of the stored value.
+// and after the one rounding to T to that plus one unit in T's last place.
 //
 // Resources (nvcc 13.0.88, -O3 -arch=sm_90 -Xptxas -v, __launch_bounds__(128, 2)
 // caps registers at 255): registers per thread, spill stores/loads in bytes
