@@ -73,9 +73,10 @@
 //   fused      128   16   255 (spill 56/64)  255               88,960          45,952
 //   dq_reduce    -    -   32                 32                     0               0
 //
-// At DP = 128, BQ = 32 (dkdv_kernel's) spilled 28-44 bytes in 16 bits and 100
-// in f32; 16 removes the 16-bit spills (dK and dV do not depend on BQ). Two
-// blocks per SM fit in every case.
+// At DP = 128, BQ = 32 (dkdv_kernel's) spills 40/56 bytes in 16 bits and
+// 100/120 in f32; 16 removes the 16-bit spills (dK and dV do not depend on
+// BQ). In f32 the dK/dV part alone spills 24/32 bytes here (dkdv_kernel: 24/24
+// with this nvcc), the dQ step the rest. Two blocks per SM fit in every case.
 #pragma once
 
 #include <algorithm>
