@@ -220,7 +220,7 @@ void backward_fused(const void* qkv, const uint8_t* mask, const void* out, const
             static_cast<const T*>(qkv), mask, lse, rowdot.as<float>(), static_cast<const T*>(dout),
             static_cast<T*>(dqkv), partial.as<float>(), static_cast<int>(bh0), params, vec_qkv, vec_dout);
         TANDEM_CUDA_CHECK_LAUNCH();
-        const int64_t count = n * s.seq * s.head_dim;
+        const int count = static_cast<int>(n * s.seq * s.head_dim);  // at most the scratch in floats
         dq_reduce_kernel<T><<<static_cast<unsigned>((count + kThreads - 1) / kThreads), kThreads, 0, st>>>(
             partial.as<float>(), static_cast<T*>(dqkv), static_cast<int>(bh0), count, params);
         TANDEM_CUDA_CHECK_LAUNCH();

@@ -80,6 +80,7 @@
 #pragma once
 
 #include <algorithm>
+#include <climits>
 #include <cstddef>
 #include <cstdint>
 
@@ -265,16 +266,16 @@ __global__ void __launch_bounds__(kThreads, 2)
 }
 
 // dQ of heads [bh0, bh0 + count / (S * Dh)): one thread per element (local head, query, column), summing
-// the key tiles' partials in tile order, then scaling by 1/sqrt(Dh) and rounding once, into dqkv.
+// the key tiles' partials in tile order, then scaling by 1/sqrt(Dh) and rounding once, into dqkv. count is
+// at most a launch's scratch in floats (kFusedScratchLimit / 4), so 32-bit index arithmetic suffices.
 template <class T>
-__global__ void dq_reduce_kernel(const float* __restrict__ dq_partial, T* __restrict__ dqkv, int bh0, int64_t count,
+__global__ void dq_reduce_kernel(const float* __restrict__ dq_partial, T* __restrict__ dqkv, int bh0, int count,
                                  Params P) {
-  const int64_t idx = int64_t{blockIdx.x} * kThreads + threadIdx.x;
+  const int idx = static_cast<int>(blockIdx.x) * kThreads + static_cast<int>(threadIdx.x);
   if (idx >= count) return;
-  const int key_tiles = (P.seq + kRows - 1) / kRows;
-  const int64_t d = idx % P.dh, row = idx / P.dh, i = row % P.seq, local = row / P.seq;
-  const int64_t tile_stride = int64_t{P.seq} * P.dh;
-  const float* src = dq_partial + local * key_tiles * tile_stride + i * P.dh + d;
+  const int key_tiles = (P.seq + kRows - 1) / kRows, tile_stride = P.seq * P.dh;
+  const int d = idx % P.dh, row = idx / P.dh, i = row % P.seq, local = row / P.seq;
+  const float* src = dq_partial + (local * key_tiles * tile_stride + i * P.dh + d);
   float acc = 0.0f;
   for (int kt = 0; kt < key_tiles; ++kt) acc += src[kt * tile_stride];
   const int64_t bh = bh0 + local, b = bh / P.heads, h = bh % P.heads;
@@ -287,6 +288,7 @@ __global__ void dq_reduce_kernel(const float* __restrict__ dq_partial, T* __rest
 
 // The most scratch one launch of the fused backward may use (see the header).
 constexpr size_t kFusedScratchLimit = size_t{64} << 20;
+static_assert(kFusedScratchLimit / sizeof(float) <= INT_MAX, "dq_reduce_kernel indexes a launch's partials with int");
 
 // (b, h) pairs per fused launch, and the scratch that takes. heads_per_launch = 0: even one (b, h)
 // would need more than the limit, and the split path runs.

@@ -158,7 +158,7 @@ void emulated_fused(const Problem& p, Tensor& dqkv, size_t scratch_limit) {
                                   p.dout.data<T>(), dqkv.data<T>(), partial.data(), static_cast<int>(bh0), params,
                                   vec_qkv, vec_dout);
                             });
-      const int64_t count = n * p.s.seq * p.s.head_dim;
+      const int count = static_cast<int>(n * p.s.seq * p.s.head_dim);
       warp_emulator::launch(static_cast<unsigned>((count + kThreads - 1) / kThreads), 1, kThreads, 0, [&] {
         dq_reduce_kernel<T>(partial.data(), dqkv.data<T>(), static_cast<int>(bh0), count, params);
       });
