@@ -71,7 +71,7 @@
 //   fused       32   64   254                233-234           54,784          30,208
 //   fused       64   64   254                255               87,552          46,592
 //   fused      128   16   255 (spill 56/64)  255               88,960          45,952
-//   dq_reduce    -    -   32                 32                     0               0
+//   dq_reduce    -    -   40                 40                     0               0
 //
 // At DP = 128, BQ = 32 (dkdv_kernel's) spills 40/56 bytes in 16 bits and
 // 100/120 in f32; 16 removes the 16-bit spills (dK and dV do not depend on
