@@ -4,8 +4,8 @@
 // fused kernel and the dQ reduction), against
 //   - the CPU reference (kernels/cpu/attention_cpu.h): f32, bf16, f16; every
 //     padded head width (Dh 7, 24, 33, 64, 80, 128: DP 32, 64, 128, the last
-//     with 32-query tiles), S from 1 to 129 (never a multiple of 64 but for
-//     one case), padding with a fully padded row, dropout;
+//     with 16-query tiles), S in {1, 7, 65, 70, 100, 129} (none a multiple
+//     of 64), padding with a fully padded row, dropout;
 //   - the split path's same kernels: dK and dV bit for bit, dQ to f32 rounding
 //     (the split path carries one accumulator across key tiles, the fused path
 //     adds per-tile sums: different f32 roundings, the same terms);
@@ -192,7 +192,7 @@ const Case kCases[] = {
     {2, 7, 3, 24, {7, 3}, 0.0},       // padding, several heads, DP = 32
     {3, 7, 2, 33, {7, 0, 5}, 0.2},    // a fully padded row and dropout, DP = 64
     {1, 70, 2, 64, {70}, 0.1},        // two key tiles, vector loads, dropout
-    {2, 65, 1, 80, {65, 13}, 0.0},    // DP = 128 (32-query tiles), one key past a tile, padding
+    {2, 65, 1, 80, {65, 13}, 0.0},    // DP = 128 (16-query tiles), one key past a tile, padding
     {1, 129, 1, 128, {100}, 0.3},     // three key tiles, the largest head dim, dropout
     {2, 100, 2, 24, {100, 61}, 0.5},  // dropout over partial 16 x 16 squares
 };
