@@ -1,11 +1,14 @@
 // Times the attention kernels, forward and backward, and prints achieved TFLOP/s.
 //
 //   attention_bench [--device cpu|cuda] [--dtype f32|bf16|f16] [--dropout P] [--min-seconds T]
-//                   [--backend tandem|cudnn]
+//                   [--backend tandem|cudnn] [--backward split|fused]
 //
 // --backend cudnn times cuDNN's fused attention on the same buffers instead of
 // Tandem's kernels (a build with the cuDNN attention back-end; bf16/f16, no dropout):
 // the peer our kernels are measured against on the same machine.
+// --backward picks the CUDA backward path (kernels/cuda/attention_cuda.h): split
+// (rowdot, dK/dV, dQ: seven S x S x Dh products; the default) or fused (five,
+// dQ through f32 scratch); the table's `backward` column names it.
 // Calls the raw kernels (kernels/cpu/attention_cpu.h, kernels/cuda/attention_cuda.h)
 // on random qkv without padding, so autograd bookkeeping is not timed. FLOPs are
 // counted the way FlashAttention reports them: forward 4*B*H*S^2*Dh (QK^T and PV),
@@ -45,6 +48,7 @@ struct Options {
   double dropout = 0.0;
   double min_seconds = 0.5;
   bool cudnn = false;  // --backend cudnn
+  bool fused = false;  // --backward fused
 };
 
 Options parse(int argc, char** argv) {
@@ -60,8 +64,12 @@ Options parse(int argc, char** argv) {
     else if (a == "--backend") {
       TANDEM_CHECK(v == "tandem" || v == "cudnn", "attention_bench: --backend must be tandem or cudnn, got '{}'", v);
       o.cudnn = v == "cudnn";
+    } else if (a == "--backward") {
+      TANDEM_CHECK(v == "split" || v == "fused", "attention_bench: --backward must be split or fused, got '{}'", v);
+      o.fused = v == "fused";
     } else {
-      TANDEM_FAIL("attention_bench: unknown option {} (--device, --dtype, --dropout, --min-seconds, --backend)", a);
+      TANDEM_FAIL("attention_bench: unknown option {} (--device, --dtype, --dropout, --min-seconds, --backend, "
+                  "--backward)", a);
     }
   }
 #if !TANDEM_WITH_CUDNN_ATTENTION
@@ -70,6 +78,8 @@ Options parse(int argc, char** argv) {
 #endif
   TANDEM_CHECK(!o.cudnn || o.device.is_cuda(), "attention_bench: --backend cudnn needs --device cuda");
   TANDEM_CHECK(!o.cudnn || o.dropout == 0, "attention_bench: --backend cudnn runs without dropout (--dropout 0)");
+  TANDEM_CHECK(!o.fused || (o.device.is_cuda() && !o.cudnn),
+               "attention_bench: --backward fused is a path of Tandem's CUDA kernels (--device cuda, --backend tandem)");
   return o;
 }
 
@@ -137,9 +147,10 @@ void run(const Options& o, const AttentionShape& s) {
     forward = [&, stream] {
       attention_forward_cuda(qkv.data_ptr(), nullptr, out.data_ptr(), lse.data<float>(), s, d, o.dtype, stream);
     };
-    backward = [&, stream] {
+    const AttentionBackwardPath path = o.fused ? AttentionBackwardPath::Fused : AttentionBackwardPath::Split;
+    backward = [&, stream, path] {
       attention_backward_cuda(qkv.data_ptr(), nullptr, out.data_ptr(), lse.data<float>(), dout.data_ptr(),
-                              dqkv.data_ptr(), s, d, o.dtype, o.device.index, stream);
+                              dqkv.data_ptr(), s, d, o.dtype, o.device.index, stream, path);
     };
 #else
     TANDEM_FAIL("attention_bench: --device cuda, but Tandem was built without CUDA");
@@ -148,9 +159,9 @@ void run(const Options& o, const AttentionShape& s) {
   const double fwd = time_per_call(o, forward);
   const double bwd = time_per_call(o, backward);  // out and lse hold the forward's results
   const double fwd_flops = 4.0 * double(s.batch * s.heads) * double(s.seq) * double(s.seq) * double(s.head_dim);
-  fmt::print("{:>6} {:>7} {:>5} {:>6} {:>5} {:>6} {:>7} {:>8} {:>11.3f} {:>10.3f} {:>11.3f} {:>10.3f}\n", o.device.str(),
-             o.cudnn ? "cudnn" : "tandem",
-             dtype_name(o.dtype), s.batch, s.seq, s.heads, s.head_dim, o.dropout, 1e3 * fwd, fwd_flops / fwd / 1e12,
+  const char* backward_path = o.device.is_cpu() ? "cpu" : o.cudnn ? "cudnn" : o.fused ? "fused" : "split";
+  fmt::print("{:>6} {:>7} {:>8} {:>5} {:>6} {:>5} {:>6} {:>7} {:>8} {:>11.3f} {:>10.3f} {:>11.3f} {:>10.3f}\n",
+             o.device.str(), o.cudnn ? "cudnn" : "tandem", backward_path, dtype_name(o.dtype), s.batch, s.seq, s.heads, s.head_dim, o.dropout, 1e3 * fwd, fwd_flops / fwd / 1e12,
              1e3 * bwd, 2.5 * fwd_flops / bwd / 1e12);
 }
 
@@ -166,8 +177,8 @@ int main(int argc, char** argv) {
     std::vector<AttentionShape> sizes = {{32, 128, 12, 64}, {16, 256, 12, 64}, {8, 512, 12, 64},
                                          {8, 512, 16, 32},  {8, 512, 6, 128}};
     if (o.device.is_cuda()) sizes.push_back({64, 512, 12, 64});
-    fmt::print("{:>6} {:>7} {:>5} {:>6} {:>5} {:>6} {:>7} {:>8} {:>11} {:>10} {:>11} {:>10}\n", "device", "backend",
-               "dtype", "batch",
+    fmt::print("{:>6} {:>7} {:>8} {:>5} {:>6} {:>5} {:>6} {:>7} {:>8} {:>11} {:>10} {:>11} {:>10}\n", "device",
+               "backend", "backward", "dtype", "batch",
                "seq", "heads", "head_dim", "dropout", "fwd_ms", "fwd_TFLOPs", "bwd_ms", "bwd_TFLOPs");
     for (const AttentionShape& s : sizes) run(o, s);
   } catch (const std::exception& e) {

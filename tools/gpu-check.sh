@@ -168,6 +168,15 @@ phase_bench() {
     cat "$out/bench_attention_cudnn.txt" "$out/bench_attention_bf16.txt" >>"$log"
     lines+=("== attention, bf16: Tandem vs cuDNN" "$(cat "$out/bench_attention_bf16.txt" "$out/bench_attention_cudnn.txt")")
   fi
+  # the fused attention backward (TANDEM_ATTENTION_BACKWARD=fused; off by default until verified) against split
+  if [ -x "$build/bench/attention_bench" ]; then
+    echo "== attention_bench --backward fused (bf16, f32)" >>"$log"
+    timeout 120 "$build/bench/attention_bench" --device cuda --dtype bf16 --backward fused >"$out/bench_attention_fused_bf16.txt" 2>&1 || rc=1
+    timeout 120 "$build/bench/attention_bench" --device cuda --dtype f32 --backward fused >"$out/bench_attention_fused_f32.txt" 2>&1 || rc=1
+    timeout 120 "$build/bench/attention_bench" --device cuda --dtype f32 >"$out/bench_attention_f32.txt" 2>&1 || rc=1
+    cat "$out/bench_attention_fused_bf16.txt" "$out/bench_attention_fused_f32.txt" "$out/bench_attention_f32.txt" >>"$log"
+    lines+=("== attention backward: fused vs split (bf16 split is above)" "$(cat "$out/bench_attention_fused_bf16.txt" "$out/bench_attention_fused_f32.txt" "$out/bench_attention_f32.txt")")
+  fi
   # linear again with cuBLASLt's bias / bias-gradient epilogues (off by default until verified)
   echo "== kernels_bench --device cuda, TANDEM_CUBLASLT_EPILOGUES=1" >>"$log"
   TANDEM_CUBLASLT_EPILOGUES=1 timeout 120 "$build/bench/kernels_bench" --device cuda >"$out/bench_kernels_lt.txt" 2>&1 || rc=1

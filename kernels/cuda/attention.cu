@@ -35,6 +35,10 @@
 //   Splitting dQ from dK/dV (instead of FlashAttention-2's atomicAdd on dQ)
 //   costs two extra S x S x Dh products (7 instead of 5) but makes every
 //   gradient a fixed-order sum, bit-reproducible run to run.
+//   TANDEM_ATTENTION_BACKWARD=fused runs the five-product alternative instead,
+//   as deterministic: the dK/dV block also writes its key tile's share of dQ
+//   to f32 scratch, and a second kernel sums the shares in key-tile order
+//   (kernels/cuda/attention_backward_fused.cuh: design, traffic, resources).
 //   Traffic per (b, h): Q, K, V, dO each read about 1 + ceil(S/64) times, O
 //   once, dQKV written once; FLOPs 14 * S^2 * Dh (10 * S^2 * Dh counted the
 //   usual way, which the benchmark reports).
@@ -114,6 +118,8 @@ __device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], 
 
 #define ATTENTION_SHARED_MEMORY(name) extern __shared__ __align__(16) unsigned char name[]
 #include "kernels/cuda/attention_kernels.cuh"
+#include "kernels/cuda/attention_backward_fused.cuh"
+#include "kernels/cuda/scratch.cuh"
 
 namespace tandem::kernels {
 
@@ -151,15 +157,15 @@ void attention_forward_cuda(const void* qkv, const uint8_t* mask, void* out, flo
   });
 }
 
-void attention_backward_cuda(const void* qkv, const uint8_t* mask, const void* out, const float* lse,
-                             const void* dout, void* dqkv, const AttentionShape& s, const AttentionDropout& d,
-                             DType t, int device, void* stream) {
-  if (s.batch * s.seq * s.heads == 0) return;
+namespace {
+
+void backward_split(const void* qkv, const uint8_t* mask, const void* out, const float* lse, const void* dout,
+                    void* dqkv, const AttentionShape& s, const AttentionDropout& d, DType t, int device,
+                    cudaStream_t st) {
   const Params params = make_params(s, d);
-  auto st = static_cast<cudaStream_t>(stream);
   const int64_t rows = s.batch * s.seq * s.heads;
   const size_t rowdot_bytes = sizeof(float) * static_cast<size_t>(rows);
-  auto* rowdot = static_cast<float*>(cuda_memory::allocate(device, rowdot_bytes, stream));
+  auto* rowdot = static_cast<float*>(cuda_memory::allocate(device, rowdot_bytes, st));
   TANDEM_DISPATCH_FLOAT_NO_F64(t, "attention_backward_cuda", [&] {
     using T = scalar_t;
     const bool vec_qkv = vector_loads<T>(qkv, s.head_dim), vec_dout = vector_loads<T>(dout, s.head_dim);
@@ -183,7 +189,64 @@ void attention_backward_cuda(const void* qkv, const uint8_t* mask, const void* o
       TANDEM_CUDA_CHECK_LAUNCH();
     });
   });
-  cuda_memory::deallocate(device, rowdot, rowdot_bytes, stream);
+  cuda_memory::deallocate(device, rowdot, rowdot_bytes, st);
+}
+
+// rowdot, then per launch of plan.heads_per_launch heads the fused kernel and the dQ reduction, all
+// launches reusing one scratch buffer (stream order keeps a launch's partials until its reduction has read them).
+void backward_fused(const void* qkv, const uint8_t* mask, const void* out, const float* lse, const void* dout,
+                    void* dqkv, const AttentionShape& s, const AttentionDropout& d, DType t, int device,
+                    cudaStream_t st, const FusedBackwardPlan& plan) {
+  const Params params = make_params(s, d);
+  const int64_t rows = s.batch * s.seq * s.heads, heads = s.batch * s.heads;
+  const Scratch rowdot(device, sizeof(float) * static_cast<size_t>(rows), st);
+  const Scratch partial(device, plan.scratch_bytes, st);
+  const unsigned key_tiles = grid_for(s).y;
+  TANDEM_DISPATCH_FLOAT_NO_F64(t, "attention_backward_cuda (fused)", [&] {
+    using T = scalar_t;
+    const bool vec_qkv = vector_loads<T>(qkv, s.head_dim), vec_dout = vector_loads<T>(dout, s.head_dim);
+    rowdot_kernel<<<static_cast<unsigned>((rows + kWarps - 1) / kWarps), kThreads, 0, st>>>(
+        static_cast<const T*>(dout), static_cast<const T*>(out), rowdot.as<float>(), rows, params.seq, params.heads,
+        params.dh);
+    TANDEM_CUDA_CHECK_LAUNCH();
+    with_padded_dim(s.head_dim, [&](auto dp) {
+      constexpr int DP = decltype(dp)::value;
+      constexpr size_t smem = fused_backward_smem_bytes<T, DP>();
+      auto fused = fused_backward_kernel<T, DP, kFusedQueryTile<DP>>;
+      allow_shared_memory(fused, smem);
+      for (int64_t bh0 = 0; bh0 < heads; bh0 += plan.heads_per_launch) {
+        const int64_t n = std::min(plan.heads_per_launch, heads - bh0);
+        fused<<<dim3(static_cast<unsigned>(n), key_tiles), kThreads, smem, st>>>(
+            static_cast<const T*>(qkv), mask, lse, rowdot.as<float>(), static_cast<const T*>(dout),
+            static_cast<T*>(dqkv), partial.as<float>(), static_cast<int>(bh0), params, vec_qkv, vec_dout);
+        TANDEM_CUDA_CHECK_LAUNCH();
+        const int count = static_cast<int>(n * s.seq * s.head_dim);  // at most the scratch in floats
+        dq_reduce_kernel<T><<<static_cast<unsigned>((count + kThreads - 1) / kThreads), kThreads, 0, st>>>(
+            partial.as<float>(), static_cast<T*>(dqkv), static_cast<int>(bh0), count, params);
+        TANDEM_CUDA_CHECK_LAUNCH();
+      }
+    });
+  });
+}
+
+}  // namespace
+
+void attention_backward_cuda(const void* qkv, const uint8_t* mask, const void* out, const float* lse,
+                             const void* dout, void* dqkv, const AttentionShape& s, const AttentionDropout& d,
+                             DType t, int device, void* stream) {
+  attention_backward_cuda(qkv, mask, out, lse, dout, dqkv, s, d, t, device, stream, attention_backward_path());
+}
+
+void attention_backward_cuda(const void* qkv, const uint8_t* mask, const void* out, const float* lse,
+                             const void* dout, void* dqkv, const AttentionShape& s, const AttentionDropout& d,
+                             DType t, int device, void* stream, AttentionBackwardPath path) {
+  if (s.batch * s.seq * s.heads == 0) return;
+  auto st = static_cast<cudaStream_t>(stream);
+  if (path == AttentionBackwardPath::Fused) {
+    const FusedBackwardPlan plan = plan_fused_backward(s);
+    if (plan.heads_per_launch > 0) return backward_fused(qkv, mask, out, lse, dout, dqkv, s, d, t, device, st, plan);
+  }
+  backward_split(qkv, mask, out, lse, dout, dqkv, s, d, t, device, st);
 }
 
 }  // namespace tandem::kernels

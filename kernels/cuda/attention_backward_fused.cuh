@@ -1,0 +1,329 @@
+// The fused attention backward: dK, dV and dQ from one pass over the S x S
+// matrix, five S x S x Dh products instead of the split path's seven, and
+// still deterministic (every sum in a fixed order, no atomics). Opt-in:
+// TANDEM_ATTENTION_BACKWARD=fused (kernels/cuda/attention_cuda.h); the
+// split path of attention_kernels.cuh stays the default until a GPU has run
+// this one.
+//
+// Why: the split path's dq_kernel recomputes S = Q K^T, dP = dO V^T, the
+// exponentials, the dropout decisions and dS, all of which dkdv_kernel has
+// just computed, only to contract dS over keys instead of queries.
+// FlashAttention-2 contracts it in the dK/dV block and atomicAdds dQ, whose
+// f32 sums then depend on the order the blocks arrive in. Here the dK/dV
+// block writes its key tile's share of dQ instead, and a second kernel adds
+// the shares in key-tile order:
+//
+//   1. rowdot_kernel (attention_kernels.cuh): D_i = dO_i . O_i.
+//   2. fused_backward_kernel (grid (b, h) x ceil(S/64) key tiles, 4 warps,
+//      BQ-query inner tiles): dkdv_kernel's work with the same operations in
+//      the same order, so dK and dV are the same bits as the split path's:
+//      S^T = K Q^T, dP^T = V dO^T, P^T, dS^T, dV += (P^T * drop) dO,
+//      dK += dS^T Q. Then the warps put dS^T into shared memory as dS (BQ
+//      queries x 64 keys, rounded to T for 16-bit types exactly as dq_kernel
+//      rounds its tensor-core operand), and after a barrier compute the query
+//      tile's partial dQ = dS K over the block's 64 keys, each warp a 16-row
+//      share of it, in column chunks of at most 32 so that few registers are
+//      live next to the dK, dV accumulators. The partial goes, f32, to
+//      scratch[(b, h), key tile, query, 0..Dh). One barrier more per query
+//      tile than dkdv_kernel; the dS stores are bank-conflict free (row
+//      stride 64 keys + 16 bytes).
+//   3. dq_reduce_kernel: dQ = (1/sqrt(Dh)) * sum over key tiles 0, 1, ... of
+//      the partials, one thread per element, in the output dtype into dqkv.
+//
+// Scratch: 4 * ceil(S/64) * S * Dh bytes per (b, h): ceil(S/64) times an f32
+// dQ; at S = 512, Dh = 64, 1 MiB per (b, h). Launches go in chunks of (b, h)
+// whose scratch fits kFusedScratchLimit (64 MiB; plan_fused_backward balances
+// the chunks), so the buffer is bounded whatever the batch. A guess to tune
+// on a GPU: smaller chunks keep the partials nearer L2-sized (50 MB on H100)
+// for the reduction's read, larger ones give more blocks per launch (at S =
+// 512, Dh = 64: 64 (b, h), 512 blocks, two waves at 2 blocks per SM on 132
+// SMs). If a single (b, h) needs more than the limit (S * ceil(S/64) * Dh >
+// 16 Mi elements, e.g. S >= 4097 at Dh = 64), the split path runs instead.
+//
+// Memory traffic per (b, h), against the split path: the dQ pass's reads go
+// (Q and dO once, K and V ceil(S/64) times: (2 + 2 ceil(S/64)) S Dh elements,
+// mostly L2 hits), and 8 ceil(S/64) S Dh bytes of f32 partials come in
+// (written once, read once), about S^2 Dh / 8 bytes. FLOPs go from 14 S^2 Dh
+// to 10 S^2 Dh (plus ceil(S/64) S Dh adds); also gone: the dQ pass's S^2
+// exponentials, its S^2 / 8 Philox blocks, and its dS arithmetic. Saved
+// tensor-core FLOPs per added byte are 32 whatever S and Dh, well below an
+// H100's balance (about 300 dense bf16 FLOP per HBM byte), so in 16 bits the
+// gain depends on the partials being written while the kernel computes and
+// read back from L2, and on the saved exponentials (MUFU, as costly as the
+// Dh = 64 products per element); for f32 (scalar FMAs, about 15x fewer FLOP/s)
+// the saved products should dominate. Unmeasured: bench/attention_bench.cc
+// --backward fused|split times both.
+//
+// Numerics: dK and dV are bit-identical to the split path (same operations in
+// the same order). dS is too (S^T's dot products are S's, fmaf(k, q, c) =
+// fmaf(q, k, c)), and within one key tile the dQ partial sums the keys in
+// dq_kernel's order; what differs is that the split path carries one f32
+// accumulator across key tiles while this path starts each tile at zero and
+// adds the tiles' sums: dQ agrees to f32 rounding (bit-identical for S <= 64),
+// and after the one rounding to T to that plus one unit in T's last place.
+//
+// Resources (nvcc 13.0.88, -O3 -arch=sm_90 -Xptxas -v, __launch_bounds__(128, 2)
+// caps registers at 255): registers per thread, spill stores/loads in bytes
+// (none unless noted), dynamic shared memory per 128-thread block, BQ the
+// query tile (kFusedQueryTile):
+//
+//   kernel      DP   BQ   f32 regs           f16/bf16 regs   f32 smem   f16/bf16 smem
+//   fused       32   64   254                233-234           54,784          30,208
+//   fused       64   64   254                255               87,552          46,592
+//   fused      128   16   255 (spill 56/64)  255               88,960          45,952
+//   dq_reduce    -    -   40                 40                     0               0
+//
+// At DP = 128, BQ = 32 (dkdv_kernel's) spills 40/56 bytes in 16 bits and
+// 100/120 in f32; 16 removes the 16-bit spills (dK and dV do not depend on
+// BQ). In f32 the dK/dV part alone spills 24/32 bytes here (dkdv_kernel: 24/24
+// with this nvcc), the dQ step the rest. Two blocks per SM fit in every case.
+#pragma once
+
+#include <algorithm>
+#include <climits>
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cuda/attention_kernels.cuh"
+
+namespace tandem::kernels::attention_detail {
+
+// C[16 x 8NT] += A[16 x K] . B[K x 8NT], A's rows (stride lda) and B's rows (stride ldb) in shared memory.
+// The f32 path sums k in order 0, 1, ..., as mma_pb does for a register A.
+template <int NT, int K, class T>
+__device__ __forceinline__ void mma_ab(float (&c)[NT][4], const T* a, int lda, const T* b, int ldb) {
+  const int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+  if constexpr (std::is_same_v<T, float>) {
+#pragma unroll 2
+    for (int k = 0; k < K; ++k) {
+      const float a0 = a[g * lda + k], a1 = a[(g + 8) * lda + k];
+      const float* brow = b + k * ldb + 2 * t;
+#pragma unroll
+      for (int n = 0; n < NT; ++n) {
+        const float b0 = brow[8 * n], b1 = brow[8 * n + 1];
+        c[n][0] = fmaf(a0, b0, c[n][0]);
+        c[n][1] = fmaf(a0, b1, c[n][1]);
+        c[n][2] = fmaf(a1, b0, c[n][2]);
+        c[n][3] = fmaf(a1, b1, c[n][3]);
+      }
+    }
+  } else {
+#pragma unroll 1
+    for (int k = 0; k < K; k += 16) {
+      uint32_t af[4];
+      af[0] = load_pair(a + g * lda + k + 2 * t);
+      af[1] = load_pair(a + (g + 8) * lda + k + 2 * t);
+      af[2] = load_pair(a + g * lda + k + 2 * t + 8);
+      af[3] = load_pair(a + (g + 8) * lda + k + 2 * t + 8);
+      const T* b0 = b + (k + 2 * t) * ldb + g;
+#pragma unroll
+      for (int n = 0; n < NT; ++n) {
+        uint32_t bf[2];
+        bf[0] = pack_bits(b0[8 * n], b0[ldb + 8 * n]);
+        bf[1] = pack_bits(b0[8 * ldb + 8 * n], b0[9 * ldb + 8 * n]);
+        mma16816<T>(c[n], af, bf);
+      }
+    }
+  }
+}
+
+// v rounded to T as pack2 rounds a tensor-core operand (the hardware conversion, not store<T>'s bit arithmetic).
+template <class T>
+__device__ __forceinline__ T round_to(float v) {
+  if constexpr (std::is_same_v<T, float>) return v;
+  else if constexpr (std::is_same_v<T, Half>) return T{__half_as_ushort(__float2half_rn(v))};
+  else return T{__bfloat16_as_ushort(__float2bfloat16_rn(v))};
+}
+
+// Row stride of the dS tile in shared memory: 64 keys plus 16 bytes, so that
+// the stores from the transposed register tile and the A-fragment loads both
+// fall in distinct banks.
+template <class T>
+constexpr int kDsLd = kRows + 16 / static_cast<int>(sizeof(T));
+
+// dK and dV for 64 keys per block, streaming BQ queries at a time (as dkdv_kernel), plus this key tile's
+// share of dQ for every query, unscaled, into dq_partial[(blockIdx.x, blockIdx.y, query, 0..Dh)] (f32).
+// Block (x, y) is head bh0 + x, key tile y.
+template <class T, int DP, int BQ>
+__global__ void __launch_bounds__(kThreads, 2)
+    fused_backward_kernel(const T* __restrict__ qkv, const uint8_t* __restrict__ mask, const float* __restrict__ lse,
+                          const float* __restrict__ rowdot, const T* __restrict__ dout, T* __restrict__ dqkv,
+                          float* __restrict__ dq_partial, int bh0, Params P, bool vec_qkv, bool vec_dout) {
+  constexpr int ld = kLd<T, DP>, lds = kDsLd<T>;
+  constexpr int NQ = BQ / 8;
+  // A warp's share of the BQ x DP partial dQ: 16 query rows x kCols columns, kChunk 8-column blocks at a time.
+  constexpr int kRowGroups = BQ / 16, kCols = DP * kRowGroups / kWarps, kChunk = kCols < 32 ? kCols / 8 : 4;
+  static_assert(kWarps % kRowGroups == 0 && kCols % (8 * kChunk) == 0, "the warps must tile the dQ tile");
+  ATTENTION_SHARED_MEMORY(smem);
+  T* k_s = reinterpret_cast<T*>(smem);
+  T* v_s = k_s + kRows * ld;
+  T* q_s = v_s + kRows * ld;
+  T* do_s = q_s + BQ * ld;
+  T* ds_s = do_s + BQ * ld;                                  // dS: BQ queries x 64 keys
+  float* lse_s = reinterpret_cast<float*>(ds_s + BQ * lds);  // log2 units
+  float* rowdot_s = lse_s + BQ;
+
+  const int bh = bh0 + static_cast<int>(blockIdx.x), b = bh / P.heads, h = bh % P.heads;
+  const int k0 = blockIdx.y * kRows;
+  const int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+  const int64_t stride = int64_t{3} * P.heads * P.dh, out_stride = int64_t{P.heads} * P.dh;
+  const T* q_g = qkv + int64_t{b} * P.seq * stride + int64_t{h} * P.dh;
+  const T* k_g = q_g + out_stride;
+  const T* v_g = k_g + out_stride;
+  const T* do_g = dout + int64_t{b} * P.seq * out_stride + int64_t{h} * P.dh;
+  const int key_tiles = (P.seq + kRows - 1) / kRows;
+  float* dq_g = dq_partial + (int64_t{blockIdx.x} * key_tiles + blockIdx.y) * P.seq * P.dh;
+
+  load_tile<kRows, DP>(k_s, k_g, stride, k0, P.seq, P.dh, vec_qkv);
+  load_tile<kRows, DP>(v_s, v_g, stride, k0, P.seq, P.dh, vec_qkv);
+  const T* k_w = k_s + warp * 16 * ld;
+  const T* v_w = v_s + warp * 16 * ld;
+  int key[2];
+  bool real[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    key[r] = k0 + warp * 16 + g + 8 * r;
+    real[r] = real_key(mask, b, P.seq, key[r]);
+  }
+  const int dq_row = (warp % kRowGroups) * 16, dq_col = (warp / kRowGroups) * kCols;
+
+  float dk[DP / 8][4] = {}, dv[DP / 8][4] = {};
+  for (int q0 = 0; q0 < P.seq; q0 += BQ) {
+    __syncthreads();  // every warp is done with the previous query tile and its dS
+    load_tile<BQ, DP>(q_s, q_g, stride, q0, P.seq, P.dh, vec_qkv);
+    load_tile<BQ, DP>(do_s, do_g, out_stride, q0, P.seq, P.dh, vec_dout);
+    for (int i = threadIdx.x; i < BQ; i += kThreads) {
+      const bool in = q0 + i < P.seq;  // rows past the end: P = 0
+      lse_s[i] = in ? lse[int64_t{bh} * P.seq + q0 + i] * kLog2e : INFINITY;
+      rowdot_s[i] = in ? rowdot[int64_t{bh} * P.seq + q0 + i] : 0.0f;
+    }
+    __syncthreads();
+
+    float pt[NQ][4] = {}, dst[NQ][4] = {};  // transposed tiles: rows are this warp's keys, columns queries
+    mma_abt<NQ, DP>(pt, k_w, q_s, ld);
+    mma_abt<NQ, DP>(dst, v_w, do_s, ld);
+    uint32_t keep[2] = {~0u, ~0u};
+    if (P.drop.active()) keep_bits_along_queries<NQ>(P, bh, q0, key[0], t, keep);
+#pragma unroll
+    for (int n = 0; n < NQ; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = e >> 1, qi = 8 * n + 2 * t + (e & 1);
+        const float p = real[r] ? exp2f(pt[n][e] * P.score_scale - lse_s[qi]) : 0.0f;
+        const float f = (keep[r] >> (2 * n + (e & 1))) & 1u ? P.drop_scale : 0.0f;  // drop_scale = 1 without dropout
+        pt[n][e] = p * f;                                // dropped-out probability
+        dst[n][e] = p * (dst[n][e] * f - rowdot_s[qi]);  // dS^T (before the 1/sqrt(Dh) of dK and dQ)
+      }
+    mma_pb<DP / 8, NQ>(dv, pt, do_s, ld);
+    mma_pb<DP / 8, NQ>(dk, dst, q_s, ld);
+    // dS^T into shared memory as dS (rows queries), after the products: fewer registers live across them.
+#pragma unroll
+    for (int n = 0; n < NQ; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        ds_s[(8 * n + 2 * t + (e & 1)) * lds + warp * 16 + g + 8 * (e >> 1)] = round_to<T>(dst[n][e]);
+    __syncthreads();  // dS is complete: all 64 keys
+
+    // dQ[q0 + dq_row .. + 16, dq_col .. + kCols] over this block's keys; warp-uniform skips of padding.
+    if (q0 + dq_row < P.seq) {
+#pragma unroll 1
+      for (int c0 = dq_col; c0 < dq_col + kCols && c0 < P.dh; c0 += 8 * kChunk) {
+        float dq[kChunk][4] = {};
+        mma_ab<kChunk, kRows>(dq, ds_s + dq_row * lds, lds, k_s + c0, ld);
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const int i = q0 + dq_row + g + 8 * r;
+          if (i >= P.seq) continue;
+#pragma unroll
+          for (int n = 0; n < kChunk; ++n)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const int col = c0 + 8 * n + 2 * t + e;
+              if (col < P.dh) dq_g[int64_t{i} * P.dh + col] = dq[n][2 * r + e];
+            }
+        }
+      }
+    }
+  }
+
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    if (key[r] >= P.seq) continue;
+    T* row = dqkv + (int64_t{b} * P.seq + key[r]) * stride + int64_t{h} * P.dh;
+    T* dk_row = row + out_stride;
+    T* dv_row = dk_row + out_stride;
+#pragma unroll
+    for (int d = 0; d < DP / 8; ++d)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int col = 8 * d + 2 * t + e;
+        if (col < P.dh) {
+          dk_row[col] = store<T>(dk[d][2 * r + e] * P.grad_scale);
+          dv_row[col] = store<T>(dv[d][2 * r + e]);
+        }
+      }
+  }
+}
+
+// dQ of heads [bh0, bh0 + count / (S * Dh)): one thread per element (local head, query, column), summing
+// the key tiles' partials in tile order, then scaling by 1/sqrt(Dh) and rounding once, into dqkv. count is
+// at most a launch's scratch in floats (kFusedScratchLimit / 4), so 32-bit index arithmetic suffices.
+template <class T>
+__global__ void dq_reduce_kernel(const float* __restrict__ dq_partial, T* __restrict__ dqkv, int bh0, int count,
+                                 Params P) {
+  const int idx = static_cast<int>(blockIdx.x) * kThreads + static_cast<int>(threadIdx.x);
+  if (idx >= count) return;
+  const int key_tiles = (P.seq + kRows - 1) / kRows, tile_stride = P.seq * P.dh;
+  const int d = idx % P.dh, row = idx / P.dh, i = row % P.seq, local = row / P.seq;
+  const float* src = dq_partial + (local * key_tiles * tile_stride + i * P.dh + d);
+  float acc = 0.0f;
+  for (int kt = 0; kt < key_tiles; ++kt) acc += src[kt * tile_stride];
+  const int64_t bh = bh0 + local, b = bh / P.heads, h = bh % P.heads;
+  dqkv[(b * P.seq + i) * (int64_t{3} * P.heads * P.dh) + h * P.dh + d] = store<T>(acc * P.grad_scale);
+}
+
+// ---------------------------------------------------------------------------
+// Launch plan (host)
+// ---------------------------------------------------------------------------
+
+// The most scratch one launch of the fused backward may use (see the header).
+constexpr size_t kFusedScratchLimit = size_t{64} << 20;
+static_assert(kFusedScratchLimit / sizeof(float) <= INT_MAX, "dq_reduce_kernel indexes a launch's partials with int");
+
+// (b, h) pairs per fused launch, and the scratch that takes. heads_per_launch = 0: even one (b, h)
+// would need more than the limit, and the split path runs.
+struct FusedBackwardPlan {
+  int64_t heads_per_launch = 0;
+  size_t scratch_bytes = 0;
+};
+
+// Bytes of f32 dQ partials for one (b, h).
+inline size_t fused_scratch_bytes_per_head(const AttentionShape& s) {
+  const int64_t key_tiles = (s.seq + kRows - 1) / kRows;
+  return sizeof(float) * static_cast<size_t>(key_tiles * s.seq * s.head_dim);
+}
+
+// Splits the B * H heads into the fewest launches within `limit`, as even as possible (the last may be smaller).
+inline FusedBackwardPlan plan_fused_backward(const AttentionShape& s, size_t limit = kFusedScratchLimit) {
+  const int64_t heads = s.batch * s.heads;
+  const size_t per_head = fused_scratch_bytes_per_head(s);
+  if (heads == 0 || per_head == 0 || per_head > limit) return {};
+  const int64_t most = std::min<int64_t>(heads, static_cast<int64_t>(limit / per_head));
+  const int64_t launches = (heads + most - 1) / most;
+  const int64_t per_launch = (heads + launches - 1) / launches;
+  return {per_launch, static_cast<size_t>(per_launch) * per_head};
+}
+
+// Queries per inner tile: at DP = 128, 16 (not dkdv_kernel's 32) frees the registers the dQ step needs next
+// to the dK, dV accumulators (no spills in 16 bits). dK and dV do not depend on it: both paths add the
+// queries' terms in the same order, 16 per tensor-core step.
+template <int DP>
+constexpr int kFusedQueryTile = DP > 64 ? 16 : 64;
+
+template <class T, int DP>
+constexpr size_t fused_backward_smem_bytes() {
+  constexpr int BQ = kFusedQueryTile<DP>;
+  return (2 * kRows + 2 * BQ) * kLd<T, DP> * sizeof(T) + BQ * kDsLd<T> * sizeof(T) + 2 * BQ * sizeof(float);
+}
+
+}  // namespace tandem::kernels::attention_detail

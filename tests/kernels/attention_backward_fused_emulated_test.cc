@@ -1,0 +1,287 @@
+// The fused attention backward's device code (kernels/cuda/attention_backward_fused.cuh)
+// run on the CPU under tests/testing/warp_emulator.h, with the launches of
+// kernels/cuda/attention.cu's fused path (rowdot, then per chunk of heads the
+// fused kernel and the dQ reduction), against
+//   - the CPU reference (kernels/cpu/attention_cpu.h): f32, bf16, f16; every
+//     padded head width (Dh 7, 24, 33, 64, 80, 128: DP 32, 64, 128, the last
+//     with 16-query tiles), S in {1, 7, 65, 70, 100, 129} (none a multiple
+//     of 64), padding with a fully padded row, dropout;
+//   - the split path's same kernels: dK and dV bit for bit, dQ to f32 rounding
+//     (the split path carries one accumulator across key tiles, the fused path
+//     adds per-tile sums: different f32 roundings, the same terms);
+// and its plan: chunked launches give the same bits as one, the chunks stay
+// within the scratch limit, and one Philox block per 8 decisions (half the
+// split path's two passes).
+//
+// Forward outputs come from the CPU reference (the backward reads out only for
+// D = dO . O, and lse); the emulated forward is attention_emulated_test.cc's.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tests/testing/warp_emulator.h"  // first: CUDA keywords and built-ins for the device code
+
+// Counts the Philox blocks the device code computes for dropout (attention_kernels.cuh's hook).
+inline int64_t philox_blocks_computed = 0;
+#define ATTENTION_COUNT_PHILOX() (++::philox_blocks_computed)
+
+#include "kernels/attention.h"
+#include "kernels/cpu/attention_cpu.h"
+#include "kernels/cuda/attention_backward_fused.cuh"
+#include "kernels/cuda/attention_kernels.cuh"
+#include "tests/kernels/attention_backward_comparison.h"
+#include "tests/kernels/attention_testing.h"
+#include "tests/testing/gradcheck.h"
+
+namespace tandem::kernels {
+namespace {
+
+using namespace attention_detail;
+using testing::all_close;
+using testing::dq_agrees_to_f32_rounding;
+using testing::dqkv_part;
+using testing::padding_mask;
+using testing::random_tensor;
+
+// attention_emulated_test.cc's gradient tolerances (those of attention_parity_test.cc).
+struct Tol {
+  double atol, rtol;
+};
+Tol gradient_tolerance(DType t) {
+  switch (t) {
+    case DType::BF16: return {5e-2, 3e-2};
+    case DType::F16: return {8e-3, 5e-3};
+    default: return {1e-4, 1e-3};
+  }
+}
+
+struct Case {
+  int64_t batch, seq, heads, head_dim;
+  std::vector<int64_t> lengths;  // empty: no mask
+  double dropout;
+};
+
+std::string case_name(const Case& c) {
+  std::string n = fmt::format("B{}_S{}_H{}_Dh{}", c.batch, c.seq, c.heads, c.head_dim);
+  if (!c.lengths.empty()) n += "_padded";
+  if (c.dropout > 0) n += "_dropout";
+  return n;
+}
+void PrintTo(const Case& c, std::ostream* os) { *os << case_name(c); }
+
+// One backward problem: inputs, and the CPU reference's forward (out, lse) that both paths read.
+struct Problem {
+  AttentionShape s;
+  AttentionDropout d;
+  DType t;
+  Tensor qkv, mask, out, lse, dout;
+};
+
+const uint8_t* mask_ptr(const Tensor& mask) { return mask.defined() ? mask.data<uint8_t>() : nullptr; }
+
+Problem make_problem(const Case& c, DType t) {
+  Problem p{{c.batch, c.seq, c.heads, c.head_dim}, {static_cast<float>(c.dropout), 31, 4}, t, {}, {}, {}, {}, {}};
+  const Shape out_shape{c.batch, c.seq, c.heads * c.head_dim};
+  p.qkv = random_tensor({c.batch, c.seq, 3 * c.heads * c.head_dim}, 1, t);
+  p.mask = c.lengths.empty() ? Tensor() : padding_mask(c.lengths, c.seq);
+  p.dout = random_tensor(out_shape, 2, t);
+  p.out = Tensor::empty(out_shape, t);
+  p.lse = Tensor::empty({c.batch, c.heads, c.seq}, DType::F32);
+  attention_forward_cpu(p.qkv.data_ptr(), mask_ptr(p.mask), p.out.data_ptr(), p.lse.data_ptr(), p.s, p.d, t);
+  return p;
+}
+
+Tensor cpu_backward(const Problem& p) {
+  Tensor dqkv = Tensor::empty(p.qkv.shape(), p.t);
+  attention_backward_cpu(p.qkv.data_ptr(), mask_ptr(p.mask), p.lse.data_ptr(), p.dout.data_ptr(), dqkv.data_ptr(), p.s,
+                         p.d, p.t);
+  return dqkv;
+}
+
+// D = rowsum(dO * O), as both CUDA paths compute it first.
+template <class T>
+std::vector<float> emulated_rowdot(const Problem& p, const Params& params) {
+  const int64_t rows = p.s.batch * p.s.seq * p.s.heads;
+  std::vector<float> rowdot(static_cast<size_t>(rows));
+  warp_emulator::launch(static_cast<unsigned>((rows + kWarps - 1) / kWarps), 1, kThreads, 0, [&] {
+    rowdot_kernel<T>(p.dout.data<T>(), p.out.data<T>(), rowdot.data(), rows, params.seq, params.heads, params.dh);
+  });
+  return rowdot;
+}
+
+// The split path's launches (attention.cu's backward_split), run by the emulator.
+template <class T>
+void emulated_split(const Problem& p, Tensor& dqkv) {
+  const Params params = make_params(p.s, p.d);
+  const Grid grid = grid_for(p.s);
+  const std::vector<float> rowdot = emulated_rowdot<T>(p, params);
+  const bool vec_qkv = vector_loads<T>(p.qkv.data_ptr(), p.s.head_dim);
+  const bool vec_dout = vector_loads<T>(p.dout.data_ptr(), p.s.head_dim);
+  with_padded_dim(p.s.head_dim, [&](auto dp) {
+    constexpr int DP = decltype(dp)::value;
+    warp_emulator::launch(grid.x, grid.y, kThreads, dkdv_smem_bytes<T, DP>(), [&] {
+      dkdv_kernel<T, DP, kDkdvQueryTile<DP>>(p.qkv.data<T>(), mask_ptr(p.mask), p.lse.data<float>(), rowdot.data(),
+                                             p.dout.data<T>(), dqkv.data<T>(), params, vec_qkv, vec_dout);
+    });
+    warp_emulator::launch(grid.x, grid.y, kThreads, dq_smem_bytes<T, DP>(), [&] {
+      dq_kernel<T, DP>(p.qkv.data<T>(), mask_ptr(p.mask), p.lse.data<float>(), rowdot.data(), p.dout.data<T>(),
+                       dqkv.data<T>(), params, vec_qkv, vec_dout);
+    });
+  });
+}
+
+// The fused path's launches (attention.cu's backward_fused) with the plan for `scratch_limit`, run by the
+// emulator. The scratch starts as NaN, so a partial that no block writes shows up in dQ.
+template <class T>
+void emulated_fused(const Problem& p, Tensor& dqkv, size_t scratch_limit) {
+  const Params params = make_params(p.s, p.d);
+  const FusedBackwardPlan plan = plan_fused_backward(p.s, scratch_limit);
+  ASSERT_GT(plan.heads_per_launch, 0) << "the plan falls back to the split path";
+  const std::vector<float> rowdot = emulated_rowdot<T>(p, params);
+  std::vector<float> partial(plan.scratch_bytes / sizeof(float), std::nanf(""));
+  const bool vec_qkv = vector_loads<T>(p.qkv.data_ptr(), p.s.head_dim);
+  const bool vec_dout = vector_loads<T>(p.dout.data_ptr(), p.s.head_dim);
+  const int64_t heads = p.s.batch * p.s.heads;
+  with_padded_dim(p.s.head_dim, [&](auto dp) {
+    constexpr int DP = decltype(dp)::value;
+    for (int64_t bh0 = 0; bh0 < heads; bh0 += plan.heads_per_launch) {
+      const int64_t n = std::min(plan.heads_per_launch, heads - bh0);
+      warp_emulator::launch(static_cast<unsigned>(n), grid_for(p.s).y, kThreads, fused_backward_smem_bytes<T, DP>(),
+                            [&] {
+                              fused_backward_kernel<T, DP, kFusedQueryTile<DP>>(
+                                  p.qkv.data<T>(), mask_ptr(p.mask), p.lse.data<float>(), rowdot.data(),
+                                  p.dout.data<T>(), dqkv.data<T>(), partial.data(), static_cast<int>(bh0), params,
+                                  vec_qkv, vec_dout);
+                            });
+      const int count = static_cast<int>(n * p.s.seq * p.s.head_dim);
+      warp_emulator::launch(static_cast<unsigned>((count + kThreads - 1) / kThreads), 1, kThreads, 0, [&] {
+        dq_reduce_kernel<T>(partial.data(), dqkv.data<T>(), static_cast<int>(bh0), count, params);
+      });
+    }
+  });
+}
+
+enum class Path { Split, Fused };
+
+Tensor emulated_backward(const Problem& p, Path path, size_t scratch_limit = kFusedScratchLimit) {
+  Tensor dqkv = Tensor::empty(p.qkv.shape(), p.t);
+  dqkv.fill_(std::nan(""));  // every element must be written
+  TANDEM_DISPATCH_FLOAT_NO_F64(p.t, "emulated attention backward", [&] {
+    if (path == Path::Split) emulated_split<scalar_t>(p, dqkv);
+    else emulated_fused<scalar_t>(p, dqkv, scratch_limit);
+  });
+  return dqkv;
+}
+
+class EmulatedFusedBackward : public ::testing::TestWithParam<std::tuple<DType, Case>> {};
+
+TEST_P(EmulatedFusedBackward, MatchesTheCpuReference) {
+  const auto& [t, c] = GetParam();
+  const Problem p = make_problem(c, t);
+  const Tol tol = gradient_tolerance(t);
+  EXPECT_TRUE(all_close(emulated_backward(p, Path::Fused), cpu_backward(p), tol.atol, tol.rtol));
+}
+
+const Case kCases[] = {
+    {1, 1, 1, 7, {}, 0.0},            // one token, scalar loads, DP = 32
+    {2, 7, 3, 24, {7, 3}, 0.0},       // padding, several heads, DP = 32
+    {3, 7, 2, 33, {7, 0, 5}, 0.2},    // a fully padded row and dropout, DP = 64
+    {1, 70, 2, 64, {70}, 0.1},        // two key tiles, vector loads, dropout
+    {2, 65, 1, 80, {65, 13}, 0.0},    // DP = 128 (16-query tiles), one key past a tile, padding
+    {1, 129, 1, 128, {100}, 0.3},     // three key tiles, the largest head dim, dropout
+    {2, 100, 2, 24, {100, 61}, 0.5},  // dropout over partial 16 x 16 squares
+};
+
+INSTANTIATE_TEST_SUITE_P(Cases, EmulatedFusedBackward,
+                         ::testing::Combine(::testing::Values(DType::F32, DType::BF16, DType::F16),
+                                            ::testing::ValuesIn(kCases)),
+                         [](const auto& info) {
+                           return std::string(dtype_name(std::get<0>(info.param))) + "_" +
+                                  case_name(std::get<1>(info.param));
+                         });
+
+// dK and dV the same bits (with dropout, also the same decisions), dQ to f32 rounding
+// (tests/kernels/attention_backward_comparison.h says why and how close); with one key tile the same bits.
+class EmulatedFusedVersusSplit : public ::testing::TestWithParam<std::tuple<DType, Case>> {};
+
+TEST_P(EmulatedFusedVersusSplit, SameDkDvBitsAndDqToF32Rounding) {
+  const auto& [t, c] = GetParam();
+  const Problem p = make_problem(c, t);
+  const std::vector<double> fused = emulated_backward(p, Path::Fused).to_double_vector();
+  const std::vector<double> split = emulated_backward(p, Path::Split).to_double_vector();
+  const int64_t width = c.heads * c.head_dim, key_tiles = grid_for(p.s).y;
+  EXPECT_TRUE(dqkv_part(fused, width, 1) == dqkv_part(split, width, 1)) << "dK";
+  EXPECT_TRUE(dqkv_part(fused, width, 2) == dqkv_part(split, width, 2)) << "dV";
+  const std::vector<double> a = dqkv_part(fused, width, 0), b = dqkv_part(split, width, 0);
+  if (key_tiles == 1) EXPECT_TRUE(a == b) << "dQ with one key tile";
+  else EXPECT_TRUE(dq_agrees_to_f32_rounding(a, b, key_tiles, t));
+}
+
+const Case kPairCases[] = {
+    {1, 64, 2, 64, {50}, 0.1},        // one key tile: dQ the same bits
+    {2, 100, 2, 24, {100, 61}, 0.3},  // two key tiles, padding, dropout, DP = 32
+    {1, 129, 1, 80, {120}, 0.2},      // three key tiles, DP = 128
+};
+
+INSTANTIATE_TEST_SUITE_P(Cases, EmulatedFusedVersusSplit,
+                         ::testing::Combine(::testing::Values(DType::F32, DType::BF16, DType::F16),
+                                            ::testing::ValuesIn(kPairCases)),
+                         [](const auto& info) {
+                           return std::string(dtype_name(std::get<0>(info.param))) + "_" +
+                                  case_name(std::get<1>(info.param));
+                         });
+
+TEST(EmulatedFusedBackwardPlan, ChunkedLaunchesGiveTheSameBitsAsOne) {
+  const Problem p = make_problem({2, 70, 3, 20, {70, 33}, 0.2}, DType::BF16);
+  const size_t per_head = fused_scratch_bytes_per_head(p.s);
+  ASSERT_EQ(plan_fused_backward(p.s, 5 * per_head / 2).heads_per_launch, 2);  // 6 heads: 3 launches of 2
+  ASSERT_EQ(plan_fused_backward(p.s).heads_per_launch, 6);
+  const std::vector<double> chunked = emulated_backward(p, Path::Fused, 5 * per_head / 2).to_double_vector();
+  EXPECT_TRUE(chunked == emulated_backward(p, Path::Fused).to_double_vector());
+}
+
+TEST(EmulatedFusedBackwardPlan, SplitsHeadsIntoTheFewestLaunchesWithinTheLimit) {
+  // S = 512, Dh = 64: 8 key tiles of an f32 [512, 64] dQ, 1 MiB per head.
+  const AttentionShape bert{64, 512, 12, 64};
+  EXPECT_EQ(fused_scratch_bytes_per_head(bert), size_t{1} << 20);
+  const FusedBackwardPlan plan = plan_fused_backward(bert);
+  EXPECT_EQ(plan.heads_per_launch, 64);  // 768 heads in 12 launches
+  EXPECT_EQ(plan.scratch_bytes, kFusedScratchLimit);
+  // 65 heads with room for 64: two launches of 33 (and 32), not 64 and 1.
+  const FusedBackwardPlan uneven = plan_fused_backward({5, 512, 13, 64});
+  EXPECT_EQ(uneven.heads_per_launch, 33);
+  EXPECT_EQ(uneven.scratch_bytes, 33 * (size_t{1} << 20));
+  // Few heads: one launch, scratch for exactly those.
+  EXPECT_EQ(plan_fused_backward({2, 100, 3, 24}).heads_per_launch, 6);
+  EXPECT_EQ(plan_fused_backward({2, 100, 3, 24}).scratch_bytes, 6 * sizeof(float) * 2 * 100 * 24);
+}
+
+TEST(EmulatedFusedBackwardPlan, FallsBackToTheSplitPathWhenOneHeadExceedsTheLimit) {
+  // At Dh = 64 one head needs 4 * ceil(S / 64) * S * 64 bytes: 64 MiB at S = 4096, more beyond.
+  EXPECT_EQ(plan_fused_backward({1, 4096, 1, 64}).heads_per_launch, 1);
+  EXPECT_EQ(plan_fused_backward({1, 4097, 1, 64}).heads_per_launch, 0);
+  EXPECT_EQ(plan_fused_backward({8, 4097, 12, 64}).scratch_bytes, 0u);
+}
+
+// One Philox block per 8 decisions: B * H * S^2 / 8 (ceil(S / 16)^2 * 32 per head for other S), where
+// the split path computes each block twice (dK/dV and dQ).
+TEST(EmulatedFusedBackwardDropout, SpendsOnePhiloxBlockPerEightDecisions) {
+  const std::pair<int64_t, int64_t> cases[] = {{128, 128 * 128 / 8}, {100, 7 * 7 * 32}};  // seq, blocks per head
+  for (const auto& [seq, blocks] : cases) {
+    const Problem p = make_problem({2, seq, 3, 32, {}, 0.1}, DType::F32);
+    philox_blocks_computed = 0;
+    emulated_backward(p, Path::Fused);
+    EXPECT_EQ(philox_blocks_computed, 6 * blocks) << "seq " << seq;
+    philox_blocks_computed = 0;
+    emulated_backward(p, Path::Split);
+    EXPECT_EQ(philox_blocks_computed, 2 * 6 * blocks) << "seq " << seq;
+  }
+}
+
+}  // namespace
+}  // namespace tandem::kernels

@@ -1,0 +1,195 @@
+// The fused attention backward (TANDEM_ATTENTION_BACKWARD=fused,
+// kernels/cuda/attention_backward_fused.cuh) on a GPU: against the CPU
+// reference through the op, f32/bf16/f16, the shapes of
+// attention_parity_test.cc that exercise every padded head width, padding and
+// dropout; against the split path on the same inputs (dK, dV the same bits, dQ
+// to f32 rounding: attention_backward_fused_emulated_test.cc says why),
+// including more heads than one launch takes; and bit for bit run to run.
+// Skipped without a GPU (failed under TANDEM_REQUIRE_GPU=1). The switch's
+// parser is tested on the CPU.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/check.h"
+#include "core/stream.h"
+#include "kernels/attention.h"
+#include "tests/kernels/attention_backward_comparison.h"
+#include "tests/kernels/attention_testing.h"
+#include "tests/testing/gradcheck.h"
+
+#if TANDEM_WITH_CUDA
+#include "kernels/cuda/attention_cuda.h"
+#endif
+
+namespace tandem::kernels {
+namespace {
+
+#if TANDEM_WITH_CUDA
+
+using testing::all_close;
+using testing::dq_agrees_to_f32_rounding;
+using testing::dqkv_part;
+using testing::padding_mask;
+using testing::random_tensor;
+
+TEST(AttentionBackwardSwitch, IsSplitUnlessSetToFusedAndNamesTheVariableAndValueOnABadOne) {
+  EXPECT_EQ(parse_attention_backward_path(nullptr), AttentionBackwardPath::Split);
+  EXPECT_EQ(parse_attention_backward_path(""), AttentionBackwardPath::Split);
+  EXPECT_EQ(parse_attention_backward_path("split"), AttentionBackwardPath::Split);
+  EXPECT_EQ(parse_attention_backward_path("fused"), AttentionBackwardPath::Fused);
+  for (const char* bad : {"Fused", "1", "fused "}) {
+    try {
+      parse_attention_backward_path(bad);
+      ADD_FAILURE() << "no error for '" << bad << "'";
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("TANDEM_ATTENTION_BACKWARD"), std::string::npos) << what;
+      EXPECT_NE(what.find(std::string("'") + bad + "'"), std::string::npos) << what;
+    }
+  }
+}
+
+TEST(AttentionBackwardSwitch, TestsCanForceEitherPath) {
+  set_attention_backward_path_for_testing(AttentionBackwardPath::Fused);
+  EXPECT_EQ(attention_backward_path(), AttentionBackwardPath::Fused);
+  set_attention_backward_path_for_testing(AttentionBackwardPath::Split);
+  EXPECT_EQ(attention_backward_path(), AttentionBackwardPath::Split);
+  set_attention_backward_path_for_testing(std::nullopt);
+}
+
+// The op's backward on the fused path for the lifetime of the guard.
+struct FusedBackward {
+  FusedBackward() { set_attention_backward_path_for_testing(AttentionBackwardPath::Fused); }
+  ~FusedBackward() { set_attention_backward_path_for_testing(std::nullopt); }
+};
+
+struct Tol {
+  double atol, rtol;
+};
+Tol gradient_tolerance(DType t) {  // attention_parity_test.cc's
+  switch (t) {
+    case DType::BF16: return {5e-2, 3e-2};
+    case DType::F16: return {8e-3, 5e-3};
+    default: return {1e-4, 1e-3};
+  }
+}
+
+struct Case {
+  int64_t batch, seq, heads, head_dim;
+  std::vector<int64_t> lengths;  // empty: no mask
+  double dropout;
+};
+
+std::string case_name(const Case& c) {
+  std::string n = fmt::format("B{}_S{}_H{}_Dh{}", c.batch, c.seq, c.heads, c.head_dim);
+  if (!c.lengths.empty()) n += "_padded";
+  if (c.dropout > 0) n += "_dropout";
+  return n;
+}
+void PrintTo(const Case& c, std::ostream* os) { *os << case_name(c); }
+
+class AttentionFusedBackwardParity : public ::testing::TestWithParam<std::tuple<DType, Case>> {
+ protected:
+  void SetUp() override { TANDEM_REQUIRE_GPU(); }
+};
+
+TEST_P(AttentionFusedBackwardParity, MatchesTheCpuReference) {
+  const auto& [t, c] = GetParam();
+  const FusedBackward fused;
+  Tensor qkv_cpu = random_tensor({c.batch, c.seq, 3 * c.heads * c.head_dim}, 1, t).set_requires_grad(true);
+  Tensor qkv_gpu = qkv_cpu.detach().to(Device::cuda(0)).set_requires_grad(true);
+  Tensor mask_cpu = c.lengths.empty() ? Tensor() : padding_mask(c.lengths, c.seq);
+  Tensor mask_gpu = c.lengths.empty() ? Tensor() : mask_cpu.to(Device::cuda(0));
+  const int heads = static_cast<int>(c.heads);
+  Tensor out_cpu = attention(qkv_cpu, mask_cpu, heads, c.dropout, 31, 4);
+  Tensor out_gpu = attention(qkv_gpu, mask_gpu, heads, c.dropout, 31, 4);
+  Tensor dout = random_tensor(out_cpu.shape(), 2, t);
+  out_cpu.backward(dout);
+  out_gpu.backward(dout.to(Device::cuda(0)));
+  const Tol tol = gradient_tolerance(t);
+  EXPECT_TRUE(all_close(qkv_gpu.grad(), qkv_cpu.grad(), tol.atol, tol.rtol));
+}
+
+const Case kCases[] = {
+    {1, 1, 1, 7, {}, 0.0},                     // one token, tiny head
+    {3, 7, 2, 33, {7, 0, 5}, 0.2},             // a fully padded row, dropout, DP = 64
+    {1, 129, 2, 64, {100}, 0.0},               // one key past two whole tiles
+    {2, 129, 4, 45, {}, 0.1},                  // odd Dh, dropout
+    {2, 512, 2, 96, {512, 300}, 0.1},          // DP = 128 (16-query tiles), padding, dropout
+    {2, 512, 1, 128, {}, 0.0},                 // the largest head dim
+    {4, 257, 8, 32, {257, 256, 1, 130}, 0.0},  // many heads, assorted lengths
+};
+
+INSTANTIATE_TEST_SUITE_P(Cases, AttentionFusedBackwardParity,
+                         ::testing::Combine(::testing::Values(DType::F32, DType::BF16, DType::F16),
+                                            ::testing::ValuesIn(kCases)),
+                         [](const auto& info) {
+                           return std::string(dtype_name(std::get<0>(info.param))) + "_" +
+                                  case_name(std::get<1>(info.param));
+                         });
+
+// dqkv from attention_backward_cuda on `path`, after the GPU forward, for fixed inputs.
+std::vector<double> gpu_backward(const Case& c, DType t, AttentionBackwardPath path) {
+  const AttentionShape s{c.batch, c.seq, c.heads, c.head_dim};
+  const AttentionDropout d{static_cast<float>(c.dropout), 7, 3};
+  const Device gpu = Device::cuda(0);
+  Tensor qkv = random_tensor({s.batch, s.seq, 3 * s.heads * s.head_dim}, 5, t, gpu);
+  Tensor dout = random_tensor({s.batch, s.seq, s.heads * s.head_dim}, 6, t, gpu);
+  Tensor mask = c.lengths.empty() ? Tensor() : padding_mask(c.lengths, c.seq, gpu);
+  const uint8_t* m = mask.defined() ? mask.data<uint8_t>() : nullptr;
+  Tensor out = Tensor::empty(dout.shape(), t, gpu), lse = Tensor::empty({s.batch, s.heads, s.seq}, DType::F32, gpu);
+  Tensor dqkv = Tensor::empty(qkv.shape(), t, gpu);
+  void* stream = cuda::current_stream(0).handle();
+  attention_forward_cuda(qkv.data_ptr(), m, out.data_ptr(), lse.data<float>(), s, d, t, stream);
+  attention_backward_cuda(qkv.data_ptr(), m, out.data_ptr(), lse.data<float>(), dout.data_ptr(), dqkv.data_ptr(), s, d,
+                          t, 0, stream, path);
+  return dqkv.to_double_vector();
+}
+
+class AttentionFusedVersusSplit : public ::testing::TestWithParam<std::tuple<DType, Case>> {
+ protected:
+  void SetUp() override { TANDEM_REQUIRE_GPU(); }
+};
+
+// dK, dV the same bits; dQ to f32 rounding (tests/kernels/attention_backward_comparison.h).
+TEST_P(AttentionFusedVersusSplit, SameDkDvBitsAndDqToF32Rounding) {
+  const auto& [t, c] = GetParam();
+  const std::vector<double> fused = gpu_backward(c, t, AttentionBackwardPath::Fused);
+  const std::vector<double> split = gpu_backward(c, t, AttentionBackwardPath::Split);
+  const int64_t width = c.heads * c.head_dim, key_tiles = (c.seq + 63) / 64;
+  EXPECT_TRUE(dqkv_part(fused, width, 1) == dqkv_part(split, width, 1)) << "dK";
+  EXPECT_TRUE(dqkv_part(fused, width, 2) == dqkv_part(split, width, 2)) << "dV";
+  EXPECT_TRUE(dq_agrees_to_f32_rounding(dqkv_part(fused, width, 0), dqkv_part(split, width, 0), key_tiles, t));
+}
+
+const Case kPairCases[] = {
+    {2, 100, 2, 24, {100, 61}, 0.3},  // DP = 32, padding, dropout
+    {2, 512, 2, 96, {512, 300}, 0.1},  // DP = 128, eight key tiles
+    {5, 512, 13, 64, {512, 400, 300, 200, 1}, 0.1},  // 65 heads: two launches of the fused kernel
+};
+
+INSTANTIATE_TEST_SUITE_P(Cases, AttentionFusedVersusSplit,
+                         ::testing::Combine(::testing::Values(DType::F32, DType::BF16, DType::F16),
+                                            ::testing::ValuesIn(kPairCases)),
+                         [](const auto& info) {
+                           return std::string(dtype_name(std::get<0>(info.param))) + "_" +
+                                  case_name(std::get<1>(info.param));
+                         });
+
+TEST(AttentionFusedBackward, IsBitReproducible) {
+  TANDEM_REQUIRE_GPU();
+  const Case c{2, 300, 4, 64, {300, 211}, 0.1};
+  const std::vector<double> first = gpu_backward(c, DType::BF16, AttentionBackwardPath::Fused);
+  for (int run = 1; run < 3; ++run)
+    EXPECT_TRUE(gpu_backward(c, DType::BF16, AttentionBackwardPath::Fused) == first) << "run " << run;
+}
+
+#endif  // TANDEM_WITH_CUDA
+
+}  // namespace
+}  // namespace tandem::kernels
