@@ -110,10 +110,38 @@ __device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], 
   }
 }
 
+// The pipelined forward's memory instructions (attention_forward_pipelined.cuh).
+// 16 bytes global -> shared, asynchronously; the bytes past src_bytes are zero-filled, none read.
+__device__ __forceinline__ void cp_async_16(void* dst, const void* src, int src_bytes) {
+  const auto d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(src_bytes) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit_group() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+// Waits until at most N of this thread's committed groups are in flight ("memory": no shared
+// access moves above it).
+template <int N>
+__device__ __forceinline__ void cp_async_wait_group() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+// Four 8x8 matrices of 16-bit elements; lane l gives the address of row l % 8 of matrix l / 8.
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* row) {
+  const auto a = static_cast<unsigned>(__cvta_generic_to_shared(row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* row) {
+  const auto a = static_cast<unsigned>(__cvta_generic_to_shared(row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+
 }  // namespace tandem::kernels::attention_detail
 
 #define ATTENTION_SHARED_MEMORY(name) extern __shared__ __align__(16) unsigned char name[]
 #include "kernels/cuda/attention_kernels.cuh"
+#include "kernels/cuda/attention_forward_pipelined.cuh"
 
 namespace tandem::kernels {
 
@@ -133,7 +161,7 @@ dim3 dims(Grid g) { return dim3(g.x, g.y); }
 }  // namespace
 
 void attention_forward_cuda(const void* qkv, const uint8_t* mask, void* out, float* lse, const AttentionShape& s,
-                            const AttentionDropout& d, DType t, void* stream) {
+                            const AttentionDropout& d, DType t, void* stream, AttentionForwardKernel which) {
   if (s.batch * s.seq * s.heads == 0) return;
   const Params params = make_params(s, d);
   auto st = static_cast<cudaStream_t>(stream);
@@ -141,12 +169,19 @@ void attention_forward_cuda(const void* qkv, const uint8_t* mask, void* out, flo
     using T = scalar_t;
     with_padded_dim(s.head_dim, [&](auto dp) {
       constexpr int DP = decltype(dp)::value;
-      constexpr size_t smem = forward_smem_bytes<T, DP>();
-      auto kernel = forward_kernel<T, DP>;
-      allow_shared_memory(kernel, smem);
-      kernel<<<dims(grid_for(s)), kThreads, smem, st>>>(static_cast<const T*>(qkv), mask, static_cast<T*>(out), lse,
-                                                        params, vector_loads<T>(qkv, s.head_dim));
-      TANDEM_CUDA_CHECK_LAUNCH();
+      const auto launch = [&](auto kernel, size_t smem) {
+        allow_shared_memory(kernel, smem);
+        kernel<<<dims(grid_for(s)), kThreads, smem, st>>>(static_cast<const T*>(qkv), mask, static_cast<T*>(out),
+                                                          lse, params, vector_loads<T>(qkv, s.head_dim));
+        TANDEM_CUDA_CHECK_LAUNCH();
+      };
+      if constexpr (sizeof(T) == 2) {
+        if (which == AttentionForwardKernel::Pipelined) {
+          launch(forward_pipelined_kernel<T, DP>, forward_pipelined_smem_bytes<T, DP>());
+          return;
+        }
+      }
+      launch(forward_kernel<T, DP>, forward_smem_bytes<T, DP>());
     });
   });
 }

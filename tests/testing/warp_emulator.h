@@ -20,6 +20,29 @@
 // Fragments for mma.m16n8k16 with floating point type"). What it cannot show: timing, races
 // between threads that hardware would interleave differently (fibers only
 // switch at barriers), and the tensor core's internal rounding.
+//
+// The asynchronous copy and matrix load of the pipelined forward
+// (kernels/cuda/attention_forward_pipelined.cuh), named as attention.cu names
+// their inline PTX:
+//   - cp_async_16(dst, src, src_bytes): cp.async.cg.shared.global, 16 bytes,
+//     the last 16 - src_bytes of them zero-filled. The copy is deferred: at
+//     issue the 16 destination bytes are filled with 0xff (NaN as any float
+//     type; on hardware they are undefined while in flight), and the data
+//     lands only when cp_async_wait_group says its group is complete. So a
+//     read before the wait, or a copy issued over a buffer other warps still
+//     read, shows up as NaN in the results;
+//   - cp_async_commit_group() and cp_async_wait_group<N>(): the thread's
+//     uncommitted copies become a group; waiting completes every group but
+//     the N most recent (per thread, as in PTX; other threads' copies are
+//     visible after a __syncthreads that follows their wait);
+//   - ldmatrix_x1/x2/x4 and the _trans forms (ldmatrix.sync.aligned.m8n8
+//     .shared.b16), warp collectives: lane 8i + r supplies the address of row
+//     r of matrix i (16 bytes), and lane 4g + w receives in register i
+//     elements (g, 2w) and (g, 2w + 1) of matrix i, or with .trans elements
+//     (2w, g) and (2w + 1, g), the lower-indexed one in the low 16 bits.
+// Both check their addresses (inside the block's shared memory, 16-byte
+// aligned; cp.async's source 16-byte aligned): a bad one fails the launch
+// with an error naming the instruction, as does any exception a kernel throws.
 #pragma once
 
 #include <cstddef>
@@ -53,6 +76,12 @@ void block_barrier();
 void warp_barrier();
 float* warp_float_slots();     // 32 floats
 uint32_t* warp_word_slots();   // 32 x 6 words: an mma's A (4) and B (2) registers per lane
+
+// The per-thread asynchronous copies and the warp's matrix load behind the built-ins below.
+void cp_async(void* shared_dst, const void* global_src, int src_bytes);
+void cp_async_commit_group();
+void cp_async_wait_group(int pending);
+void ldmatrix(int matrices, bool trans, uint32_t* regs, const void* row);
 
 }  // namespace warp_emulator
 
@@ -134,3 +163,18 @@ void mma16816(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
   }
   warp_emulator::warp_barrier();
 }
+
+inline void cp_async_16(void* dst, const void* src, int src_bytes) { warp_emulator::cp_async(dst, src, src_bytes); }
+inline void cp_async_commit_group() { warp_emulator::cp_async_commit_group(); }
+template <int N>
+void cp_async_wait_group() {
+  static_assert(N >= 0);
+  warp_emulator::cp_async_wait_group(N);
+}
+
+inline void ldmatrix_x1(uint32_t (&r)[1], const void* row) { warp_emulator::ldmatrix(1, false, r, row); }
+inline void ldmatrix_x2(uint32_t (&r)[2], const void* row) { warp_emulator::ldmatrix(2, false, r, row); }
+inline void ldmatrix_x4(uint32_t (&r)[4], const void* row) { warp_emulator::ldmatrix(4, false, r, row); }
+inline void ldmatrix_x1_trans(uint32_t (&r)[1], const void* row) { warp_emulator::ldmatrix(1, true, r, row); }
+inline void ldmatrix_x2_trans(uint32_t (&r)[2], const void* row) { warp_emulator::ldmatrix(2, true, r, row); }
+inline void ldmatrix_x4_trans(uint32_t (&r)[4], const void* row) { warp_emulator::ldmatrix(4, true, r, row); }
