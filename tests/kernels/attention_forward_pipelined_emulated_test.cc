@@ -8,9 +8,9 @@
 // and dropout.
 //
 // The emulator defers every cp.async until its group is waited for and fills
-// the destination with NaN bytes meanwhile, so a tile read before its wait,
-// or a prefetch issued over a buffer other warps still read, fails these
-// comparisons. The emulator's cp.async and ldmatrix are themselves tested in
+// the destination with NaN bytes meanwhile, so a tile read before its wait
+// fails these comparisons, and so does, once warps are skewed (the emulator's
+// WarpByWarp schedules), a prefetch issued over a buffer other warps still read. The emulator's cp.async and ldmatrix are themselves tested in
 // tests/testing/warp_emulator_memory_test.cc against the PTX ISA.
 #include <gtest/gtest.h>
 
@@ -26,6 +26,7 @@ inline int64_t philox_blocks_computed = 0;
 #define ATTENTION_COUNT_PHILOX() (++::philox_blocks_computed)
 
 #include "kernels/cpu/attention_cpu.h"
+#include "kernels/cuda/attention_forward_choice.h"
 #include "kernels/cuda/attention_forward_pipelined.cuh"
 #include "tests/kernels/attention_testing.h"
 #include "tests/testing/gradcheck.h"
@@ -43,11 +44,12 @@ using testing::same_lse;
 
 const uint8_t* mask_ptr(const Tensor& mask) { return mask.defined() ? mask.data<uint8_t>() : nullptr; }
 
-// attention_forward_cuda's launch of `which`, run by the emulator; out and lse start as NaN, so
-// every element must be written.
+// attention_forward_cuda's launch of `which`, run by the emulator with its warps interleaved by
+// `schedule`; out and lse start as NaN, so every element must be written.
 template <class T>
 void emulated_forward(AttentionForwardKernel which, const Tensor& qkv, const Tensor& mask, Tensor& out, Tensor& lse,
-                      const AttentionShape& s, const AttentionDropout& d) {
+                      const AttentionShape& s, const AttentionDropout& d,
+                      warp_emulator::Schedule schedule = warp_emulator::Schedule::RoundRobin) {
   out.fill_(std::nan(""));
   lse.fill_(std::nan(""));
   const Params params = make_params(s, d);
@@ -57,15 +59,17 @@ void emulated_forward(AttentionForwardKernel which, const Tensor& qkv, const Ten
     constexpr int DP = decltype(dp)::value;
     const auto* q = static_cast<const T*>(qkv.data_ptr());
     auto* o = static_cast<T*>(out.data_ptr());
-    if (which == AttentionForwardKernel::Pipelined) {
-      warp_emulator::launch(grid.x, grid.y, kThreads, forward_pipelined_smem_bytes<T, DP>(), [&] {
-        forward_pipelined_kernel<T, DP>(q, mask_ptr(mask), o, lse.data<float>(), params, vec);
-      });
-    } else {
-      warp_emulator::launch(grid.x, grid.y, kThreads, forward_smem_bytes<T, DP>(), [&] {
-        forward_kernel<T, DP>(q, mask_ptr(mask), o, lse.data<float>(), params, vec);
-      });
+    if constexpr (sizeof(T) == 2) {  // f32 always runs forward_kernel
+      if (which == AttentionForwardKernel::Pipelined) {
+        warp_emulator::launch(
+            grid.x, grid.y, kThreads, forward_pipelined_smem_bytes<T, DP>(),
+            [&] { forward_pipelined_kernel<T, DP>(q, mask_ptr(mask), o, lse.data<float>(), params, vec); }, schedule);
+        return;
+      }
     }
+    warp_emulator::launch(
+        grid.x, grid.y, kThreads, forward_smem_bytes<T, DP>(),
+        [&] { forward_kernel<T, DP>(q, mask_ptr(mask), o, lse.data<float>(), params, vec); }, schedule);
   });
 }
 
@@ -106,13 +110,14 @@ class EmulatedPipelinedForward : public ::testing::TestWithParam<std::tuple<DTyp
     const Case& c = std::get<1>(GetParam());
     return c.lengths.empty() ? Tensor() : padding_mask(c.lengths, c.seq);
   }
-  Results run(AttentionForwardKernel which, const Tensor& qkv, const Tensor& mask) const {
+  Results run(AttentionForwardKernel which, const Tensor& qkv, const Tensor& mask,
+              warp_emulator::Schedule schedule = warp_emulator::Schedule::RoundRobin) const {
     const AttentionShape s = shape();
     Results r{Tensor::empty({s.batch, s.seq, s.heads * s.head_dim}, dtype()),
               Tensor::empty({s.batch, s.heads, s.seq}, DType::F32)};
     philox_blocks_computed = 0;
     TANDEM_DISPATCH_FLOAT_NO_F64(dtype(), "emulated attention forward", [&] {
-      emulated_forward<scalar_t>(which, qkv, mask, r.out, r.lse, s, dropout());
+      emulated_forward<scalar_t>(which, qkv, mask, r.out, r.lse, s, dropout(), schedule);
     });
     r.philox_blocks = std::exchange(philox_blocks_computed, 0);
     return r;
@@ -139,6 +144,18 @@ TEST_P(EmulatedPipelinedForward, MatchesTheTiledForwardBitForBit) {
   EXPECT_TRUE(same_bits(pipelined.out, tiled.out)) << "output";
   EXPECT_TRUE(same_bits(pipelined.lse, tiled.lse)) << "lse";
   EXPECT_EQ(pipelined.philox_blocks, tiled.philox_blocks);  // dropout recomputed once per decision, as before
+}
+
+// With one warp run as far ahead of the others as the barriers allow (either way round), a K/V
+// prefetch issued before every warp is done with the buffer it overwrites poisons their reads.
+TEST_P(EmulatedPipelinedForward, GivesTheSameBitsWithWarpsSkewedEitherWay) {
+  const Tensor qkv = this->qkv(), mask = this->mask();
+  const Results together = run(AttentionForwardKernel::Pipelined, qkv, mask);
+  for (auto schedule : {warp_emulator::Schedule::WarpByWarp, warp_emulator::Schedule::WarpByWarpReversed}) {
+    const Results skewed = run(AttentionForwardKernel::Pipelined, qkv, mask, schedule);
+    EXPECT_TRUE(same_bits(skewed.out, together.out)) << "output, schedule " << static_cast<int>(schedule);
+    EXPECT_TRUE(same_bits(skewed.lse, together.lse)) << "lse, schedule " << static_cast<int>(schedule);
+  }
 }
 
 const Case kCases[] = {

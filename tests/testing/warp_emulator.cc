@@ -62,6 +62,7 @@ struct Block {
   std::unique_ptr<unsigned char[], void (*)(unsigned char*)> shared{nullptr, [](unsigned char*) {}};
   size_t shared_bytes = 0;
   std::exception_ptr error;  // the first exception a kernel thread threw: ends the launch
+  Schedule schedule = Schedule::RoundRobin;
   // AddressSanitizer must be told about every stack switch (the scheduler's stack bounds come from the first one).
   void* asan_scheduler_fake_stack = nullptr;
   const void* asan_scheduler_bottom = nullptr;
@@ -140,26 +141,43 @@ void run_block(Block& b, unsigned bx, unsigned by) {
     f.in_flight.clear();
     make_fiber_context(f, b.scheduler);
   }
+  // Runs fiber i until it yields or ends.
+  const auto resume = [&](int i) {
+    Fiber& f = b.fibers[static_cast<size_t>(i)];
+    b.current = i;
+    threadIdx = f.thread;
+    blockIdx = Dim3{bx, by, 0};
+#if WARP_EMULATOR_ASAN
+    __sanitizer_start_switch_fiber(&b.asan_scheduler_fake_stack, f.stack.get(), kStackBytes);
+#endif
+    swapcontext(&b.scheduler, &f.context);
+#if WARP_EMULATOR_ASAN
+    __sanitizer_finish_switch_fiber(b.asan_scheduler_fake_stack, nullptr, nullptr);
+#endif
+    if (b.error) std::rethrow_exception(std::exchange(b.error, nullptr));
+  };
+  const auto done = [&](int i) { return b.fibers[static_cast<size_t>(i)].done; };
+  const int warps = threads / 32;
   int alive = threads;
   while (alive > 0) {
     const uint64_t before = b.progress;
-    alive = 0;
-    for (int i = 0; i < threads; ++i) {
-      Fiber& f = b.fibers[static_cast<size_t>(i)];
-      if (f.done) continue;
-      b.current = i;
-      threadIdx = f.thread;
-      blockIdx = Dim3{bx, by, 0};
-#if WARP_EMULATOR_ASAN
-      __sanitizer_start_switch_fiber(&b.asan_scheduler_fake_stack, f.stack.get(), kStackBytes);
-#endif
-      swapcontext(&b.scheduler, &f.context);
-#if WARP_EMULATOR_ASAN
-      __sanitizer_finish_switch_fiber(b.asan_scheduler_fake_stack, nullptr, nullptr);
-#endif
-      if (b.error) std::rethrow_exception(std::exchange(b.error, nullptr));
-      if (!f.done) ++alive;
+    if (b.schedule == Schedule::RoundRobin) {
+      for (int i = 0; i < threads; ++i)
+        if (!done(i)) resume(i);
+    } else {
+      // Each warp in turn until none of its threads can move without another warp: they all wait at
+      // __syncthreads or have ended (a pass over the warp without progress).
+      for (int k = 0; k < warps; ++k) {
+        const int w = b.schedule == Schedule::WarpByWarp ? k : warps - 1 - k;
+        uint64_t pass;
+        do {
+          pass = b.progress;
+          for (int i = 32 * w; i < 32 * w + 32; ++i)
+            if (!done(i)) resume(i);
+        } while (b.progress != pass);
+      }
     }
+    alive = static_cast<int>(std::count_if(b.fibers.begin(), b.fibers.end(), [](const Fiber& f) { return !f.done; }));
     if (alive > 0 && b.progress == before)
       throw std::runtime_error("warp_emulator: deadlock in block (" + std::to_string(bx) + ", " + std::to_string(by) +
                                "): threads wait at barriers that can never complete");
@@ -168,10 +186,12 @@ void run_block(Block& b, unsigned bx, unsigned by) {
 
 }  // namespace
 
-void launch(unsigned grid_x, unsigned grid_y, int threads, size_t shared_bytes, const std::function<void()>& kernel) {
+void launch(unsigned grid_x, unsigned grid_y, int threads, size_t shared_bytes, const std::function<void()>& kernel,
+            Schedule schedule) {
   if (threads <= 0 || threads % 32 != 0) throw std::invalid_argument("warp_emulator: threads must be a multiple of 32");
   Block b;
   b.kernel = &kernel;
+  b.schedule = schedule;
   b.fibers.resize(static_cast<size_t>(threads));
   for (Fiber& f : b.fibers) f.stack = std::make_unique<char[]>(kStackBytes);
   b.warps.resize(static_cast<size_t>(threads / 32));

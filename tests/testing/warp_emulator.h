@@ -4,9 +4,9 @@
 //
 // launch() runs the blocks of a grid one after another. Inside a block every
 // thread is a fiber (ucontext) on the calling thread; fibers switch only at
-// __syncthreads and at warp-collective operations (shuffles, mma), where each
-// waits until all participants have arrived, so lanes meet exactly where they
-// meet on hardware. A barrier that can never complete (threads diverging around
+// __syncthreads and at warp-collective operations (shuffles, mma, ldmatrix),
+// where each waits until all participants have arrived, so lanes meet exactly
+// where they meet on hardware; which warp runs ahead is the launch's Schedule. A barrier that can never complete (threads diverging around
 // __syncthreads, part of a warp skipping a collective) fails the launch with an
 // error instead of hanging. Shared memory is a fresh heap buffer per block,
 // filled with 0xff bytes (NaN as any float type) so reads of never-written
@@ -19,7 +19,9 @@
 // which places operands by the fragment layouts of the PTX ISA ("Matrix
 // Fragments for mma.m16n8k16 with floating point type"). What it cannot show: timing, races
 // between threads that hardware would interleave differently (fibers only
-// switch at barriers), and the tensor core's internal rounding.
+// switch at barriers; the WarpByWarp schedules below skew warps as far as
+// barriers allow, but threads of one warp still move together), and the
+// tensor core's internal rounding.
 //
 // The asynchronous copy and matrix load of the pipelined forward
 // (kernels/cuda/attention_forward_pipelined.cuh), named as attention.cu names
@@ -66,9 +68,19 @@ struct Dim3 {
   unsigned x = 0, y = 0, z = 0;
 };
 
+// The order in which a block's fibers run. A kernel without races gives the same results under each.
+//   RoundRobin: every thread in turn runs to its next barrier, so the warps advance together;
+//   WarpByWarp: warp 0 runs until every one of its threads waits at __syncthreads (or has ended),
+//     then warp 1, and so on (the warp whose arrival opens a barrier runs on past it);
+//     WarpByWarpReversed: the same from the last warp down.
+// The last two put warps as far apart as the block's barriers allow: a shared-memory write that a
+// missing __syncthreads leaves racing with another warp's reads shows up in the results.
+enum class Schedule { RoundRobin, WarpByWarp, WarpByWarpReversed };
+
 // Runs kernel() once per thread of every block of a grid_x x grid_y grid, blocks of `threads`
 // (a multiple of 32) threads with `shared_bytes` of dynamic shared memory. Throws on deadlock.
-void launch(unsigned grid_x, unsigned grid_y, int threads, size_t shared_bytes, const std::function<void()>& kernel);
+void launch(unsigned grid_x, unsigned grid_y, int threads, size_t shared_bytes, const std::function<void()>& kernel,
+            Schedule schedule = Schedule::RoundRobin);
 
 // Inside launch(): the block's dynamic shared memory; this warp's barrier; exchange slots of this warp.
 unsigned char* shared_memory();
