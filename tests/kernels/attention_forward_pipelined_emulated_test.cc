@@ -80,8 +80,9 @@ struct Case {
 };
 
 std::string case_name(const Case& c) {
-  std::string n = "B" + std::to_string(c.batch) + "_S" + std::to_string(c.seq) + "_H" + std::to_string(c.heads) +
-                  "_Dh" + std::to_string(c.head_dim);
+  std::string n = "B";
+  n += std::to_string(c.batch) + "_S" + std::to_string(c.seq) + "_H" + std::to_string(c.heads) + "_Dh" +
+       std::to_string(c.head_dim);
   if (!c.lengths.empty()) n += "_padded";
   if (c.dropout > 0) n += "_dropout";
   return n;
