@@ -165,8 +165,12 @@ phase_bench() {
     echo "== attention_bench --backend cudnn --dtype bf16" >>"$log"
     timeout 120 "$build/bench/attention_bench" --device cuda --dtype bf16 --backend cudnn >"$out/bench_attention_cudnn.txt" 2>&1 || rc=1
     timeout 120 "$build/bench/attention_bench" --device cuda --dtype bf16 >"$out/bench_attention_bf16.txt" 2>&1 || rc=1
-    cat "$out/bench_attention_cudnn.txt" "$out/bench_attention_bf16.txt" >>"$log"
-    lines+=("== attention, bf16: Tandem vs cuDNN" "$(cat "$out/bench_attention_bf16.txt" "$out/bench_attention_cudnn.txt")")
+    # the pipelined forward (cp.async + ldmatrix; TANDEM_ATTENTION_FORWARD=pipelined), off by default until verified
+    timeout 120 "$build/bench/attention_bench" --device cuda --dtype bf16 --forward pipelined \
+      >"$out/bench_attention_bf16_pipelined.txt" 2>&1 || rc=1
+    cat "$out/bench_attention_cudnn.txt" "$out/bench_attention_bf16.txt" "$out/bench_attention_bf16_pipelined.txt" >>"$log"
+    lines+=("== attention, bf16: Tandem (tiled, pipelined forward) vs cuDNN"
+      "$(cat "$out/bench_attention_bf16.txt" "$out/bench_attention_bf16_pipelined.txt" "$out/bench_attention_cudnn.txt")")
   fi
   # linear again with cuBLASLt's bias / bias-gradient epilogues (off by default until verified)
   echo "== kernels_bench --device cuda, TANDEM_CUBLASLT_EPILOGUES=1" >>"$log"
