@@ -17,6 +17,13 @@
 // with P reused straight from the S registers as the A operand. At the end
 // O /= l, and lse = m + log l is saved for backward.
 // Nothing S x S ever reaches global memory.
+//
+// Pipelined forward (forward_pipelined_kernel, attention_forward_pipelined.cuh;
+// f16/bf16, chosen by TANDEM_ATTENTION_FORWARD=pipelined, default tiled until
+// a GPU has run it): the same algorithm and results, with K/V tiles
+// double-buffered by cp.async (tile j + 1 streams in while tile j is
+// computed; one __syncthreads per tile) and operand fragments read by
+// ldmatrix.x4 (.trans for V) instead of 32-bit and 16-bit shared loads.
 //   Traffic per (b, h): Q, O once (2 * S * Dh elements) plus K, V once per
 //   query tile: 2 * S * Dh * ceil(S/64) elements; for S <= 512 that is at most
 //   8x K/V re-reads, served mostly from L2. FLOPs: 4 * S^2 * Dh.
@@ -64,9 +71,12 @@
 // (none unless noted), dynamic shared memory per 128-thread block:
 //
 //   kernel      DP   f32 regs   f16/bf16 regs         f32 smem   f16/bf16 smem
-//   forward     32   235        181                   27,712     15,424
-//   forward     64   249        191                   52,288     27,712
+//   forward     32   235        171                   27,712     15,424
+//   forward     64   249        188                   52,288     27,712
 //   forward    128   222        209                  101,440     52,288
+//   pipelined   32   -          165                        -      25,728
+//   pipelined   64   -          177 (bf16), 179 (f16)      -      46,208
+//   pipelined  128   -          204                        -      87,168
 //   dkdv        32   254        223                   37,376     20,992
 //   dkdv        64   255        255                   70,144     37,376
 //   dkdv       128   255        255 (spill 8/8)      101,632     52,480
@@ -75,9 +85,11 @@
 //   dq         128   254        239                  135,232     69,696
 //   rowdot       -   32         26-31                      0          0
 //
-// So two blocks (8 warps) per SM at most, one for f32 at DP = 128. The device
-// code lives in attention_kernels.cuh (shared with the CPU warp emulator that
-// tests it); this file adds the tensor-core instruction and the launches.
+// So two blocks (8 warps) per SM at most, one for f32 at DP = 128 (the pipelined
+// forward's 87 KB at DP = 128 still allow two). The device
+// code lives in attention_kernels.cuh and attention_forward_pipelined.cuh
+// (shared with the CPU warp emulator that tests it); this file adds the
+// tensor-core, cp.async and ldmatrix instructions and the launches.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -114,7 +126,8 @@ __device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], 
 // 16 bytes global -> shared, asynchronously; the bytes past src_bytes are zero-filled, none read.
 __device__ __forceinline__ void cp_async_16(void* dst, const void* src, int src_bytes) {
   const auto d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(src_bytes) : "memory");
+  const auto s = static_cast<unsigned long long>(__cvta_generic_to_global(src));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(s), "r"(src_bytes) : "memory");
 }
 __device__ __forceinline__ void cp_async_commit_group() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 // Waits until at most N of this thread's committed groups are in flight ("memory": no shared
