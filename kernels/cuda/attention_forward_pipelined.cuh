@@ -9,11 +9,13 @@
 //    One __syncthreads per tile: before it each thread waits for its own
 //    copies of tile j (cp.async.wait_group 0), after it everyone's have
 //    landed, and every warp is done with tile j - 1, whose buffer the copies
-//    of tile j + 1, issued right after, overwrite. Rows past S and head-dim
-//    columns past Dh are zero-filled by cp.async's src-size operand (0 bytes
-//    read). Where 16-byte copies are impossible (Dh not a multiple of 8, or a
-//    base address not 16-byte aligned) the same buffers are filled by
-//    load_tile's plain loads: same results, no overlap.
+//    of tile j + 1, issued right after, overwrite. Tile j + 1's key-padding
+//    flags are loaded there too, into a register, and stored to shared
+//    memory only after tile j is computed, so their latency hides as well.
+//    Rows past S and head-dim columns past Dh are zero-filled by cp.async's
+//    src-size operand (0 bytes read). Where 16-byte copies are impossible (Dh
+//    not a multiple of 8, or a base address not 16-byte aligned) the same
+//    buffers are filled by load_tile's plain loads: same results, no overlap.
 // 2. Operand fragments come from shared memory by ldmatrix: per 16-column
 //    step one ldmatrix.x4 gives a warp's A fragment of Q (4 registers) and
 //    one gives the B fragments of two 8-key blocks of K; for P V, one
@@ -130,7 +132,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   const T* v_g = k_g + int64_t{P.heads} * P.dh;
 
   // Starts the loads of the 64-key tile at k0 into buffer buf, as one cp.async group.
-  auto load_kv = [&](int k0, int buf) {
+  const auto load_kv = [&](int k0, int buf) {
     if (vec) {
       load_tile_async<kRows, DP>(k_s + buf * kTile, k_g, stride, k0, P.seq, P.dh);
       load_tile_async<kRows, DP>(v_s + buf * kTile, v_g, stride, k0, P.seq, P.dh);
@@ -138,13 +140,18 @@ __global__ void __launch_bounds__(kThreads, 2)
       load_tile<kRows, DP>(k_s + buf * kTile, k_g, stride, k0, P.seq, P.dh, false);
       load_tile<kRows, DP>(v_s + buf * kTile, v_g, stride, k0, P.seq, P.dh, false);
     }
-    for (int j = threadIdx.x; j < kRows; j += kThreads) real_s[buf * kRows + j] = real_key(mask, b, P.seq, k0 + j);
     cp_async_commit_group();
+  };
+  // Whether key k0 + threadIdx.x of a tile is real (threads 0-63 each hold one key's flag).
+  static_assert(kThreads >= kRows, "one key flag per thread");
+  const auto key_flag = [&](int k0) -> uint8_t {
+    return threadIdx.x < kRows && real_key(mask, b, P.seq, k0 + static_cast<int>(threadIdx.x));
   };
 
   if (vec) load_tile_async<kRows, DP>(q_s, q_g, stride, q0, P.seq, P.dh);
   else load_tile<kRows, DP>(q_s, q_g, stride, q0, P.seq, P.dh, false);
   load_kv(0, 0);  // Q joins the first tile's group
+  if (threadIdx.x < kRows) real_s[threadIdx.x] = key_flag(0);
   const T* q_w = q_s + warp * 16 * ld;
 
   float o[DP / 8][4] = {};
@@ -156,12 +163,18 @@ __global__ void __launch_bounds__(kThreads, 2)
     const int buf = j & 1;
     cp_async_wait_group<0>();  // this thread's copies of tile j (the only group in flight) have landed
     __syncthreads();           // everyone's have, and every warp is done with tile j - 1's buffer
-    if (j + 1 < tiles) load_kv((j + 1) * kRows, buf ^ 1);  // streams in while tile j is computed
+    const bool more = j + 1 < tiles;
+    uint8_t next_flag = 0;
+    if (more) {  // tile j + 1 streams in while tile j is computed; its key flag is stored after
+      load_kv((j + 1) * kRows, buf ^ 1);
+      next_flag = key_flag((j + 1) * kRows);
+    }
 
     float s[NC][4] = {};
     mma_abt_ldmatrix<NC, DP>(s, q_w, k_s + buf * kTile, ld);
     online_softmax_tile(s, o, m, l, real_s + buf * kRows, P, bh, q0 + warp * 16 + g, j * kRows, t);
     mma_pv_ldmatrix<DP / 8, NC>(o, s, v_s + buf * kTile, ld);
+    if (more && threadIdx.x < kRows) real_s[(buf ^ 1) * kRows + threadIdx.x] = next_flag;
   }
   store_forward_rows<T>(o, m, l, out, lse, P, bh, q0 + warp * 16 + g, t);
 }
