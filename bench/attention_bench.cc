@@ -149,7 +149,7 @@ void run(const Options& o, const AttentionShape& s) {
   } else {
 #if TANDEM_WITH_CUDA
     void* stream = cuda::current_stream(o.device.index).handle();
-    const AttentionForwardKernel kernel = o.pipelined ? AttentionForwardKernel::Pipelined : AttentionForwardKernel::Tiled;
+    const auto kernel = o.pipelined ? AttentionForwardKernel::Pipelined : AttentionForwardKernel::Tiled;
     forward = [&, stream, kernel] {
       attention_forward_cuda(qkv.data_ptr(), nullptr, out.data_ptr(), lse.data<float>(), s, d, o.dtype, stream,
                              kernel);
@@ -167,8 +167,8 @@ void run(const Options& o, const AttentionShape& s) {
   const double fwd_flops = 4.0 * double(s.batch * s.heads) * double(s.seq) * double(s.seq) * double(s.head_dim);
   const char* fwd_kernel = o.device.is_cpu() ? "cpu" : o.cudnn ? "cudnn" : o.pipelined ? "pipelined" : "tiled";
   fmt::print("{:>6} {:>7} {:>10} {:>5} {:>6} {:>5} {:>6} {:>7} {:>8} {:>11.3f} {:>10.3f} {:>11.3f} {:>10.3f}\n",
-             o.device.str(), o.cudnn ? "cudnn" : "tandem", fwd_kernel, dtype_name(o.dtype), s.batch, s.seq, s.heads, s.head_dim, o.dropout, 1e3 * fwd, fwd_flops / fwd / 1e12,
-             1e3 * bwd, 2.5 * fwd_flops / bwd / 1e12);
+             o.device.str(), o.cudnn ? "cudnn" : "tandem", fwd_kernel, dtype_name(o.dtype), s.batch, s.seq, s.heads,
+             s.head_dim, o.dropout, 1e3 * fwd, fwd_flops / fwd / 1e12, 1e3 * bwd, 2.5 * fwd_flops / bwd / 1e12);
 }
 
 }  // namespace

@@ -10,7 +10,8 @@
 // The emulator defers every cp.async until its group is waited for and fills
 // the destination with NaN bytes meanwhile, so a tile read before its wait
 // fails these comparisons, and so does, once warps are skewed (the emulator's
-// WarpByWarp schedules), a prefetch issued over a buffer other warps still read. The emulator's cp.async and ldmatrix are themselves tested in
+// WarpByWarp schedules), a prefetch issued over a buffer other warps still
+// read. The emulator's cp.async and ldmatrix are themselves tested in
 // tests/testing/warp_emulator_memory_test.cc against the PTX ISA.
 #include <gtest/gtest.h>
 

@@ -52,8 +52,9 @@ inline ::testing::AssertionResult same_bits(const Tensor& got, const Tensor& exp
   const size_t width = dtype_size(got.dtype());
   for (size_t i = 0; i < got.nbytes(); i += width)
     if (std::memcmp(a + i, e + i, width) != 0)
-      return ::testing::AssertionFailure() << "element " << i / width << " differs: " << got.to_double_vector()[i / width]
-                                           << " vs " << expected.to_double_vector()[i / width];
+      return ::testing::AssertionFailure() << "element " << i / width << " differs: "
+                                           << got.to_double_vector()[i / width] << " vs "
+                                           << expected.to_double_vector()[i / width];
   return ::testing::AssertionSuccess();
 }
 

@@ -6,9 +6,10 @@
 // thread is a fiber (ucontext) on the calling thread; fibers switch only at
 // __syncthreads and at warp-collective operations (shuffles, mma, ldmatrix),
 // where each waits until all participants have arrived, so lanes meet exactly
-// where they meet on hardware; which warp runs ahead is the launch's Schedule. A barrier that can never complete (threads diverging around
-// __syncthreads, part of a warp skipping a collective) fails the launch with an
-// error instead of hanging. Shared memory is a fresh heap buffer per block,
+// where they meet on hardware; which warp runs ahead is the launch's Schedule.
+// A barrier that can never complete (threads diverging around __syncthreads,
+// part of a warp skipping a collective) fails the launch with an error
+// instead of hanging. Shared memory is a fresh heap buffer per block,
 // filled with 0xff bytes (NaN as any float type) so reads of never-written
 // shared memory show up in results; under AddressSanitizer, reads past it fault.
 //

@@ -96,7 +96,8 @@ TEST(WarpEmulatorLdmatrix, X4TransGivesEachLaneTwoElementsOfAColumnPerMatrix) { 
 // C = A . B^T with A (16 x 16) and B (8 x 16, rows = output columns) stored row-major, and C = A . V with V
 // (16 x 8) stored row-major, through ldmatrix fragments and mma.m16n8k16: the products of the stored matrices.
 TEST(WarpEmulatorLdmatrix, FragmentsFeedMmaAsTheStoredMatrices) {
-  auto value = [](int r, int c, int salt) { return static_cast<float>((r * 7 + c * 3 + salt) % 9 - 4); };  // exact in f16
+  // Small integers: exact in f16, and so are the products' sums.
+  auto value = [](int r, int c, int salt) { return static_cast<float>((r * 7 + c * 3 + salt) % 9 - 4); };
   constexpr int ld = 24;  // elements per shared row: 48 bytes, 16-byte aligned rows
   float abt[16][8], av[16][8];
   warp_emulator::launch(1, 1, 32, 3 * 16 * ld * 2, [&] {
