@@ -1,8 +1,13 @@
 // Times the attention kernels, forward and backward, and prints achieved TFLOP/s.
 //
 //   attention_bench [--device cpu|cuda] [--dtype f32|bf16|f16] [--dropout P] [--min-seconds T]
-//                   [--backend tandem|cudnn] [--backward split|fused]
+//                   [--backend tandem|cudnn] [--forward tiled|pipelined] [--backward split|fused]
 //
+// --forward picks Tandem's CUDA forward kernel for bf16/f16 (the table's
+// fwd_kernel column): tiled (the default, as TANDEM_ATTENTION_FORWARD) or
+// pipelined (cp.async double buffering and ldmatrix,
+// kernels/cuda/attention_forward_pipelined.cuh). f32 always runs tiled, and
+// the backward is the same kernels either way.
 // --backend cudnn times cuDNN's fused attention on the same buffers instead of
 // Tandem's kernels (a build with the cuDNN attention back-end; bf16/f16, no dropout):
 // the peer our kernels are measured against on the same machine.
@@ -49,6 +54,7 @@ struct Options {
   double min_seconds = 0.5;
   bool cudnn = false;  // --backend cudnn
   bool fused = false;  // --backward fused
+  bool pipelined = false;  // --forward pipelined
 };
 
 Options parse(int argc, char** argv) {
@@ -67,9 +73,14 @@ Options parse(int argc, char** argv) {
     } else if (a == "--backward") {
       TANDEM_CHECK(v == "split" || v == "fused", "attention_bench: --backward must be split or fused, got '{}'", v);
       o.fused = v == "fused";
+    } else if (a == "--forward") {
+      TANDEM_CHECK(v == "tiled" || v == "pipelined", "attention_bench: --forward must be tiled or pipelined, got '{}'",
+                   v);
+      o.pipelined = v == "pipelined";
     } else {
       TANDEM_FAIL("attention_bench: unknown option {} (--device, --dtype, --dropout, --min-seconds, --backend, "
-                  "--backward)", a);
+                  "--forward, --backward)",
+                  a);
     }
   }
 #if !TANDEM_WITH_CUDNN_ATTENTION
@@ -80,6 +91,9 @@ Options parse(int argc, char** argv) {
   TANDEM_CHECK(!o.cudnn || o.dropout == 0, "attention_bench: --backend cudnn runs without dropout (--dropout 0)");
   TANDEM_CHECK(!o.fused || (o.device.is_cuda() && !o.cudnn),
                "attention_bench: --backward fused is a path of Tandem's CUDA kernels (--device cuda, --backend tandem)");
+  TANDEM_CHECK(!o.pipelined || (o.device.is_cuda() && !o.cudnn && (o.dtype == DType::BF16 || o.dtype == DType::F16)),
+               "attention_bench: --forward pipelined is Tandem's CUDA forward for bf16/f16 (--device cuda, "
+               "--backend tandem, --dtype bf16|f16)");
   return o;
 }
 
@@ -144,8 +158,10 @@ void run(const Options& o, const AttentionShape& s) {
   } else {
 #if TANDEM_WITH_CUDA
     void* stream = cuda::current_stream(o.device.index).handle();
-    forward = [&, stream] {
-      attention_forward_cuda(qkv.data_ptr(), nullptr, out.data_ptr(), lse.data<float>(), s, d, o.dtype, stream);
+    const auto kernel = o.pipelined ? AttentionForwardKernel::Pipelined : AttentionForwardKernel::Tiled;
+    forward = [&, stream, kernel] {
+      attention_forward_cuda(qkv.data_ptr(), nullptr, out.data_ptr(), lse.data<float>(), s, d, o.dtype, stream,
+                             kernel);
     };
     const AttentionBackwardPath path = o.fused ? AttentionBackwardPath::Fused : AttentionBackwardPath::Split;
     backward = [&, stream, path] {
@@ -159,10 +175,12 @@ void run(const Options& o, const AttentionShape& s) {
   const double fwd = time_per_call(o, forward);
   const double bwd = time_per_call(o, backward);  // out and lse hold the forward's results
   const double fwd_flops = 4.0 * double(s.batch * s.heads) * double(s.seq) * double(s.seq) * double(s.head_dim);
+  const char* fwd_kernel = o.device.is_cpu() ? "cpu" : o.cudnn ? "cudnn" : o.pipelined ? "pipelined" : "tiled";
   const char* backward_path = o.device.is_cpu() ? "cpu" : o.cudnn ? "cudnn" : o.fused ? "fused" : "split";
-  fmt::print("{:>6} {:>7} {:>8} {:>5} {:>6} {:>5} {:>6} {:>7} {:>8} {:>11.3f} {:>10.3f} {:>11.3f} {:>10.3f}\n",
-             o.device.str(), o.cudnn ? "cudnn" : "tandem", backward_path, dtype_name(o.dtype), s.batch, s.seq, s.heads, s.head_dim, o.dropout, 1e3 * fwd, fwd_flops / fwd / 1e12,
-             1e3 * bwd, 2.5 * fwd_flops / bwd / 1e12);
+  fmt::print("{:>6} {:>7} {:>10} {:>8} {:>5} {:>6} {:>5} {:>6} {:>7} {:>8} {:>11.3f} {:>10.3f} {:>11.3f} {:>10.3f}\n",
+             o.device.str(), o.cudnn ? "cudnn" : "tandem", fwd_kernel, backward_path, dtype_name(o.dtype), s.batch,
+             s.seq, s.heads, s.head_dim, o.dropout, 1e3 * fwd, fwd_flops / fwd / 1e12, 1e3 * bwd,
+             2.5 * fwd_flops / bwd / 1e12);
 }
 
 }  // namespace
@@ -177,8 +195,8 @@ int main(int argc, char** argv) {
     std::vector<AttentionShape> sizes = {{32, 128, 12, 64}, {16, 256, 12, 64}, {8, 512, 12, 64},
                                          {8, 512, 16, 32},  {8, 512, 6, 128}};
     if (o.device.is_cuda()) sizes.push_back({64, 512, 12, 64});
-    fmt::print("{:>6} {:>7} {:>8} {:>5} {:>6} {:>5} {:>6} {:>7} {:>8} {:>11} {:>10} {:>11} {:>10}\n", "device",
-               "backend", "backward", "dtype", "batch",
+    fmt::print("{:>6} {:>7} {:>10} {:>8} {:>5} {:>6} {:>5} {:>6} {:>7} {:>8} {:>11} {:>10} {:>11} {:>10}\n", "device",
+               "backend", "fwd_kernel", "backward", "dtype", "batch",
                "seq", "heads", "head_dim", "dropout", "fwd_ms", "fwd_TFLOPs", "bwd_ms", "bwd_TFLOPs");
     for (const AttentionShape& s : sizes) run(o, s);
   } catch (const std::exception& e) {

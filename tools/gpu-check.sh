@@ -160,22 +160,22 @@ phase_bench() {
     lines+=("== $b (exit $r$([ $r -eq 124 ] && echo ', timed out at 120 s'))" "$(grep -E '^\|' "$out/bench_$b.txt" | head -40)")
     [ $r -eq 0 ] || rc=1
   done
-  # the peer for attention on the same machine: cuDNN's fused attention (when built), bf16
+  # Attention, bf16: the default kernels, the two opt-in paths together (the
+  # pipelined forward, TANDEM_ATTENTION_FORWARD=pipelined, and the fused
+  # backward, TANDEM_ATTENTION_BACKWARD=fused; the table names each column's
+  # kernel), and the peer on the same machine, cuDNN's fused attention (when
+  # built); then f32 with the split and the fused backward.
   if [ -x "$build/bench/attention_bench" ]; then
-    echo "== attention_bench --backend cudnn --dtype bf16" >>"$log"
-    timeout 120 "$build/bench/attention_bench" --device cuda --dtype bf16 --backend cudnn >"$out/bench_attention_cudnn.txt" 2>&1 || rc=1
-    timeout 120 "$build/bench/attention_bench" --device cuda --dtype bf16 >"$out/bench_attention_bf16.txt" 2>&1 || rc=1
-    cat "$out/bench_attention_cudnn.txt" "$out/bench_attention_bf16.txt" >>"$log"
-    lines+=("== attention, bf16: Tandem vs cuDNN" "$(cat "$out/bench_attention_bf16.txt" "$out/bench_attention_cudnn.txt")")
-  fi
-  # the fused attention backward (TANDEM_ATTENTION_BACKWARD=fused; off by default until verified) against split
-  if [ -x "$build/bench/attention_bench" ]; then
-    echo "== attention_bench --backward fused (bf16, f32)" >>"$log"
-    timeout 120 "$build/bench/attention_bench" --device cuda --dtype bf16 --backward fused >"$out/bench_attention_fused_bf16.txt" 2>&1 || rc=1
-    timeout 120 "$build/bench/attention_bench" --device cuda --dtype f32 --backward fused >"$out/bench_attention_fused_f32.txt" 2>&1 || rc=1
-    timeout 120 "$build/bench/attention_bench" --device cuda --dtype f32 >"$out/bench_attention_f32.txt" 2>&1 || rc=1
-    cat "$out/bench_attention_fused_bf16.txt" "$out/bench_attention_fused_f32.txt" "$out/bench_attention_f32.txt" >>"$log"
-    lines+=("== attention backward: fused vs split (bf16 split is above)" "$(cat "$out/bench_attention_fused_bf16.txt" "$out/bench_attention_fused_f32.txt" "$out/bench_attention_f32.txt")")
+    echo "== attention_bench: bf16 tiled/split, pipelined/fused, cudnn; f32 split, fused" >>"$log"
+    ab() { local name=$1; shift; timeout 120 "$build/bench/attention_bench" --device cuda "$@" >"$out/bench_attention_$name.txt" 2>&1 || rc=1; }
+    ab bf16 --dtype bf16
+    ab bf16_pipelined_fused --dtype bf16 --forward pipelined --backward fused
+    ab cudnn --dtype bf16 --backend cudnn
+    ab f32 --dtype f32
+    ab f32_fused --dtype f32 --backward fused
+    local files=("$out"/bench_attention_{bf16,bf16_pipelined_fused,cudnn,f32,f32_fused}.txt)
+    cat "${files[@]}" >>"$log"
+    lines+=("== attention: Tandem's default and opt-in kernels vs cuDNN (bf16), split vs fused backward (f32)" "$(cat "${files[@]}")")
   fi
   # linear again with cuBLASLt's bias / bias-gradient epilogues (off by default until verified)
   echo "== kernels_bench --device cuda, TANDEM_CUBLASLT_EPILOGUES=1" >>"$log"

@@ -17,6 +17,13 @@
 // with P reused straight from the S registers as the A operand. At the end
 // O /= l, and lse = m + log l is saved for backward.
 // Nothing S x S ever reaches global memory.
+//
+// Pipelined forward (forward_pipelined_kernel, attention_forward_pipelined.cuh;
+// f16/bf16, chosen by TANDEM_ATTENTION_FORWARD=pipelined, default tiled until
+// a GPU has run it): the same algorithm and results, with K/V tiles
+// double-buffered by cp.async (tile j + 1 streams in while tile j is
+// computed; one __syncthreads per tile) and operand fragments read by
+// ldmatrix.x4 (.trans for V) instead of 32-bit and 16-bit shared loads.
 //   Traffic per (b, h): Q, O once (2 * S * Dh elements) plus K, V once per
 //   query tile: 2 * S * Dh * ceil(S/64) elements; for S <= 512 that is at most
 //   8x K/V re-reads, served mostly from L2. FLOPs: 4 * S^2 * Dh.
@@ -68,20 +75,25 @@
 // (none unless noted), dynamic shared memory per 128-thread block:
 //
 //   kernel      DP   f32 regs   f16/bf16 regs         f32 smem   f16/bf16 smem
-//   forward     32   235        181                   27,712     15,424
-//   forward     64   249        191                   52,288     27,712
+//   forward     32   235        171                   27,712     15,424
+//   forward     64   249        188                   52,288     27,712
 //   forward    128   222        209                  101,440     52,288
+//   pipelined   32   -          178                        -      25,728
+//   pipelined   64   -          172                        -      46,208
+//   pipelined  128   -          204                        -      87,168
 //   dkdv        32   254        223                   37,376     20,992
 //   dkdv        64   255        255                   70,144     37,376
-//   dkdv       128   255        255 (spill 8/8)      101,632     52,480
+//   dkdv       128   255 (spill 24/24) 255 (spill 8/8) 101,632     52,480
 //   dq          32   253        192-194               36,928     20,544
 //   dq          64   255        205                   69,696     36,928
 //   dq         128   254        239                  135,232     69,696
 //   rowdot       -   32         26-31                      0          0
 //
-// So two blocks (8 warps) per SM at most, one for f32 at DP = 128. The device
-// code lives in attention_kernels.cuh (shared with the CPU warp emulator that
-// tests it); this file adds the tensor-core instruction and the launches.
+// So two blocks (8 warps) per SM at most, one for f32 at DP = 128 (the pipelined
+// forward's 87 KB at DP = 128 still allow two). The device
+// code lives in attention_kernels.cuh and attention_forward_pipelined.cuh
+// (shared with the CPU warp emulator that tests it); this file adds the
+// tensor-core, cp.async and ldmatrix instructions and the launches.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -114,11 +126,40 @@ __device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], 
   }
 }
 
+// The pipelined forward's memory instructions (attention_forward_pipelined.cuh).
+// 16 bytes global -> shared, asynchronously; the bytes past src_bytes are zero-filled, none read.
+__device__ __forceinline__ void cp_async_16(void* dst, const void* src, int src_bytes) {
+  const auto d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  const auto s = static_cast<unsigned long long>(__cvta_generic_to_global(src));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(s), "r"(src_bytes) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit_group() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+// Waits until at most N of this thread's committed groups are in flight ("memory": no shared
+// access moves above it).
+template <int N>
+__device__ __forceinline__ void cp_async_wait_group() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+// Four 8x8 matrices of 16-bit elements; lane l gives the address of row l % 8 of matrix l / 8.
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* row) {
+  const auto a = static_cast<unsigned>(__cvta_generic_to_shared(row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* row) {
+  const auto a = static_cast<unsigned>(__cvta_generic_to_shared(row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+
 }  // namespace tandem::kernels::attention_detail
 
 #define ATTENTION_SHARED_MEMORY(name) extern __shared__ __align__(16) unsigned char name[]
 #include "kernels/cuda/attention_kernels.cuh"
 #include "kernels/cuda/attention_backward_fused.cuh"
+#include "kernels/cuda/attention_forward_pipelined.cuh"
 #include "kernels/cuda/scratch.cuh"
 
 namespace tandem::kernels {
@@ -139,7 +180,7 @@ dim3 dims(Grid g) { return dim3(g.x, g.y); }
 }  // namespace
 
 void attention_forward_cuda(const void* qkv, const uint8_t* mask, void* out, float* lse, const AttentionShape& s,
-                            const AttentionDropout& d, DType t, void* stream) {
+                            const AttentionDropout& d, DType t, void* stream, AttentionForwardKernel which) {
   if (s.batch * s.seq * s.heads == 0) return;
   const Params params = make_params(s, d);
   auto st = static_cast<cudaStream_t>(stream);
@@ -147,12 +188,19 @@ void attention_forward_cuda(const void* qkv, const uint8_t* mask, void* out, flo
     using T = scalar_t;
     with_padded_dim(s.head_dim, [&](auto dp) {
       constexpr int DP = decltype(dp)::value;
-      constexpr size_t smem = forward_smem_bytes<T, DP>();
-      auto kernel = forward_kernel<T, DP>;
-      allow_shared_memory(kernel, smem);
-      kernel<<<dims(grid_for(s)), kThreads, smem, st>>>(static_cast<const T*>(qkv), mask, static_cast<T*>(out), lse,
-                                                        params, vector_loads<T>(qkv, s.head_dim));
-      TANDEM_CUDA_CHECK_LAUNCH();
+      const auto launch = [&](auto kernel, size_t smem) {
+        allow_shared_memory(kernel, smem);
+        kernel<<<dims(grid_for(s)), kThreads, smem, st>>>(static_cast<const T*>(qkv), mask, static_cast<T*>(out),
+                                                          lse, params, vector_loads<T>(qkv, s.head_dim));
+        TANDEM_CUDA_CHECK_LAUNCH();
+      };
+      if constexpr (sizeof(T) == 2) {
+        if (which == AttentionForwardKernel::Pipelined) {
+          launch(forward_pipelined_kernel<T, DP>, forward_pipelined_smem_bytes<T, DP>());
+          return;
+        }
+      }
+      launch(forward_kernel<T, DP>, forward_smem_bytes<T, DP>());
     });
   });
 }

@@ -15,6 +15,7 @@
 
 #include "core/dtype.h"
 #include "kernels/attention_params.h"
+#include "kernels/cuda/attention_forward_choice.h"
 
 namespace tandem::kernels {
 
@@ -29,8 +30,11 @@ AttentionBackwardPath parse_attention_backward_path(const char* value);
 void set_attention_backward_path_for_testing(std::optional<AttentionBackwardPath> path);
 const char* attention_backward_path_name(AttentionBackwardPath path);
 
+// `kernel` picks the forward kernel for f16/bf16 (attention() passes attention_forward_kernel());
+// f32 runs Tiled whatever it says. Both give the same results.
 void attention_forward_cuda(const void* qkv, const uint8_t* mask, void* out, float* lse, const AttentionShape& s,
-                            const AttentionDropout& d, DType t, void* stream);
+                            const AttentionDropout& d, DType t, void* stream,
+                            AttentionForwardKernel kernel = AttentionForwardKernel::Tiled);
 
 // `out` is the forward's output (the backward needs rowsum(dout * out)). Runs attention_backward_path().
 void attention_backward_cuda(const void* qkv, const uint8_t* mask, const void* out, const float* lse,

@@ -1,11 +1,13 @@
 // The device code of the fused attention kernels (the algorithm, memory
 // traffic and numerics are described in kernels/cuda/attention.cu), plus the
-// launch geometry its two users share.
+// launch geometry its users share.
 //
-// Two translation units include this file:
+// It is included (directly, or through kernels/cuda/attention_forward_pipelined.cuh,
+// which builds on it) by:
 //   - kernels/cuda/attention.cu, on the GPU. It first defines the tensor-core
 //     step mma16816<T> (inline PTX) and ATTENTION_SHARED_MEMORY;
-//   - tests/kernels/attention_emulated_test.cc, on the CPU, after
+//   - the emulated tests (tests/kernels/attention_emulated_test.cc,
+//     attention_forward_pipelined_emulated_test.cc), on the CPU, after
 //     tests/testing/warp_emulator.h, which supplies CPU versions of those and
 //     of the CUDA built-ins used here (threadIdx, __syncthreads, float and
 //     unsigned shuffles, 16-bit conversions), so this exact code is tested
@@ -113,6 +115,16 @@ __device__ __forceinline__ void mma_abt(float (&c)[NT][4], const T* a, const T* 
   }
 }
 
+// The A fragment of 16-column step kc of a register tile p in the C layout, rounded to T: the C
+// layout of two adjacent 8-column blocks is exactly the A layout of one 16-column step.
+template <class T, int KT>
+__device__ __forceinline__ void a_fragment_of(const float (&p)[KT][4], int kc, uint32_t (&af)[4]) {
+  af[0] = pack2<T>(p[2 * kc][0], p[2 * kc][1]);
+  af[1] = pack2<T>(p[2 * kc][2], p[2 * kc][3]);
+  af[2] = pack2<T>(p[2 * kc + 1][0], p[2 * kc + 1][1]);
+  af[3] = pack2<T>(p[2 * kc + 1][2], p[2 * kc + 1][3]);
+}
+
 // C[16 x 8NT] += P[16 x 8KT] . B[8KT x 8NT]: P is a register tile in the C
 // layout (rounded to T for tensor cores), B's rows in shared memory (stride ld).
 template <int NT, int KT, class T>
@@ -144,12 +156,8 @@ __device__ __forceinline__ void mma_pb(float (&c)[NT][4], const float (&p)[KT][4
   } else {
 #pragma unroll
     for (int kc = 0; kc < KT / 2; ++kc) {
-      // The C layout of two adjacent 8-column blocks is exactly the A layout of one 16-column step.
       uint32_t af[4];
-      af[0] = pack2<T>(p[2 * kc][0], p[2 * kc][1]);
-      af[1] = pack2<T>(p[2 * kc][2], p[2 * kc][3]);
-      af[2] = pack2<T>(p[2 * kc + 1][0], p[2 * kc + 1][1]);
-      af[3] = pack2<T>(p[2 * kc + 1][2], p[2 * kc + 1][3]);
+      a_fragment_of<T>(p, kc, af);
       const T* b0 = b + (16 * kc + 2 * t) * ld + g;
 #pragma unroll
       for (int n = 0; n < NT; ++n) {
@@ -280,6 +288,82 @@ __device__ __forceinline__ void keep_bits_along_queries(const Params& P, int64_t
 // Forward
 // ---------------------------------------------------------------------------
 
+// One 64-key tile of the forward for a warp's 16 query rows (row = this lane's
+// first row, q0 + 16 * warp + g), given its scores s = Q K^T: scale and mask
+// them (real[j]: key k0 + j is real), update the running max m and this lane's
+// part of the denominators l, rescale the output accumulator o by exp(m_old -
+// m_new), and leave in s the (dropped-out) probabilities that P V consumes.
+// Shared by forward_kernel and the pipelined forward.
+template <int NC, int NO>
+__device__ __forceinline__ void online_softmax_tile(float (&s)[NC][4], float (&o)[NO][4], float (&m)[2],
+                                                    float (&l)[2], const uint8_t* real, const Params& P, int64_t bh,
+                                                    int64_t row, int k0, int t) {
+  float mx[2] = {m[0], m[1]};
+#pragma unroll
+  for (int n = 0; n < NC; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      s[n][e] = real[8 * n + 2 * t + (e & 1)] ? s[n][e] * P.score_scale : -INFINITY;
+      mx[e >> 1] = fmaxf(mx[e >> 1], s[n][e]);
+    }
+  float base[2], alpha[2], sum[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    mx[r] = quad_max(mx[r]);
+    base[r] = mx[r] == -INFINITY ? 0.0f : mx[r];  // no real key yet: keep everything at 0, not NaN
+    alpha[r] = exp2f(m[r] - base[r]);
+    m[r] = mx[r];
+  }
+#pragma unroll
+  for (int n = 0; n < NC; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      s[n][e] = exp2f(s[n][e] - base[e >> 1]);
+      sum[e >> 1] += s[n][e];
+    }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) l[r] = l[r] * alpha[r] + sum[r];
+#pragma unroll
+  for (int d = 0; d < NO; ++d)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) o[d][e] *= alpha[e >> 1];
+
+  if (P.drop.active()) {
+    uint32_t keep[2];
+    keep_bits_along_keys<NC>(P, bh, row, k0, t, keep);
+#pragma unroll
+    for (int n = 0; n < NC; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        if (!((keep[e >> 1] >> (2 * n + (e & 1))) & 1u)) s[n][e] = 0.0f;
+  }
+}
+
+// The forward's end for a warp's rows (row = this lane's first, as above): out = o / l (times the
+// dropout scale) and lse = m + log l in natural-log units, +inf and 0 for a row with no real key.
+template <class T, int NO>
+__device__ __forceinline__ void store_forward_rows(const float (&o)[NO][4], const float (&m)[2], const float (&l)[2],
+                                                   T* __restrict__ out, float* __restrict__ lse, const Params& P,
+                                                   int bh, int row, int t) {
+  const int b = bh / P.heads, h = bh % P.heads;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const float total = quad_sum(l[r]);
+    const int i = row + 8 * r;
+    if (i >= P.seq) continue;
+    const float inv = total > 0.0f ? P.drop_scale / total : 0.0f;
+    T* orow = out + (int64_t{b} * P.seq + i) * (int64_t{P.heads} * P.dh) + int64_t{h} * P.dh;
+#pragma unroll
+    for (int d = 0; d < NO; ++d)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int col = 8 * d + 2 * t + e;
+        if (col < P.dh) orow[col] = store<T>(o[d][2 * r + e] * inv);
+      }
+    if (t == 0) lse[int64_t{bh} * P.seq + i] = total > 0.0f ? (m[r] + log2f(total)) * kLn2 : INFINITY;
+  }
+}
+
 template <class T, int DP>
 __global__ void __launch_bounds__(kThreads, 2)
     forward_kernel(const T* __restrict__ qkv, const uint8_t* __restrict__ mask, T* __restrict__ out,
@@ -316,65 +400,10 @@ __global__ void __launch_bounds__(kThreads, 2)
 
     float s[NC][4] = {};
     mma_abt<NC, DP>(s, q_w, k_s, ld);
-
-    float mx[2] = {m[0], m[1]};
-#pragma unroll
-    for (int n = 0; n < NC; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        s[n][e] = real_s[8 * n + 2 * t + (e & 1)] ? s[n][e] * P.score_scale : -INFINITY;
-        mx[e >> 1] = fmaxf(mx[e >> 1], s[n][e]);
-      }
-    float base[2], alpha[2], sum[2] = {0.0f, 0.0f};
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      mx[r] = quad_max(mx[r]);
-      base[r] = mx[r] == -INFINITY ? 0.0f : mx[r];  // no real key yet: keep everything at 0, not NaN
-      alpha[r] = exp2f(m[r] - base[r]);
-      m[r] = mx[r];
-    }
-#pragma unroll
-    for (int n = 0; n < NC; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        s[n][e] = exp2f(s[n][e] - base[e >> 1]);
-        sum[e >> 1] += s[n][e];
-      }
-#pragma unroll
-    for (int r = 0; r < 2; ++r) l[r] = l[r] * alpha[r] + sum[r];
-#pragma unroll
-    for (int d = 0; d < DP / 8; ++d)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) o[d][e] *= alpha[e >> 1];
-
-    if (P.drop.active()) {
-      uint32_t keep[2];
-      keep_bits_along_keys<NC>(P, bh, q0 + warp * 16 + g, k0, t, keep);
-#pragma unroll
-      for (int n = 0; n < NC; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e)
-          if (!((keep[e >> 1] >> (2 * n + (e & 1))) & 1u)) s[n][e] = 0.0f;
-    }
+    online_softmax_tile(s, o, m, l, real_s, P, bh, q0 + warp * 16 + g, k0, t);
     mma_pb<DP / 8, NC>(o, s, v_s, ld);
   }
-
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const float total = quad_sum(l[r]);
-    const int i = q0 + warp * 16 + g + 8 * r;
-    if (i >= P.seq) continue;
-    const float inv = total > 0.0f ? P.drop_scale / total : 0.0f;
-    T* orow = out + (int64_t{b} * P.seq + i) * (int64_t{P.heads} * P.dh) + int64_t{h} * P.dh;
-#pragma unroll
-    for (int d = 0; d < DP / 8; ++d)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int col = 8 * d + 2 * t + e;
-        if (col < P.dh) orow[col] = store<T>(o[d][2 * r + e] * inv);
-      }
-    if (t == 0) lse[int64_t{bh} * P.seq + i] = total > 0.0f ? (m[r] + log2f(total)) * kLn2 : INFINITY;
-  }
+  store_forward_rows<T>(o, m, l, out, lse, P, bh, q0 + warp * 16 + g, t);
 }
 
 // ---------------------------------------------------------------------------

@@ -4,11 +4,12 @@
 //
 // launch() runs the blocks of a grid one after another. Inside a block every
 // thread is a fiber (ucontext) on the calling thread; fibers switch only at
-// __syncthreads and at warp-collective operations (shuffles, mma), where each
-// waits until all participants have arrived, so lanes meet exactly where they
-// meet on hardware. A barrier that can never complete (threads diverging around
-// __syncthreads, part of a warp skipping a collective) fails the launch with an
-// error instead of hanging. Shared memory is a fresh heap buffer per block,
+// __syncthreads and at warp-collective operations (shuffles, mma, ldmatrix),
+// where each waits until all participants have arrived, so lanes meet exactly
+// where they meet on hardware; which warp runs ahead is the launch's Schedule.
+// A barrier that can never complete (threads diverging around __syncthreads,
+// part of a warp skipping a collective) fails the launch with an error
+// instead of hanging. Shared memory is a fresh heap buffer per block,
 // filled with 0xff bytes (NaN as any float type) so reads of never-written
 // shared memory show up in results; under AddressSanitizer, reads past it fault.
 //
@@ -19,7 +20,32 @@
 // which places operands by the fragment layouts of the PTX ISA ("Matrix
 // Fragments for mma.m16n8k16 with floating point type"). What it cannot show: timing, races
 // between threads that hardware would interleave differently (fibers only
-// switch at barriers), and the tensor core's internal rounding.
+// switch at barriers; the WarpByWarp schedules below skew warps as far as
+// barriers allow, but threads of one warp still move together), and the
+// tensor core's internal rounding.
+//
+// The asynchronous copy and matrix load of the pipelined forward
+// (kernels/cuda/attention_forward_pipelined.cuh), named as attention.cu names
+// their inline PTX:
+//   - cp_async_16(dst, src, src_bytes): cp.async.cg.shared.global, 16 bytes,
+//     the last 16 - src_bytes of them zero-filled. The copy is deferred: at
+//     issue the 16 destination bytes are filled with 0xff (NaN as any float
+//     type; on hardware they are undefined while in flight), and the data
+//     lands only when cp_async_wait_group says its group is complete. So a
+//     read before the wait, or a copy issued over a buffer other warps still
+//     read, shows up as NaN in the results;
+//   - cp_async_commit_group() and cp_async_wait_group<N>(): the thread's
+//     uncommitted copies become a group; waiting completes every group but
+//     the N most recent (per thread, as in PTX; other threads' copies are
+//     visible after a __syncthreads that follows their wait);
+//   - ldmatrix_x1/x2/x4 and the _trans forms (ldmatrix.sync.aligned.m8n8
+//     .shared.b16), warp collectives: lane 8i + r supplies the address of row
+//     r of matrix i (16 bytes), and lane 4g + w receives in register i
+//     elements (g, 2w) and (g, 2w + 1) of matrix i, or with .trans elements
+//     (2w, g) and (2w + 1, g), the lower-indexed one in the low 16 bits.
+// Both check their addresses (inside the block's shared memory, 16-byte
+// aligned; cp.async's source 16-byte aligned): a bad one fails the launch
+// with an error naming the instruction, as does any exception a kernel throws.
 #pragma once
 
 #include <cstddef>
@@ -43,9 +69,19 @@ struct Dim3 {
   unsigned x = 0, y = 0, z = 0;
 };
 
+// The order in which a block's fibers run. A kernel without races gives the same results under each.
+//   RoundRobin: every thread in turn runs to its next barrier, so the warps advance together;
+//   WarpByWarp: warp 0 runs until every one of its threads waits at __syncthreads (or has ended),
+//     then warp 1, and so on (the warp whose arrival opens a barrier runs on past it);
+//     WarpByWarpReversed: the same from the last warp down.
+// The last two put warps as far apart as the block's barriers allow: a shared-memory write that a
+// missing __syncthreads leaves racing with another warp's reads shows up in the results.
+enum class Schedule { RoundRobin, WarpByWarp, WarpByWarpReversed };
+
 // Runs kernel() once per thread of every block of a grid_x x grid_y grid, blocks of `threads`
 // (a multiple of 32) threads with `shared_bytes` of dynamic shared memory. Throws on deadlock.
-void launch(unsigned grid_x, unsigned grid_y, int threads, size_t shared_bytes, const std::function<void()>& kernel);
+void launch(unsigned grid_x, unsigned grid_y, int threads, size_t shared_bytes, const std::function<void()>& kernel,
+            Schedule schedule = Schedule::RoundRobin);
 
 // Inside launch(): the block's dynamic shared memory; this warp's barrier; exchange slots of this warp.
 unsigned char* shared_memory();
@@ -53,6 +89,12 @@ void block_barrier();
 void warp_barrier();
 float* warp_float_slots();     // 32 floats
 uint32_t* warp_word_slots();   // 32 x 6 words: an mma's A (4) and B (2) registers per lane
+
+// The per-thread asynchronous copies and the warp's matrix load behind the built-ins below.
+void cp_async(void* shared_dst, const void* global_src, int src_bytes);
+void cp_async_commit_group();
+void cp_async_wait_group(int pending);
+void ldmatrix(int matrices, bool trans, uint32_t* regs, const void* row);
 
 }  // namespace warp_emulator
 
@@ -134,3 +176,18 @@ void mma16816(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
   }
   warp_emulator::warp_barrier();
 }
+
+inline void cp_async_16(void* dst, const void* src, int src_bytes) { warp_emulator::cp_async(dst, src, src_bytes); }
+inline void cp_async_commit_group() { warp_emulator::cp_async_commit_group(); }
+template <int N>
+void cp_async_wait_group() {
+  static_assert(N >= 0);
+  warp_emulator::cp_async_wait_group(N);
+}
+
+inline void ldmatrix_x1(uint32_t (&r)[1], const void* row) { warp_emulator::ldmatrix(1, false, r, row); }
+inline void ldmatrix_x2(uint32_t (&r)[2], const void* row) { warp_emulator::ldmatrix(2, false, r, row); }
+inline void ldmatrix_x4(uint32_t (&r)[4], const void* row) { warp_emulator::ldmatrix(4, false, r, row); }
+inline void ldmatrix_x1_trans(uint32_t (&r)[1], const void* row) { warp_emulator::ldmatrix(1, true, r, row); }
+inline void ldmatrix_x2_trans(uint32_t (&r)[2], const void* row) { warp_emulator::ldmatrix(2, true, r, row); }
+inline void ldmatrix_x4_trans(uint32_t (&r)[4], const void* row) { warp_emulator::ldmatrix(4, true, r, row); }

@@ -1,0 +1,187 @@
+// The pipelined attention forward for 16-bit inputs (f16, bf16): forward_kernel's
+// algorithm (kernels/cuda/attention.cu describes it: 64 queries per block, 16
+// per warp, 64-key tiles, online softmax, P V from the score registers), with
+// two changes in how the tiles reach the tensor cores.
+//
+// 1. K/V tiles are double-buffered and loaded with cp.async (16 bytes per
+//    instruction, global to shared without a register round trip): while the
+//    warps compute tile j from one buffer, tile j + 1 streams into the other.
+//    One __syncthreads per tile: before it each thread waits for its own
+//    copies of tile j (cp.async.wait_group 0), after it everyone's have
+//    landed, and every warp is done with tile j - 1, whose buffer the copies
+//    of tile j + 1, issued right after, overwrite. Tile j + 1's key-padding
+//    flags are loaded there too, into a register, and stored to shared
+//    memory only after tile j is computed, so their latency hides as well.
+//    Rows past S and head-dim columns past Dh are zero-filled by cp.async's
+//    src-size operand (0 bytes read). Where 16-byte copies are impossible (Dh
+//    not a multiple of 8, or a base address not 16-byte aligned) the same
+//    buffers are filled by load_tile's plain loads: same results, no overlap.
+// 2. Operand fragments come from shared memory by ldmatrix: per 16-column
+//    step one ldmatrix.x4 gives a warp's A fragment of Q (4 registers) and
+//    one gives the B fragments of two 8-key blocks of K; for P V, one
+//    ldmatrix.x4.trans gives the B fragments of two 8-column blocks of V (V is
+//    stored key-major and the mma wants it column-major: ldmatrix transposes
+//    for free). forward_kernel issues one 32-bit shared load per Q and K
+//    register and two 16-bit loads per V register.
+//
+// Memory traffic: forward_kernel's bytes (Q and O once, K and V once per
+// query tile), but a warp no longer waits for its global loads before
+// computing, and shared-memory load instructions drop from 1 (Q, K) or 2 (V)
+// per fragment register to 1 per 4 registers.
+// Shared memory: Q, two K and two V tiles of 64 x (DP + 8) elements, and two
+// tiles' key flags: 5/3 of forward_kernel's (resource table in attention.cu).
+// Numerics: forward_kernel's, operation for operation (the same products in
+// the same order, the same online_softmax_tile and store_forward_rows), so the
+// two agree bit for bit under the warp emulator.
+//
+// Besides attention_kernels.cuh's requirements, the includer supplies
+// cp_async_16(dst, src, src_bytes), cp_async_commit_group(),
+// cp_async_wait_group<N>(), ldmatrix_x4(regs, row) and ldmatrix_x4_trans:
+// inline PTX in attention.cu, CPU versions in tests/testing/warp_emulator.h.
+#pragma once
+
+#include "kernels/cuda/attention_kernels.cuh"
+
+namespace tandem::kernels::attention_detail {
+
+// C[16 x 8NT] += A[16 x K] . B[8NT x K]^T as mma_abt, fragments by ldmatrix.x4. Lane l names
+// row l % 8 of matrix l / 8. For A, matrices 0-3 are (rows 0-7 | 8-15) x (columns k..k+7 | k+8..)
+// in the order of the A registers a[0..3]; for B, they are (rows 8n..8n+7 | 8n+8..) x
+// (columns k.. | k+8..) in the order b[n][0], b[n][1], b[n+1][0], b[n+1][1].
+template <int NT, int K, class T>
+__device__ __forceinline__ void mma_abt_ldmatrix(float (&c)[NT][4], const T* a, const T* b, int ld) {
+  static_assert(NT % 2 == 0, "B fragments come in pairs of 8-row blocks");
+  const int lane = threadIdx.x & 31;
+  const T* a_row = a + ((lane & 7) + 8 * ((lane >> 3) & 1)) * ld + 8 * (lane >> 4);
+  const T* b_row = b + ((lane & 7) + 8 * (lane >> 4)) * ld + 8 * ((lane >> 3) & 1);
+  // Rolled k loop, as in mma_abt: unrolled, the fragments of every step would be live at once.
+#pragma unroll 1
+  for (int k = 0; k < K; k += 16) {
+    uint32_t af[4];
+    ldmatrix_x4(af, a_row + k);
+#pragma unroll
+    for (int n = 0; n < NT; n += 2) {
+      uint32_t bf[4];
+      ldmatrix_x4(bf, b_row + 8 * n * ld + k);
+      const uint32_t b0[2] = {bf[0], bf[1]}, b1[2] = {bf[2], bf[3]};
+      mma16816<T>(c[n], af, b0);
+      mma16816<T>(c[n + 1], af, b1);
+    }
+  }
+}
+
+// C[16 x 8NT] += P[16 x 8KT] . V[8KT x 8NT] as mma_pb (P a register tile in the C layout, rounded
+// to T), V's fragments by ldmatrix.x4.trans. Lane l names row l % 8 of matrix l / 8; the matrices
+// are (keys 16kc..+7 | 16kc+8..+15) x (columns 8n.. | 8n+8..), in the order b[n][0], b[n][1],
+// b[n+1][0], b[n+1][1]: transposed, lane 4g + w gets keys 2w, 2w + 1 of column g, the B layout.
+template <int NT, int KT, class T>
+__device__ __forceinline__ void mma_pv_ldmatrix(float (&c)[NT][4], const float (&p)[KT][4], const T* v, int ld) {
+  static_assert(NT % 2 == 0 && KT % 2 == 0, "whole 16-key steps and pairs of 8-column blocks");
+  const int lane = threadIdx.x & 31;
+  const T* v_row = v + ((lane & 7) + 8 * ((lane >> 3) & 1)) * ld + 8 * (lane >> 4);
+#pragma unroll
+  for (int kc = 0; kc < KT / 2; ++kc) {
+    uint32_t af[4];
+    a_fragment_of<T>(p, kc, af);
+#pragma unroll
+    for (int n = 0; n < NT; n += 2) {
+      uint32_t bf[4];
+      ldmatrix_x4_trans(bf, v_row + 16 * kc * ld + 8 * n);
+      const uint32_t b0[2] = {bf[0], bf[1]}, b1[2] = {bf[2], bf[3]};
+      mma16816<T>(c[n], af, b0);
+      mma16816<T>(c[n + 1], af, b1);
+    }
+  }
+}
+
+// load_tile's vector case by cp.async, not yet committed: rows [row0, row0 + R) of a matrix with
+// `seq` rows of stride `stride`, columns [0, dh), into an R x DP shared tile. 16-byte pieces past
+// the matrix read 0 bytes (their source address is only an aligned stand-in) and are zero-filled.
+// Needs a 16-byte aligned source and dh a multiple of 8 elements (vector_loads<T>).
+template <int R, int DP, class T>
+__device__ __forceinline__ void load_tile_async(T* dst, const T* src, int64_t stride, int row0, int seq, int dh) {
+  static_assert(sizeof(T) == 2, "16-bit elements: 8 per copy");
+  constexpr int ld = kLd<T, DP>, V = 8, C = DP / V;
+  for (int idx = threadIdx.x; idx < R * C; idx += kThreads) {
+    const int r = idx / C, col = (idx % C) * V;
+    const bool in = row0 + r < seq && col < dh;
+    cp_async_16(dst + r * ld + col, in ? src + (row0 + r) * stride + col : src, in ? 16 : 0);
+  }
+}
+
+template <class T, int DP>
+__global__ void __launch_bounds__(kThreads, 2)
+    forward_pipelined_kernel(const T* __restrict__ qkv, const uint8_t* __restrict__ mask, T* __restrict__ out,
+                             float* __restrict__ lse, Params P, bool vec) {
+  static_assert(sizeof(T) == 2, "f16/bf16 only: tensor cores and ldmatrix.b16 (f32 runs forward_kernel)");
+  constexpr int ld = kLd<T, DP>;
+  constexpr int NC = kRows / 8;        // 8-column blocks of a 64-key tile
+  constexpr int kTile = kRows * ld;    // elements of one Q, K or V tile
+  ATTENTION_SHARED_MEMORY(smem);
+  T* q_s = reinterpret_cast<T*>(smem);
+  T* k_s = q_s + kTile;                // buffers 0 and 1: k_s + buf * kTile
+  T* v_s = k_s + 2 * kTile;
+  uint8_t* real_s = reinterpret_cast<uint8_t*>(v_s + 2 * kTile);  // 2 x kRows key flags
+
+  const int bh = blockIdx.x, b = bh / P.heads, h = bh % P.heads;
+  const int q0 = blockIdx.y * kRows;
+  const int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+  const int64_t stride = int64_t{3} * P.heads * P.dh;
+  const T* q_g = qkv + int64_t{b} * P.seq * stride + int64_t{h} * P.dh;
+  const T* k_g = q_g + int64_t{P.heads} * P.dh;
+  const T* v_g = k_g + int64_t{P.heads} * P.dh;
+
+  // Starts the loads of the 64-key tile at k0 into buffer buf, as one cp.async group.
+  const auto load_kv = [&](int k0, int buf) {
+    if (vec) {
+      load_tile_async<kRows, DP>(k_s + buf * kTile, k_g, stride, k0, P.seq, P.dh);
+      load_tile_async<kRows, DP>(v_s + buf * kTile, v_g, stride, k0, P.seq, P.dh);
+    } else {
+      load_tile<kRows, DP>(k_s + buf * kTile, k_g, stride, k0, P.seq, P.dh, false);
+      load_tile<kRows, DP>(v_s + buf * kTile, v_g, stride, k0, P.seq, P.dh, false);
+    }
+    cp_async_commit_group();
+  };
+  // Whether key k0 + threadIdx.x of a tile is real (threads 0-63 each hold one key's flag).
+  static_assert(kThreads >= kRows, "one key flag per thread");
+  const auto key_flag = [&](int k0) -> uint8_t {
+    return threadIdx.x < kRows && real_key(mask, b, P.seq, k0 + static_cast<int>(threadIdx.x));
+  };
+
+  if (vec) load_tile_async<kRows, DP>(q_s, q_g, stride, q0, P.seq, P.dh);
+  else load_tile<kRows, DP>(q_s, q_g, stride, q0, P.seq, P.dh, false);
+  load_kv(0, 0);  // Q joins the first tile's group
+  if (threadIdx.x < kRows) real_s[threadIdx.x] = key_flag(0);
+  const T* q_w = q_s + warp * 16 * ld;
+
+  float o[DP / 8][4] = {};
+  float m[2] = {-INFINITY, -INFINITY};  // running max (log2 units) of rows g and g+8
+  float l[2] = {0.0f, 0.0f};            // this lane's part of the running denominators
+
+  const int tiles = (P.seq + kRows - 1) / kRows;
+  for (int j = 0; j < tiles; ++j) {
+    const int buf = j & 1;
+    cp_async_wait_group<0>();  // this thread's copies of tile j (the only group in flight) have landed
+    __syncthreads();           // everyone's have, and every warp is done with tile j - 1's buffer
+    const bool more = j + 1 < tiles;
+    uint8_t next_flag = 0;
+    if (more) {  // tile j + 1 streams in while tile j is computed; its key flag is stored after
+      load_kv((j + 1) * kRows, buf ^ 1);
+      next_flag = key_flag((j + 1) * kRows);
+    }
+
+    float s[NC][4] = {};
+    mma_abt_ldmatrix<NC, DP>(s, q_w, k_s + buf * kTile, ld);
+    online_softmax_tile(s, o, m, l, real_s + buf * kRows, P, bh, q0 + warp * 16 + g, j * kRows, t);
+    mma_pv_ldmatrix<DP / 8, NC>(o, s, v_s + buf * kTile, ld);
+    if (more && threadIdx.x < kRows) real_s[(buf ^ 1) * kRows + threadIdx.x] = next_flag;
+  }
+  store_forward_rows<T>(o, m, l, out, lse, P, bh, q0 + warp * 16 + g, t);
+}
+
+template <class T, int DP>
+constexpr size_t forward_pipelined_smem_bytes() {
+  return 5 * kRows * kLd<T, DP> * sizeof(T) + 2 * kRows;
+}
+
+}  // namespace tandem::kernels::attention_detail

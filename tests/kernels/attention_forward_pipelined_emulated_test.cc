@@ -1,0 +1,200 @@
+// The pipelined attention forward (kernels/cuda/attention_forward_pipelined.cuh),
+// its own device code run on the CPU under tests/testing/warp_emulator.h with
+// attention.cu's launch geometry: against the CPU reference (output, lse), and
+// bit for bit against the tiled forward_kernel, for f16 and bf16, every padded
+// head width DP 32/64/128 (16-byte copies with zero-filled columns, and plain
+// loads where Dh is not a multiple of 8), S from 1 to 200 (one partial tile,
+// several tiles, so both buffers are reused), padding with an all-padding row,
+// and dropout.
+//
+// The emulator defers every cp.async until its group is waited for and fills
+// the destination with NaN bytes meanwhile, so a tile read before its wait
+// fails these comparisons, and so does, once warps are skewed (the emulator's
+// WarpByWarp schedules), a prefetch issued over a buffer other warps still
+// read. The emulator's cp.async and ldmatrix are themselves tested in
+// tests/testing/warp_emulator_memory_test.cc against the PTX ISA.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tests/testing/warp_emulator.h"  // first: CUDA keywords and built-ins for the device code
+
+// Counts the Philox blocks the device code computes for dropout (attention_kernels.cuh's hook).
+inline int64_t philox_blocks_computed = 0;
+#define ATTENTION_COUNT_PHILOX() (++::philox_blocks_computed)
+
+#include "kernels/cpu/attention_cpu.h"
+#include "kernels/cuda/attention_forward_choice.h"
+#include "kernels/cuda/attention_forward_pipelined.cuh"
+#include "tests/kernels/attention_testing.h"
+#include "tests/testing/gradcheck.h"
+
+namespace tandem::kernels {
+namespace {
+
+using namespace attention_detail;
+using testing::all_close;
+using testing::attention_output_tolerance;
+using testing::padding_mask;
+using testing::random_tensor;
+using testing::same_bits;
+using testing::same_lse;
+
+const uint8_t* mask_ptr(const Tensor& mask) { return mask.defined() ? mask.data<uint8_t>() : nullptr; }
+
+// attention_forward_cuda's launch of `which`, run by the emulator with its warps interleaved by
+// `schedule`; out and lse start as NaN, so every element must be written.
+template <class T>
+void emulated_forward(AttentionForwardKernel which, const Tensor& qkv, const Tensor& mask, Tensor& out, Tensor& lse,
+                      const AttentionShape& s, const AttentionDropout& d,
+                      warp_emulator::Schedule schedule = warp_emulator::Schedule::RoundRobin) {
+  out.fill_(std::nan(""));
+  lse.fill_(std::nan(""));
+  const Params params = make_params(s, d);
+  const Grid grid = grid_for(s);
+  const bool vec = vector_loads<T>(qkv.data_ptr(), s.head_dim);
+  with_padded_dim(s.head_dim, [&](auto dp) {
+    constexpr int DP = decltype(dp)::value;
+    const auto* q = static_cast<const T*>(qkv.data_ptr());
+    auto* o = static_cast<T*>(out.data_ptr());
+    if constexpr (sizeof(T) == 2) {  // f32 always runs forward_kernel
+      if (which == AttentionForwardKernel::Pipelined) {
+        warp_emulator::launch(
+            grid.x, grid.y, kThreads, forward_pipelined_smem_bytes<T, DP>(),
+            [&] { forward_pipelined_kernel<T, DP>(q, mask_ptr(mask), o, lse.data<float>(), params, vec); }, schedule);
+        return;
+      }
+    }
+    warp_emulator::launch(
+        grid.x, grid.y, kThreads, forward_smem_bytes<T, DP>(),
+        [&] { forward_kernel<T, DP>(q, mask_ptr(mask), o, lse.data<float>(), params, vec); }, schedule);
+  });
+}
+
+struct Case {
+  int64_t batch, seq, heads, head_dim;
+  std::vector<int64_t> lengths;  // empty: no mask
+  double dropout;
+};
+
+std::string case_name(const Case& c) {
+  std::string n = "B";
+  n += std::to_string(c.batch) + "_S" + std::to_string(c.seq) + "_H" + std::to_string(c.heads) + "_Dh" +
+       std::to_string(c.head_dim);
+  if (!c.lengths.empty()) n += "_padded";
+  if (c.dropout > 0) n += "_dropout";
+  return n;
+}
+
+void PrintTo(const Case& c, std::ostream* os) { *os << case_name(c); }
+
+struct Results {
+  Tensor out, lse;
+  int64_t philox_blocks = 0;
+};
+
+class EmulatedPipelinedForward : public ::testing::TestWithParam<std::tuple<DType, Case>> {
+ protected:
+  AttentionShape shape() const {
+    const Case& c = std::get<1>(GetParam());
+    return {c.batch, c.seq, c.heads, c.head_dim};
+  }
+  AttentionDropout dropout() const { return {static_cast<float>(std::get<1>(GetParam()).dropout), 31, 4}; }
+  DType dtype() const { return std::get<0>(GetParam()); }
+  Tensor qkv() const {
+    const AttentionShape s = shape();
+    return random_tensor({s.batch, s.seq, 3 * s.heads * s.head_dim}, 1, dtype());
+  }
+  Tensor mask() const {
+    const Case& c = std::get<1>(GetParam());
+    return c.lengths.empty() ? Tensor() : padding_mask(c.lengths, c.seq);
+  }
+  Results run(AttentionForwardKernel which, const Tensor& qkv, const Tensor& mask,
+              warp_emulator::Schedule schedule = warp_emulator::Schedule::RoundRobin) const {
+    const AttentionShape s = shape();
+    Results r{Tensor::empty({s.batch, s.seq, s.heads * s.head_dim}, dtype()),
+              Tensor::empty({s.batch, s.heads, s.seq}, DType::F32)};
+    philox_blocks_computed = 0;
+    TANDEM_DISPATCH_FLOAT_NO_F64(dtype(), "emulated attention forward", [&] {
+      emulated_forward<scalar_t>(which, qkv, mask, r.out, r.lse, s, dropout(), schedule);
+    });
+    r.philox_blocks = std::exchange(philox_blocks_computed, 0);
+    return r;
+  }
+};
+
+TEST_P(EmulatedPipelinedForward, MatchesTheCpuReference) {
+  const AttentionShape s = shape();
+  const Tensor qkv = this->qkv(), mask = this->mask();
+  Tensor out_ref = Tensor::empty({s.batch, s.seq, s.heads * s.head_dim}, dtype());
+  Tensor lse_ref = Tensor::empty({s.batch, s.heads, s.seq}, DType::F32);
+  attention_forward_cpu(qkv.data_ptr(), mask_ptr(mask), out_ref.data_ptr(), lse_ref.data_ptr(), s, dropout(), dtype());
+
+  const Results got = run(AttentionForwardKernel::Pipelined, qkv, mask);
+  const testing::Tolerance tol = attention_output_tolerance(dtype());
+  EXPECT_TRUE(all_close(got.out, out_ref, tol.atol, tol.rtol));
+  EXPECT_TRUE(same_lse(got.lse, lse_ref));
+}
+
+TEST_P(EmulatedPipelinedForward, MatchesTheTiledForwardBitForBit) {
+  const Tensor qkv = this->qkv(), mask = this->mask();
+  const Results tiled = run(AttentionForwardKernel::Tiled, qkv, mask);
+  const Results pipelined = run(AttentionForwardKernel::Pipelined, qkv, mask);
+  EXPECT_TRUE(same_bits(pipelined.out, tiled.out)) << "output";
+  EXPECT_TRUE(same_bits(pipelined.lse, tiled.lse)) << "lse";
+  EXPECT_EQ(pipelined.philox_blocks, tiled.philox_blocks);  // dropout recomputed once per decision, as before
+}
+
+// With one warp run as far ahead of the others as the barriers allow (either way round), a K/V
+// prefetch issued before every warp is done with the buffer it overwrites poisons their reads.
+TEST_P(EmulatedPipelinedForward, GivesTheSameBitsWithWarpsSkewedEitherWay) {
+  const Tensor qkv = this->qkv(), mask = this->mask();
+  const Results together = run(AttentionForwardKernel::Pipelined, qkv, mask);
+  for (auto schedule : {warp_emulator::Schedule::WarpByWarp, warp_emulator::Schedule::WarpByWarpReversed}) {
+    const Results skewed = run(AttentionForwardKernel::Pipelined, qkv, mask, schedule);
+    EXPECT_TRUE(same_bits(skewed.out, together.out)) << "output, schedule " << static_cast<int>(schedule);
+    EXPECT_TRUE(same_bits(skewed.lse, together.lse)) << "lse, schedule " << static_cast<int>(schedule);
+  }
+}
+
+const Case kCases[] = {
+    {1, 1, 1, 8, {}, 0.0},               // one token; 16-byte copies, DP = 32
+    {2, 7, 2, 24, {7, 0}, 0.2},          // one partial tile, an all-padding row, dropout; columns 24-31 zero-filled
+    {3, 7, 2, 33, {7, 0, 5}, 0.2},       // Dh = 33: plain loads into the buffers, DP = 64
+    {1, 70, 2, 64, {70}, 0.1},           // two tiles, the second partial, dropout
+    {2, 65, 1, 96, {65, 13}, 0.0},       // DP = 128, two tiles, padding
+    {1, 200, 1, 40, {150}, 0.3},         // four tiles (each buffer used twice); columns 40-63 zero-filled
+    {1, 129, 1, 128, {100}, 0.3},        // three tiles, the largest head dim, dropout
+    {2, 100, 2, 20, {100, 61}, 0.5},     // Dh = 20: plain loads, DP = 32, several heads, dropout
+};
+
+INSTANTIATE_TEST_SUITE_P(Cases, EmulatedPipelinedForward,
+                         ::testing::Combine(::testing::Values(DType::BF16, DType::F16), ::testing::ValuesIn(kCases)),
+                         [](const auto& info) {
+                           return std::string(dtype_name(std::get<0>(info.param))) + "_" +
+                                  case_name(std::get<1>(info.param));
+                         });
+
+TEST(EmulatedPipelinedForward, UsesPlainLoadsForAnUnalignedBaseAndStillMatches) {
+  // Dh = 64 allows 16-byte copies, but qkv starting 2 bytes into its buffer does not.
+  const AttentionShape s{1, 70, 1, 64};
+  const AttentionDropout d{0.0f, 1, 2};
+  const int64_t n = s.seq * 3 * s.heads * s.head_dim;
+  Tensor buffer = random_tensor({n + 1}, 7, DType::BF16);
+  Tensor qkv = buffer.narrow(1, n).reshape({s.batch, s.seq, 3 * s.heads * s.head_dim});
+  ASSERT_FALSE(vector_loads<BFloat16>(qkv.data_ptr(), s.head_dim));
+  Tensor out_ref = Tensor::empty({s.batch, s.seq, s.heads * s.head_dim}, DType::BF16);
+  Tensor lse_ref = Tensor::empty({s.batch, s.heads, s.seq}, DType::F32);
+  attention_forward_cpu(qkv.data_ptr(), nullptr, out_ref.data_ptr(), lse_ref.data_ptr(), s, d, DType::BF16);
+  Tensor out = Tensor::empty(out_ref.shape(), DType::BF16), lse = Tensor::empty(lse_ref.shape(), DType::F32);
+  emulated_forward<BFloat16>(AttentionForwardKernel::Pipelined, qkv, Tensor(), out, lse, s, d);
+  const testing::Tolerance tol = attention_output_tolerance(DType::BF16);
+  EXPECT_TRUE(all_close(out, out_ref, tol.atol, tol.rtol));
+  EXPECT_TRUE(same_lse(lse, lse_ref));
+}
+
+}  // namespace
+}  // namespace tandem::kernels
