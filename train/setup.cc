@@ -168,7 +168,9 @@ ddp::CommHook comm_hook(const std::string& name) {
   if (name == "fp16") return ddp::fp16_compress_hook();
   if (name == "bf16") return ddp::bf16_compress_hook();
   if (name == "powersgd") return ddp::powerSGD_hook();
-  return ddp::allreduce_hook();
+  // "allreduce": no hook, DDP's built-in average, which divides each gradient
+  // as it copies it into its bucket instead of the bucket again at launch.
+  return {};
 }
 
 }  // namespace
