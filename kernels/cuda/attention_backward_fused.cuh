@@ -15,8 +15,10 @@
 //
 //   1. rowdot_kernel (attention_kernels.cuh): D_i = dO_i . O_i.
 //   2. fused_backward_kernel (grid (b, h) x ceil(S/64) key tiles, 4 warps,
-//      BQ-query inner tiles): dkdv_kernel's work with the same operations in
-//      the same order, so dK and dV are the same bits as the split path's:
+//      BQ-query inner tiles): dkdv_kernel's work through the same helpers
+//      (load_key_tile, load_query_tile, dkdv_query_tile, store_dkdv_rows in
+//      attention_kernels.cuh), so the same operations in the same order, and
+//      dK and dV are the same bits as the split path's:
 //      S^T = K Q^T, dP^T = V dO^T, P^T, dS^T, dV += (P^T * drop) dO,
 //      dK += dS^T Q. Then the warps put dS^T into shared memory as dS (BQ
 //      queries x 64 keys, rounded to T for 16-bit types exactly as dq_kernel
@@ -99,28 +101,18 @@ __device__ __forceinline__ void mma_ab(float (&c)[NT][4], const T* a, int lda, c
       const float a0 = a[g * lda + k], a1 = a[(g + 8) * lda + k];
       const float* brow = b + k * ldb + 2 * t;
 #pragma unroll
-      for (int n = 0; n < NT; ++n) {
-        const float b0 = brow[8 * n], b1 = brow[8 * n + 1];
-        c[n][0] = fmaf(a0, b0, c[n][0]);
-        c[n][1] = fmaf(a0, b1, c[n][1]);
-        c[n][2] = fmaf(a1, b0, c[n][2]);
-        c[n][3] = fmaf(a1, b1, c[n][3]);
-      }
+      for (int n = 0; n < NT; ++n) fma_2x2(c[n], a0, a1, brow[8 * n], brow[8 * n + 1]);
     }
   } else {
 #pragma unroll 1
     for (int k = 0; k < K; k += 16) {
       uint32_t af[4];
-      af[0] = load_pair(a + g * lda + k + 2 * t);
-      af[1] = load_pair(a + (g + 8) * lda + k + 2 * t);
-      af[2] = load_pair(a + g * lda + k + 2 * t + 8);
-      af[3] = load_pair(a + (g + 8) * lda + k + 2 * t + 8);
+      a_fragment_at(a, lda, k, g, t, af);
       const T* b0 = b + (k + 2 * t) * ldb + g;
 #pragma unroll
       for (int n = 0; n < NT; ++n) {
         uint32_t bf[2];
-        bf[0] = pack_bits(b0[8 * n], b0[ldb + 8 * n]);
-        bf[1] = pack_bits(b0[8 * ldb + 8 * n], b0[9 * ldb + 8 * n]);
+        b_fragment_of_k_rows(b0 + 8 * n, ldb, bf);
         mma16816<T>(c[n], af, bf);
       }
     }
@@ -141,7 +133,7 @@ __device__ __forceinline__ T round_to(float v) {
 template <class T>
 constexpr int kDsLd = kRows + 16 / static_cast<int>(sizeof(T));
 
-// dK and dV for 64 keys per block, streaming BQ queries at a time (as dkdv_kernel), plus this key tile's
+// dK and dV for 64 keys per block, streaming BQ queries at a time (dkdv_kernel's steps), plus this key tile's
 // share of dQ for every query, unscaled, into dq_partial[(blockIdx.x, blockIdx.y, query, 0..Dh)] (f32).
 // Block (x, y) is head bh0 + x, key tile y.
 template <class T, int DP, int BQ>
@@ -166,56 +158,24 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int bh = bh0 + static_cast<int>(blockIdx.x), b = bh / P.heads, h = bh % P.heads;
   const int k0 = blockIdx.y * kRows;
   const int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
-  const int64_t stride = int64_t{3} * P.heads * P.dh, out_stride = int64_t{P.heads} * P.dh;
-  const T* q_g = qkv + int64_t{b} * P.seq * stride + int64_t{h} * P.dh;
-  const T* k_g = q_g + out_stride;
-  const T* v_g = k_g + out_stride;
-  const T* do_g = dout + int64_t{b} * P.seq * out_stride + int64_t{h} * P.dh;
+  const HeadRows<T> src = head_rows(qkv, P, b, h);
+  const T* do_g = dout + int64_t{b} * P.seq * src.out_stride + int64_t{h} * P.dh;
   const int key_tiles = (P.seq + kRows - 1) / kRows;
   float* dq_g = dq_partial + (int64_t{blockIdx.x} * key_tiles + blockIdx.y) * P.seq * P.dh;
 
-  load_tile<kRows, DP>(k_s, k_g, stride, k0, P.seq, P.dh, vec_qkv);
-  load_tile<kRows, DP>(v_s, v_g, stride, k0, P.seq, P.dh, vec_qkv);
-  const T* k_w = k_s + warp * 16 * ld;
-  const T* v_w = v_s + warp * 16 * ld;
   int key[2];
   bool real[2];
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    key[r] = k0 + warp * 16 + g + 8 * r;
-    real[r] = real_key(mask, b, P.seq, key[r]);
-  }
+  load_key_tile<DP>(k_s, v_s, src, mask, P, b, k0, vec_qkv, key, real);
+  const T* k_w = k_s + warp * 16 * ld;
+  const T* v_w = v_s + warp * 16 * ld;
   const int dq_row = (warp % kRowGroups) * 16, dq_col = (warp / kRowGroups) * kCols;
 
   float dk[DP / 8][4] = {}, dv[DP / 8][4] = {};
   for (int q0 = 0; q0 < P.seq; q0 += BQ) {
-    __syncthreads();  // every warp is done with the previous query tile and its dS
-    load_tile<BQ, DP>(q_s, q_g, stride, q0, P.seq, P.dh, vec_qkv);
-    load_tile<BQ, DP>(do_s, do_g, out_stride, q0, P.seq, P.dh, vec_dout);
-    for (int i = threadIdx.x; i < BQ; i += kThreads) {
-      const bool in = q0 + i < P.seq;  // rows past the end: P = 0
-      lse_s[i] = in ? lse[int64_t{bh} * P.seq + q0 + i] * kLog2e : INFINITY;
-      rowdot_s[i] = in ? rowdot[int64_t{bh} * P.seq + q0 + i] : 0.0f;
-    }
-    __syncthreads();
-
-    float pt[NQ][4] = {}, dst[NQ][4] = {};  // transposed tiles: rows are this warp's keys, columns queries
-    mma_abt<NQ, DP>(pt, k_w, q_s, ld);
-    mma_abt<NQ, DP>(dst, v_w, do_s, ld);
-    uint32_t keep[2] = {~0u, ~0u};
-    if (P.drop.active()) keep_bits_along_queries<NQ>(P, bh, q0, key[0], t, keep);
-#pragma unroll
-    for (int n = 0; n < NQ; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = e >> 1, qi = 8 * n + 2 * t + (e & 1);
-        const float p = real[r] ? exp2f(pt[n][e] * P.score_scale - lse_s[qi]) : 0.0f;
-        const float f = (keep[r] >> (2 * n + (e & 1))) & 1u ? P.drop_scale : 0.0f;  // drop_scale = 1 without dropout
-        pt[n][e] = p * f;                                // dropped-out probability
-        dst[n][e] = p * (dst[n][e] * f - rowdot_s[qi]);  // dS^T (before the 1/sqrt(Dh) of dK and dQ)
-      }
-    mma_pb<DP / 8, NQ>(dv, pt, do_s, ld);
-    mma_pb<DP / 8, NQ>(dk, dst, q_s, ld);
+    // The first barrier in it also waits until every warp is done with the previous tile's dS.
+    load_query_tile<BQ, DP>(q_s, do_s, lse_s, rowdot_s, src, do_g, lse, rowdot, P, bh, q0, vec_qkv, vec_dout);
+    float dst[NQ][4];
+    dkdv_query_tile<DP>(dk, dv, dst, k_w, v_w, q_s, do_s, lse_s, rowdot_s, key, real, P, bh, q0, t);
     // dS^T into shared memory as dS (rows queries), after the products: fewer registers live across them.
 #pragma unroll
     for (int n = 0; n < NQ; ++n)
@@ -245,24 +205,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       }
     }
   }
-
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    if (key[r] >= P.seq) continue;
-    T* row = dqkv + (int64_t{b} * P.seq + key[r]) * stride + int64_t{h} * P.dh;
-    T* dk_row = row + out_stride;
-    T* dv_row = dk_row + out_stride;
-#pragma unroll
-    for (int d = 0; d < DP / 8; ++d)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int col = 8 * d + 2 * t + e;
-        if (col < P.dh) {
-          dk_row[col] = store<T>(dk[d][2 * r + e] * P.grad_scale);
-          dv_row[col] = store<T>(dv[d][2 * r + e]);
-        }
-      }
-  }
+  store_dkdv_rows<DP>(dk, dv, dqkv, src, key, P, b, h, t);
 }
 
 // dQ of heads [bh0, bh0 + count / (S * Dh)): one thread per element (local head, query, column), summing

@@ -126,19 +126,16 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int bh = blockIdx.x, b = bh / P.heads, h = bh % P.heads;
   const int q0 = blockIdx.y * kRows;
   const int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
-  const int64_t stride = int64_t{3} * P.heads * P.dh;
-  const T* q_g = qkv + int64_t{b} * P.seq * stride + int64_t{h} * P.dh;
-  const T* k_g = q_g + int64_t{P.heads} * P.dh;
-  const T* v_g = k_g + int64_t{P.heads} * P.dh;
+  const HeadRows<T> src = head_rows(qkv, P, b, h);
 
   // Starts the loads of the 64-key tile at k0 into buffer buf, as one cp.async group.
   const auto load_kv = [&](int k0, int buf) {
     if (vec) {
-      load_tile_async<kRows, DP>(k_s + buf * kTile, k_g, stride, k0, P.seq, P.dh);
-      load_tile_async<kRows, DP>(v_s + buf * kTile, v_g, stride, k0, P.seq, P.dh);
+      load_tile_async<kRows, DP>(k_s + buf * kTile, src.k, src.stride, k0, P.seq, P.dh);
+      load_tile_async<kRows, DP>(v_s + buf * kTile, src.v, src.stride, k0, P.seq, P.dh);
     } else {
-      load_tile<kRows, DP>(k_s + buf * kTile, k_g, stride, k0, P.seq, P.dh, false);
-      load_tile<kRows, DP>(v_s + buf * kTile, v_g, stride, k0, P.seq, P.dh, false);
+      load_tile<kRows, DP>(k_s + buf * kTile, src.k, src.stride, k0, P.seq, P.dh, false);
+      load_tile<kRows, DP>(v_s + buf * kTile, src.v, src.stride, k0, P.seq, P.dh, false);
     }
     cp_async_commit_group();
   };
@@ -148,8 +145,8 @@ __global__ void __launch_bounds__(kThreads, 2)
     return threadIdx.x < kRows && real_key(mask, b, P.seq, k0 + static_cast<int>(threadIdx.x));
   };
 
-  if (vec) load_tile_async<kRows, DP>(q_s, q_g, stride, q0, P.seq, P.dh);
-  else load_tile<kRows, DP>(q_s, q_g, stride, q0, P.seq, P.dh, false);
+  if (vec) load_tile_async<kRows, DP>(q_s, src.q, src.stride, q0, P.seq, P.dh);
+  else load_tile<kRows, DP>(q_s, src.q, src.stride, q0, P.seq, P.dh, false);
   load_kv(0, 0);  // Q joins the first tile's group
   if (threadIdx.x < kRows) real_s[threadIdx.x] = key_flag(0);
   const T* q_w = q_s + warp * 16 * ld;

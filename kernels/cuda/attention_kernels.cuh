@@ -6,8 +6,8 @@
 // which builds on it) by:
 //   - kernels/cuda/attention.cu, on the GPU. It first defines the tensor-core
 //     step mma16816<T> (inline PTX) and ATTENTION_SHARED_MEMORY;
-//   - the emulated tests (tests/kernels/attention_emulated_test.cc,
-//     attention_forward_pipelined_emulated_test.cc), on the CPU, after
+//   - the emulated tests (tests/kernels/attention_*emulated_test.cc, through
+//     attention_emulated_launches.h), on the CPU, after
 //     tests/testing/warp_emulator.h, which supplies CPU versions of those and
 //     of the CUDA built-ins used here (threadIdx, __syncthreads, float and
 //     unsigned shuffles, 16-bit conversions), so this exact code is tested
@@ -78,6 +78,32 @@ __device__ __forceinline__ uint32_t load_pair(const T* p) {
   return *reinterpret_cast<const uint32_t*>(p);  // p is 4-byte aligned: even index, even stride
 }
 
+// The f32 path's step: a lane's 2 x 2 share of C (rows g, g + 8; columns 2t, 2t + 1 of an 8-column
+// block) += (a0, a1)^T (b0, b1).
+__device__ __forceinline__ void fma_2x2(float (&c)[4], float a0, float a1, float b0, float b1) {
+  c[0] = fmaf(a0, b0, c[0]);
+  c[1] = fmaf(a0, b1, c[1]);
+  c[2] = fmaf(a1, b0, c[2]);
+  c[3] = fmaf(a1, b1, c[3]);
+}
+
+// The A fragment of the 16-column step at column k of a 16-row tile in shared memory (row stride ld).
+template <class T>
+__device__ __forceinline__ void a_fragment_at(const T* a, int ld, int k, int g, int t, uint32_t (&af)[4]) {
+  af[0] = load_pair(a + g * ld + k + 2 * t);
+  af[1] = load_pair(a + (g + 8) * ld + k + 2 * t);
+  af[2] = load_pair(a + g * ld + k + 2 * t + 8);
+  af[3] = load_pair(a + (g + 8) * ld + k + 2 * t + 8);
+}
+
+// The B fragment of one 16 x 8 step of a matrix stored k-major in shared memory (row stride ld):
+// b0 points at its element (k row 2t, column g).
+template <class T>
+__device__ __forceinline__ void b_fragment_of_k_rows(const T* b0, int ld, uint32_t (&bf)[2]) {
+  bf[0] = pack_bits(b0[0], b0[ld]);
+  bf[1] = pack_bits(b0[8 * ld], b0[9 * ld]);
+}
+
 // C[16 x 8NT] += A[16 x K] . B[8NT x K]^T, with A's and B's rows in shared memory (row stride ld).
 template <int NT, int K, class T>
 __device__ __forceinline__ void mma_abt(float (&c)[NT][4], const T* a, const T* b, int ld) {
@@ -88,22 +114,14 @@ __device__ __forceinline__ void mma_abt(float (&c)[NT][4], const T* a, const T* 
     for (int k = 0; k < K; ++k) {
       const float a0 = a[g * ld + k], a1 = a[(g + 8) * ld + k];
 #pragma unroll
-      for (int n = 0; n < NT; ++n) {
-        const float b0 = b[(8 * n + 2 * t) * ld + k], b1 = b[(8 * n + 2 * t + 1) * ld + k];
-        c[n][0] = fmaf(a0, b0, c[n][0]);
-        c[n][1] = fmaf(a0, b1, c[n][1]);
-        c[n][2] = fmaf(a1, b0, c[n][2]);
-        c[n][3] = fmaf(a1, b1, c[n][3]);
-      }
+      for (int n = 0; n < NT; ++n)
+        fma_2x2(c[n], a0, a1, b[(8 * n + 2 * t) * ld + k], b[(8 * n + 2 * t + 1) * ld + k]);
     }
   } else {
 #pragma unroll 1
     for (int k = 0; k < K; k += 16) {
       uint32_t af[4];
-      af[0] = load_pair(a + g * ld + k + 2 * t);
-      af[1] = load_pair(a + (g + 8) * ld + k + 2 * t);
-      af[2] = load_pair(a + g * ld + k + 2 * t + 8);
-      af[3] = load_pair(a + (g + 8) * ld + k + 2 * t + 8);
+      a_fragment_at(a, ld, k, g, t, af);
 #pragma unroll
       for (int n = 0; n < NT; ++n) {
         uint32_t bf[2];
@@ -143,13 +161,7 @@ __device__ __forceinline__ void mma_pb(float (&c)[NT][4], const float (&p)[KT][4
           const float p1 = __shfl_sync(kFullMask, p[kt][2 + e], (lane & ~3) | src);
           const float* brow = b + (8 * kt + 2 * src + e) * ld + 2 * t;
 #pragma unroll
-          for (int n = 0; n < NT; ++n) {
-            const float b0 = brow[8 * n], b1 = brow[8 * n + 1];
-            c[n][0] = fmaf(p0, b0, c[n][0]);
-            c[n][1] = fmaf(p0, b1, c[n][1]);
-            c[n][2] = fmaf(p1, b0, c[n][2]);
-            c[n][3] = fmaf(p1, b1, c[n][3]);
-          }
+          for (int n = 0; n < NT; ++n) fma_2x2(c[n], p0, p1, brow[8 * n], brow[8 * n + 1]);
         }
       }
     }
@@ -162,8 +174,7 @@ __device__ __forceinline__ void mma_pb(float (&c)[NT][4], const float (&p)[KT][4
 #pragma unroll
       for (int n = 0; n < NT; ++n) {
         uint32_t bf[2];
-        bf[0] = pack_bits(b0[8 * n], b0[ld + 8 * n]);
-        bf[1] = pack_bits(b0[8 * ld + 8 * n], b0[9 * ld + 8 * n]);
+        b_fragment_of_k_rows(b0 + 8 * n, ld, bf);
         mma16816<T>(c[n], af, bf);
       }
     }
@@ -227,6 +238,25 @@ struct Params {
   uint32_t drop_threshold;  // 16-bit uniforms below it drop their element
   AttentionDropout drop;
 };
+
+// Where head (b, h) starts in a packed qkv [B, S, 3*H*Dh] (the rows of Q, K and V, stride
+// `stride`), and the row stride of out and dout [B, S, H*Dh]. Every kernel's first step.
+template <class T>
+struct HeadRows {
+  const T* q;
+  const T* k;
+  const T* v;
+  int64_t stride;      // 3 * H * Dh
+  int64_t out_stride;  // H * Dh
+};
+
+template <class T>
+__device__ __forceinline__ HeadRows<T> head_rows(const T* qkv, const Params& P, int b, int h) {
+  const int64_t stride = int64_t{3} * P.heads * P.dh, out_stride = int64_t{P.heads} * P.dh;
+  const T* q = qkv + int64_t{b} * P.seq * stride + int64_t{h} * P.dh;
+  const T* k = q + out_stride;
+  return {q, k, k + out_stride, stride, out_stride};
+}
 
 __device__ __forceinline__ uint32_t dropout_keep8(const Params& P, int64_t bh, int64_t i, int64_t j) {
   ATTENTION_COUNT_PHILOX();
@@ -379,12 +409,9 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int bh = blockIdx.x, b = bh / P.heads, h = bh % P.heads;
   const int q0 = blockIdx.y * kRows;
   const int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
-  const int64_t stride = int64_t{3} * P.heads * P.dh;
-  const T* q_g = qkv + int64_t{b} * P.seq * stride + int64_t{h} * P.dh;
-  const T* k_g = q_g + int64_t{P.heads} * P.dh;
-  const T* v_g = k_g + int64_t{P.heads} * P.dh;
+  const HeadRows<T> src = head_rows(qkv, P, b, h);
 
-  load_tile<kRows, DP>(q_s, q_g, stride, q0, P.seq, P.dh, vec);
+  load_tile<kRows, DP>(q_s, src.q, src.stride, q0, P.seq, P.dh, vec);
   const T* q_w = q_s + warp * 16 * ld;
 
   float o[DP / 8][4] = {};
@@ -393,8 +420,8 @@ __global__ void __launch_bounds__(kThreads, 2)
 
   for (int k0 = 0; k0 < P.seq; k0 += kRows) {
     __syncthreads();  // every warp is done with the previous K/V tile
-    load_tile<kRows, DP>(k_s, k_g, stride, k0, P.seq, P.dh, vec);
-    load_tile<kRows, DP>(v_s, v_g, stride, k0, P.seq, P.dh, vec);
+    load_tile<kRows, DP>(k_s, src.k, src.stride, k0, P.seq, P.dh, vec);
+    load_tile<kRows, DP>(v_s, src.v, src.stride, k0, P.seq, P.dh, vec);
     for (int j = threadIdx.x; j < kRows; j += kThreads) real_s[j] = real_key(mask, b, P.seq, k0 + j);
     __syncthreads();
 
@@ -427,6 +454,100 @@ __global__ void rowdot_kernel(const T* __restrict__ dout, const T* __restrict__ 
   }
 }
 
+// The dK/dV pass's steps, shared by dkdv_kernel and fused_backward_kernel (which adds dQ to the same
+// operations in the same order, so that the two paths' dK and dV are the same bits).
+
+// The block's 64 keys from k0: the K and V tiles into shared memory, and this lane's two keys (rows g
+// and g + 8 of its warp's 16) and whether each is real.
+template <int DP, class T>
+__device__ __forceinline__ void load_key_tile(T* k_s, T* v_s, const HeadRows<T>& src, const uint8_t* mask,
+                                              const Params& P, int b, int k0, bool vec, int (&key)[2],
+                                              bool (&real)[2]) {
+  load_tile<kRows, DP>(k_s, src.k, src.stride, k0, P.seq, P.dh, vec);
+  load_tile<kRows, DP>(v_s, src.v, src.stride, k0, P.seq, P.dh, vec);
+  const int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    key[r] = k0 + warp * 16 + g + 8 * r;
+    real[r] = real_key(mask, b, P.seq, key[r]);
+  }
+}
+
+// Queries [q0, q0 + BQ) into shared memory: Q, dO, lse (in log2 units) and rowdot, rows past S as P = 0.
+// Between two barriers: the first waits until every warp is done with the previous query tile (and
+// with whatever else of it the caller keeps in shared memory), the second until this one is loaded.
+template <int BQ, int DP, class T>
+__device__ __forceinline__ void load_query_tile(T* q_s, T* do_s, float* lse_s, float* rowdot_s,
+                                                const HeadRows<T>& src, const T* do_g, const float* lse,
+                                                const float* rowdot, const Params& P, int bh, int q0,
+                                                bool vec_qkv, bool vec_dout) {
+  __syncthreads();
+  load_tile<BQ, DP>(q_s, src.q, src.stride, q0, P.seq, P.dh, vec_qkv);
+  load_tile<BQ, DP>(do_s, do_g, src.out_stride, q0, P.seq, P.dh, vec_dout);
+  for (int i = threadIdx.x; i < BQ; i += kThreads) {
+    const bool in = q0 + i < P.seq;  // rows past the end: P = 0
+    lse_s[i] = in ? lse[int64_t{bh} * P.seq + q0 + i] * kLog2e : INFINITY;
+    rowdot_s[i] = in ? rowdot[int64_t{bh} * P.seq + q0 + i] : 0.0f;
+  }
+  __syncthreads();
+}
+
+// One query tile for this warp's 16 keys (k_w, v_w: their K and V rows): S^T = K Q^T, dP^T = V dO^T,
+// P^T, dS^T = P^T (dP^T * drop - D), then dV += (P^T * drop) dO and dK += dS^T Q. Leaves dS^T (before
+// the 1/sqrt(Dh) of dK and dQ) in dst, a transposed tile: rows this warp's keys, columns queries.
+template <int DP, int NQ, class T>
+__device__ __forceinline__ void dkdv_query_tile(float (&dk)[DP / 8][4], float (&dv)[DP / 8][4], float (&dst)[NQ][4],
+                                                const T* k_w, const T* v_w, const T* q_s, const T* do_s,
+                                                const float* lse_s, const float* rowdot_s, const int (&key)[2],
+                                                const bool (&real)[2], const Params& P, int bh, int q0, int t) {
+  constexpr int ld = kLd<T, DP>;
+  float pt[NQ][4] = {};
+#pragma unroll
+  for (int n = 0; n < NQ; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dst[n][e] = 0.0f;
+  mma_abt<NQ, DP>(pt, k_w, q_s, ld);
+  mma_abt<NQ, DP>(dst, v_w, do_s, ld);
+  uint32_t keep[2] = {~0u, ~0u};
+  if (P.drop.active()) keep_bits_along_queries<NQ>(P, bh, q0, key[0], t, keep);
+#pragma unroll
+  for (int n = 0; n < NQ; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int r = e >> 1, qi = 8 * n + 2 * t + (e & 1);
+      const float p = real[r] ? exp2f(pt[n][e] * P.score_scale - lse_s[qi]) : 0.0f;
+      const float f = (keep[r] >> (2 * n + (e & 1))) & 1u ? P.drop_scale : 0.0f;  // drop_scale = 1 without dropout
+      pt[n][e] = p * f;                                // dropped-out probability
+      dst[n][e] = p * (dst[n][e] * f - rowdot_s[qi]);  // dS^T
+    }
+  mma_pb<DP / 8, NQ>(dv, pt, do_s, ld);
+  mma_pb<DP / 8, NQ>(dk, dst, q_s, ld);
+}
+
+// The pass's end: dK (times 1/sqrt(Dh)) and dV of this lane's two keys into dqkv.
+template <int DP, class T>
+__device__ __forceinline__ void store_dkdv_rows(const float (&dk)[DP / 8][4], const float (&dv)[DP / 8][4],
+                                                T* __restrict__ dqkv, const HeadRows<T>& src, const int (&key)[2],
+                                                const Params& P, int b, int h, int t) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    if (key[r] >= P.seq) continue;
+    T* row = dqkv + (int64_t{b} * P.seq + key[r]) * src.stride + int64_t{h} * P.dh;
+    T* dk_row = row + src.out_stride;
+    T* dv_row = dk_row + src.out_stride;
+#pragma unroll
+    for (int d = 0; d < DP / 8; ++d)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int col = 8 * d + 2 * t + e;
+        if (col < P.dh) {
+          dk_row[col] = store<T>(dk[d][2 * r + e] * P.grad_scale);
+          dv_row[col] = store<T>(dv[d][2 * r + e]);
+        }
+      }
+  }
+}
+
 // dK and dV for 64 keys per block, streaming BQ queries at a time.
 template <class T, int DP, int BQ>
 __global__ void __launch_bounds__(kThreads, 2)
@@ -445,73 +566,23 @@ __global__ void __launch_bounds__(kThreads, 2)
 
   const int bh = blockIdx.x, b = bh / P.heads, h = bh % P.heads;
   const int k0 = blockIdx.y * kRows;
-  const int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
-  const int64_t stride = int64_t{3} * P.heads * P.dh, out_stride = int64_t{P.heads} * P.dh;
-  const T* q_g = qkv + int64_t{b} * P.seq * stride + int64_t{h} * P.dh;
-  const T* k_g = q_g + out_stride;
-  const T* v_g = k_g + out_stride;
-  const T* do_g = dout + int64_t{b} * P.seq * out_stride + int64_t{h} * P.dh;
+  const int warp = threadIdx.x >> 5, t = threadIdx.x & 3;
+  const HeadRows<T> src = head_rows(qkv, P, b, h);
+  const T* do_g = dout + int64_t{b} * P.seq * src.out_stride + int64_t{h} * P.dh;
 
-  load_tile<kRows, DP>(k_s, k_g, stride, k0, P.seq, P.dh, vec_qkv);
-  load_tile<kRows, DP>(v_s, v_g, stride, k0, P.seq, P.dh, vec_qkv);
-  const T* k_w = k_s + warp * 16 * ld;
-  const T* v_w = v_s + warp * 16 * ld;
   int key[2];
   bool real[2];
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    key[r] = k0 + warp * 16 + g + 8 * r;
-    real[r] = real_key(mask, b, P.seq, key[r]);
-  }
+  load_key_tile<DP>(k_s, v_s, src, mask, P, b, k0, vec_qkv, key, real);
+  const T* k_w = k_s + warp * 16 * ld;
+  const T* v_w = v_s + warp * 16 * ld;
 
   float dk[DP / 8][4] = {}, dv[DP / 8][4] = {};
   for (int q0 = 0; q0 < P.seq; q0 += BQ) {
-    __syncthreads();  // every warp is done with the previous query tile
-    load_tile<BQ, DP>(q_s, q_g, stride, q0, P.seq, P.dh, vec_qkv);
-    load_tile<BQ, DP>(do_s, do_g, out_stride, q0, P.seq, P.dh, vec_dout);
-    for (int i = threadIdx.x; i < BQ; i += kThreads) {
-      const bool in = q0 + i < P.seq;  // rows past the end: P = 0
-      lse_s[i] = in ? lse[int64_t{bh} * P.seq + q0 + i] * kLog2e : INFINITY;
-      rowdot_s[i] = in ? rowdot[int64_t{bh} * P.seq + q0 + i] : 0.0f;
-    }
-    __syncthreads();
-
-    float pt[NQ][4] = {}, dst[NQ][4] = {};  // transposed tiles: rows are this warp's keys, columns queries
-    mma_abt<NQ, DP>(pt, k_w, q_s, ld);
-    mma_abt<NQ, DP>(dst, v_w, do_s, ld);
-    uint32_t keep[2] = {~0u, ~0u};
-    if (P.drop.active()) keep_bits_along_queries<NQ>(P, bh, q0, key[0], t, keep);
-#pragma unroll
-    for (int n = 0; n < NQ; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = e >> 1, qi = 8 * n + 2 * t + (e & 1);
-        const float p = real[r] ? exp2f(pt[n][e] * P.score_scale - lse_s[qi]) : 0.0f;
-        const float f = (keep[r] >> (2 * n + (e & 1))) & 1u ? P.drop_scale : 0.0f;  // drop_scale = 1 without dropout
-        pt[n][e] = p * f;                                // dropped-out probability
-        dst[n][e] = p * (dst[n][e] * f - rowdot_s[qi]);  // dS^T (before the 1/sqrt(Dh) of dK)
-      }
-    mma_pb<DP / 8, NQ>(dv, pt, do_s, ld);
-    mma_pb<DP / 8, NQ>(dk, dst, q_s, ld);
+    load_query_tile<BQ, DP>(q_s, do_s, lse_s, rowdot_s, src, do_g, lse, rowdot, P, bh, q0, vec_qkv, vec_dout);
+    float dst[NQ][4];
+    dkdv_query_tile<DP>(dk, dv, dst, k_w, v_w, q_s, do_s, lse_s, rowdot_s, key, real, P, bh, q0, t);
   }
-
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    if (key[r] >= P.seq) continue;
-    T* row = dqkv + (int64_t{b} * P.seq + key[r]) * stride + int64_t{h} * P.dh;
-    T* dk_row = row + out_stride;
-    T* dv_row = dk_row + out_stride;
-#pragma unroll
-    for (int d = 0; d < DP / 8; ++d)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int col = 8 * d + 2 * t + e;
-        if (col < P.dh) {
-          dk_row[col] = store<T>(dk[d][2 * r + e] * P.grad_scale);
-          dv_row[col] = store<T>(dv[d][2 * r + e]);
-        }
-      }
-  }
+  store_dkdv_rows<DP>(dk, dv, dqkv, src, key, P, b, h, t);
 }
 
 // dQ for 64 queries per block, streaming 64 keys at a time.
@@ -532,14 +603,11 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int bh = blockIdx.x, b = bh / P.heads, h = bh % P.heads;
   const int q0 = blockIdx.y * kRows;
   const int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
-  const int64_t stride = int64_t{3} * P.heads * P.dh, out_stride = int64_t{P.heads} * P.dh;
-  const T* q_g = qkv + int64_t{b} * P.seq * stride + int64_t{h} * P.dh;
-  const T* k_g = q_g + out_stride;
-  const T* v_g = k_g + out_stride;
-  const T* do_g = dout + int64_t{b} * P.seq * out_stride + int64_t{h} * P.dh;
+  const HeadRows<T> src = head_rows(qkv, P, b, h);
+  const T* do_g = dout + int64_t{b} * P.seq * src.out_stride + int64_t{h} * P.dh;
 
-  load_tile<kRows, DP>(q_s, q_g, stride, q0, P.seq, P.dh, vec_qkv);
-  load_tile<kRows, DP>(do_s, do_g, out_stride, q0, P.seq, P.dh, vec_dout);
+  load_tile<kRows, DP>(q_s, src.q, src.stride, q0, P.seq, P.dh, vec_qkv);
+  load_tile<kRows, DP>(do_s, do_g, src.out_stride, q0, P.seq, P.dh, vec_dout);
   const T* q_w = q_s + warp * 16 * ld;
   const T* do_w = do_s + warp * 16 * ld;
   int query[2];
@@ -555,8 +623,8 @@ __global__ void __launch_bounds__(kThreads, 2)
   float dq[DP / 8][4] = {};
   for (int k0 = 0; k0 < P.seq; k0 += kRows) {
     __syncthreads();  // every warp is done with the previous K/V tile
-    load_tile<kRows, DP>(k_s, k_g, stride, k0, P.seq, P.dh, vec_qkv);
-    load_tile<kRows, DP>(v_s, v_g, stride, k0, P.seq, P.dh, vec_qkv);
+    load_tile<kRows, DP>(k_s, src.k, src.stride, k0, P.seq, P.dh, vec_qkv);
+    load_tile<kRows, DP>(v_s, src.v, src.stride, k0, P.seq, P.dh, vec_qkv);
     for (int j = threadIdx.x; j < kRows; j += kThreads) real_s[j] = real_key(mask, b, P.seq, k0 + j);
     __syncthreads();
 
@@ -583,7 +651,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     if (query[r] >= P.seq) continue;
-    T* dq_row = dqkv + (int64_t{b} * P.seq + query[r]) * stride + int64_t{h} * P.dh;
+    T* dq_row = dqkv + (int64_t{b} * P.seq + query[r]) * src.stride + int64_t{h} * P.dh;
 #pragma unroll
     for (int d = 0; d < DP / 8; ++d)
 #pragma unroll

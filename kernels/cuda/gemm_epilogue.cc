@@ -12,14 +12,13 @@
 
 #include <cublasLt.h>
 
-#include <cstdlib>
 #include <map>
 #include <mutex>
-#include <string>
 #include <tuple>
 
 #include "core/check.h"
 #include "core/cuda_check.h"
+#include "core/env_switch.h"
 #include "kernels/cuda/cublas_handle.h"
 #include "kernels/cuda/scratch.cuh"
 
@@ -29,7 +28,7 @@ namespace {
 
 constexpr size_t kWorkspaceBytes = size_t{4} << 20;  // what PyTorch gives cuBLASLt by default on Hopper-class GPUs
 
-std::optional<bool> g_forced;
+constinit EnvSwitch<bool, 2> g_switch{"TANDEM_CUBLASLT_EPILOGUES", {{"0", false}, {"1", true}}};
 
 // Owns the descriptors of one problem.
 struct LtProblem {
@@ -113,19 +112,9 @@ bool run(cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n, int64
 
 }  // namespace
 
-bool parse_cublaslt_epilogues(const char* v) {
-  if (!v || !*v || std::string(v) == "0") return false;
-  TANDEM_CHECK(std::string(v) == "1", "TANDEM_CUBLASLT_EPILOGUES must be 0 or 1, got '{}'", v);
-  return true;
-}
-
-bool cublaslt_epilogues_enabled() {
-  if (g_forced) return *g_forced;
-  static const bool on = parse_cublaslt_epilogues(std::getenv("TANDEM_CUBLASLT_EPILOGUES"));
-  return on;
-}
-
-void set_cublaslt_epilogues_for_testing(std::optional<bool> on) { g_forced = on; }
+bool parse_cublaslt_epilogues(const char* v) { return g_switch.parse(v); }
+bool cublaslt_epilogues_enabled() { return g_switch.value(); }
+void set_cublaslt_epilogues_for_testing(std::optional<bool> on) { g_switch.force_for_testing(on); }
 
 bool gemm_bias_lt(const void* x, const void* w, const void* b, void* y, int64_t rows, int64_t in, int64_t out,
                   DType t, int device, cudaStream_t stream) {

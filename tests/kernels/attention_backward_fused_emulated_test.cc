@@ -15,7 +15,6 @@
 //
 // Forward outputs come from the CPU reference (the backward reads out only for
 // D = dO . O, and lse); the emulated forward is attention_emulated_test.cc's.
-#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -24,16 +23,9 @@
 #include <utility>
 #include <vector>
 
-#include "tests/testing/warp_emulator.h"  // first: CUDA keywords and built-ins for the device code
+#include "tests/kernels/attention_emulated_launches.h"  // first: the emulator before the device code
 
-// Counts the Philox blocks the device code computes for dropout (attention_kernels.cuh's hook).
-inline int64_t philox_blocks_computed = 0;
-#define ATTENTION_COUNT_PHILOX() (++::philox_blocks_computed)
-
-#include "kernels/attention.h"
-#include "kernels/cpu/attention_cpu.h"
 #include "kernels/cuda/attention_backward_fused.cuh"
-#include "kernels/cuda/attention_kernels.cuh"
 #include "tests/kernels/attention_backward_comparison.h"
 #include "tests/kernels/attention_testing.h"
 #include "tests/testing/gradcheck.h"
@@ -43,97 +35,13 @@ namespace {
 
 using namespace attention_detail;
 using testing::all_close;
+using testing::cpu_backward;
 using testing::dq_agrees_to_f32_rounding;
 using testing::dqkv_part;
-using testing::padding_mask;
-using testing::random_tensor;
-
-// attention_emulated_test.cc's gradient tolerances (those of attention_parity_test.cc).
-struct Tol {
-  double atol, rtol;
-};
-Tol gradient_tolerance(DType t) {
-  switch (t) {
-    case DType::BF16: return {5e-2, 3e-2};
-    case DType::F16: return {8e-3, 5e-3};
-    default: return {1e-4, 1e-3};
-  }
-}
-
-struct Case {
-  int64_t batch, seq, heads, head_dim;
-  std::vector<int64_t> lengths;  // empty: no mask
-  double dropout;
-};
-
-std::string case_name(const Case& c) {
-  std::string n = fmt::format("B{}_S{}_H{}_Dh{}", c.batch, c.seq, c.heads, c.head_dim);
-  if (!c.lengths.empty()) n += "_padded";
-  if (c.dropout > 0) n += "_dropout";
-  return n;
-}
-void PrintTo(const Case& c, std::ostream* os) { *os << case_name(c); }
-
-// One backward problem: inputs, and the CPU reference's forward (out, lse) that both paths read.
-struct Problem {
-  AttentionShape s;
-  AttentionDropout d;
-  DType t;
-  Tensor qkv, mask, out, lse, dout;
-};
-
-const uint8_t* mask_ptr(const Tensor& mask) { return mask.defined() ? mask.data<uint8_t>() : nullptr; }
-
-Problem make_problem(const Case& c, DType t) {
-  Problem p{{c.batch, c.seq, c.heads, c.head_dim}, {static_cast<float>(c.dropout), 31, 4}, t, {}, {}, {}, {}, {}};
-  const Shape out_shape{c.batch, c.seq, c.heads * c.head_dim};
-  p.qkv = random_tensor({c.batch, c.seq, 3 * c.heads * c.head_dim}, 1, t);
-  p.mask = c.lengths.empty() ? Tensor() : padding_mask(c.lengths, c.seq);
-  p.dout = random_tensor(out_shape, 2, t);
-  p.out = Tensor::empty(out_shape, t);
-  p.lse = Tensor::empty({c.batch, c.heads, c.seq}, DType::F32);
-  attention_forward_cpu(p.qkv.data_ptr(), mask_ptr(p.mask), p.out.data_ptr(), p.lse.data_ptr(), p.s, p.d, t);
-  return p;
-}
-
-Tensor cpu_backward(const Problem& p) {
-  Tensor dqkv = Tensor::empty(p.qkv.shape(), p.t);
-  attention_backward_cpu(p.qkv.data_ptr(), mask_ptr(p.mask), p.lse.data_ptr(), p.dout.data_ptr(), dqkv.data_ptr(), p.s,
-                         p.d, p.t);
-  return dqkv;
-}
-
-// D = rowsum(dO * O), as both CUDA paths compute it first.
-template <class T>
-std::vector<float> emulated_rowdot(const Problem& p, const Params& params) {
-  const int64_t rows = p.s.batch * p.s.seq * p.s.heads;
-  std::vector<float> rowdot(static_cast<size_t>(rows));
-  warp_emulator::launch(static_cast<unsigned>((rows + kWarps - 1) / kWarps), 1, kThreads, 0, [&] {
-    rowdot_kernel<T>(p.dout.data<T>(), p.out.data<T>(), rowdot.data(), rows, params.seq, params.heads, params.dh);
-  });
-  return rowdot;
-}
-
-// The split path's launches (attention.cu's backward_split), run by the emulator.
-template <class T>
-void emulated_split(const Problem& p, Tensor& dqkv) {
-  const Params params = make_params(p.s, p.d);
-  const Grid grid = grid_for(p.s);
-  const std::vector<float> rowdot = emulated_rowdot<T>(p, params);
-  const bool vec_qkv = vector_loads<T>(p.qkv.data_ptr(), p.s.head_dim);
-  const bool vec_dout = vector_loads<T>(p.dout.data_ptr(), p.s.head_dim);
-  with_padded_dim(p.s.head_dim, [&](auto dp) {
-    constexpr int DP = decltype(dp)::value;
-    warp_emulator::launch(grid.x, grid.y, kThreads, dkdv_smem_bytes<T, DP>(), [&] {
-      dkdv_kernel<T, DP, kDkdvQueryTile<DP>>(p.qkv.data<T>(), mask_ptr(p.mask), p.lse.data<float>(), rowdot.data(),
-                                             p.dout.data<T>(), dqkv.data<T>(), params, vec_qkv, vec_dout);
-    });
-    warp_emulator::launch(grid.x, grid.y, kThreads, dq_smem_bytes<T, DP>(), [&] {
-      dq_kernel<T, DP>(p.qkv.data<T>(), mask_ptr(p.mask), p.lse.data<float>(), rowdot.data(), p.dout.data<T>(),
-                       dqkv.data<T>(), params, vec_qkv, vec_dout);
-    });
-  });
-}
+using testing::make_problem;
+using testing::mask_ptr;
+using Case = testing::AttentionCase;
+using Problem = testing::AttentionProblem;
 
 // The fused path's launches (attention.cu's backward_fused) with the plan for `scratch_limit`, run by the
 // emulator. The scratch starts as NaN, so a partial that no block writes shows up in dQ.
@@ -142,7 +50,7 @@ void emulated_fused(const Problem& p, Tensor& dqkv, size_t scratch_limit) {
   const Params params = make_params(p.s, p.d);
   const FusedBackwardPlan plan = plan_fused_backward(p.s, scratch_limit);
   ASSERT_GT(plan.heads_per_launch, 0) << "the plan falls back to the split path";
-  const std::vector<float> rowdot = emulated_rowdot<T>(p, params);
+  const std::vector<float> rowdot = emulated_rowdot<T>(p.out, p.dout, params, p.s);
   std::vector<float> partial(plan.scratch_bytes / sizeof(float), std::nanf(""));
   const bool vec_qkv = vector_loads<T>(p.qkv.data_ptr(), p.s.head_dim);
   const bool vec_dout = vector_loads<T>(p.dout.data_ptr(), p.s.head_dim);
@@ -172,7 +80,7 @@ Tensor emulated_backward(const Problem& p, Path path, size_t scratch_limit = kFu
   Tensor dqkv = Tensor::empty(p.qkv.shape(), p.t);
   dqkv.fill_(std::nan(""));  // every element must be written
   TANDEM_DISPATCH_FLOAT_NO_F64(p.t, "emulated attention backward", [&] {
-    if (path == Path::Split) emulated_split<scalar_t>(p, dqkv);
+    if (path == Path::Split) emulated_split_backward<scalar_t>(p.qkv, p.mask, p.out, p.lse, p.dout, dqkv, p.s, p.d);
     else emulated_fused<scalar_t>(p, dqkv, scratch_limit);
   });
   return dqkv;
@@ -183,7 +91,7 @@ class EmulatedFusedBackward : public ::testing::TestWithParam<std::tuple<DType, 
 TEST_P(EmulatedFusedBackward, MatchesTheCpuReference) {
   const auto& [t, c] = GetParam();
   const Problem p = make_problem(c, t);
-  const Tol tol = gradient_tolerance(t);
+  const testing::Tolerance tol = testing::attention_gradient_tolerance(t);
   EXPECT_TRUE(all_close(emulated_backward(p, Path::Fused), cpu_backward(p), tol.atol, tol.rtol));
 }
 
@@ -200,10 +108,7 @@ const Case kCases[] = {
 INSTANTIATE_TEST_SUITE_P(Cases, EmulatedFusedBackward,
                          ::testing::Combine(::testing::Values(DType::F32, DType::BF16, DType::F16),
                                             ::testing::ValuesIn(kCases)),
-                         [](const auto& info) {
-                           return std::string(dtype_name(std::get<0>(info.param))) + "_" +
-                                  case_name(std::get<1>(info.param));
-                         });
+                         testing::dtype_and_case_name);
 
 // dK and dV the same bits (with dropout, also the same decisions), dQ to f32 rounding
 // (tests/kernels/attention_backward_comparison.h says why and how close); with one key tile the same bits.
@@ -231,10 +136,7 @@ const Case kPairCases[] = {
 INSTANTIATE_TEST_SUITE_P(Cases, EmulatedFusedVersusSplit,
                          ::testing::Combine(::testing::Values(DType::F32, DType::BF16, DType::F16),
                                             ::testing::ValuesIn(kPairCases)),
-                         [](const auto& info) {
-                           return std::string(dtype_name(std::get<0>(info.param))) + "_" +
-                                  case_name(std::get<1>(info.param));
-                         });
+                         testing::dtype_and_case_name);
 
 TEST(EmulatedFusedBackwardPlan, ChunkedLaunchesGiveTheSameBitsAsOne) {
   const Problem p = make_problem({2, 70, 3, 20, {70, 33}, 0.2}, DType::BF16);

@@ -7,7 +7,6 @@
 // including more heads than one launch takes; and bit for bit run to run.
 // Skipped without a GPU (failed under TANDEM_REQUIRE_GPU=1). The switch's
 // parser is tested on the CPU.
-#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -36,22 +35,16 @@ using testing::dq_agrees_to_f32_rounding;
 using testing::dqkv_part;
 using testing::padding_mask;
 using testing::random_tensor;
+using testing::rejects_naming_variable_and_value;
+using Case = testing::AttentionCase;
 
 TEST(AttentionBackwardSwitch, IsSplitUnlessSetToFusedAndNamesTheVariableAndValueOnABadOne) {
   EXPECT_EQ(parse_attention_backward_path(nullptr), AttentionBackwardPath::Split);
   EXPECT_EQ(parse_attention_backward_path(""), AttentionBackwardPath::Split);
   EXPECT_EQ(parse_attention_backward_path("split"), AttentionBackwardPath::Split);
   EXPECT_EQ(parse_attention_backward_path("fused"), AttentionBackwardPath::Fused);
-  for (const char* bad : {"Fused", "1", "fused "}) {
-    try {
-      parse_attention_backward_path(bad);
-      ADD_FAILURE() << "no error for '" << bad << "'";
-    } catch (const Error& e) {
-      const std::string what = e.what();
-      EXPECT_NE(what.find("TANDEM_ATTENTION_BACKWARD"), std::string::npos) << what;
-      EXPECT_NE(what.find(std::string("'") + bad + "'"), std::string::npos) << what;
-    }
-  }
+  for (const char* bad : {"Fused", "1", "fused "})
+    EXPECT_TRUE(rejects_naming_variable_and_value(parse_attention_backward_path, "TANDEM_ATTENTION_BACKWARD", bad));
 }
 
 TEST(AttentionBackwardSwitch, TestsCanForceEitherPath) {
@@ -68,31 +61,6 @@ struct FusedBackward {
   ~FusedBackward() { set_attention_backward_path_for_testing(std::nullopt); }
 };
 
-struct Tol {
-  double atol, rtol;
-};
-Tol gradient_tolerance(DType t) {  // attention_parity_test.cc's
-  switch (t) {
-    case DType::BF16: return {5e-2, 3e-2};
-    case DType::F16: return {8e-3, 5e-3};
-    default: return {1e-4, 1e-3};
-  }
-}
-
-struct Case {
-  int64_t batch, seq, heads, head_dim;
-  std::vector<int64_t> lengths;  // empty: no mask
-  double dropout;
-};
-
-std::string case_name(const Case& c) {
-  std::string n = fmt::format("B{}_S{}_H{}_Dh{}", c.batch, c.seq, c.heads, c.head_dim);
-  if (!c.lengths.empty()) n += "_padded";
-  if (c.dropout > 0) n += "_dropout";
-  return n;
-}
-void PrintTo(const Case& c, std::ostream* os) { *os << case_name(c); }
-
 class AttentionFusedBackwardParity : public ::testing::TestWithParam<std::tuple<DType, Case>> {
  protected:
   void SetUp() override { TANDEM_REQUIRE_GPU(); }
@@ -101,18 +69,9 @@ class AttentionFusedBackwardParity : public ::testing::TestWithParam<std::tuple<
 TEST_P(AttentionFusedBackwardParity, MatchesTheCpuReference) {
   const auto& [t, c] = GetParam();
   const FusedBackward fused;
-  Tensor qkv_cpu = random_tensor({c.batch, c.seq, 3 * c.heads * c.head_dim}, 1, t).set_requires_grad(true);
-  Tensor qkv_gpu = qkv_cpu.detach().to(Device::cuda(0)).set_requires_grad(true);
-  Tensor mask_cpu = c.lengths.empty() ? Tensor() : padding_mask(c.lengths, c.seq);
-  Tensor mask_gpu = c.lengths.empty() ? Tensor() : mask_cpu.to(Device::cuda(0));
-  const int heads = static_cast<int>(c.heads);
-  Tensor out_cpu = attention(qkv_cpu, mask_cpu, heads, c.dropout, 31, 4);
-  Tensor out_gpu = attention(qkv_gpu, mask_gpu, heads, c.dropout, 31, 4);
-  Tensor dout = random_tensor(out_cpu.shape(), 2, t);
-  out_cpu.backward(dout);
-  out_gpu.backward(dout.to(Device::cuda(0)));
-  const Tol tol = gradient_tolerance(t);
-  EXPECT_TRUE(all_close(qkv_gpu.grad(), qkv_cpu.grad(), tol.atol, tol.rtol));
+  const testing::GpuAndCpuResults r = testing::attention_on_gpu_and_cpu(c, t);
+  const testing::Tolerance tol = testing::attention_gradient_tolerance(t);
+  EXPECT_TRUE(all_close(r.grad_gpu, r.grad_cpu, tol.atol, tol.rtol));
 }
 
 const Case kCases[] = {
@@ -128,10 +87,7 @@ const Case kCases[] = {
 INSTANTIATE_TEST_SUITE_P(Cases, AttentionFusedBackwardParity,
                          ::testing::Combine(::testing::Values(DType::F32, DType::BF16, DType::F16),
                                             ::testing::ValuesIn(kCases)),
-                         [](const auto& info) {
-                           return std::string(dtype_name(std::get<0>(info.param))) + "_" +
-                                  case_name(std::get<1>(info.param));
-                         });
+                         testing::dtype_and_case_name);
 
 // dqkv from attention_backward_cuda on `path`, after the GPU forward, for fixed inputs.
 std::vector<double> gpu_backward(const Case& c, DType t, AttentionBackwardPath path) {
@@ -141,7 +97,7 @@ std::vector<double> gpu_backward(const Case& c, DType t, AttentionBackwardPath p
   Tensor qkv = random_tensor({s.batch, s.seq, 3 * s.heads * s.head_dim}, 5, t, gpu);
   Tensor dout = random_tensor({s.batch, s.seq, s.heads * s.head_dim}, 6, t, gpu);
   Tensor mask = c.lengths.empty() ? Tensor() : padding_mask(c.lengths, c.seq, gpu);
-  const uint8_t* m = mask.defined() ? mask.data<uint8_t>() : nullptr;
+  const uint8_t* m = testing::mask_ptr(mask);
   Tensor out = Tensor::empty(dout.shape(), t, gpu), lse = Tensor::empty({s.batch, s.heads, s.seq}, DType::F32, gpu);
   Tensor dqkv = Tensor::empty(qkv.shape(), t, gpu);
   void* stream = cuda::current_stream(0).handle();
@@ -176,10 +132,7 @@ const Case kPairCases[] = {
 INSTANTIATE_TEST_SUITE_P(Cases, AttentionFusedVersusSplit,
                          ::testing::Combine(::testing::Values(DType::F32, DType::BF16, DType::F16),
                                             ::testing::ValuesIn(kPairCases)),
-                         [](const auto& info) {
-                           return std::string(dtype_name(std::get<0>(info.param))) + "_" +
-                                  case_name(std::get<1>(info.param));
-                         });
+                         testing::dtype_and_case_name);
 
 TEST(AttentionFusedBackward, IsBitReproducible) {
   TANDEM_REQUIRE_GPU();

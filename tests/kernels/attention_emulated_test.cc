@@ -20,15 +20,9 @@
 #include <utility>
 #include <vector>
 
-#include "tests/testing/warp_emulator.h"  // first: CUDA keywords and built-ins for the device code
-
-// Counts the Philox blocks the device code computes for dropout (attention_kernels.cuh's hook).
-inline int64_t philox_blocks_computed = 0;
-#define ATTENTION_COUNT_PHILOX() (++::philox_blocks_computed)
+#include "tests/kernels/attention_emulated_launches.h"  // first: the emulator before the device code
 
 #include "kernels/attention.h"
-#include "kernels/cpu/attention_cpu.h"
-#include "kernels/cuda/attention_kernels.cuh"
 #include "tests/kernels/attention_testing.h"
 #include "tests/testing/gradcheck.h"
 
@@ -37,128 +31,26 @@ namespace {
 
 using namespace attention_detail;
 using testing::all_close;
-using testing::padding_mask;
 using testing::random_tensor;
-
-struct Tol {
-  double atol, rtol;
-};
-
-Tol output_tolerance(DType t) {
-  switch (t) {
-    case DType::BF16: return {2e-2, 2e-2};
-    case DType::F16: return {3e-3, 3e-3};
-    default: return {1e-5, 1e-4};
-  }
-}
-
-Tol gradient_tolerance(DType t) {
-  switch (t) {
-    case DType::BF16: return {5e-2, 3e-2};
-    case DType::F16: return {8e-3, 5e-3};
-    default: return {1e-4, 1e-3};
-  }
-}
-
-const uint8_t* mask_ptr(const Tensor& mask) { return mask.defined() ? mask.data<uint8_t>() : nullptr; }
-
-// attention_forward_cuda's launch, run by the emulator.
-template <class T>
-void emulated_forward(const Tensor& qkv, const Tensor& mask, Tensor& out, Tensor& lse, const AttentionShape& s,
-                      const AttentionDropout& d) {
-  const Params params = make_params(s, d);
-  const Grid grid = grid_for(s);
-  with_padded_dim(s.head_dim, [&](auto dp) {
-    constexpr int DP = decltype(dp)::value;
-    warp_emulator::launch(grid.x, grid.y, kThreads, forward_smem_bytes<T, DP>(), [&] {
-      forward_kernel<T, DP>(static_cast<const T*>(qkv.data_ptr()), mask_ptr(mask), static_cast<T*>(out.data_ptr()),
-                            lse.data<float>(), params, vector_loads<T>(qkv.data_ptr(), s.head_dim));
-    });
-  });
-}
-
-// attention_backward_cuda's launches, run by the emulator.
-template <class T>
-void emulated_backward(const Tensor& qkv, const Tensor& mask, const Tensor& out, const Tensor& lse, const Tensor& dout,
-                       Tensor& dqkv, const AttentionShape& s, const AttentionDropout& d) {
-  const Params params = make_params(s, d);
-  const Grid grid = grid_for(s);
-  const int64_t rows = s.batch * s.seq * s.heads;
-  std::vector<float> rowdot(static_cast<size_t>(rows));
-  const bool vec_qkv = vector_loads<T>(qkv.data_ptr(), s.head_dim);
-  const bool vec_dout = vector_loads<T>(dout.data_ptr(), s.head_dim);
-  const auto* q = static_cast<const T*>(qkv.data_ptr());
-  const auto* o = static_cast<const T*>(out.data_ptr());
-  const auto* go = static_cast<const T*>(dout.data_ptr());
-  auto* dq = static_cast<T*>(dqkv.data_ptr());
-  warp_emulator::launch(static_cast<unsigned>((rows + kWarps - 1) / kWarps), 1, kThreads, 0, [&] {
-    rowdot_kernel<T>(go, o, rowdot.data(), rows, params.seq, params.heads, params.dh);
-  });
-  with_padded_dim(s.head_dim, [&](auto dp) {
-    constexpr int DP = decltype(dp)::value;
-    warp_emulator::launch(grid.x, grid.y, kThreads, dkdv_smem_bytes<T, DP>(), [&] {
-      dkdv_kernel<T, DP, kDkdvQueryTile<DP>>(q, mask_ptr(mask), lse.data<float>(), rowdot.data(), go, dq, params,
-                                             vec_qkv, vec_dout);
-    });
-    warp_emulator::launch(grid.x, grid.y, kThreads, dq_smem_bytes<T, DP>(), [&] {
-      dq_kernel<T, DP>(q, mask_ptr(mask), lse.data<float>(), rowdot.data(), go, dq, params, vec_qkv, vec_dout);
-    });
-  });
-}
-
-struct Case {
-  int64_t batch, seq, heads, head_dim;
-  std::vector<int64_t> lengths;  // empty: no mask
-  double dropout;
-};
-
-std::string case_name(const Case& c) {
-  std::string n = "B" + std::to_string(c.batch) + "_S" + std::to_string(c.seq) + "_H" + std::to_string(c.heads) +
-                  "_Dh" + std::to_string(c.head_dim);
-  if (!c.lengths.empty()) n += "_padded";
-  if (c.dropout > 0) n += "_dropout";
-  return n;
-}
-
-// The softmax normalisers agree to f32 rounding, and are +inf exactly for the rows with no real key.
-::testing::AssertionResult same_lse(const Tensor& got, const Tensor& expected) {
-  const std::vector<double> a = got.to_double_vector(), e = expected.to_double_vector();
-  for (size_t i = 0; i < a.size(); ++i) {
-    const bool ok = std::isinf(e[i]) ? a[i] == e[i] : std::fabs(a[i] - e[i]) <= 1e-5 * (1 + std::fabs(e[i]));
-    if (!ok) return ::testing::AssertionFailure() << "lse[" << i << "] = " << a[i] << ", expected " << e[i];
-  }
-  return ::testing::AssertionSuccess();
-}
-
-void PrintTo(const Case& c, std::ostream* os) { *os << case_name(c); }
+using Case = testing::AttentionCase;
 
 class EmulatedAttentionKernels : public ::testing::TestWithParam<std::tuple<DType, Case>> {};
 
 TEST_P(EmulatedAttentionKernels, MatchTheCpuReference) {
   const auto& [t, c] = GetParam();
-  const AttentionShape s{c.batch, c.seq, c.heads, c.head_dim};
-  const AttentionDropout d{static_cast<float>(c.dropout), 31, 4};
-  const Shape out_shape{s.batch, s.seq, s.heads * s.head_dim};
-  Tensor qkv = random_tensor({s.batch, s.seq, 3 * s.heads * s.head_dim}, 1, t);
-  Tensor mask = c.lengths.empty() ? Tensor() : padding_mask(c.lengths, s.seq);
-  Tensor dout = random_tensor(out_shape, 2, t);
+  const testing::AttentionProblem p = testing::make_problem(c, t);  // p.out, p.lse: the CPU reference's
+  const Tensor dqkv_ref = testing::cpu_backward(p);
 
-  Tensor out_ref = Tensor::empty(out_shape, t), lse_ref = Tensor::empty({s.batch, s.heads, s.seq}, DType::F32);
-  Tensor dqkv_ref = Tensor::empty(qkv.shape(), t);
-  attention_forward_cpu(qkv.data_ptr(), mask_ptr(mask), out_ref.data_ptr(), lse_ref.data_ptr(), s, d, t);
-  attention_backward_cpu(qkv.data_ptr(), mask_ptr(mask), lse_ref.data_ptr(), dout.data_ptr(), dqkv_ref.data_ptr(), s, d,
-                         t);
-
-  Tensor out = Tensor::empty(out_shape, t), lse = Tensor::empty({s.batch, s.heads, s.seq}, DType::F32);
-  Tensor dqkv = Tensor::empty(qkv.shape(), t);
+  Tensor out = Tensor::empty(p.out.shape(), t), lse = Tensor::empty(p.lse.shape(), DType::F32);
+  Tensor dqkv = Tensor::empty(p.qkv.shape(), t);
   dqkv.fill_(std::nan(""));  // every element must be written
   TANDEM_DISPATCH_FLOAT_NO_F64(t, "emulated attention", [&] {
-    emulated_forward<scalar_t>(qkv, mask, out, lse, s, d);
-    emulated_backward<scalar_t>(qkv, mask, out, lse, dout, dqkv, s, d);
+    emulated_forward<scalar_t>(p.qkv, p.mask, out, lse, p.s, p.d);
+    emulated_split_backward<scalar_t>(p.qkv, p.mask, out, lse, p.dout, dqkv, p.s, p.d);
   });
-  const Tol fo = output_tolerance(t), go = gradient_tolerance(t);
-  EXPECT_TRUE(all_close(out, out_ref, fo.atol, fo.rtol)) << "forward";
-  EXPECT_TRUE(same_lse(lse, lse_ref));
+  const testing::Tolerance fo = testing::attention_output_tolerance(t), go = testing::attention_gradient_tolerance(t);
+  EXPECT_TRUE(all_close(out, p.out, fo.atol, fo.rtol)) << "forward";
+  EXPECT_TRUE(testing::same_lse(lse, p.lse));
   EXPECT_TRUE(all_close(dqkv, dqkv_ref, go.atol, go.rtol)) << "gradient";
 }
 
@@ -176,10 +68,7 @@ const Case kCases[] = {
 INSTANTIATE_TEST_SUITE_P(Cases, EmulatedAttentionKernels,
                          ::testing::Combine(::testing::Values(DType::F32, DType::BF16, DType::F16),
                                             ::testing::ValuesIn(kCases)),
-                         [](const auto& info) {
-                           return std::string(dtype_name(std::get<0>(info.param))) + "_" +
-                                  case_name(std::get<1>(info.param));
-                         });
+                         testing::dtype_and_case_name);
 
 // The decisions a block's lanes hold, by the fragment layouts, against kernels/attention_params.h element by
 // element: keep_bits_along_keys (forward, dQ: rows are queries) for the 64-key tile at k0, and

@@ -20,15 +20,9 @@
 #include <utility>
 #include <vector>
 
-#include "tests/testing/warp_emulator.h"  // first: CUDA keywords and built-ins for the device code
-
-// Counts the Philox blocks the device code computes for dropout (attention_kernels.cuh's hook).
-inline int64_t philox_blocks_computed = 0;
-#define ATTENTION_COUNT_PHILOX() (++::philox_blocks_computed)
+#include "tests/kernels/attention_emulated_launches.h"  // first: the emulator before the device code
 
 #include "kernels/cpu/attention_cpu.h"
-#include "kernels/cuda/attention_forward_choice.h"
-#include "kernels/cuda/attention_forward_pipelined.cuh"
 #include "tests/kernels/attention_testing.h"
 #include "tests/testing/gradcheck.h"
 
@@ -38,58 +32,12 @@ namespace {
 using namespace attention_detail;
 using testing::all_close;
 using testing::attention_output_tolerance;
+using testing::mask_ptr;
 using testing::padding_mask;
 using testing::random_tensor;
 using testing::same_bits;
 using testing::same_lse;
-
-const uint8_t* mask_ptr(const Tensor& mask) { return mask.defined() ? mask.data<uint8_t>() : nullptr; }
-
-// attention_forward_cuda's launch of `which`, run by the emulator with its warps interleaved by
-// `schedule`; out and lse start as NaN, so every element must be written.
-template <class T>
-void emulated_forward(AttentionForwardKernel which, const Tensor& qkv, const Tensor& mask, Tensor& out, Tensor& lse,
-                      const AttentionShape& s, const AttentionDropout& d,
-                      warp_emulator::Schedule schedule = warp_emulator::Schedule::RoundRobin) {
-  out.fill_(std::nan(""));
-  lse.fill_(std::nan(""));
-  const Params params = make_params(s, d);
-  const Grid grid = grid_for(s);
-  const bool vec = vector_loads<T>(qkv.data_ptr(), s.head_dim);
-  with_padded_dim(s.head_dim, [&](auto dp) {
-    constexpr int DP = decltype(dp)::value;
-    const auto* q = static_cast<const T*>(qkv.data_ptr());
-    auto* o = static_cast<T*>(out.data_ptr());
-    if constexpr (sizeof(T) == 2) {  // f32 always runs forward_kernel
-      if (which == AttentionForwardKernel::Pipelined) {
-        warp_emulator::launch(
-            grid.x, grid.y, kThreads, forward_pipelined_smem_bytes<T, DP>(),
-            [&] { forward_pipelined_kernel<T, DP>(q, mask_ptr(mask), o, lse.data<float>(), params, vec); }, schedule);
-        return;
-      }
-    }
-    warp_emulator::launch(
-        grid.x, grid.y, kThreads, forward_smem_bytes<T, DP>(),
-        [&] { forward_kernel<T, DP>(q, mask_ptr(mask), o, lse.data<float>(), params, vec); }, schedule);
-  });
-}
-
-struct Case {
-  int64_t batch, seq, heads, head_dim;
-  std::vector<int64_t> lengths;  // empty: no mask
-  double dropout;
-};
-
-std::string case_name(const Case& c) {
-  std::string n = "B";
-  n += std::to_string(c.batch) + "_S" + std::to_string(c.seq) + "_H" + std::to_string(c.heads) + "_Dh" +
-       std::to_string(c.head_dim);
-  if (!c.lengths.empty()) n += "_padded";
-  if (c.dropout > 0) n += "_dropout";
-  return n;
-}
-
-void PrintTo(const Case& c, std::ostream* os) { *os << case_name(c); }
+using Case = testing::AttentionCase;
 
 struct Results {
   Tensor out, lse;
@@ -119,7 +67,7 @@ class EmulatedPipelinedForward : public ::testing::TestWithParam<std::tuple<DTyp
               Tensor::empty({s.batch, s.heads, s.seq}, DType::F32)};
     philox_blocks_computed = 0;
     TANDEM_DISPATCH_FLOAT_NO_F64(dtype(), "emulated attention forward", [&] {
-      emulated_forward<scalar_t>(which, qkv, mask, r.out, r.lse, s, dropout(), schedule);
+      emulated_forward<scalar_t>(qkv, mask, r.out, r.lse, s, dropout(), which, schedule);
     });
     r.philox_blocks = std::exchange(philox_blocks_computed, 0);
     return r;
@@ -173,10 +121,7 @@ const Case kCases[] = {
 
 INSTANTIATE_TEST_SUITE_P(Cases, EmulatedPipelinedForward,
                          ::testing::Combine(::testing::Values(DType::BF16, DType::F16), ::testing::ValuesIn(kCases)),
-                         [](const auto& info) {
-                           return std::string(dtype_name(std::get<0>(info.param))) + "_" +
-                                  case_name(std::get<1>(info.param));
-                         });
+                         testing::dtype_and_case_name);
 
 TEST(EmulatedPipelinedForward, UsesPlainLoadsForAnUnalignedBaseAndStillMatches) {
   // Dh = 64 allows 16-byte copies, but qkv starting 2 bytes into its buffer does not.
@@ -190,7 +135,7 @@ TEST(EmulatedPipelinedForward, UsesPlainLoadsForAnUnalignedBaseAndStillMatches) 
   Tensor lse_ref = Tensor::empty({s.batch, s.heads, s.seq}, DType::F32);
   attention_forward_cpu(qkv.data_ptr(), nullptr, out_ref.data_ptr(), lse_ref.data_ptr(), s, d, DType::BF16);
   Tensor out = Tensor::empty(out_ref.shape(), DType::BF16), lse = Tensor::empty(lse_ref.shape(), DType::F32);
-  emulated_forward<BFloat16>(AttentionForwardKernel::Pipelined, qkv, Tensor(), out, lse, s, d);
+  emulated_forward<BFloat16>(qkv, Tensor(), out, lse, s, d, AttentionForwardKernel::Pipelined);
   const testing::Tolerance tol = attention_output_tolerance(DType::BF16);
   EXPECT_TRUE(all_close(out, out_ref, tol.atol, tol.rtol));
   EXPECT_TRUE(same_lse(lse, lse_ref));

@@ -26,7 +26,7 @@
 #if TANDEM_WITH_CUDA
 #include "core/stream.h"
 #include "kernels/cuda/attention_cuda.h"
-#include "kernels/cuda/attention_forward_choice.h"
+#include "kernels/cuda/attention_switches.h"
 #endif
 
 namespace tandem::kernels {
@@ -38,23 +38,17 @@ using testing::all_close;
 using testing::attention_output_tolerance;
 using testing::padding_mask;
 using testing::random_tensor;
+using testing::rejects_naming_variable_and_value;
 using testing::same_lse;
+using Case = testing::AttentionCase;
 
 TEST(AttentionForwardSwitch, IsTiledUnlessSetToPipelinedAndNamesTheVariableAndValueOnABadValue) {
   EXPECT_EQ(parse_attention_forward(nullptr), AttentionForwardKernel::Tiled);
   EXPECT_EQ(parse_attention_forward(""), AttentionForwardKernel::Tiled);
   EXPECT_EQ(parse_attention_forward("tiled"), AttentionForwardKernel::Tiled);
   EXPECT_EQ(parse_attention_forward("pipelined"), AttentionForwardKernel::Pipelined);
-  for (const char* bad : {"Pipelined", "1", "pipelined "}) {
-    try {
-      parse_attention_forward(bad);
-      ADD_FAILURE() << "no error for '" << bad << "'";
-    } catch (const Error& e) {
-      const std::string what = e.what();
-      EXPECT_NE(what.find("TANDEM_ATTENTION_FORWARD"), std::string::npos) << what;
-      EXPECT_NE(what.find(std::string("'") + bad + "'"), std::string::npos) << what;
-    }
-  }
+  for (const char* bad : {"Pipelined", "1", "pipelined "})
+    EXPECT_TRUE(rejects_naming_variable_and_value(parse_attention_forward, "TANDEM_ATTENTION_FORWARD", bad));
 }
 
 TEST(AttentionForwardSwitch, ATestOverrideWinsUntilItIsCleared) {
@@ -66,28 +60,6 @@ TEST(AttentionForwardSwitch, ATestOverrideWinsUntilItIsCleared) {
   }
   set_attention_forward_for_testing(std::nullopt);
   EXPECT_EQ(attention_forward_kernel(), from_environment);
-}
-
-struct Case {
-  int64_t batch, seq, heads, head_dim;
-  std::vector<int64_t> lengths;  // empty: no mask
-  double dropout;
-};
-
-std::string case_name(const Case& c) {
-  std::string n = "B";
-  n += std::to_string(c.batch) + "_S" + std::to_string(c.seq) + "_H" + std::to_string(c.heads) + "_Dh" +
-       std::to_string(c.head_dim);
-  if (!c.lengths.empty()) n += "_padded";
-  if (c.dropout > 0) n += "_dropout";
-  return n;
-}
-
-void PrintTo(const Case& c, std::ostream* os) { *os << case_name(c); }
-
-// Gradient tolerances of attention_parity_test.cc.
-testing::Tolerance gradient_tolerance(DType t) {
-  return t == DType::BF16 ? testing::Tolerance{5e-2, 3e-2} : testing::Tolerance{8e-3, 5e-3};
 }
 
 // One rounding of the 16-bit type, relative to values of size O(1).
@@ -102,20 +74,10 @@ class PipelinedForwardCuda : public ::testing::TestWithParam<std::tuple<DType, C
 TEST_P(PipelinedForwardCuda, AttentionWithTheSwitchOnMatchesTheCpuReference) {
   const auto& [t, c] = GetParam();
   set_attention_forward_for_testing(AttentionForwardKernel::Pipelined);
-  Tensor qkv_cpu = random_tensor({c.batch, c.seq, 3 * c.heads * c.head_dim}, 1, t).set_requires_grad(true);
-  Tensor qkv_gpu = qkv_cpu.detach().to(Device::cuda(0)).set_requires_grad(true);
-  Tensor mask_cpu = c.lengths.empty() ? Tensor() : padding_mask(c.lengths, c.seq);
-  Tensor mask_gpu = c.lengths.empty() ? Tensor() : mask_cpu.to(Device::cuda(0));
-  const int heads = static_cast<int>(c.heads);
-  Tensor out_cpu = attention(qkv_cpu, mask_cpu, heads, c.dropout, 31, 4);
-  Tensor out_gpu = attention(qkv_gpu, mask_gpu, heads, c.dropout, 31, 4);
-  const testing::Tolerance fo = attention_output_tolerance(t), go = gradient_tolerance(t);
-  EXPECT_TRUE(all_close(out_gpu, out_cpu, fo.atol, fo.rtol)) << "forward";
-
-  Tensor dout = random_tensor(out_cpu.shape(), 2, t);
-  out_cpu.backward(dout);
-  out_gpu.backward(dout.to(Device::cuda(0)));
-  EXPECT_TRUE(all_close(qkv_gpu.grad(), qkv_cpu.grad(), go.atol, go.rtol)) << "gradient";
+  const testing::GpuAndCpuResults r = testing::attention_on_gpu_and_cpu(c, t);
+  const testing::Tolerance fo = attention_output_tolerance(t), go = testing::attention_gradient_tolerance(t);
+  EXPECT_TRUE(all_close(r.out_gpu, r.out_cpu, fo.atol, fo.rtol)) << "forward";
+  EXPECT_TRUE(all_close(r.grad_gpu, r.grad_cpu, go.atol, go.rtol)) << "gradient";
 }
 
 TEST_P(PipelinedForwardCuda, MatchesTheTiledKernelToOneRounding) {
@@ -125,7 +87,7 @@ TEST_P(PipelinedForwardCuda, MatchesTheTiledKernelToOneRounding) {
   const Device gpu = Device::cuda(0);
   Tensor qkv = random_tensor({s.batch, s.seq, 3 * s.heads * s.head_dim}, 1, t, gpu);
   Tensor mask = c.lengths.empty() ? Tensor() : padding_mask(c.lengths, c.seq, gpu);
-  const uint8_t* m = mask.defined() ? mask.data<uint8_t>() : nullptr;
+  const uint8_t* m = testing::mask_ptr(mask);
   void* stream = cuda::current_stream(0).handle();
   Tensor out[2], lse[2];
   for (int k = 0; k < 2; ++k) {
@@ -153,10 +115,7 @@ const Case kCases[] = {
 
 INSTANTIATE_TEST_SUITE_P(Cases, PipelinedForwardCuda,
                          ::testing::Combine(::testing::Values(DType::BF16, DType::F16), ::testing::ValuesIn(kCases)),
-                         [](const auto& info) {
-                           return std::string(dtype_name(std::get<0>(info.param))) + "_" +
-                                  case_name(std::get<1>(info.param));
-                         });
+                         testing::dtype_and_case_name);
 
 #endif  // TANDEM_WITH_CUDA
 

@@ -26,42 +26,7 @@ namespace {
 using testing::all_close;
 using testing::padding_mask;
 using testing::random_tensor;
-
-struct Tol {
-  double atol, rtol;
-};
-
-Tol output_tolerance(DType t) {
-  switch (t) {
-    case DType::BF16: return {2e-2, 2e-2};
-    case DType::F16: return {3e-3, 3e-3};
-    default: return {1e-5, 1e-4};
-  }
-}
-
-Tol gradient_tolerance(DType t) {
-  switch (t) {
-    case DType::BF16: return {5e-2, 3e-2};
-    case DType::F16: return {8e-3, 5e-3};
-    default: return {1e-4, 1e-3};
-  }
-}
-
-struct Case {
-  int64_t batch, seq, heads, head_dim;
-  std::vector<int64_t> lengths;  // empty: no mask
-  double dropout;
-};
-
-std::string case_name(const Case& c) {
-  std::string n = "B" + std::to_string(c.batch) + "_S" + std::to_string(c.seq) + "_H" + std::to_string(c.heads) +
-                  "_Dh" + std::to_string(c.head_dim);
-  if (!c.lengths.empty()) n += "_padded";
-  if (c.dropout > 0) n += "_dropout";
-  return n;
-}
-
-void PrintTo(const Case& c, std::ostream* os) { *os << case_name(c); }
+using Case = testing::AttentionCase;
 
 class AttentionCudaParity : public ::testing::TestWithParam<std::tuple<DType, Case>> {
  protected:
@@ -70,21 +35,10 @@ class AttentionCudaParity : public ::testing::TestWithParam<std::tuple<DType, Ca
 
 TEST_P(AttentionCudaParity, ForwardAndBackwardMatchTheCpuReference) {
   const auto& [t, c] = GetParam();
-  const Shape qkv_shape{c.batch, c.seq, 3 * c.heads * c.head_dim};
-  Tensor qkv_cpu = random_tensor(qkv_shape, 1, t).set_requires_grad(true);
-  Tensor qkv_gpu = qkv_cpu.detach().to(Device::cuda(0)).set_requires_grad(true);
-  Tensor mask_cpu = c.lengths.empty() ? Tensor() : padding_mask(c.lengths, c.seq);
-  Tensor mask_gpu = c.lengths.empty() ? Tensor() : mask_cpu.to(Device::cuda(0));
-  const int heads = static_cast<int>(c.heads);
-  Tensor out_cpu = attention(qkv_cpu, mask_cpu, heads, c.dropout, 31, 4);
-  Tensor out_gpu = attention(qkv_gpu, mask_gpu, heads, c.dropout, 31, 4);
-  const Tol fo = output_tolerance(t), go = gradient_tolerance(t);
-  EXPECT_TRUE(all_close(out_gpu, out_cpu, fo.atol, fo.rtol)) << "forward";
-
-  Tensor dout = random_tensor(out_cpu.shape(), 2, t);
-  out_cpu.backward(dout);
-  out_gpu.backward(dout.to(Device::cuda(0)));
-  EXPECT_TRUE(all_close(qkv_gpu.grad(), qkv_cpu.grad(), go.atol, go.rtol)) << "gradient";
+  const testing::GpuAndCpuResults r = testing::attention_on_gpu_and_cpu(c, t);
+  const testing::Tolerance fo = testing::attention_output_tolerance(t), go = testing::attention_gradient_tolerance(t);
+  EXPECT_TRUE(all_close(r.out_gpu, r.out_cpu, fo.atol, fo.rtol)) << "forward";
+  EXPECT_TRUE(all_close(r.grad_gpu, r.grad_cpu, go.atol, go.rtol)) << "gradient";
 }
 
 const Case kCases[] = {
@@ -103,10 +57,7 @@ const Case kCases[] = {
 INSTANTIATE_TEST_SUITE_P(Cases, AttentionCudaParity,
                          ::testing::Combine(::testing::Values(DType::F32, DType::BF16, DType::F16),
                                             ::testing::ValuesIn(kCases)),
-                         [](const auto& info) {
-                           return std::string(dtype_name(std::get<0>(info.param))) + "_" +
-                                  case_name(std::get<1>(info.param));
-                         });
+                         testing::dtype_and_case_name);
 
 TEST(AttentionCuda, AllPaddingRowIsZeroWithZeroGradientsNotNan) {
   TANDEM_REQUIRE_GPU();

@@ -1,14 +1,26 @@
-// Shared by the attention tests: padding masks from sequence lengths, and the
-// comparisons of a forward's results (tolerances as in attention_parity_test.cc).
+// Shared by the attention tests: the test cases and their names, padding
+// masks from sequence lengths, one problem's inputs and CPU reference, the
+// tolerances against that reference (attention_parity_test.cc says why they
+// are what they are), the comparisons of a forward's results, and the check
+// of an environment switch's error.
 #pragma once
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
+#include <ostream>
+#include <string>
+#include <tuple>
 #include <vector>
 
+#include "core/check.h"
 #include "core/tensor.h"
+#include "kernels/attention.h"
+#include "kernels/attention_params.h"
+#include "kernels/cpu/attention_cpu.h"
+#include "tests/testing/gradcheck.h"
 
 namespace tandem::testing {
 
@@ -18,6 +30,79 @@ inline Tensor padding_mask(const std::vector<int64_t>& lengths, int64_t seq, Dev
   for (int64_t len : lengths)
     for (int64_t j = 0; j < seq; ++j) values.push_back(j < len ? 1 : 0);
   return Tensor::from_vector(values, {static_cast<int64_t>(lengths.size()), seq}, DType::U8, device);
+}
+
+// The kernels' mask argument: null for no mask.
+inline const uint8_t* mask_ptr(const Tensor& mask) { return mask.defined() ? mask.data<uint8_t>() : nullptr; }
+
+// One attention problem's sizes, padding and dropout rate.
+struct AttentionCase {
+  int64_t batch, seq, heads, head_dim;
+  std::vector<int64_t> lengths;  // empty: no mask
+  double dropout;
+};
+
+inline std::string case_name(const AttentionCase& c) {
+  std::string n = fmt::format("B{}_S{}_H{}_Dh{}", c.batch, c.seq, c.heads, c.head_dim);
+  if (!c.lengths.empty()) n += "_padded";
+  if (c.dropout > 0) n += "_dropout";
+  return n;
+}
+
+inline void PrintTo(const AttentionCase& c, std::ostream* os) { *os << case_name(c); }
+
+// The name of a (dtype, case) parameterised test: "bf16_B2_S7_H3_Dh20_padded".
+inline std::string dtype_and_case_name(const ::testing::TestParamInfo<std::tuple<DType, AttentionCase>>& info) {
+  return std::string(dtype_name(std::get<0>(info.param))) + "_" + case_name(std::get<1>(info.param));
+}
+
+// One problem on the CPU: random inputs (qkv seed 1, dout seed 2), the mask, and the CPU reference's
+// forward (out, lse), which a backward reads.
+struct AttentionProblem {
+  kernels::AttentionShape s;
+  kernels::AttentionDropout d;
+  DType t;
+  Tensor qkv, mask, out, lse, dout;
+};
+
+inline AttentionProblem make_problem(const AttentionCase& c, DType t) {
+  AttentionProblem p{{c.batch, c.seq, c.heads, c.head_dim}, {static_cast<float>(c.dropout), 31, 4}, t, {}, {}, {}, {}, {}};
+  const Shape out_shape{c.batch, c.seq, c.heads * c.head_dim};
+  p.qkv = random_tensor({c.batch, c.seq, 3 * c.heads * c.head_dim}, 1, t);
+  p.mask = c.lengths.empty() ? Tensor() : padding_mask(c.lengths, c.seq);
+  p.dout = random_tensor(out_shape, 2, t);
+  p.out = Tensor::empty(out_shape, t);
+  p.lse = Tensor::empty({c.batch, c.heads, c.seq}, DType::F32);
+  kernels::attention_forward_cpu(p.qkv.data_ptr(), mask_ptr(p.mask), p.out.data_ptr(), p.lse.data_ptr(), p.s, p.d, t);
+  return p;
+}
+
+// The CPU reference's dqkv for p.
+inline Tensor cpu_backward(const AttentionProblem& p) {
+  Tensor dqkv = Tensor::empty(p.qkv.shape(), p.t);
+  kernels::attention_backward_cpu(p.qkv.data_ptr(), mask_ptr(p.mask), p.lse.data_ptr(), p.dout.data_ptr(),
+                                  dqkv.data_ptr(), p.s, p.d, p.t);
+  return dqkv;
+}
+
+// attention() forward and backward on GPU 0 and on the CPU, from the same inputs (qkv seed 1, dout
+// seed 2, dropout seeds 31, 4), with whichever CUDA kernels the switches pick.
+struct GpuAndCpuResults {
+  Tensor out_gpu, out_cpu, grad_gpu, grad_cpu;  // grad: of qkv
+};
+
+inline GpuAndCpuResults attention_on_gpu_and_cpu(const AttentionCase& c, DType t) {
+  Tensor qkv_cpu = random_tensor({c.batch, c.seq, 3 * c.heads * c.head_dim}, 1, t).set_requires_grad(true);
+  Tensor qkv_gpu = qkv_cpu.detach().to(Device::cuda(0)).set_requires_grad(true);
+  Tensor mask_cpu = c.lengths.empty() ? Tensor() : padding_mask(c.lengths, c.seq);
+  Tensor mask_gpu = c.lengths.empty() ? Tensor() : mask_cpu.to(Device::cuda(0));
+  const int heads = static_cast<int>(c.heads);
+  Tensor out_cpu = kernels::attention(qkv_cpu, mask_cpu, heads, c.dropout, 31, 4);
+  Tensor out_gpu = kernels::attention(qkv_gpu, mask_gpu, heads, c.dropout, 31, 4);
+  Tensor dout = random_tensor(out_cpu.shape(), 2, t);
+  out_cpu.backward(dout);
+  out_gpu.backward(dout.to(Device::cuda(0)));
+  return {out_gpu, out_cpu, qkv_gpu.grad(), qkv_cpu.grad()};
 }
 
 // A kernel's forward output against the CPU reference: the reference computes in f32 from the same
@@ -30,6 +115,15 @@ inline Tolerance attention_output_tolerance(DType t) {
     case DType::BF16: return {2e-2, 2e-2};
     case DType::F16: return {3e-3, 3e-3};
     default: return {1e-5, 1e-4};
+  }
+}
+
+// A kernel's dqkv against the CPU reference: each element sums up to S terms rounded as above.
+inline Tolerance attention_gradient_tolerance(DType t) {
+  switch (t) {
+    case DType::BF16: return {5e-2, 3e-2};
+    case DType::F16: return {8e-3, 5e-3};
+    default: return {1e-4, 1e-3};
   }
 }
 
@@ -56,6 +150,20 @@ inline ::testing::AssertionResult same_bits(const Tensor& got, const Tensor& exp
                                            << got.to_double_vector()[i / width] << " vs "
                                            << expected.to_double_vector()[i / width];
   return ::testing::AssertionSuccess();
+}
+
+// parse(bad) throws an Error whose message names `variable` and quotes `bad` (an environment switch).
+template <class Parse>
+::testing::AssertionResult rejects_naming_variable_and_value(Parse parse, const char* variable, const char* bad) {
+  try {
+    parse(bad);
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    if (what.find(variable) == std::string::npos || what.find(std::string("'") + bad + "'") == std::string::npos)
+      return ::testing::AssertionFailure() << "the error does not name " << variable << " and '" << bad << "': " << what;
+    return ::testing::AssertionSuccess();
+  }
+  return ::testing::AssertionFailure() << "no error for '" << bad << "'";
 }
 
 }  // namespace tandem::testing
