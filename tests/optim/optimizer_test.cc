@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "core/check.h"
+#include "core/thread_pool.h"
 #include "optim/adamw.h"
 #include "optim/sgd.h"
 #include "optim/update_math.h"
@@ -99,6 +100,25 @@ TEST(Optimizer, CapturableUpdatesTakeTheLrFromMemoryNotTheHostValue) {
   EXPECT_EQ(a.neg_step_size, b.neg_step_size);
   EXPECT_NE(a.neg_step_size, adamw_scalars(AdamWHyper{.lr = 1.0, .weight_decay = 0.1}, 3.0).neg_step_size);
   EXPECT_EQ(sgd_scalars(SgdHyper{.lr = 1.0, .lr_ptr = &in_memory}).neg_lr, sgd_scalars(SgdHyper{.lr = 0.25}).neg_lr);
+}
+
+TEST(Optimizer, AdamWGivesTheSameBitsAtAnyThreadCount) {
+  // The CPU update is split over the thread pool; every element's update is its own.
+  const int threads = intra_op_threads();
+  std::vector<std::vector<std::vector<double>>> results;
+  for (int t : {1, 2, 3}) {
+    set_intra_op_threads(t);
+    std::vector<Tensor> ps = {param({300001}, 1), param({7}, 2)};
+    AdamW opt(ps, AdamWOptions{.lr = 1e-2});
+    for (uint64_t step = 1; step <= 3; ++step) {
+      set_grads(ps, step);
+      opt.step();
+    }
+    results.push_back(values(ps));
+  }
+  set_intra_op_threads(threads);
+  EXPECT_EQ(results[0], results[1]);
+  EXPECT_EQ(results[0], results[2]);
 }
 
 TEST(Optimizer, SetLrChangesOneGroup) {
