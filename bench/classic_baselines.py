@@ -8,6 +8,12 @@ Systems, each trained on the same seeded split and scored on the same held-out t
 Reports accuracy, macro-F1 and training wall time per system and split, and the mean over
 splits, as JSON and a markdown table. Not run in CI.
 
+--select chooses without the test split (bench/model_selection.py): Tandem's config among the
+base config and the --variants, and the SVM's C among --svm-c, each on a validation split
+carved from the split's training part (grouped like the test split); the choice is retrained
+on the whole training part and scored on the test split once. The JSON keeps every candidate's
+validation scores and the choice. fastText keeps its fixed settings.
+
 Data sets, built from Debian-shipped text:
   fortunes-demo   the demo's fortune categories (computers, food, politics, sports, startrek),
                   stratified 90/10 split per seed;
@@ -35,6 +41,8 @@ import time
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.metrics import accuracy_score, f1_score
 from sklearn.svm import LinearSVC
+
+from model_selection import grouped_split, select_and_test
 
 FORTUNES = "/usr/share/games/fortunes"
 DEMO_CATEGORIES = ["computers", "food", "politics", "sports", "startrek"]
@@ -95,24 +103,7 @@ def read_debian_sections(per_class, seed):
 
 def split(data, seed, test_fraction=0.1):
     """About test_fraction of each label held out; items sharing a source package go to one side together."""
-    rng = random.Random(1000 + seed)
-    groups = collections.defaultdict(list)
-    for i, item in enumerate(data):
-        groups[item[2] if item[2] is not None else i].append(item)
-    keys = sorted(groups, key=str)
-    rng.shuffle(keys)
-    want = {l: round(n * test_fraction) for l, n in collections.Counter(l for _, l, _ in data).items()}
-    taken = collections.Counter()
-    train, test = [], []
-    for k in keys:
-        items = groups[k]
-        label = collections.Counter(l for _, l, _ in items).most_common(1)[0][0]
-        if taken[label] < want[label] and taken[label] + len(items) <= max(1, want[label] * 1.2):
-            test.extend(items)
-            taken.update(l for _, l, _ in items)
-        else:
-            train.extend(items)
-    return train, test
+    return grouped_split(data, 1000 + seed, test_fraction)
 
 
 def one_line(text):
@@ -174,11 +165,11 @@ def run_fasttext(args, train, test, labels, work):
     return s
 
 
-def run_svm(train, test, labels):
+def run_svm(train, test, labels, c=1.0):
     start = time.perf_counter()
     vec = TfidfVectorizer(analyzer="char", ngram_range=(2, 5), sublinear_tf=True, lowercase=True)
     x = vec.fit_transform([t for t, _, _ in train])
-    clf = LinearSVC(C=1.0).fit(x, [l for _, l, _ in train])
+    clf = LinearSVC(C=c).fit(x, [l for _, l, _ in train])
     seconds = time.perf_counter() - start
     y_pred = clf.predict(vec.transform([t for t, _, _ in test]))
     s = scores([l for _, l, _ in test], list(y_pred), labels)
@@ -209,8 +200,24 @@ def main():
     p.add_argument("--variant", action="append", default=[],
                    help="NAME:key=value,key=value: an extra Tandem run per split with these --set overrides")
     p.add_argument("--fasttext-args", nargs="*", default=[])
+    p.add_argument("--select", action="store_true",
+                   help="choose Tandem's config among the base and the --variants, and the SVM's C among --svm-c, "
+                        "on a validation split of each training part; retrain the choice on the whole training "
+                        "part and score it on the test split once (bench/model_selection.py)")
+    p.add_argument("--validation-only", action="store_true",
+                   help="--select without its last step: every candidate's validation scores, no test scores "
+                        "(fastText is skipped)")
+    p.add_argument("--validation-fraction", type=float, default=0.1, help="--select: share of the training part")
+    p.add_argument("--svm-c", type=float, nargs="+", default=[1.0],
+                   help="the SVM's C; several only with --select (the first wins ties)")
     p.add_argument("--json", required=True, help="where the per-split results go")
     args = p.parse_args()
+    if args.validation_only and not args.select:
+        p.error("--validation-only needs --select")
+    if len(args.svm_c) > 1 and not args.select:
+        p.error("--svm-c with several values needs --select (otherwise C would be chosen on the test split)")
+    if not 0 < args.validation_fraction < 1:
+        p.error(f"--validation-fraction must be in (0, 1), got {args.validation_fraction}")
 
     if args.dataset == "fortunes-demo":
         data = read_fortunes(DEMO_CATEGORIES)
@@ -223,18 +230,39 @@ def main():
         train, test = split(data, seed)
         with tempfile.TemporaryDirectory(prefix="tandem_baselines_") as work:
             row = {"seed": seed, "train": len(train), "test": len(test)}
-            row["tfidf_svm"] = run_svm(train, test, labels)
-            row["fasttext"] = run_fasttext(args, train, test, labels, work)
-            for name, sets in variants:
-                row[name] = run_tandem(args, train, test, labels, work, sets)
+            if args.select:
+                row["tfidf_svm"] = select_and_test(
+                    [(f"C={c:g}", c) for c in args.svm_c], train, test, seed, args.validation_fraction,
+                    lambda c, fit, held_out: run_svm(fit, held_out, labels, c), not args.validation_only)
+            else:
+                row["tfidf_svm"] = run_svm(train, test, labels, args.svm_c[0])
+            if not args.validation_only:
+                row["fasttext"] = run_fasttext(args, train, test, labels, work)
+            if args.select:
+                row["tandem"] = select_and_test(
+                    variants, train, test, seed, args.validation_fraction,
+                    lambda sets, fit, held_out: run_tandem(args, fit, held_out, labels, work, sets),
+                    not args.validation_only)
+            else:
+                for name, sets in variants:
+                    row[name] = run_tandem(args, train, test, labels, work, sets)
             runs.append(row)
             print(json.dumps(row), flush=True)
             write_report(args, data, runs)  # after every split, so an interrupted run keeps what it measured
-    systems = ["tfidf_svm", "fasttext"] + [n for n, _ in variants]
+    if args.validation_only:
+        print(f"\n| system | candidate | validation accuracy (mean) | per split |  ({len(runs)} splits)\n|---|---|---:|---|")
+        for s in ("tfidf_svm", "tandem"):
+            for name in runs[0][s]["validation"]:
+                accs = [r[s]["validation"][name]["accuracy"] for r in runs]
+                print(f"| {s} | {name} | {sum(accs) / len(accs):.3f} | {' / '.join(f'{a:.3f}' for a in accs)} |")
+        return
+    systems = ["tfidf_svm", "fasttext"] + ([n for n, _ in variants] if not args.select else ["tandem"])
     print(f"\n| system | accuracy | macro-F1 | train time (s) |  ({len(runs)} splits, mean)\n|---|---:|---:|---:|")
     for s in systems:
         m = {k: sum(r[s][k] for r in runs) / len(runs) for k in ("accuracy", "macro_f1", "train_seconds")}
-        print(f"| {s} | {m['accuracy']:.3f} | {m['macro_f1']:.3f} | {m['train_seconds']:.1f} |")
+        chosen = ", ".join(r[s]["chosen"] for r in runs if "chosen" in r[s])
+        print(f"| {s} | {m['accuracy']:.3f} | {m['macro_f1']:.3f} | {m['train_seconds']:.1f} |"
+              + (f" chosen per split: {chosen}" if chosen else ""))
 
 
 if __name__ == "__main__":
