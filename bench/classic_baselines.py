@@ -42,6 +42,7 @@ from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.metrics import accuracy_score, f1_score
 from sklearn.svm import LinearSVC
 
+from majority_vote import majority_vote
 from model_selection import grouped_split, select_and_test
 
 FORTUNES = "/usr/share/games/fortunes"
@@ -116,6 +117,7 @@ def scores(y_true, y_pred, labels):
 
 
 def run_tandem(args, train, test, labels, work, extra_sets):
+    """One `tandem train`, or with --tandem-seeds one per seed and their majority vote on the test texts."""
     train_csv, test_csv = os.path.join(work, "train.csv"), os.path.join(work, "test.csv")
     for path, rows in ((train_csv, train), (test_csv, test)):
         with open(path, "w", newline="", encoding="utf-8") as f:
@@ -123,24 +125,58 @@ def run_tandem(args, train, test, labels, work, extra_sets):
             w.writerow(["label", "text"])
             for text, label, _ in rows:
                 w.writerow([label, text])
-    out_dir = os.path.join(work, "tandem_out")
-    sets = ["data.format=csv", f"data.train_path={train_csv}", f"data.test_path={test_csv}", "data.header=true",
-            "data.label_column=label", "data.text_columns=[text]", f"data.class_names=[{', '.join(labels)}]",
-            f"output_dir={out_dir}", "save_steps=0", "save_total_limit=1"] + args.tandem_set + extra_sets
-    cmd = [args.tandem, "train", "--config", args.config, "--quiet"]
-    for s in sets:
-        cmd += ["--set", s]
+    base_sets = ["data.format=csv", f"data.train_path={train_csv}", f"data.test_path={test_csv}", "data.header=true",
+                 "data.label_column=label", "data.text_columns=[text]", f"data.class_names=[{', '.join(labels)}]",
+                 "save_steps=0", "save_total_limit=1"] + args.tandem_set + extra_sets
+
+    def train_one(out_dir, seed_sets):
+        cmd = [args.tandem, "train", "--config", args.config, "--quiet"]
+        for s in base_sets + [f"output_dir={out_dir}"] + seed_sets:
+            cmd += ["--set", s]
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        return json.load(open(os.path.join(out_dir, "results.json")))
+
     start = time.perf_counter()
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    if not args.tandem_seeds:
+        result = train_one(os.path.join(work, "tandem_out"), [])
+        seconds = time.perf_counter() - start
+        # Tandem's own test-split scores (scikit-learn's definitions: tests/train/evaluation_test.cc).
+        s = {"accuracy": result["eval_accuracy"], "macro_f1": result["eval_macro_f1"]}
+        s["train_seconds"] = seconds
+        s["steps"] = result["steps"]
+        if "best_model" in result:
+            s["best_step"] = result["best_model"]["step"]
+        return s
+    text_file = os.path.join(work, "test_texts.txt")
+    with open(text_file, "w", encoding="utf-8") as f:
+        for text, _, _ in test:
+            f.write(one_line(text) + "\n")
+    members, member_scores = [], []
+    for seed in args.tandem_seeds:
+        out_dir = os.path.join(work, f"tandem_out_seed{seed}")
+        result = train_one(out_dir, [f"seed={seed}"])
+        members.append(tandem_predictions(args, out_dir, text_file, len(test)))
+        member = scores([l for _, l, _ in test], [label for label, _ in members[-1]], labels)
+        # The prediction path (one line per text, `tandem predict`) against Tandem's own evaluation.
+        member["tandem_eval_accuracy"] = result["eval_accuracy"]
+        member_scores.append(member)
     seconds = time.perf_counter() - start
-    result = json.load(open(os.path.join(out_dir, "results.json")))
-    # Tandem's own test-split scores (scikit-learn's definitions: tests/train/evaluation_test.cc).
-    s = {"accuracy": result["eval_accuracy"], "macro_f1": result["eval_macro_f1"]}
+    s = scores([l for _, l, _ in test], majority_vote(members), labels)
     s["train_seconds"] = seconds
-    s["steps"] = result["steps"]
-    if "best_model" in result:
-        s["best_step"] = result["best_model"]["step"]
+    s["members"] = member_scores
     return s
+
+
+def tandem_predictions(args, out_dir, text_file, n):
+    """[(label, probability of that label)] for each line of text_file, from out_dir's checkpoint."""
+    checkpoints = sorted((d for d in os.listdir(out_dir) if d.startswith("checkpoint-")),
+                         key=lambda d: int(d.split("-")[1]))
+    out = subprocess.run([args.tandem, "predict", "--checkpoint", os.path.join(out_dir, checkpoints[-1]),
+                          "--input", text_file], check=True, capture_output=True, text=True).stdout
+    rows = [line.split("\t", 2) for line in out.splitlines() if line]
+    if len(rows) != n:
+        raise RuntimeError(f"tandem predict on {text_file}: {len(rows)} predictions for {n} texts")
+    return [(label, float(p)) for label, p, _ in rows]
 
 
 def run_fasttext(args, train, test, labels, work):
@@ -199,6 +235,9 @@ def main():
     p.add_argument("--tandem-set", action="append", default=[], help="extra --set for every Tandem run")
     p.add_argument("--variant", action="append", default=[],
                    help="NAME:key=value,key=value: an extra Tandem run per split with these --set overrides")
+    p.add_argument("--tandem-seeds", type=int, nargs="*", default=[],
+                   help="train every Tandem config once per seed and score the majority vote of their "
+                        "predictions (`tandem predict`; a tie goes to the most confident)")
     p.add_argument("--fasttext-args", nargs="*", default=[])
     p.add_argument("--select", action="store_true",
                    help="choose Tandem's config among the base and the --variants, and the SVM's C among --svm-c, "
