@@ -116,8 +116,9 @@ def scores(y_true, y_pred, labels):
             "macro_f1": f1_score(y_true, y_pred, labels=labels, average="macro", zero_division=0)}
 
 
-def run_tandem(args, train, test, labels, work, extra_sets):
-    """One `tandem train`, or with --tandem-seeds one per seed and their majority vote on the test texts."""
+def run_tandem(args, train, test, labels, work, extra_sets, seeds):
+    """One `tandem train` (seeds empty: the config's seed), or one per seed and their majority vote on the
+    test texts."""
     train_csv, test_csv = os.path.join(work, "train.csv"), os.path.join(work, "test.csv")
     for path, rows in ((train_csv, train), (test_csv, test)):
         with open(path, "w", newline="", encoding="utf-8") as f:
@@ -137,7 +138,7 @@ def run_tandem(args, train, test, labels, work, extra_sets):
         return json.load(open(os.path.join(out_dir, "results.json")))
 
     start = time.perf_counter()
-    if not args.tandem_seeds:
+    if not seeds:
         result = train_one(os.path.join(work, "tandem_out"), [])
         seconds = time.perf_counter() - start
         # Tandem's own test-split scores (scikit-learn's definitions: tests/train/evaluation_test.cc).
@@ -152,7 +153,7 @@ def run_tandem(args, train, test, labels, work, extra_sets):
         for text, _, _ in test:
             f.write(one_line(text) + "\n")
     members, member_scores = [], []
-    for seed in args.tandem_seeds:
+    for seed in seeds:
         out_dir = os.path.join(work, f"tandem_out_seed{seed}")
         result = train_one(out_dir, [f"seed={seed}"])
         members.append(tandem_predictions(args, out_dir, text_file, len(test)))
@@ -238,6 +239,9 @@ def main():
     p.add_argument("--tandem-seeds", type=int, nargs="*", default=[],
                    help="train every Tandem config once per seed and score the majority vote of their "
                         "predictions (`tandem predict`; a tie goes to the most confident)")
+    p.add_argument("--select-one-seed", action="store_true",
+                   help="--select with --tandem-seeds: compare the candidates as single models of the first "
+                        "seed; only the choice is trained with every seed")
     p.add_argument("--fasttext-args", nargs="*", default=[])
     p.add_argument("--select", action="store_true",
                    help="choose Tandem's config among the base and the --variants, and the SVM's C among --svm-c, "
@@ -253,6 +257,8 @@ def main():
     args = p.parse_args()
     if args.validation_only and not args.select:
         p.error("--validation-only needs --select")
+    if args.select_one_seed and not (args.select and len(args.tandem_seeds) > 1):
+        p.error("--select-one-seed needs --select and several --tandem-seeds")
     if len(args.svm_c) > 1 and not args.select:
         p.error("--svm-c with several values needs --select (otherwise C would be chosen on the test split)")
     if not 0 < args.validation_fraction < 1:
@@ -272,7 +278,7 @@ def main():
             if args.select:
                 row["tfidf_svm"] = select_and_test(
                     [(f"C={c:g}", c) for c in args.svm_c], train, test, seed, args.validation_fraction,
-                    lambda c, fit, held_out: run_svm(fit, held_out, labels, c), not args.validation_only)
+                    lambda c, fit, held_out, final: run_svm(fit, held_out, labels, c), not args.validation_only)
             else:
                 row["tfidf_svm"] = run_svm(train, test, labels, args.svm_c[0])
             if not args.validation_only:
@@ -280,11 +286,13 @@ def main():
             if args.select:
                 row["tandem"] = select_and_test(
                     variants, train, test, seed, args.validation_fraction,
-                    lambda sets, fit, held_out: run_tandem(args, fit, held_out, labels, work, sets),
+                    lambda sets, fit, held_out, final: run_tandem(
+                        args, fit, held_out, labels, work, sets,
+                        args.tandem_seeds if final or not args.select_one_seed else args.tandem_seeds[:1]),
                     not args.validation_only)
             else:
                 for name, sets in variants:
-                    row[name] = run_tandem(args, train, test, labels, work, sets)
+                    row[name] = run_tandem(args, train, test, labels, work, sets, args.tandem_seeds)
             runs.append(row)
             print(json.dumps(row), flush=True)
             write_report(args, data, runs)  # after every split, so an interrupted run keeps what it measured

@@ -67,7 +67,9 @@ def select_and_test(candidates, train, test, seed, fraction, fit_and_score, scor
     for comparing candidates on validation while the test split stays untouched).
 
     candidates: [(name, settings), ...], the default first. fit_and_score(settings, fit_data,
-    eval_data) trains on fit_data and returns scores on eval_data (a dict with "accuracy").
+    eval_data, final) trains on fit_data and returns scores on eval_data (a dict with "accuracy");
+    final is True only for the test run (a system may train its final model differently, e.g. as
+    an ensemble of several seeds where the candidates were compared as single models).
     Returns {"chosen", "validation": {name: scores}, "train", "validation_size", **test scores}.
     """
     names = [name for name, _ in candidates]
@@ -77,9 +79,9 @@ def select_and_test(candidates, train, test, seed, fraction, fit_and_score, scor
     if not fit or not validation:
         raise ValueError(f"select: validation fraction {fraction} of {len(train)} training texts leaves "
                          f"{len(fit)} to fit and {len(validation)} to validate")
-    on_validation = [(name, fit_and_score(settings, fit, validation)) for name, settings in candidates]
+    on_validation = [(name, fit_and_score(settings, fit, validation, False)) for name, settings in candidates]
     chosen = choose(on_validation)
-    result = dict(fit_and_score(dict(candidates)[chosen], train, test)) if score_test else {}
+    result = dict(fit_and_score(dict(candidates)[chosen], train, test, True)) if score_test else {}
     result.update({"chosen": chosen, "validation": dict(on_validation), "fit_size": len(fit),
                    "validation_size": len(validation)})
     return result

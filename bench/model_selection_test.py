@@ -63,8 +63,8 @@ class SelectAndTestTest(unittest.TestCase):
         # A fake learner: its "accuracy" is its setting, so the best setting is known in advance.
         self.scores = {"low": 0.5, "high": 0.9, "mid": 0.7}
 
-    def fit_and_score(self, setting, fit, held_out):
-        self.calls.append((setting, list(fit), list(held_out)))
+    def fit_and_score(self, setting, fit, held_out, final):
+        self.calls.append((setting, list(fit), list(held_out), final))
         return {"accuracy": self.scores[setting], "macro_f1": self.scores[setting] / 2}
 
     def test_chooses_on_validation_and_scores_the_test_split_once(self):
@@ -86,18 +86,22 @@ class SelectAndTestTest(unittest.TestCase):
     def test_selection_never_sees_a_test_text(self):
         select_and_test([("l", "low"), ("h", "high")], self.train, self.test, 0, 0.1, self.fit_and_score)
         test_texts = set(self.test)
-        for setting, fit, held_out in self.calls[:-1]:
+        for setting, fit, held_out, _ in self.calls[:-1]:
             self.assertFalse(test_texts & set(fit))
             self.assertFalse(test_texts & set(held_out))
 
     def test_candidates_fit_on_the_training_part_minus_validation(self):
         r = select_and_test([("l", "low"), ("h", "high")], self.train, self.test, 0, 0.1, self.fit_and_score)
-        for setting, fit, held_out in self.calls[:-1]:
+        for setting, fit, held_out, _ in self.calls[:-1]:
             self.assertEqual(sorted(fit + held_out), sorted(self.train))
             self.assertFalse({g for _, _, g in fit} & {g for _, _, g in held_out})
             self.assertEqual(len(held_out), r["validation_size"])
         # Every candidate sees the same validation split.
         self.assertEqual(self.calls[0][2], self.calls[1][2])
+
+    def test_only_the_test_run_is_marked_final(self):
+        select_and_test([("l", "low"), ("h", "high")], self.train, self.test, 0, 0.1, self.fit_and_score)
+        self.assertEqual([c[3] for c in self.calls], [False, False, True])
 
     def test_without_test_scoring_the_test_split_is_untouched(self):
         r = select_and_test([("l", "low"), ("h", "high")], self.train, self.test, 0, 0.1, self.fit_and_score,
