@@ -1,10 +1,11 @@
-"""Tandem against two classical text classifiers on the same splits.
+r"""Tandem against two classical text classifiers on the same splits.
 
 Systems, each trained on the same seeded split and scored on the same held-out texts:
   - tandem: `tandem train` with a given config (the data written as CSV and read by
     Tandem's csv format); accuracy and macro-F1 from its results.json (the test split);
   - fasttext: Debian's `fasttext supervised -epoch 25 -wordNgrams 2` (apt-get install fasttext);
-  - tfidf_svm: scikit-learn TF-IDF over character 2-5-grams (sublinear tf) + LinearSVC(C=1).
+  - tfidf_svm: scikit-learn TF-IDF over character 2-5-grams (sublinear tf) + LinearSVC (C=1, or
+    --svm-c).
 Reports accuracy, macro-F1 and training wall time per system and split, and the mean over
 splits, as JSON and a markdown table. Not run in CI.
 
@@ -12,7 +13,14 @@ splits, as JSON and a markdown table. Not run in CI.
 base config and the --variants, and the SVM's C among --svm-c, each on a validation split
 carved from the split's training part (grouped like the test split); the choice is retrained
 on the whole training part and scored on the test split once. The JSON keeps every candidate's
-validation scores and the choice. fastText keeps its fixed settings.
+validation scores and the choice. fastText keeps its fixed settings. --tandem-seeds trains each
+Tandem config once per seed and scores the majority vote of their predictions; the members'
+own scores stay in the JSON.
+
+  /opt/benchvenv/bin/python bench/classic_baselines.py --dataset debian-sections --seeds 0 1 2 3 4 5 \
+      --tandem build/apps/tandem --config configs/fortunes_ngrams.yaml \
+      --select --select-one-seed --svm-c 1 0.1 0.3 3 10 --tandem-seeds 42 43 44 \
+      --variant w1:tokenizer.word_ngrams=1 --json docs/results/classifiers_vs_baselines/select-debian-sections.json
 
 Data sets, built from Debian-shipped text:
   fortunes-demo   the demo's fortune categories (computers, food, politics, sports, startrek),
@@ -263,13 +271,18 @@ def main():
         p.error("--svm-c with several values needs --select (otherwise C would be chosen on the test split)")
     if not 0 < args.validation_fraction < 1:
         p.error(f"--validation-fraction must be in (0, 1), got {args.validation_fraction}")
+    for v in args.variant:
+        if ":" not in v or not v.split(":", 1)[0] or "=" not in v.split(":", 1)[1]:
+            p.error(f"--variant {v!r}: expected NAME:key=value[,key=value...]")
+    variants = [("tandem", [])] + [(v.split(":", 1)[0], v.split(":", 1)[1].split(",")) for v in args.variant]
+    if len({n for n, _ in variants}) != len(variants):
+        p.error(f"--variant names must differ from each other and from 'tandem': {[n for n, _ in variants]}")
 
     if args.dataset == "fortunes-demo":
         data = read_fortunes(DEMO_CATEGORIES)
     else:
         data = read_debian_sections(args.per_class, seed=0)
     labels = sorted({l for _, l, _ in data})
-    variants = [("tandem", [])] + [(v.split(":", 1)[0], v.split(":", 1)[1].split(",")) for v in args.variant]
     runs = []
     for seed in args.seeds:
         train, test = split(data, seed)
