@@ -249,6 +249,27 @@ TEST(CpuIsaDropout, FactorsFollowThePhiloxRuleOfDropoutMask) {
   }
 }
 
+TEST(CpuIsaDropout, EveryLevelFollowsTheRuleAtThresholdsOnTheUniformsGrid) {
+  // The kernels decide on integers ((x >> 8) >= ceil(p * 2^24)); the rule is on
+  // floats. p equal to element 77's own uniform (kept: >=) and one float above
+  // it (dropped), on and off the 2^-24 grid elsewhere, and the ends.
+  const float u = 1.0f / 16777216.0f;
+  const float u77 = uint_to_unit_float(philox_block(42, 9, 5 + 77 / 4).v[77 % 4]);
+  std::vector<const CpuKernels*> levels = {&baseline()};
+  for (const CpuKernels* k : wider_levels()) levels.push_back(k);
+  for (const CpuKernels* k : levels) {
+    for (float p : {u77, std::nextafter(u77, 1.0f), 0.0f, u, 0.3f, 0.5f + u, 1.0f - u, 1.0f, -0.5f, 1.5f}) {
+      std::vector<float> f(333);
+      k->dropout_factors(42, 9, 5, static_cast<int64_t>(f.size()), p, 2.0f, f.data());
+      for (size_t j = 0; j < f.size(); ++j)
+        ASSERT_EQ(f[j], dropout_keep(42, 9, 5 * 4 + j, p) ? 2.0f : 0.0f)
+            << cpu_isa_name(k->isa) << " p " << p << " element " << j;
+      if (p == u77) EXPECT_EQ(f[77], 2.0f) << "a uniform equal to p is kept";
+      if (p == std::nextafter(u77, 1.0f)) EXPECT_EQ(f[77], 0.0f) << "a uniform just below p is dropped";
+    }
+  }
+}
+
 TEST(CpuIsaDropout, PhiloxBlocksAreThoseOfCorePhilox) {
   for (uint64_t first : {uint64_t{0}, uint64_t{7}, (uint64_t{1} << 32) - 3}) {  // a block counter crossing 2^32
     for (int64_t n : {int64_t{1}, int64_t{5}, int64_t{16}, int64_t{33}}) {
