@@ -11,26 +11,13 @@
 #include "comm/store.h"
 #include "comm/store_server.h"
 #include "core/check.h"
+#include "tests/comm/ring_testing.h"
 
 namespace tandem::comm {
 namespace {
 
 using namespace std::chrono_literals;
-
-// Builds `n` ring groups (one per thread, as their constructors rendezvous together).
-std::vector<std::shared_ptr<RingProcessGroup>> make_ring(StoreServer& server, int n, ProcessGroupOptions o) {
-  std::vector<std::future<std::shared_ptr<RingProcessGroup>>> f;
-  for (int r = 0; r < n; ++r)
-    f.push_back(std::async(std::launch::async, [&, r] {
-      StoreOptions so;
-      so.timeout = 5000ms;
-      auto store = std::make_shared<Store>("127.0.0.1", server.port(), so);
-      return std::make_shared<RingProcessGroup>(store, r, n, o);
-    }));
-  std::vector<std::shared_ptr<RingProcessGroup>> out;
-  for (auto& x : f) out.push_back(x.get());
-  return out;
-}
+using testing::start_ring;
 
 ProcessGroupOptions options(std::chrono::milliseconds timeout = 10000ms) {
   ProcessGroupOptions o;
@@ -40,7 +27,7 @@ ProcessGroupOptions options(std::chrono::milliseconds timeout = 10000ms) {
 
 TEST(RingProcessGroup, OpsCompleteInIssueOrderWithStartAndEndStamps) {
   StoreServer server({});
-  auto pgs = make_ring(server, 2, options());
+  auto pgs = start_ring(server, 2, options());
   std::vector<std::vector<Tensor>> data(2);
   std::vector<std::vector<std::shared_ptr<Work>>> works(2);
   for (int r = 0; r < 2; ++r)
@@ -61,7 +48,7 @@ TEST(RingProcessGroup, OpsCompleteInIssueOrderWithStartAndEndStamps) {
 
 TEST(RingProcessGroup, WaitReturnsFalseWhileAPeerHasNotIssuedTheOpYet) {
   StoreServer server({});
-  auto pgs = make_ring(server, 2, options());
+  auto pgs = start_ring(server, 2, options());
   Tensor a = Tensor::full({10}, 1.0), b = Tensor::full({10}, 2.0);
   auto wa = pgs[0]->all_reduce(a, ReduceOp::Sum);
   EXPECT_FALSE(wa->wait(20ms));  // rank 1 has not issued it: it cannot be done
@@ -74,7 +61,7 @@ TEST(RingProcessGroup, WaitReturnsFalseWhileAPeerHasNotIssuedTheOpYet) {
 
 TEST(RingProcessGroup, TheWorkKeepsItsTensorsAlive) {
   StoreServer server({});
-  auto pgs = make_ring(server, 2, options());
+  auto pgs = start_ring(server, 2, options());
   std::shared_ptr<Work> w0, w1;
   Tensor result0;
   {
@@ -90,7 +77,7 @@ TEST(RingProcessGroup, TheWorkKeepsItsTensorsAlive) {
 
 TEST(RingProcessGroup, ASilentPeerTimesOutWithAnErrorNamingIt) {
   StoreServer server({});
-  auto pgs = make_ring(server, 3, options(300ms));
+  auto pgs = start_ring(server, 3, options(300ms));
   std::vector<Tensor> t = {Tensor::full({4}, 1.0), Tensor::full({4}, 1.0)};
   auto w0 = pgs[0]->all_reduce(t[0], ReduceOp::Sum);
   auto w1 = pgs[1]->all_reduce(t[1], ReduceOp::Sum);  // rank 2 never joins
@@ -109,7 +96,7 @@ TEST(RingProcessGroup, ASilentPeerTimesOutWithAnErrorNamingIt) {
 
 TEST(RingProcessGroup, MismatchedSizesAreRejectedBeforeAnythingIsSent) {
   StoreServer server({});
-  auto pgs = make_ring(server, 2, options());
+  auto pgs = start_ring(server, 2, options());
   Tensor in = Tensor::zeros({4}), out = Tensor::zeros({5});
   EXPECT_THROW(pgs[0]->all_reduce(in, out, ReduceOp::Sum), Error);
   Tensor gathered = Tensor::zeros({7});
@@ -122,7 +109,7 @@ TEST(RingProcessGroup, MismatchedSizesAreRejectedBeforeAnythingIsSent) {
 TEST(RingProcessGroup, ADifferentSizeOnAnotherRankFailsAtTheFirstFrameNamingItAndBothFrames) {
   // A minute of timeout: the error must come from the frame header, not from waiting.
   StoreServer server({});
-  auto pgs = make_ring(server, 2, options(60000ms));
+  auto pgs = start_ring(server, 2, options(60000ms));
   Tensor a = Tensor::full({100}, 1.0), b = Tensor::full({99}, 1.0);
   auto wa = pgs[0]->all_reduce(a, ReduceOp::Sum);
   auto wb = pgs[1]->all_reduce(b, ReduceOp::Sum);
@@ -164,7 +151,7 @@ TEST(RingFrame, AHeaderRoundTripsAndOtherBytesAreNotAHeader) {
 
 TEST(RingProcessGroup, ASingleRankGroupNeedsNoPeers) {
   StoreServer server({});
-  auto pgs = make_ring(server, 1, options());
+  auto pgs = start_ring(server, 1, options());
   Tensor t = Tensor::from_vector(std::vector<double>{1, 2, 3}, {3});
   ASSERT_TRUE(pgs[0]->all_reduce(t, ReduceOp::Avg)->wait(1000ms));
   EXPECT_EQ(t.to_double_vector(), (std::vector<double>{1, 2, 3}));
@@ -176,7 +163,7 @@ TEST(RingProcessGroup, SmallChunksPipelineTheSameResult) {
   StoreServer server({});
   ProcessGroupOptions o = options();
   o.ring_chunk_bytes = 8;
-  auto pgs = make_ring(server, 3, o);
+  auto pgs = start_ring(server, 3, o);
   std::vector<Tensor> t;
   std::vector<std::shared_ptr<Work>> w;
   for (int r = 0; r < 3; ++r) {

@@ -17,11 +17,14 @@
 #include "comm/store.h"
 #include "comm/store_server.h"
 #include "core/check.h"
+#include "tests/comm/ring_testing.h"
 
 namespace tandem::comm {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::expect_every_rank_fails_to_start;
+using testing::start_ring;
 
 // --- the byte ring ----------------------------------------------------------------
 
@@ -133,22 +136,6 @@ TEST(ShmRing, DescriptorsThatAreNotARingAreRefusedNamingTheSender) {
 
 // --- whole groups -----------------------------------------------------------------
 
-// Builds `n` ring groups, one per thread; options_of(r) gives rank r's options.
-template <typename F>
-std::vector<std::shared_ptr<RingProcessGroup>> make_ring(StoreServer& server, int n, F options_of) {
-  std::vector<std::future<std::shared_ptr<RingProcessGroup>>> f;
-  for (int r = 0; r < n; ++r)
-    f.push_back(std::async(std::launch::async, [&, r] {
-      StoreOptions so;
-      so.timeout = 10000ms;
-      auto store = std::make_shared<Store>("127.0.0.1", server.port(), so);
-      return std::make_shared<RingProcessGroup>(store, r, n, options_of(r));
-    }));
-  std::vector<std::shared_ptr<RingProcessGroup>> out;
-  for (auto& x : f) out.push_back(x.get());
-  return out;
-}
-
 ProcessGroupOptions with(RingTransport t, size_t shm_bytes = 1 << 20, size_t chunk = 256 << 10) {
   ProcessGroupOptions o;
   o.timeout = 30000ms;
@@ -225,8 +212,8 @@ TEST_P(ShmGroups, EveryCollectiveEqualsTheTcpPathBitForBit) {
   StoreServer server({});
   // A 4 KiB ring and 64-byte chunks: most messages are larger than the ring
   // and wrap around it many times, and sizes are rarely a multiple of a chunk.
-  auto shm = make_ring(server, n, [](int) { return with(RingTransport::Shm, 4096, 64); });
-  auto tcp = make_ring(server, n, [](int) {
+  auto shm = start_ring(server, n, [](int) { return with(RingTransport::Shm, 4096, 64); });
+  auto tcp = start_ring(server, n, [](int) {
     ProcessGroupOptions o = with(RingTransport::Tcp, 4096, 64);
     o.group_name = "tcp";
     return o;
@@ -249,8 +236,8 @@ TEST_P(ShmGroups, EveryCollectiveEqualsTheTcpPathBitForBit) {
 TEST_P(ShmGroups, ADefaultSizedRingAndChunkGiveTheSameSumAsTcp) {
   const int n = GetParam();
   StoreServer server({});
-  auto shm = make_ring(server, n, [](int) { return with(RingTransport::Shm); });
-  auto tcp = make_ring(server, n, [](int) {
+  auto shm = start_ring(server, n, [](int) { return with(RingTransport::Shm); });
+  auto tcp = start_ring(server, n, [](int) {
     ProcessGroupOptions o = with(RingTransport::Tcp);
     o.group_name = "tcp";
     return o;
@@ -265,11 +252,11 @@ INSTANTIATE_TEST_SUITE_P(WorldSizes, ShmGroups, ::testing::Values(2, 3, 4),
 
 TEST(RingTransportChoice, AutoTakesSharedMemoryOnOneHostAndTheVariableOverridesAuto) {
   StoreServer server({});
-  auto pgs = make_ring(server, 2, [](int) { return with(RingTransport::Auto); });
+  auto pgs = start_ring(server, 2, [](int) { return with(RingTransport::Auto); });
   EXPECT_EQ(pgs[0]->transport(), "shm");
   EXPECT_EQ(pgs[1]->transport(), "shm");
   ::setenv("TANDEM_RING_TRANSPORT", "tcp", 1);
-  auto overridden = make_ring(server, 2, [](int) {
+  auto overridden = start_ring(server, 2, [](int) {
     ProcessGroupOptions o = with(RingTransport::Auto);
     o.group_name = "env";
     return o;
@@ -285,24 +272,12 @@ TEST(RingTransportChoice, AutoTakesSharedMemoryOnOneHostAndTheVariableOverridesA
 
 TEST(RingTransportChoice, ShmAgainstTcpFailsOnEveryRankNamingBoth) {
   StoreServer server({});
-  std::vector<std::future<void>> f;
-  for (int r = 0; r < 2; ++r)
-    f.push_back(std::async(std::launch::async, [&, r] {
-      StoreOptions so;
-      so.timeout = 10000ms;
-      auto store = std::make_shared<Store>("127.0.0.1", server.port(), so);
-      RingProcessGroup pg(store, r, 2, with(r == 0 ? RingTransport::Shm : RingTransport::Tcp));
-    }));
-  for (auto& x : f) {
-    try {
-      x.get();
-      ADD_FAILURE() << "expected an error";
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("ring transport: rank 0 asks for 'shm' and its neighbour rank 1 for 'tcp'"),
-                std::string::npos)
-          << e.what();
-    }
-  }
+  expect_every_rank_fails_to_start(
+      server, 2, [](int r) { return with(r == 0 ? RingTransport::Shm : RingTransport::Tcp); },
+      [](const std::string& m) {
+        EXPECT_NE(m.find("ring transport: rank 0 asks for 'shm' and its neighbour rank 1 for 'tcp'"), std::string::npos)
+            << m;
+      });
 }
 
 TEST(RingTransportChoice, AnUnknownNameIsAnErrorNamingWhereItCameFrom) {
@@ -319,7 +294,7 @@ TEST(RingTransportChoice, AnUnknownNameIsAnErrorNamingWhereItCameFrom) {
 TEST(ShmFraming, ADifferentSizeOnAnotherRankFailsAtTheFirstFrameAsOverTcp) {
   // A minute of timeout: the error must come from the frame header, not from waiting.
   StoreServer server({});
-  auto pgs = make_ring(server, 2, [](int) {
+  auto pgs = start_ring(server, 2, [](int) {
     ProcessGroupOptions o = with(RingTransport::Shm);
     o.timeout = 60000ms;
     return o;

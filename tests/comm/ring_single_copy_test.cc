@@ -20,13 +20,16 @@
 #include "comm/store_server.h"
 #include "core/allocator.h"
 #include "core/check.h"
+#include "tests/comm/ring_testing.h"
 
 namespace tandem::comm {
 namespace {
 
 using namespace std::chrono_literals;
 
-using Groups = std::vector<std::shared_ptr<RingProcessGroup>>;
+using Groups = testing::RingGroups;
+using testing::expect_every_rank_fails_to_start;
+using testing::start_ring;
 
 long system_read(int pid, void* local, uint64_t remote, size_t bytes) {
   iovec l{local, bytes}, r{reinterpret_cast<void*>(remote), bytes};
@@ -41,22 +44,6 @@ ProcessGroupOptions options(RingSingleCopy mode, const std::string& group, Cross
   o.ring_single_copy = mode;
   o.ring_cross_memory_read = std::move(read);
   return o;
-}
-
-// `n` groups, one per thread; options_of(r) gives rank r's options. Rethrows the first rank's error.
-template <typename F>
-Groups make_groups(StoreServer& server, int n, F options_of) {
-  std::vector<std::future<std::shared_ptr<RingProcessGroup>>> f;
-  for (int r = 0; r < n; ++r)
-    f.push_back(std::async(std::launch::async, [&, r] {
-      StoreOptions so;
-      so.timeout = 10000ms;
-      auto store = std::make_shared<Store>("127.0.0.1", server.port(), so);
-      return std::make_shared<RingProcessGroup>(store, r, n, options_of(r));
-    }));
-  Groups out;
-  for (auto& x : f) out.push_back(x.get());
-  return out;
 }
 
 // Values with every mantissa bit busy (floats) or spread (integers), so that
@@ -113,8 +100,8 @@ class SingleCopyGroups : public ::testing::TestWithParam<int> {};
 TEST_P(SingleCopyGroups, AllReduceEqualsTheRingBitForBitForEveryDtypeOpAndSize) {
   const int n = GetParam();
   StoreServer server({});
-  auto single = make_groups(server, n, [](int) { return options(RingSingleCopy::On, "single"); });
-  auto ring = make_groups(server, n, [](int) { return options(RingSingleCopy::Off, "ring"); });
+  auto single = start_ring(server, n, [](int) { return options(RingSingleCopy::On, "single"); });
+  auto ring = start_ring(server, n, [](int) { return options(RingSingleCopy::Off, "ring"); });
   ASSERT_EQ(single[0]->single_copy(), "from 0 bytes");
   ASSERT_EQ(ring[0]->single_copy(), "off: asked for");
   int salt = 0;
@@ -136,7 +123,7 @@ TEST_P(SingleCopyGroups, AllReduceEqualsTheRingBitForBitForEveryDtypeOpAndSize) 
 TEST_P(SingleCopyGroups, ViewsAtDifferentOddOffsetsIntoLargerStoragesReduceAndLeaveTheRestAlone) {
   const int n = GetParam();
   StoreServer server({});
-  auto pgs = make_groups(server, n, [](int) { return options(RingSingleCopy::On, "single"); });
+  auto pgs = start_ring(server, n, [](int) { return options(RingSingleCopy::On, "single"); });
   for (DType d : {DType::F16, DType::F32, DType::F64}) {
     const int64_t count = 100003;
     std::vector<Tensor> storage, views;
@@ -175,7 +162,7 @@ TEST_P(SingleCopyGroups, ABufferRewrittenAsSoonAsItsAllReduceReturnsDoesNotReach
   // buffer, and rank 1 would still copy rank 0's segment from it.
   const int n = GetParam();
   StoreServer server({});
-  auto pgs = make_groups(server, n, [](int r) {
+  auto pgs = start_ring(server, n, [](int r) {
     CrossMemoryRead read = system_read;
     if (r == 1)
       read = [](int pid, void* local, uint64_t remote, size_t bytes) {
@@ -200,7 +187,7 @@ TEST_P(SingleCopyGroups, ABufferRewrittenAsSoonAsItsAllReduceReturnsDoesNotReach
   std::vector<std::vector<char>> got;
   for (auto& f : results) got.push_back(f.get());
   // The reference: the same sums through the ring.
-  auto ring = make_groups(server, n, [](int) { return options(RingSingleCopy::Off, "ring"); });
+  auto ring = start_ring(server, n, [](int) { return options(RingSingleCopy::Off, "ring"); });
   std::vector<Tensor> want;
   for (int r = 0; r < n; ++r) want.push_back(Tensor::from_vector(noisy(r, count, DType::F32, 5), {count}, DType::F32));
   on_every_rank(n, [&](int r) { return ring[static_cast<size_t>(r)]->all_reduce(want[static_cast<size_t>(r)], ReduceOp::Sum); });
@@ -218,7 +205,7 @@ TEST(SingleCopyChoice, AutoKeepsTheRingWhenHostTensorsAreOnSmallPages) {
     return system_read(pid, local, remote, bytes);
   };
   StoreServer server({});
-  auto pgs = make_groups(server, 2, [&](int) { return options(RingSingleCopy::Auto, "small_pages", counted); });
+  auto pgs = start_ring(server, 2, [&](int) { return options(RingSingleCopy::Auto, "small_pages", counted); });
   EXPECT_EQ(pgs[0]->single_copy(), "off: host tensors are not on huge pages on every rank (TANDEM_HOST_HUGE_PAGES=1; "
                                    "from 4 KiB pages single copy is slower than the ring)");
   const int after_probe = reads.load();
@@ -238,7 +225,7 @@ TEST(SingleCopyChoice, AutoOnHugePagesReadsPeersOnlyFromTheThresholdAndSmallerMe
     return system_read(pid, local, remote, bytes);
   };
   StoreServer server({});
-  auto pgs = make_groups(server, 2, [&](int) { return options(RingSingleCopy::Auto, "auto", counted); });
+  auto pgs = start_ring(server, 2, [&](int) { return options(RingSingleCopy::Auto, "auto", counted); });
   ASSERT_EQ(pgs[0]->single_copy(), fmt::format("from {} bytes", kRingSingleCopyMinBytes));
   auto reduce = [&](int64_t count) {
     std::vector<Tensor> t = {Tensor::full({count}, 1.0), Tensor::full({count}, 2.0)};
@@ -257,7 +244,7 @@ TEST(SingleCopyChoice, AProbeRefusedWithEpermOrEnosysFallsBackToTheRingAndSaysWh
     std::atomic<int> reads{0};
     StoreServer server({});
     // Only rank 1 is refused: every rank must still make the same choice.
-    auto pgs = make_groups(server, 3, [&](int r) {
+    auto pgs = start_ring(server, 3, [&](int r) {
       CrossMemoryRead read = system_read;
       if (r == 1)
         read = [&reads, error](int, void*, uint64_t, size_t) -> long {
@@ -287,7 +274,7 @@ TEST(SingleCopyChoice, TheFallbackIsLoggedOncePerRankUnderDebugInfo) {
   ::testing::internal::CaptureStderr();
   {
     StoreServer server({});
-    auto pgs = make_groups(server, 2, [](int) {
+    auto pgs = start_ring(server, 2, [](int) {
       return options(RingSingleCopy::Auto, "logged", [](int, void*, uint64_t, size_t) -> long {
         errno = EPERM;
         return -1;
@@ -311,52 +298,28 @@ TEST(SingleCopyChoice, TheFallbackIsLoggedOncePerRankUnderDebugInfo) {
 
 TEST(SingleCopyChoice, OnFailsOnEveryRankWhenAProbeIsRefused) {
   StoreServer server({});
-  std::vector<std::future<void>> f;
-  for (int r = 0; r < 2; ++r)
-    f.push_back(std::async(std::launch::async, [&, r] {
-      StoreOptions so;
-      so.timeout = 10000ms;
-      auto store = std::make_shared<Store>("127.0.0.1", server.port(), so);
-      CrossMemoryRead refused = [](int, void*, uint64_t, size_t) -> long {
-        errno = EPERM;
-        return -1;
-      };
-      RingProcessGroup pg(store, r, 2, options(RingSingleCopy::On, "on", r == 0 ? refused : CrossMemoryRead{}));
-    }));
-  for (auto& x : f) {
-    try {
-      x.get();
-      ADD_FAILURE() << "expected an error";
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("ring single copy 'on': rank 0 cannot read the memory of rank 1: "
-                                           "process_vm_readv from pid "),
-                std::string::npos)
-          << e.what();
-    }
-  }
+  CrossMemoryRead refused = [](int, void*, uint64_t, size_t) -> long {
+    errno = EPERM;
+    return -1;
+  };
+  expect_every_rank_fails_to_start(
+      server, 2, [&](int r) { return options(RingSingleCopy::On, "on", r == 0 ? refused : CrossMemoryRead{}); },
+      [](const std::string& m) {
+        EXPECT_NE(m.find("ring single copy 'on': rank 0 cannot read the memory of rank 1: process_vm_readv from pid "),
+                  std::string::npos)
+            << m;
+      });
 }
 
 TEST(SingleCopyChoice, DifferentModesOnTwoRanksFailNamingBoth) {
   StoreServer server({});
-  std::vector<std::future<void>> f;
-  for (int r = 0; r < 2; ++r)
-    f.push_back(std::async(std::launch::async, [&, r] {
-      StoreOptions so;
-      so.timeout = 10000ms;
-      auto store = std::make_shared<Store>("127.0.0.1", server.port(), so);
-      RingProcessGroup pg(store, r, 2, options(r == 0 ? RingSingleCopy::On : RingSingleCopy::Off, "modes"));
-    }));
-  for (auto& x : f) {
-    try {
-      x.get();
-      ADD_FAILURE() << "expected an error";
-    } catch (const Error& e) {
-      const std::string m = e.what();
-      EXPECT_TRUE(m.find("ring single copy: rank 0 asks for 'on' and rank 1 for 'off'") != std::string::npos ||
-                  m.find("ring single copy: rank 1 asks for 'off' and rank 0 for 'on'") != std::string::npos)
-          << m;
-    }
-  }
+  expect_every_rank_fails_to_start(
+      server, 2, [](int r) { return options(r == 0 ? RingSingleCopy::On : RingSingleCopy::Off, "modes"); },
+      [](const std::string& m) {
+        EXPECT_TRUE(m.find("ring single copy: rank 0 asks for 'on' and rank 1 for 'off'") != std::string::npos ||
+                    m.find("ring single copy: rank 1 asks for 'off' and rank 0 for 'on'") != std::string::npos)
+            << m;
+      });
 }
 
 TEST(SingleCopyChoice, AnUnknownModeIsAnErrorNamingWhereItCameFrom) {
@@ -373,7 +336,7 @@ TEST(SingleCopyChoice, AnUnknownModeIsAnErrorNamingWhereItCameFrom) {
 TEST(SingleCopyFailures, ADifferentElementCountFailsEveryRankNamingThePeerAndBothCounts) {
   // The long timeout: the error must come from the exchanged counts, not from waiting.
   StoreServer server({});
-  auto pgs = make_groups(server, 2, [](int) {
+  auto pgs = start_ring(server, 2, [](int) {
     ProcessGroupOptions o = options(RingSingleCopy::On, "count");
     o.timeout = 60000ms;
     return o;
@@ -400,7 +363,7 @@ TEST(SingleCopyFailures, APeerThatVanishesMidCollectiveFailsEveryRankNamingIt) {
   // Rank 0's reads find rank 1 gone (ESRCH, as for a killed process) once the probe has passed.
   std::atomic<bool> probed{false};
   StoreServer server({});
-  auto pgs = make_groups(server, 3, [&](int r) {
+  auto pgs = start_ring(server, 3, [&](int r) {
     CrossMemoryRead read = system_read;
     if (r == 0)
       read = [&probed](int pid, void* local, uint64_t remote, size_t bytes) -> long {
