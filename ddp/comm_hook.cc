@@ -1,5 +1,6 @@
 #include "ddp/comm_hook.h"
 
+#include "core/check.h"
 #include "kernels/cpu/elementwise_cpu.h"
 
 #if TANDEM_WITH_CUDA
@@ -15,16 +16,21 @@ std::vector<Tensor> GradBucket::gradients() const {
   return out;
 }
 
-void scale_in_place(const Tensor& t, double alpha) {
-  if (t.device().is_cpu()) {
-    kernels::scale_cpu(t.data_ptr(), t.data_ptr(), t.dtype(), t.numel(), alpha);
+void scale_into(const Tensor& src, const Tensor& dst, double alpha) {
+  TANDEM_CHECK(src.dtype() == dst.dtype() && src.device() == dst.device() && src.numel() == dst.numel(),
+               "scale_into: {} and {} differ in dtype, device or size", src.str(), dst.str());
+  if (dst.device().is_cpu()) {
+    kernels::scale_cpu(src.data_ptr(), dst.data_ptr(), dst.dtype(), dst.numel(), alpha);
   } else {
 #if TANDEM_WITH_CUDA
-    kernels::scale_cuda(t.data_ptr(), t.data_ptr(), t.dtype(), t.numel(), alpha, cuda::current_stream(t.device().index).handle());
+    kernels::scale_cuda(src.data_ptr(), dst.data_ptr(), dst.dtype(), dst.numel(), alpha,
+                        cuda::current_stream(dst.device().index).handle());
 #endif
   }
-  t.bump_version();
+  dst.bump_version();
 }
+
+void scale_in_place(const Tensor& t, double alpha) { scale_into(t, t, alpha); }
 
 CommHook allreduce_hook() {
   return [](void*, comm::ProcessGroup& group, GradBucket& bucket) {

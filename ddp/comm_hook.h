@@ -50,6 +50,9 @@ using CommHook = std::function<PendingReduction(void* state, comm::ProcessGroup&
 // t *= alpha in place, on t's device (on the current stream): a hook's
 // averaging step (PyTorch's div_).
 void scale_in_place(const Tensor& t, double alpha);
+// dst = alpha * src (same dtype, device and size; dst may be src), on the
+// current stream: the Reducer's averaging copy into a bucket.
+void scale_into(const Tensor& src, const Tensor& dst, double alpha);
 
 // Divides the bucket by the world size and sums it: the default (PyTorch's allreduce_hook).
 CommHook allreduce_hook();

@@ -12,11 +12,6 @@
 #include "core/check.h"
 #include "core/cuda_graph.h"
 #include "core/elapsed.h"
-#include "kernels/cpu/elementwise_cpu.h"
-
-#if TANDEM_WITH_CUDA
-#include "kernels/cuda/elementwise_cuda.h"
-#endif
 
 namespace tandem::ddp {
 
@@ -342,9 +337,9 @@ void Reducer::mark_ready(int index) {
   if (!g.defined()) {
     view.zero_();
   } else {
-    const bool was_view = is_view_into(g, view);
-    fill_bucket_view(view, g);
-    if (options_.gradient_as_bucket_view && !was_view) p.tensor.set_grad(view);
+    const bool in_place = is_view_into(g, view);
+    fill_bucket_view(view, g, in_place);
+    if (options_.gradient_as_bucket_view && !in_place) p.tensor.set_grad(view);
   }
   Bucket& b = buckets_[static_cast<size_t>(p.bucket)];
   if (--b.pending == 0) {
@@ -353,33 +348,26 @@ void Reducer::mark_ready(int index) {
   }
 }
 
-// The bucket's copy of one gradient. A registered hook gets the local sum and
-// averages itself, as PyTorch's hooks do (ddp/comm_hook.h), so a ported hook
-// does not divide twice. Without one, the division by the world size is done
-// here, in the copy, as PyTorch's Reducer does (mark_variable_ready_dense):
-// one pass over each gradient as it becomes ready instead of a second pass
-// over the whole bucket on the autograd thread when it launches, which for a
-// large bucket (the embedding's) is milliseconds of the backward's critical path.
-void Reducer::fill_bucket_view(Tensor& view, const Tensor& grad) const {
-  const bool in_place = is_view_into(grad, view);  // gradient_as_bucket_view, after the first step
-  if (options_.comm_hook) {
-    if (!in_place) view.copy_(grad);
+// The bucket's copy of one gradient (`in_place`: it already is the bucket's
+// view, gradient_as_bucket_view after the first step). A registered hook gets
+// the local sum and averages itself, as PyTorch's hooks do (ddp/comm_hook.h),
+// so a ported hook does not divide twice. Without one, the division by the
+// world size is done here, in the copy, as PyTorch's Reducer does
+// (mark_variable_ready_dense): one pass over each gradient as it becomes ready
+// instead of a second pass over the whole bucket on the autograd thread when
+// it launches (docs/ddp-internals.md has the measured cost).
+void Reducer::fill_bucket_view(Tensor& view, const Tensor& grad, bool in_place) const {
+  const bool average = !options_.comm_hook;
+  if (in_place) {
+    if (average) scale_in_place(view, 1.0 / group_->size());
     return;
   }
-  const double inverse_world = 1.0 / group_->size();
-  const bool fused = in_place || (grad.dtype() == view.dtype() && grad.device() == view.device() &&
-                                  grad.numel() == view.numel());
-  if (!fused) view.copy_(grad);  // a cast or another device: copy, then scale in place
-  const Tensor& source = fused ? grad : view;
-  if (view.device().is_cpu()) {
-    kernels::scale_cpu(source.data_ptr(), view.data_ptr(), view.dtype(), view.numel(), inverse_world);
-  } else {
-#if TANDEM_WITH_CUDA
-    kernels::scale_cuda(source.data_ptr(), view.data_ptr(), view.dtype(), view.numel(), inverse_world,
-                        cuda::current_stream(view.device().index).handle());
-#endif
+  if (average && grad.dtype() == view.dtype() && grad.device() == view.device()) {
+    scale_into(grad, view, 1.0 / group_->size());
+    return;
   }
-  view.bump_version();
+  view.copy_(grad);  // a hook's undivided sum, or a cast / another device: copy, then divide
+  if (average) scale_in_place(view, 1.0 / group_->size());
 }
 
 // Without a registered hook the bucket already holds the average's terms (fill_bucket_view).

@@ -117,7 +117,7 @@ class Reducer {
   Device comm_device() const;
   void on_gradient_ready(int index);
   void mark_ready(int index);
-  void fill_bucket_view(Tensor& view, const Tensor& grad) const;
+  void fill_bucket_view(Tensor& view, const Tensor& grad, bool in_place) const;
   PendingReduction reduce(GradBucket& bucket);
   void launch_ready_buckets();
   void finalize();
