@@ -40,6 +40,23 @@ ddp::LinkFit link_for(const std::map<int, ddp::LinkFit>& fits, int world) {
       world, have.empty() ? std::string("none") : fmt::format("{} ranks", fmt::join(have, ", ")), world);
 }
 
+namespace {
+
+// The overheads that come from the buckets, fitted over all of `buckets` at once (see calibrate).
+void fit_overheads(const std::vector<BucketObservation>& buckets, ddp::CommOverheads& o) {
+  std::vector<double> inside, after, link_ms, idle_ready, idle_gap;
+  for (const BucketObservation& b : buckets) {
+    inside.push_back(b.inside_ms);
+    after.push_back(b.after_ms);
+    link_ms.push_back(b.link_ms);
+    if (b.found_thread_idle) idle_ready.push_back(b.ready_ms), idle_gap.push_back(b.gap_ms);
+  }
+  std::tie(o.launch_ms, o.ready_lag) = ddp::fit_launch(idle_ready, idle_gap);
+  std::tie(o.scale_during_backward, o.scale_after_backward) = ddp::fit_comm_scales(inside, after, link_ms);
+}
+
+}  // namespace
+
 Calibration calibrate(const report::Profile& p, const ddp::LinkFit& link, const std::string& source) {
   Calibration c;
   c.world_size = p.facts.world_size;
@@ -61,30 +78,21 @@ Calibration calibrate(const report::Profile& p, const ddp::LinkFit& link, const 
                            std::clamp(p.gradient_ready_ms[i] / m.backward_compute_ms, 0.0, 1.0)});
 
   const double backward = m.backward_compute_ms;
-  std::vector<double> inside, after, link_ms;
-  // Buckets that started after the thread was free waited for their peers and the
-  // backend: start - ready = launch + ready_lag * ready, fitted over those buckets.
-  std::vector<double> waited_ready, waited_gap;
   double prev_end = 0;
-  const size_t n = f.bucket_bytes.size();
-  for (size_t k = 0; k < n; ++k) {
+  for (size_t k = 0; k < f.bucket_bytes.size(); ++k) {
     const double start = p.bucket_comm_start_ms[k], end = std::max(start, p.bucket_comm_end_ms[k]);
-    inside.push_back(std::clamp(backward - start, 0.0, end - start));
-    after.push_back(end - start - inside.back());
-    link_ms.push_back(link.time_us(static_cast<double>(f.bucket_bytes[k])) / 1000.0);
-    // Handing over from one bucket to the next takes tens of microseconds; a
-    // start later than that after the previous end was waiting for something else.
-    constexpr double kHandoverMs = 0.05;
-    if (start > prev_end + kHandoverMs) {
-      waited_ready.push_back(p.bucket_ready_ms[k]);
-      waited_gap.push_back(std::max(0.0, start - p.bucket_ready_ms[k]));
-    }
+    BucketObservation b;
+    b.inside_ms = std::clamp(backward - start, 0.0, end - start);
+    b.after_ms = end - start - b.inside_ms;
+    b.link_ms = link.time_us(static_cast<double>(f.bucket_bytes[k])) / 1000.0;
+    b.ready_ms = p.bucket_ready_ms[k];
+    b.gap_ms = std::max(0.0, start - b.ready_ms);
+    b.found_thread_idle = b.ready_ms >= prev_end;
+    c.buckets.push_back(b);
     prev_end = end;
   }
-  std::tie(c.overheads.launch_ms, c.overheads.ready_lag) = ddp::fit_launch(waited_ready, waited_gap);
   try {
-    std::tie(c.overheads.scale_during_backward, c.overheads.scale_after_backward) =
-        ddp::fit_comm_scales(inside, after, link_ms);
+    fit_overheads(c.buckets, c.overheads);
   } catch (const Error& e) {
     TANDEM_FAIL("{}: {}", source, e.what());
   }
@@ -105,7 +113,7 @@ Calibration average(const std::vector<Calibration>& cs) {
   ddp::CommOverheads& o = a.overheads;
   t = {};
   o = {};
-  o.scale_during_backward = o.scale_after_backward = 0;
+  a.buckets.clear();
   std::map<std::string, double> ready;
   for (const Calibration& c : cs) {
     TANDEM_CHECK(c.world_size == a.world_size && c.scale == a.scale,
@@ -119,13 +127,11 @@ Calibration average(const std::vector<Calibration>& cs) {
     t.backward_compute_ms += c.compute.backward_compute_ms / n;
     t.optimizer_ms += c.compute.optimizer_ms / n;
     t.other_ms += c.compute.other_ms / n;
-    o.scale_during_backward += c.overheads.scale_during_backward / n;
-    o.scale_after_backward += c.overheads.scale_after_backward / n;
-    o.launch_ms += c.overheads.launch_ms / n;
     o.tail_ms += c.overheads.tail_ms / n;
-    o.ready_lag += c.overheads.ready_lag / n;
+    a.buckets.insert(a.buckets.end(), c.buckets.begin(), c.buckets.end());
     for (const ddp::GradientTiming& g : c.gradients) ready[g.name] += g.ready_fraction / n;
   }
+  if (a.world_size > 1) fit_overheads(a.buckets, o);
   for (ddp::GradientTiming& g : a.gradients) {
     TANDEM_CHECK(ready.size() == a.gradients.size() && ready.count(g.name),
                  "averaging calibrations whose gradients differ ({} and others)", cs.front().source);

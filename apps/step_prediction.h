@@ -26,6 +26,17 @@ std::map<int, ddp::LinkFit> fit_links(const std::vector<report::AllreduceTable>&
 // The fit for `world` (a trivial one for a single rank); an error naming the world sizes there are fits for.
 ddp::LinkFit link_for(const std::map<int, ddp::LinkFit>& fits, int world);
 
+// One measured bucket, as the overheads are fitted from it.
+struct BucketObservation {
+  double inside_ms = 0;  // of its all_reduce, before the end of backward compute
+  double after_ms = 0;   // ... and after it
+  double link_ms = 0;    // the link fit's time for its bytes
+  double ready_ms = 0;
+  double gap_ms = 0;  // start - ready
+  // Whether the comm thread had finished the previous bucket when this one became ready.
+  bool found_thread_idle = false;
+};
+
 // What one measured profile gives the model at its world size.
 struct Calibration {
   int world_size = 1;
@@ -33,23 +44,29 @@ struct Calibration {
   ddp::ComputeTimes compute;
   std::vector<ddp::GradientTiming> gradients;  // empty for one rank
   ddp::CommOverheads overheads;                // measured against `link`
+  std::vector<BucketObservation> buckets;      // what the overheads were fitted on
   double scale = 1;                            // compute scaled from another world size (scale_to_world)
 };
 
 // compute: the profile's median phases (other = step - data - forward - backward - optimizer);
 // gradients: ready time / backward compute; overheads, over the profile's buckets:
-//   the comm scales during and after backward = ddp::fit_comm_scales over the buckets' measured
-//     all_reduce times, split at the end of backward compute, against the link's times for their bytes,
-//   launch_ms  = mean over buckets of start_k - max(ready_k, end_{k-1}) (not below 0),
+//   the comm scales during and after backward and the cost per bucket = ddp::fit_comm_costs over
+//     the buckets' measured all_reduce times, split at the end of backward compute, against the
+//     link's times for their bytes,
+//   launch_ms and ready_lag = ddp::fit_launch over the buckets that found the comm thread idle
+//     (ready after the previous bucket's end; a bucket queued behind another says nothing about
+//     how long a launch takes),
 //   tail_ms    = (backward - backward compute) - max(0, last end - backward compute) (not below 0),
 // so that the model reproduces the step time of its own calibration case when the link's times
 // are exact.
 Calibration calibrate(const report::Profile& p, const ddp::LinkFit& link, const std::string& source);
 
-// The mean of several calibrations at one world size (several cases of a sweep): compute phases,
-// each gradient's ready fraction (matched by name) and the overheads; its source lists theirs.
-// Averaging cases measured in one interleaved run halves the noise of a single case on a busy
-// machine. Throws Error for none, mixed world sizes, or gradients that differ.
+// Several calibrations at one world size as one (several cases of a sweep): the mean of the
+// compute phases, of each gradient's ready fraction (matched by name) and of the tail; the comm
+// scales and the launch fitted once over all their buckets together (a case with one bucket, or
+// with no bucket that found the thread idle late in backward, cannot fit them alone); its source
+// lists theirs. Pooling cases measured in one interleaved run halves the noise of a single
+// case on a busy machine. Throws Error for none, mixed world sizes, or gradients that differ.
 Calibration average(const std::vector<Calibration>& calibrations);
 
 // A calibration at m ranks used for n ranks on the same `cores`: when m and n

@@ -61,7 +61,7 @@ TEST(Calibrate, TakesComputeReadyFractionsAndOverheadsFromTheProfile) {
   EXPECT_DOUBLE_EQ(c.overheads.tail_ms, 4);
 }
 
-TEST(Calibrate, LaunchAndLagComeOnlyFromBucketsThatStartedAfterTheThreadWasFree) {
+TEST(Calibrate, LaunchAndLagComeOnlyFromBucketsThatFoundTheCommThreadIdle) {
   report::Profile p = two_bucket_profile();
   // Bucket 1, ready at 12 while bucket 0 ran until 15, starts right as it ends:
   // its wait was the queue, which says nothing about the launch.
@@ -71,7 +71,15 @@ TEST(Calibrate, LaunchAndLagComeOnlyFromBucketsThatStartedAfterTheThreadWasFree)
   Calibration c = calibrate(p, two_rank_link(), "b:1");
   EXPECT_DOUBLE_EQ(c.overheads.launch_ms, 1);
   EXPECT_DOUBLE_EQ(c.overheads.ready_lag, 0);
-  // Both waited, 1 ms at 10 and 1.5 ms at 19 (the thread was free at 15): a lag of 0.5/9.
+  // Nor does a queued bucket that started well after the thread was free: on an oversubscribed
+  // CPU that is the comm thread waiting for a core, not the backend's start-up. (A bucket that
+  // finds the thread idle wakes it, and the woken thread runs at once.)
+  p.bucket_comm_start_ms = {11, 18};
+  p.bucket_comm_end_ms = {15, 24};
+  c = calibrate(p, two_rank_link(), "b:1");
+  EXPECT_DOUBLE_EQ(c.overheads.launch_ms, 1);
+  EXPECT_DOUBLE_EQ(c.overheads.ready_lag, 0);
+  // Both found it idle, waiting 1 ms at 10 and 1.5 ms at 19 (the thread was free at 15): a lag of 0.5/9.
   p = two_bucket_profile();
   p.bucket_comm_start_ms = {11, 20.5};
   p.bucket_comm_end_ms = {15, 26.5};
@@ -97,19 +105,25 @@ TEST(Calibrate, RefusesProfilesWithoutReadyTimes) {
                                       "old/buckets.json:1: no gradient ready or bucket times"));
 }
 
-TEST(Average, IsTheMeanOfComputeReadyFractionsAndOverheads) {
+TEST(Average, IsTheMeanOfComputeReadyFractionsAndTailWithTheCommOverheadsFittedOverAllBuckets) {
   const Calibration a = calibrate(two_bucket_profile(), two_rank_link(), "b:1");
   report::Profile p = two_bucket_profile();
   p.facts.label = "4";
   p.median.forward_ms = 25;
   p.gradient_ready_ms = {12, 13, 19};
-  p.bucket_comm_end_ms = {17, 26};  // bucket 0 took 6 ms inside backward: scale 3
+  p.bucket_comm_end_ms = {17, 26};  // bucket 0 took 6 ms inside backward for the link's 2: scale 3
+  p.median.backward_ms = 32;        // tail 6
   const Calibration b = calibrate(p, two_rank_link(), "b:4");
   const Calibration m = average({a, b});
   EXPECT_EQ(m.source, "mean of b:1, b:4");
   EXPECT_DOUBLE_EQ(m.compute.forward_ms, 20);
   EXPECT_DOUBLE_EQ(m.gradients[0].ready_fraction, (0.5 + 0.6) / 2);
-  EXPECT_DOUBLE_EQ(m.overheads.scale_during_backward, (2 + 3) / 2.0);
+  EXPECT_DOUBLE_EQ(m.overheads.tail_ms, (4 + 6) / 2.0);
+  // One least-squares fit over the four buckets, not the mean of the two cases' scales (2.5): the
+  // inside times 4 and 6 ms each did the link's 2 ms, so 1/s = (4 x 2 + 6 x 2) / (4^2 + 6^2).
+  EXPECT_DOUBLE_EQ(m.overheads.scale_during_backward, 52.0 / 20);
+  EXPECT_DOUBLE_EQ(m.overheads.scale_after_backward, 1.5);
+  EXPECT_EQ(m.buckets.size(), 4u);
   report::Profile other = two_bucket_profile();
   other.facts.gradient_names = {"head", "mid", "pooler"};
   EXPECT_TRUE(throws_error_containing(
