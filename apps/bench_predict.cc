@@ -215,6 +215,7 @@ void run(const Args& a) {
                                    {"other_ms", c.compute.other_ms},
                                    {"scale_during_backward", c.overheads.scale_during_backward},
                                    {"scale_after_backward", c.overheads.scale_after_backward},
+                                   {"stolen_share", c.overheads.stolen_share},
                                    {"launch_ms", c.overheads.launch_ms},
                                    {"ready_lag", c.overheads.ready_lag},
                                    {"tail_ms", c.overheads.tail_ms}});

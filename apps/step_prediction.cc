@@ -55,6 +55,36 @@ void fit_overheads(const std::vector<BucketObservation>& buckets, ddp::CommOverh
   std::tie(o.scale_during_backward, o.scale_after_backward) = ddp::fit_comm_scales(inside, after, link_ms);
 }
 
+// The stolen share, backward's own work and the ready fractions from c.backwards (see average).
+void fit_stolen_share(Calibration& c) {
+  const std::vector<Calibration::Backward>& bs = c.backwards;
+  const double n = static_cast<double>(bs.size());
+  double mx = 0, my = 0;
+  for (const Calibration::Backward& b : bs) mx += b.busy_ms / n, my += b.measured_ms / n;
+  double sxy = 0, sxx = 0;
+  for (const Calibration::Backward& b : bs) {
+    sxy += (b.busy_ms - mx) * (b.measured_ms - my);
+    sxx += (b.busy_ms - mx) * (b.busy_ms - mx);
+  }
+  // The bound: per ms of link work done (busy / scale_during_backward), the comm thread takes at
+  // most the ms a core needed for it on the idle link. Where the thread is busy far longer than
+  // its work (waiting for peers that share the cores), it cannot steal much, whatever the
+  // scatter of the lengths says (docs/step-model.md).
+  const double share = sxx > 0 ? std::clamp(sxy / sxx, 0.0, std::min(0.9, 1 / c.overheads.scale_during_backward)) : 0.0;
+  c.overheads.stolen_share = share;
+  c.compute.backward_compute_ms = my - share * mx;
+  for (ddp::GradientTiming& g : c.gradients) {
+    double fraction = 0;
+    for (const Calibration::Backward& b : bs) {
+      const auto it = b.ready.find(g.name);
+      TANDEM_CHECK(it != b.ready.end(), "averaging calibrations whose gradients differ ({} and others)", c.source);
+      const auto [ready, busy] = it->second;
+      fraction += std::clamp((ready - share * busy) / (b.measured_ms - share * b.busy_ms), 0.0, 1.0) / n;
+    }
+    g.ready_fraction = fraction;
+  }
+}
+
 }  // namespace
 
 Calibration calibrate(const report::Profile& p, const ddp::LinkFit& link, const std::string& source) {
@@ -73,11 +103,21 @@ Calibration calibrate(const report::Profile& p, const ddp::LinkFit& link, const 
   TANDEM_CHECK(link.world_size == c.world_size, "{}: {} ranks, calibrated against a link fit for {}", source,
                c.world_size, link.world_size);
   TANDEM_CHECK(m.backward_compute_ms > 0, "{}: backward compute of {} ms", source, m.backward_compute_ms);
-  for (size_t i = 0; i < f.gradient_names.size(); ++i)
-    c.gradients.push_back({f.gradient_names[i], static_cast<size_t>(f.gradient_bytes[i]),
-                           std::clamp(p.gradient_ready_ms[i] / m.backward_compute_ms, 0.0, 1.0)});
-
   const double backward = m.backward_compute_ms;
+  // The comm thread's busy time inside backward before `t`.
+  auto busy_before = [&](double t) {
+    double busy = 0;
+    for (size_t k = 0; k < f.bucket_bytes.size(); ++k)
+      busy += std::max(0.0, std::min({p.bucket_comm_end_ms[k], t, backward}) - p.bucket_comm_start_ms[k]);
+    return busy;
+  };
+  Calibration::Backward measured{backward, busy_before(backward), {}};
+  for (size_t i = 0; i < f.gradient_names.size(); ++i) {
+    c.gradients.push_back({f.gradient_names[i], static_cast<size_t>(f.gradient_bytes[i]), 0});
+    measured.ready[f.gradient_names[i]] = {p.gradient_ready_ms[i], busy_before(p.gradient_ready_ms[i])};
+  }
+  c.backwards.push_back(measured);
+
   double prev_end = 0;
   for (size_t k = 0; k < f.bucket_bytes.size(); ++k) {
     const double start = p.bucket_comm_start_ms[k], end = std::max(start, p.bucket_comm_end_ms[k]);
@@ -96,6 +136,7 @@ Calibration calibrate(const report::Profile& p, const ddp::LinkFit& link, const 
   } catch (const Error& e) {
     TANDEM_FAIL("{}: {}", source, e.what());
   }
+  fit_stolen_share(c);
   // The whole wait after the autograd pass (backward_ms - backward compute, the exposed part and
   // the end-of-backward work around it) not explained by the last bucket running late.
   c.overheads.tail_ms =
@@ -114,7 +155,7 @@ Calibration average(const std::vector<Calibration>& cs) {
   t = {};
   o = {};
   a.buckets.clear();
-  std::map<std::string, double> ready;
+  a.backwards.clear();
   for (const Calibration& c : cs) {
     TANDEM_CHECK(c.world_size == a.world_size && c.scale == a.scale,
                  "averaging calibrations of {} and {} ranks ({} and {})", a.world_size, c.world_size, cs.front().source,
@@ -124,20 +165,19 @@ Calibration average(const std::vector<Calibration>& cs) {
     sources.push_back(c.source);
     t.data_wait_ms += c.compute.data_wait_ms / n;
     t.forward_ms += c.compute.forward_ms / n;
-    t.backward_compute_ms += c.compute.backward_compute_ms / n;
     t.optimizer_ms += c.compute.optimizer_ms / n;
     t.other_ms += c.compute.other_ms / n;
     o.tail_ms += c.overheads.tail_ms / n;
     a.buckets.insert(a.buckets.end(), c.buckets.begin(), c.buckets.end());
-    for (const ddp::GradientTiming& g : c.gradients) ready[g.name] += g.ready_fraction / n;
-  }
-  if (a.world_size > 1) fit_overheads(a.buckets, o);
-  for (ddp::GradientTiming& g : a.gradients) {
-    TANDEM_CHECK(ready.size() == a.gradients.size() && ready.count(g.name),
-                 "averaging calibrations whose gradients differ ({} and others)", cs.front().source);
-    g.ready_fraction = ready[g.name];
+    a.backwards.insert(a.backwards.end(), c.backwards.begin(), c.backwards.end());
   }
   a.source = fmt::format("mean of {}", fmt::join(sources, ", "));
+  if (a.world_size == 1) {
+    for (const Calibration& c : cs) t.backward_compute_ms += c.compute.backward_compute_ms / n;
+  } else {
+    fit_overheads(a.buckets, o);
+    fit_stolen_share(a);
+  }
   return a;
 }
 
@@ -214,15 +254,16 @@ std::string links_markdown(const std::map<int, ddp::LinkFit>& links) {
 std::string calibrations_markdown(const std::map<int, Calibration>& calibrations) {
   std::string out =
       "calibrations (compute ms; overheads against the link fit):\n\n"
-      "| ranks | from | forward | backward | optimizer | data+other | comm scale during / after backward | launch ms "
-      "| ready lag | tail ms |\n"
-      "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+      "| ranks | from | forward | backward (own work) | optimizer | data+other | comm scale during / after backward "
+      "| stolen share | launch ms | ready lag | tail ms |\n"
+      "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
   for (const auto& [n, c] : calibrations)
-    out += fmt::format("| {} | {} | {:.2f} | {:.2f} | {:.2f} | {:.2f} | {:.2f} / {:.2f} | {:.2f} | {:.3f} | {:.2f} |\n",
-                       n, c.source, c.compute.forward_ms, c.compute.backward_compute_ms, c.compute.optimizer_ms,
-                       c.compute.data_wait_ms + c.compute.other_ms, c.overheads.scale_during_backward,
-                       c.overheads.scale_after_backward, c.overheads.launch_ms, c.overheads.ready_lag,
-                       c.overheads.tail_ms);
+    out += fmt::format(
+        "| {} | {} | {:.2f} | {:.2f} | {:.2f} | {:.2f} | {:.2f} / {:.2f} | {:.2f} | {:.2f} | {:.3f} | {:.2f} |\n", n,
+        c.source, c.compute.forward_ms, c.compute.backward_compute_ms, c.compute.optimizer_ms,
+        c.compute.data_wait_ms + c.compute.other_ms, c.overheads.scale_during_backward,
+        c.overheads.scale_after_backward, c.overheads.stolen_share, c.overheads.launch_ms, c.overheads.ready_lag,
+        c.overheads.tail_ms);
   return out;
 }
 

@@ -45,11 +45,21 @@ struct Calibration {
   std::vector<ddp::GradientTiming> gradients;  // empty for one rank
   ddp::CommOverheads overheads;                // measured against `link`
   std::vector<BucketObservation> buckets;      // what the overheads were fitted on
+  // What the stolen share was fitted on, one per measured case: backward's measured length, the
+  // comm thread's busy time inside it, and for each gradient (by name) its ready time and the busy
+  // time before it.
+  struct Backward {
+    double measured_ms = 0;
+    double busy_ms = 0;
+    std::map<std::string, std::pair<double, double>> ready;
+  };
+  std::vector<Backward> backwards;
   double scale = 1;                            // compute scaled from another world size (scale_to_world)
 };
 
 // compute: the profile's median phases (other = step - data - forward - backward - optimizer);
-// gradients: ready time / backward compute; overheads, over the profile's buckets:
+// gradients: ready time / backward compute (one case cannot tell a stolen share: 0); overheads,
+// over the profile's buckets:
 //   the comm scales during and after backward and the cost per bucket = ddp::fit_comm_costs over
 //     the buckets' measured all_reduce times, split at the end of backward compute, against the
 //     link's times for their bytes,
@@ -62,8 +72,13 @@ struct Calibration {
 Calibration calibrate(const report::Profile& p, const ddp::LinkFit& link, const std::string& source);
 
 // Several calibrations at one world size as one (several cases of a sweep): the mean of the
-// compute phases, of each gradient's ready fraction (matched by name) and of the tail; the comm
-// scales and the launch fitted once over all their buckets together (a case with one bucket, or
+// compute phases and of the tail; the stolen share is the slope of backward's measured length
+// against the comm thread's busy time inside it, over the cases (least squares, in [0, 0.9] and
+// at most 1 / scale_during_backward: per ms of link work done it takes no more than a core's ms;
+// 0 when the busy times are all alike), backward's own work the mean of
+// measured - share x busy, and each gradient's ready fraction (matched by name) the mean of
+// (ready - share x busy before it) / that case's own work; the comm scales and the launch are
+// fitted once over all their buckets together (a case with one bucket, or
 // with no bucket that found the thread idle late in backward, cannot fit them alone); its source
 // lists theirs. Pooling cases measured in one interleaved run halves the noise of a single
 // case on a busy machine. Throws Error for none, mixed world sizes, or gradients that differ.

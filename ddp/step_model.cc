@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <set>
 
@@ -125,38 +126,74 @@ std::pair<double, double> fit_launch(const std::vector<double>& ready_ms, const 
   return fit_nonnegative_line(ready_ms, gap_ms, std::vector<double>(ready_ms.size(), 1.0));
 }
 
-SimulatedBackward simulate_comm(const std::vector<size_t>& bytes, const std::vector<double>& ready_ms,
-                                const std::vector<double>& link_ms, double backward_compute_ms,
+SimulatedBackward simulate_comm(const std::vector<size_t>& bytes, const std::vector<double>& ready_work_ms,
+                                const std::vector<double>& link_ms, double backward_work_ms,
                                 const CommOverheads& o) {
-  TANDEM_CHECK(bytes.size() == ready_ms.size() && ready_ms.size() == link_ms.size(),
-               "comm simulation: {} bucket sizes, {} ready times, {} link times", bytes.size(), ready_ms.size(),
+  TANDEM_CHECK(bytes.size() == ready_work_ms.size() && ready_work_ms.size() == link_ms.size(),
+               "comm simulation: {} bucket sizes, {} ready times, {} link times", bytes.size(), ready_work_ms.size(),
                link_ms.size());
-  TANDEM_CHECK(backward_compute_ms >= 0 && o.launch_ms >= 0 && o.tail_ms >= 0 && o.ready_lag >= 0,
+  TANDEM_CHECK(backward_work_ms >= 0 && o.launch_ms >= 0 && o.tail_ms >= 0 && o.ready_lag >= 0,
                "comm simulation: backward of {} ms, launch {} ms, tail {} ms, ready lag {} (none may be negative)",
-               backward_compute_ms, o.launch_ms, o.tail_ms, o.ready_lag);
+               backward_work_ms, o.launch_ms, o.tail_ms, o.ready_lag);
   TANDEM_CHECK(o.scale_during_backward > 0 && o.scale_after_backward > 0,
                "comm simulation: comm scales {} and {} (must be positive)", o.scale_during_backward,
                o.scale_after_backward);
-  SimulatedBackward out;
-  out.backward_compute_ms = backward_compute_ms;
-  double free_at = 0;  // when the comm thread finishes its previous bucket
-  for (size_t k = 0; k < bytes.size(); ++k) {
-    TANDEM_CHECK(ready_ms[k] >= 0 && link_ms[k] >= 0, "comm simulation: bucket {} ready at {} ms, link time {} ms", k,
-                 ready_ms[k], link_ms[k]);
-    TANDEM_CHECK(k == 0 || ready_ms[k] >= ready_ms[k - 1],
+  TANDEM_CHECK(o.stolen_share >= 0 && o.stolen_share < 1, "comm simulation: stolen share {} (must be in [0, 1))",
+               o.stolen_share);
+  const size_t n = bytes.size();
+  for (size_t k = 0; k < n; ++k) {
+    TANDEM_CHECK(ready_work_ms[k] >= 0 && link_ms[k] >= 0, "comm simulation: bucket {} ready at {} ms, link time {} ms",
+                 k, ready_work_ms[k], link_ms[k]);
+    TANDEM_CHECK(k == 0 || ready_work_ms[k] >= ready_work_ms[k - 1],
                  "comm simulation: bucket {} is ready at {} ms, before bucket {} ({} ms): buckets are launched in "
                  "order",
-                 k, ready_ms[k], k - 1, ready_ms[k - 1]);
-    SimulatedBucket b{bytes[k], ready_ms[k], std::max(ready_ms[k] * (1 + o.ready_lag) + o.launch_ms, free_at), 0};
-    // The part of the work done before backward ends runs at the slower pace.
-    const double inside = std::max(0.0, backward_compute_ms - b.start_ms);
-    const double during = std::min(link_ms[k] * o.scale_during_backward, inside);
-    b.end_ms = b.start_ms + during + (link_ms[k] - during / o.scale_during_backward) * o.scale_after_backward;
-    free_at = b.end_ms;
-    out.comm_busy_ms += b.end_ms - b.start_ms;
-    out.buckets.push_back(b);
+                 k, ready_work_ms[k], k - 1, ready_work_ms[k - 1]);
   }
-  out.exposed_comm_ms = bytes.empty() ? 0.0 : std::max(0.0, free_at - backward_compute_ms) + o.tail_ms;
+  SimulatedBackward out;
+  out.buckets.resize(n);
+  for (size_t k = 0; k < n; ++k) out.buckets[k].bytes = bytes[k];
+  // Events in time: backward reaching a bucket's ready work or its own end, the
+  // running bucket's start or end. Between two events every pace is constant.
+  // Ready work past backward's end is reached at pace 1 after it.
+  double t = 0, work = 0;   // now, and backward's own work done by now
+  bool backward_done = backward_work_ms == 0;
+  size_t readied = 0;       // buckets whose ready work has been reached
+  size_t running = 0;       // the comm thread's bucket, running once its start is set and reached
+  bool scheduled = false;   // whether bucket `running` has its start time
+  double left = n ? link_ms[0] : 0, free_at = 0;
+  auto reach = [&] {
+    for (; readied < n && work >= ready_work_ms[readied]; ++readied) out.buckets[readied].ready_ms = t;
+    if (!backward_done && work >= backward_work_ms) backward_done = true, out.backward_compute_ms = t;
+  };
+  reach();
+  while (running < n || !backward_done) {
+    if (running < n && !scheduled && running < readied) {
+      SimulatedBucket& b = out.buckets[running];
+      b.start_ms = std::max(b.ready_ms * (1 + o.ready_lag) + o.launch_ms, free_at);
+      scheduled = true;
+    }
+    const bool busy = running < n && scheduled && out.buckets[running].start_ms <= t;
+    double target = backward_done ? std::numeric_limits<double>::infinity() : backward_work_ms;
+    if (readied < n) target = std::min(target, ready_work_ms[readied]);
+    const double compute_pace = busy && !backward_done ? 1 - o.stolen_share : 1;
+    const double comm_pace = busy ? 1 / (backward_done ? o.scale_after_backward : o.scale_during_backward) : 0;
+    double dt = (target - work) / compute_pace;  // infinite when nothing is left to reach
+    if (running < n && scheduled && !busy) dt = std::min(dt, out.buckets[running].start_ms - t);
+    if (busy) dt = std::min(dt, left / comm_pace);
+    TANDEM_CHECK(std::isfinite(dt), "comm simulation: no next event at {} ms", t);
+    t += dt;
+    // What reaches its event now is set to it exactly, so rounding cannot stall the loop.
+    work = dt == (target - work) / compute_pace ? target : work + compute_pace * dt;
+    if (busy) left = dt == left / comm_pace ? 0.0 : left - comm_pace * dt;
+    reach();
+    if (busy && left <= 0) {
+      out.buckets[running].end_ms = free_at = t;
+      out.comm_busy_ms += t - out.buckets[running].start_ms;
+      if (++running < n) left = link_ms[running];
+      scheduled = false;
+    }
+  }
+  out.exposed_comm_ms = n == 0 ? 0.0 : std::max(0.0, free_at - out.backward_compute_ms) + o.tail_ms;
   return out;
 }
 
@@ -180,7 +217,8 @@ StepPrediction predict_step(const std::vector<GradientTiming>& gradients, const 
     }
     p.backward = simulate_comm(bytes, ready, link_ms, compute.backward_compute_ms, overheads);
   }
-  p.step_ms = compute.total() + p.backward.exposed_comm_ms;
+  p.step_ms =
+      compute.total() - compute.backward_compute_ms + p.backward.backward_compute_ms + p.backward.exposed_comm_ms;
   return p;
 }
 

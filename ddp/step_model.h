@@ -54,7 +54,7 @@ struct LinkFit {
 LinkFit fit_link(int world_size, const std::vector<LinkSample>& samples);
 
 // A gradient as measured: its bytes and when it became ready, as a fraction of
-// the backward pass (0 = its start, 1 = the end of the autograd pass).
+// backward's own work (0 = its start, 1 = the end of the autograd pass).
 struct GradientTiming {
   std::string name;
   size_t bytes = 0;
@@ -83,9 +83,9 @@ struct SimulatedBucket {
 
 struct SimulatedBackward {
   std::vector<SimulatedBucket> buckets;
-  double backward_compute_ms = 0;
-  double exposed_comm_ms = 0;  // max(0, last end - backward_compute_ms)
-  double comm_busy_ms = 0;     // sum of the buckets' comm times
+  double backward_compute_ms = 0;  // when the autograd pass ends (its own work, plus what comm took from it)
+  double exposed_comm_ms = 0;      // max(0, last end - backward_compute_ms) + tail
+  double comm_busy_ms = 0;         // sum of the buckets' comm times
 };
 
 // What a real step adds to the ideal comm thread, measured from a profile
@@ -102,6 +102,11 @@ struct CommOverheads {
   double launch_ms = 0;
   double tail_ms = 0;    // exposed time past the last bucket's end (copying the averages back)
   double ready_lag = 0;  // see launch_ms
+  // The share of backward's pace the comm thread takes while it reduces a bucket during
+  // backward: on a CPU where each rank has about one core, the two threads share it, so
+  // backward's own work (ComputeTimes::backward_compute_ms) stretches by stolen_share x the
+  // comm thread's busy time inside it. In [0, 1).
+  double stolen_share = 0;
 };
 
 // The comm scales that explain measured buckets: bucket k spent inside_ms[k]
@@ -121,14 +126,18 @@ std::pair<double, double> fit_comm_scales(const std::vector<double>& inside_ms, 
 // ready times the lag is 0 and launch the mean gap; with none, both are 0.
 std::pair<double, double> fit_launch(const std::vector<double>& ready_ms, const std::vector<double>& gap_ms);
 
-// The comm thread over buckets in launch order: bucket k starts at
-// max(ready_k * (1 + ready_lag) + launch_ms, end_{k-1}) and does link_ms[k] of the link's work,
-// at 1/scale_during_backward of the link's pace until backward_compute_ms and
-// at 1/scale_after_backward after it; exposed = max(0, end_last - backward) +
-// tail_ms (tail only when a bucket was reduced). Throws Error on mismatched
-// sizes, negative times or scales, or ready times out of launch order.
-SimulatedBackward simulate_comm(const std::vector<size_t>& bytes, const std::vector<double>& ready_ms,
-                                const std::vector<double>& link_ms, double backward_compute_ms,
+// Backward and the comm thread over buckets in launch order, in time. Backward
+// has backward_work_ms of its own work, done at pace 1, or 1 - stolen_share
+// while a bucket is being reduced; bucket k becomes ready when backward has done
+// ready_work_ms[k] of it, starts at max(ready_k * (1 + ready_lag) + launch_ms,
+// end_{k-1}) (ready_k its time), and does link_ms[k] of the link's work, at
+// 1/scale_during_backward of the link's pace until backward ends and at
+// 1/scale_after_backward after it; exposed = max(0, end_last - backward end) +
+// tail_ms (tail only when a bucket was reduced). With no stolen share, ready
+// times are the ready work and backward ends at backward_work_ms. Throws Error
+// on mismatched sizes, negative times or scales, or ready work out of launch order.
+SimulatedBackward simulate_comm(const std::vector<size_t>& bytes, const std::vector<double>& ready_work_ms,
+                                const std::vector<double>& link_ms, double backward_work_ms,
                                 const CommOverheads& overheads = {});
 
 // A step's phases other than communication, ms, at one world size.
@@ -146,13 +155,15 @@ struct StepPrediction {
   BucketCaps caps;
   std::vector<BucketSpec> layout;  // empty for one rank
   SimulatedBackward backward;
-  double step_ms = 0;  // compute.total() + backward.exposed_comm_ms
+  // compute.total() with backward's own work replaced by its simulated length, + backward.exposed_comm_ms
+  double step_ms = 0;
 };
 
 // The whole model: buckets for `caps`, each ready when its last gradient is
-// (ready_fraction x compute.backward_compute_ms), reduced on the simulated comm
-// thread with `link`'s times and `overheads`. One rank (link.world_size == 1)
-// has no buckets and no communication.
+// (backward has done ready_fraction x compute.backward_compute_ms of its own
+// work), reduced on the simulated comm thread with `link`'s times and
+// `overheads`. One rank (link.world_size == 1) has no buckets and no
+// communication.
 StepPrediction predict_step(const std::vector<GradientTiming>& gradients, const ComputeTimes& compute,
                             const LinkFit& link, BucketCaps caps, const CommOverheads& overheads = {});
 

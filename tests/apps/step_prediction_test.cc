@@ -133,6 +133,47 @@ TEST(Average, IsTheMeanOfComputeReadyFractionsAndTailWithTheCommOverheadsFittedO
       "gradients differ"));
 }
 
+// two_bucket_profile with bucket 0 reduced 11-`end0` inside a backward of `backward` ms (<= 22),
+// and bucket 1 after it, 22-28.
+report::Profile busier(double end0, double backward) {
+  report::Profile p = two_bucket_profile();
+  p.facts.label = "busier";
+  p.bucket_comm_start_ms = {11, 22};
+  p.bucket_comm_end_ms = {end0, 28};
+  p.median.backward_compute_ms = backward;
+  p.median.backward_ms = backward + 10;
+  return p;
+}
+
+TEST(Average, FitsTheStolenShareAsTheSlopeOfBackwardOnTheCommTimeInsideIt) {
+  // Busy 4 ms inside a 20 ms backward, and 6 ms inside 20.6: 0.3 ms of backward per ms of comm,
+  // and 18.8 ms of backward's own work in both.
+  const Calibration m = average({calibrate(two_bucket_profile(), two_rank_link(), "b:1"),
+                                 calibrate(busier(17, 20.6), two_rank_link(), "b:2")});
+  EXPECT_NEAR(m.overheads.stolen_share, 0.3, 1e-12);
+  EXPECT_NEAR(m.compute.backward_compute_ms, 18.8, 1e-12);
+  // Ready fractions of that own work: "head" at 10 ms, before any comm; "embedding" at 19 ms, after 4
+  // (or 6) ms of it, so 19 - 1.2 (or 1.8) ms of work.
+  EXPECT_NEAR(m.gradients[0].ready_fraction, 10 / 18.8, 1e-12);
+  EXPECT_NEAR(m.gradients[2].ready_fraction, 17.5 / 18.8, 1e-12);
+}
+
+TEST(Average, BoundsTheStolenShareByTheCommThreadsOwnWork) {
+  // Busy 4 and 8 ms for the link's 2 ms each: 1/s_during = (4 x 2 + 8 x 2) / (4^2 + 8^2) = 0.3, so the
+  // thread did 0.3 ms of link work per busy ms and may take no more than that from backward, whatever
+  // the slope (2 ms more backward for 4 ms more busy: 0.5).
+  const Calibration m = average({calibrate(two_bucket_profile(), two_rank_link(), "b:1"),
+                                 calibrate(busier(19, 22), two_rank_link(), "b:2")});
+  EXPECT_NEAR(m.overheads.scale_during_backward, 1 / 0.3, 1e-12);
+  EXPECT_NEAR(m.overheads.stolen_share, 0.3, 1e-12);
+}
+
+TEST(Calibrate, OneCaseCannotTellAStolenShare) {
+  const Calibration c = calibrate(busier(17, 20.6), two_rank_link(), "b:2");
+  EXPECT_EQ(c.overheads.stolen_share, 0);
+  EXPECT_DOUBLE_EQ(c.compute.backward_compute_ms, 20.6);
+}
+
 TEST(ScaleToWorld, GivesEachRankItsShareOfTheCoresAtOrAboveTheCoreCount) {
   const Calibration c = calibrate(two_bucket_profile(), two_rank_link(), "b:1");
   const Calibration s = scale_to_world(c, 4, 2);

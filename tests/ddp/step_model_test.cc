@@ -163,6 +163,30 @@ TEST(SimulateComm, CommRunsAtTheBackwardPaceUntilBackwardEndsThenAtTheOther) {
   EXPECT_DOUBLE_EQ(simulate_comm({1}, {12}, {1}, 10, CommOverheads{2, 1.5, 0, 0}).buckets[0].end_ms, 13.5);
 }
 
+TEST(SimulateComm, BackwardSlowsByTheStolenShareWhileABucketIsReducedInsideIt) {
+  // 10 ms of backward's own work; bucket 0 ready at 4 ms of it, 2 ms of link work at scale 1 from 4 to 6,
+  // while backward runs at half pace: 1 ms of its work done by 6, the other 5 ms at full pace: ends at 11.
+  // Bucket 1, ready at 6 ms of work, is ready at 7 (not 6) and, with 1 ms of link work from 7 to 8 at
+  // half pace again, backward ends at 11.5.
+  CommOverheads o;
+  o.stolen_share = 0.5;
+  SimulatedBackward s = simulate_comm({1}, {4}, {2}, 10, o);
+  EXPECT_DOUBLE_EQ(s.buckets[0].end_ms, 6);
+  EXPECT_DOUBLE_EQ(s.backward_compute_ms, 11);
+  EXPECT_DOUBLE_EQ(s.exposed_comm_ms, 0);
+  s = simulate_comm({1, 1}, {4, 6}, {2, 1}, 10, o);
+  EXPECT_DOUBLE_EQ(s.buckets[1].ready_ms, 7);
+  EXPECT_DOUBLE_EQ(s.buckets[1].end_ms, 8);
+  EXPECT_DOUBLE_EQ(s.backward_compute_ms, 11.5);
+  // After backward nothing is stolen: a bucket running past its end leaves it where the stealing put it.
+  s = simulate_comm({1}, {9}, {3}, 10, o);
+  EXPECT_DOUBLE_EQ(s.backward_compute_ms, 11);  // 9..11 at half pace does the last 1 ms
+  EXPECT_DOUBLE_EQ(s.buckets[0].end_ms, 12);
+  EXPECT_DOUBLE_EQ(s.exposed_comm_ms, 1);
+  o.stolen_share = 1;
+  EXPECT_TRUE(throws_error_containing([&] { simulate_comm({1}, {4}, {2}, 10, o); }, "stolen share 1"));
+}
+
 TEST(FitCommScales, RecoversTheTwoPacesFromBucketsThatSawBoth) {
   // Scales 3 during and 1.5 after: bucket 0 all inside (2 ms of link work: 6 ms), bucket 1 all after
   // (2 ms: 3 ms), bucket 2 split (3 ms inside do 1 ms, 1 ms of work left: 1.5 ms after).
@@ -260,6 +284,22 @@ TEST(PredictStep, ScalesTheLinksTimeByTheMeasuredCommScale) {
   const StepPrediction p = predict_step(g, ComputeTimes{0, 0, 10, 0, 0}, link, {}, CommOverheads{4, 1.5, 0.5, 0.25});
   EXPECT_DOUBLE_EQ(p.backward.buckets[0].end_ms, 15);
   EXPECT_DOUBLE_EQ(p.step_ms, 15.25);
+}
+
+TEST(PredictStep, CountsBackwardAsLongAsTheStolenShareMakesIt) {
+  const auto g = gradients({1000, 1000}, {0.5, 1.0});
+  LinkFit link;
+  link.world_size = 2;
+  link.alpha_us = 2000;  // 2 ms per bucket
+  CommOverheads o;
+  o.stolen_share = 0.5;
+  // Bucket {0} ready at 5 ms, reduced 5-7 at half pace for backward (1 ms of its work), so backward
+  // ends at 11 and bucket {1}, ready then, runs 11-13: 2 ms exposed. Step = 1 + 11 + 2 + 3.
+  const StepPrediction p = predict_step(g, ComputeTimes{0, 1, 10, 3, 0}, link, {1000, 1000}, o);
+  ASSERT_EQ(p.layout.size(), 2u);
+  EXPECT_DOUBLE_EQ(p.backward.backward_compute_ms, 11);
+  EXPECT_DOUBLE_EQ(p.backward.exposed_comm_ms, 2);
+  EXPECT_DOUBLE_EQ(p.step_ms, 17);
 }
 
 TEST(PredictStep, NeedsGradientTimesForMoreThanOneRank) {
