@@ -2,7 +2,9 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -12,6 +14,7 @@
 
 #include "core/allocation_ledger.h"
 #include "core/check.h"
+#include "core/host_block_cache.h"
 #include "core/stream.h"
 
 #if TANDEM_WITH_CUDA
@@ -55,11 +58,14 @@ size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 // TANDEM_HOST_HUGE_PAGES=1: blocks of 2 MiB and more start on a 2 MiB boundary
 // and ask for transparent huge pages (MADV_HUGEPAGE), which kernels in
 // "madvise" mode give only when asked. Off by default (as PyTorch's
-// THP_MEM_ALLOC_ENABLE): it rounds large blocks up to 2 MiB and a fault may
-// compact memory. What it buys: fewer TLB misses, and process_vm_readv from
+// THP_MEM_ALLOC_ENABLE): it rounds large blocks up to 2 MiB and costs
+// resident memory. What it buys: fewer TLB misses, and process_vm_readv from
 // such a block (the ring's single-copy all_reduce, comm/single_copy.h) pins
 // one huge page instead of 512 small ones (measured: 95 % of memcpy instead
-// of 55 %, docs/results/allreduce_shm_cpu.md).
+// of 55 %, docs/results/allreduce_shm_cpu.md). It needs the block cache
+// below: a huge page faulted in afresh at every step is zeroed and, under
+// the kernel's default defrag mode ("madvise"), compacted for, which made
+// the bag recipe's backward 2x slower (docs/results/cpu_speed.md).
 constexpr size_t kHugePage = 2 << 20;
 bool huge_pages_asked() {
   static const bool asked = [] {
@@ -77,18 +83,85 @@ bool kernel_gives_huge_pages() {
   return std::getline(f, modes) && modes.find("[never]") == std::string::npos;
 }
 
+// Blocks from 128 KiB up are kept when freed and handed out again
+// (core/host_block_cache.h), as the CUDA pool does on the device. Without
+// it, glibc gives such blocks back to the kernel (munmap above its mmap
+// threshold, a trim of the heap's top below it), and the next step faults
+// every page in again: 14 % of a 2-core ag_news_small step was system time.
+// Below 128 KiB glibc's arenas already reuse memory without system calls.
+// Sizes are rounded up to one of 8 classes per power of two (at most 1/8
+// more), so that batches of nearby shapes (sequence-length buckets, a last
+// short batch) share blocks. The cached bytes never exceed the largest
+// number of bytes in use so far: a steady training loop frees nothing, and
+// a change of shapes can at most double the footprint. Off under
+// AddressSanitizer, whose use-after-free checks need every free to reach it.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kCacheBlocks = false;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kCacheBlocks = false;
+#else
+constexpr bool kCacheBlocks = true;
+#endif
+#else
+constexpr bool kCacheBlocks = true;
+#endif
+constexpr size_t kCachedMinBytes = 128 << 10;
+constexpr size_t kPage = 4096;
+
+size_t block_bytes(size_t nbytes) {
+  if (nbytes < kCachedMinBytes) return round_up(nbytes, kHostAlignment);
+  size_t b = round_up(nbytes, std::max(kPage, std::bit_floor(nbytes) / 8));
+  if (b >= kHugePage && huge_pages_asked()) b = round_up(b, kHugePage);
+  return b;
+}
+bool on_huge_pages(size_t block) { return block >= kHugePage && huge_pages_asked(); }
+bool cached(size_t block) { return kCacheBlocks && block >= kCachedMinBytes; }
+
+struct HostCache {
+  std::mutex mutex;  // tensors are freed from loader and comm threads too
+  HostBlockCache blocks;
+  size_t most_in_use = 0;  // the cache's limit
+};
+// Never destroyed: tensors in static objects may be freed after main returns.
+HostCache& host_cache() {
+  static HostCache* cache = new HostCache;
+  return *cache;
+}
+
+void free_blocks(const std::vector<HostBlockCache::Block>& blocks) {
+  for (const auto& b : blocks) {
+    std::free(b.p);
+    host_counters.reserved.fetch_sub(b.bytes);
+  }
+}
+
 }  // namespace
 
 namespace host_memory {
 
 void* allocate(size_t nbytes) {
   if (nbytes == 0) return nullptr;
-  const bool huge = nbytes >= kHugePage && huge_pages_asked();
-  const size_t align = huge ? kHugePage : kHostAlignment;
-  void* p = std::aligned_alloc(align, round_up(nbytes, align));
-  if (!p) TANDEM_FAIL("out of host memory allocating {} bytes", nbytes);
-  if (huge) ::madvise(p, round_up(nbytes, align), MADV_HUGEPAGE);  // advice: failing it only costs speed
-  host_counters.on_alloc(nbytes, true);
+  const size_t bytes = block_bytes(nbytes);
+  void* p = nullptr;
+  if (cached(bytes)) {
+    HostCache& c = host_cache();
+    std::lock_guard lock(c.mutex);
+    p = c.blocks.take(bytes);
+    c.most_in_use = std::max(c.most_in_use, host_counters.in_use.load() + nbytes);
+  }
+  if (!p) {
+    const size_t align = on_huge_pages(bytes) ? kHugePage : kHostAlignment;
+    p = std::aligned_alloc(align, bytes);
+    if (!p) {
+      release_cached();
+      p = std::aligned_alloc(align, bytes);
+    }
+    if (!p) TANDEM_FAIL("out of host memory allocating {} bytes", nbytes);
+    if (align == kHugePage) ::madvise(p, bytes, MADV_HUGEPAGE);  // advice: failing it only costs speed
+    host_counters.reserved.fetch_add(bytes);
+  }
+  host_counters.on_alloc(nbytes, false);
   return p;
 }
 
@@ -97,10 +170,30 @@ bool large_blocks_on_huge_pages() {
   return on;
 }
 
+bool caches_freed_blocks() { return kCacheBlocks; }
+
 void deallocate(void* p, size_t nbytes) {
   if (!p) return;
-  std::free(p);
-  host_counters.on_free(nbytes, true);
+  host_counters.on_free(nbytes, false);
+  const size_t bytes = block_bytes(nbytes);
+  if (!cached(bytes)) return free_blocks({{p, bytes}});
+  std::vector<HostBlockCache::Block> evicted;
+  {
+    HostCache& c = host_cache();
+    std::lock_guard lock(c.mutex);
+    evicted = c.blocks.put(p, bytes, c.most_in_use);
+  }
+  free_blocks(evicted);
+}
+
+void release_cached() {
+  std::vector<HostBlockCache::Block> all;
+  {
+    HostCache& c = host_cache();
+    std::lock_guard lock(c.mutex);
+    all = c.blocks.drain();
+  }
+  free_blocks(all);
 }
 
 void* allocate_pinned(size_t nbytes, bool* pinned) {

@@ -21,7 +21,7 @@ namespace tandem {
 struct MemoryStats {
   size_t in_use = 0;       // bytes currently handed out to tensors
   size_t peak_in_use = 0;  // high-water mark of in_use since the last reset
-  size_t reserved = 0;     // bytes the allocator holds from the system (device pools: reserved by the pool)
+  size_t reserved = 0;     // bytes the allocator holds from the system, cached blocks included
   uint64_t allocations = 0;  // number of allocate calls that returned memory
 };
 
@@ -29,8 +29,16 @@ namespace host_memory {
 // 64-byte aligned, so rows of f32 start on cache-line and AVX-512 boundaries;
 // with TANDEM_HOST_HUGE_PAGES=1, blocks of 2 MiB and more start on a 2 MiB
 // boundary and are advised for transparent huge pages (allocator.cc says why).
+// Freed blocks of 128 KiB and more are kept and handed out again to requests
+// of the same size class (except under AddressSanitizer), up to the largest
+// number of bytes in use so far; an allocation the system refuses first
+// gives the cached blocks back and tries once more.
 void* allocate(size_t nbytes);
 void deallocate(void* p, size_t nbytes);
+// Whether freed large blocks are kept for reuse (false under AddressSanitizer).
+bool caches_freed_blocks();
+// Gives every cached, unused block back to the system.
+void release_cached();
 // Whether blocks of 2 MiB and more are advised for huge pages: TANDEM_HOST_HUGE_PAGES=1
 // and a kernel whose transparent huge pages are not "never".
 bool large_blocks_on_huge_pages();

@@ -62,6 +62,47 @@ TEST(HostAllocator, TracksBytesInUseAndPeak) {
   EXPECT_EQ(host_memory::stats().in_use, base);
 }
 
+TEST(HostAllocator, HandsAFreedLargeBlockToTheNextRequestOfItsSizeClass) {
+  if (!host_memory::caches_freed_blocks()) GTEST_SKIP() << "AddressSanitizer build: freed blocks go back at once";
+  host_memory::release_cached();
+  void* first = nullptr;
+  size_t reserved = 0;
+  {
+    Tensor a = Tensor::empty({1 << 20}, DType::F32);  // 4 MiB
+    first = a.data_ptr();
+    reserved = host_memory::stats().reserved;
+  }
+  EXPECT_EQ(host_memory::stats().reserved, reserved) << "the freed block stays cached";
+  Tensor b = Tensor::empty({(1 << 20) - 100}, DType::F32);  // same class: at most 1/8 apart
+  EXPECT_EQ(b.data_ptr(), first);
+  EXPECT_EQ(host_memory::stats().reserved, reserved);
+}
+
+TEST(HostAllocator, ReleaseCachedGivesEveryCachedBlockBack) {
+  host_memory::release_cached();
+  const size_t before = host_memory::stats().reserved;
+  { Tensor a = Tensor::empty({1 << 20}, DType::F32); }
+  if (host_memory::caches_freed_blocks()) {
+    EXPECT_GE(host_memory::stats().reserved, before + (4u << 20));
+  }
+  host_memory::release_cached();
+  EXPECT_EQ(host_memory::stats().reserved, before);
+}
+
+TEST(HostAllocator, GivesSmallBlocksBackAtOnce) {
+  host_memory::release_cached();
+  const size_t before = host_memory::stats().reserved;
+  { Tensor a = Tensor::empty({16 << 10}, DType::F32); }  // 64 KiB: glibc's arenas reuse it
+  EXPECT_EQ(host_memory::stats().reserved, before);
+}
+
+TEST(HostAllocator, UnderAddressSanitizerGivesEveryFreedBlockBack) {
+  if (host_memory::caches_freed_blocks()) GTEST_SKIP() << "only AddressSanitizer builds give large blocks back at once";
+  const size_t before = host_memory::stats().reserved;
+  { Tensor a = Tensor::empty({1 << 20}, DType::F32); }
+  EXPECT_EQ(host_memory::stats().reserved, before);
+}
+
 TEST(HostAllocator, ZeroBytesNeedNoMemory) {
   Tensor t = Tensor::empty({0});
   EXPECT_EQ(t.numel(), 0);
