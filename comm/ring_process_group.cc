@@ -301,8 +301,8 @@ void RingProcessGroup::setup_single_copy(uint64_t nonce) {
     // Measured: from 4 KiB pages process_vm_readv pins every page and single
     // copy is slower than the ring (docs/results/allreduce_shm_cpu.md).
     single_copy_note_ =
-        "off: host tensors are not on huge pages on every rank (TANDEM_HOST_HUGE_PAGES=1; from 4 KiB pages single "
-        "copy is slower than the ring)";
+        "off: host tensors are not on huge pages on every rank (TANDEM_HOST_HUGE_PAGES=0 or a kernel without "
+        "transparent huge pages; from 4 KiB pages single copy is slower than the ring)";
     return;
   }
   single_copy_ = std::move(sc);

@@ -65,7 +65,7 @@ class SingleCopy;
 
 // Auto's threshold for single copy, the huge page size: auto uses single
 // copy only when every rank's large host tensors are on huge pages
-// (TANDEM_HOST_HUGE_PAGES=1, core/allocator.h), which smaller tensors are
+// (the default, core/allocator.h), which smaller tensors are
 // not; at 1 MiB 4 ranks were 22 % slower than the ring, at 2 MiB 18 % faster
 // (median of 5; docs/results/allreduce_shm_cpu.md).
 inline constexpr size_t kRingSingleCopyMinBytes = 2 << 20;

@@ -55,24 +55,27 @@ Counters pinned_counters;
 
 size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
-// TANDEM_HOST_HUGE_PAGES=1: blocks of 2 MiB and more start on a 2 MiB boundary
-// and ask for transparent huge pages (MADV_HUGEPAGE), which kernels in
-// "madvise" mode give only when asked. Off by default (as PyTorch's
-// THP_MEM_ALLOC_ENABLE): it rounds large blocks up to 2 MiB and costs
-// resident memory. What it buys: fewer TLB misses, and process_vm_readv from
-// such a block (the ring's single-copy all_reduce, comm/single_copy.h) pins
-// one huge page instead of 512 small ones (measured: 95 % of memcpy instead
-// of 55 %, docs/results/allreduce_shm_cpu.md). It needs the block cache
-// below: a huge page faulted in afresh at every step is zeroed and, under
-// the kernel's default defrag mode ("madvise"), compacted for, which made
-// the bag recipe's backward 2x slower (docs/results/cpu_speed.md).
+// Blocks of 2 MiB and more start on a 2 MiB boundary and ask for
+// transparent huge pages (MADV_HUGEPAGE), which kernels in "madvise" mode
+// (Debian's default) give only when asked; TANDEM_HOST_HUGE_PAGES=0 turns
+// this off. What it buys: fewer TLB misses, and process_vm_readv from such
+// a block (the ring's single-copy all_reduce, comm/single_copy.h) pins one
+// huge page instead of 512 small ones (95 % of memcpy instead of 55 %,
+// docs/results/allreduce_shm_cpu.md). What it costs: blocks rounded up to
+// 2 MiB, so more resident memory (+5-14 % peak RSS in the training benches,
+// docs/results/cpu_speed.md). It needs the block cache below: without it a
+// step faults its huge pages in afresh, each zeroed and, under the kernel's
+// "madvise" defrag mode, compacted for, which made the bag recipe's backward
+// 1.8x slower; with it huge pages are level or faster on every config.
+// PyTorch leaves this off (THP_MEM_ALLOC_ENABLE) because it has no CPU cache.
 constexpr size_t kHugePage = 2 << 20;
 bool huge_pages_asked() {
   static const bool asked = [] {
     const char* v = std::getenv("TANDEM_HOST_HUGE_PAGES");
-    if (v == nullptr || std::strcmp(v, "0") == 0 || *v == 0) return false;
-    TANDEM_CHECK(std::strcmp(v, "1") == 0, "TANDEM_HOST_HUGE_PAGES='{}' must be 0 or 1", v);
-    return true;
+    if (v == nullptr || *v == 0) return true;
+    TANDEM_CHECK(std::strcmp(v, "0") == 0 || std::strcmp(v, "1") == 0,
+                 "TANDEM_HOST_HUGE_PAGES='{}' must be 0 or 1", v);
+    return std::strcmp(v, "1") == 0;
   }();
   return asked;
 }

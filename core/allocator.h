@@ -27,8 +27,8 @@ struct MemoryStats {
 
 namespace host_memory {
 // 64-byte aligned, so rows of f32 start on cache-line and AVX-512 boundaries;
-// with TANDEM_HOST_HUGE_PAGES=1, blocks of 2 MiB and more start on a 2 MiB
-// boundary and are advised for transparent huge pages (allocator.cc says why).
+// blocks of 2 MiB and more start on a 2 MiB boundary and are advised for
+// transparent huge pages unless TANDEM_HOST_HUGE_PAGES=0 (allocator.cc says why).
 // Freed blocks of 128 KiB and more are kept and handed out again to requests
 // of the same size class (except under AddressSanitizer), up to the largest
 // number of bytes in use so far; an allocation the system refuses first
@@ -39,8 +39,8 @@ void deallocate(void* p, size_t nbytes);
 bool caches_freed_blocks();
 // Gives every cached, unused block back to the system.
 void release_cached();
-// Whether blocks of 2 MiB and more are advised for huge pages: TANDEM_HOST_HUGE_PAGES=1
-// and a kernel whose transparent huge pages are not "never".
+// Whether blocks of 2 MiB and more are advised for huge pages: not
+// TANDEM_HOST_HUGE_PAGES=0, and a kernel whose transparent huge pages are not "never".
 bool large_blocks_on_huge_pages();
 // Page-locked memory for fast, asynchronous host<->device copies. Falls back to
 // ordinary aligned memory (and returns pinned=false) when no GPU is present.

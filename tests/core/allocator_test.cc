@@ -38,15 +38,28 @@ std::string vm_flags_of(const void* p) {
   return "";
 }
 
-// TANDEM_HOST_HUGE_PAGES is read once per process, so this runs in its own
-// ctest entry (core_host_huge_pages) with the variable set to 1.
-TEST(HostAllocator, HugePagesPutLargeBlocksOnTwoMiBBoundariesAdvisedForHugePages) {
+bool small_pages_asked() {
   const char* v = std::getenv("TANDEM_HOST_HUGE_PAGES");
-  if (v == nullptr || std::string(v) != "1") GTEST_SKIP() << "runs under TANDEM_HOST_HUGE_PAGES=1 (ctest core_host_huge_pages)";
+  return v != nullptr && std::string(v) == "0";
+}
+
+// TANDEM_HOST_HUGE_PAGES is read once per process: each value also runs in
+// its own ctest entry (core_host_huge_pages, core_host_small_pages).
+TEST(HostAllocator, HugePagesPutLargeBlocksOnTwoMiBBoundariesAdvisedForHugePages) {
+  if (small_pages_asked()) GTEST_SKIP() << "huge pages are the default; this process runs with TANDEM_HOST_HUGE_PAGES=0";
   Tensor big = Tensor::empty({(3 << 20) / 4}, DType::F32);  // 3 MiB
   EXPECT_EQ(reinterpret_cast<uintptr_t>(big.data_ptr()) % (2 << 20), 0u);
   const std::string flags = vm_flags_of(big.data_ptr());
   EXPECT_NE(flags.find(" hg"), std::string::npos) << flags;  // "hg": MADV_HUGEPAGE
+}
+
+TEST(HostAllocator, SmallPagesOnRequestLeaveLargeBlocksUnadvised) {
+  if (!small_pages_asked()) GTEST_SKIP() << "runs under TANDEM_HOST_HUGE_PAGES=0 (ctest core_host_small_pages)";
+  Tensor big = Tensor::empty({(3 << 20) / 4}, DType::F32);  // 3 MiB
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(big.data_ptr()) % 64, 0u);
+  EXPECT_FALSE(host_memory::large_blocks_on_huge_pages());
+  const std::string flags = vm_flags_of(big.data_ptr());
+  EXPECT_EQ(flags.find(" hg"), std::string::npos) << flags;
 }
 
 TEST(HostAllocator, TracksBytesInUseAndPeak) {
