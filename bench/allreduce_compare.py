@@ -57,7 +57,7 @@ def pairs(text):
     return {int(b): float(t) for b, t in (l.split() for l in text.splitlines() if l.strip() and l[0].isdigit())}
 
 
-def tandem_times(args, n, transport="tcp", single_copy=None, huge_pages=False):
+def tandem_times(args, n, transport="tcp", single_copy=None, huge_pages=True):
     cmd = [args.tandem, "launch", "--nproc-per-node", str(n), "--", args.tandem, "bench", "allreduce",
            "-b", args.min, "-e", args.max, "-f", "2", "-n", str(args.iters), "-w", str(args.warmup),
            "--ring-transport", transport]
@@ -197,8 +197,8 @@ def transports_report(args):
               "repeat": args.repeat, "load_average_before": load_before, "worlds": []}
     raw = {}  # world size -> the default's last output
     # column -> (transport, single copy, huge pages); "auto" is what a job gets by default.
-    tandem_columns = {"auto": ("shm", "auto", False), "auto_thp": ("shm", "auto", True), "single": ("shm", "on", False),
-                      "shm": ("shm", "off", False), "tcp": ("tcp", None, False)}
+    tandem_columns = {"auto": ("shm", "auto", True), "auto_small": ("shm", "auto", False), "single": ("shm", "on", True),
+                      "shm": ("shm", "off", True), "tcp": ("tcp", None, True)}
     for n in args.nprocs:
         runs = {k: [] for k in list(tandem_columns) + ["gloo"]}
         for _ in range(args.repeat):  # interleaved, so that a disturbance hits every column alike
@@ -214,8 +214,8 @@ def transports_report(args):
         for size in sorted(best["auto"]):
             b = {k: busbw(size, best[k][size], n) for k in tandem_columns}
             b_gloo = busbw(size, gloo[size], n) if size in gloo else None
-            rows.append({"bytes": size, "auto_busbw": b["auto"], "auto_huge_pages_busbw": b["auto_thp"],
-                         "auto_huge_pages_over_memcpy": b["auto_thp"] / mem_bw,
+            rows.append({"bytes": size, "auto_busbw": b["auto"], "auto_small_pages_busbw": b["auto_small"],
+                         "auto_small_pages_over_memcpy": b["auto_small"] / mem_bw,
                          "single_copy_busbw": b["single"],
                          "shm_ring_busbw": b["shm"], "tcp_busbw": b["tcp"], "gloo_busbw": b_gloo,
                          "auto_over_memcpy": b["auto"] / mem_bw,
@@ -235,10 +235,10 @@ def transports_report(args):
              f"- command: `{record['command']}`",
              f"- float32 sum, in place (gloo's only mode); {args.warmup} warm-up + {args.iters} timed calls per size;"
              " time = slowest rank's mean; busbw = bytes/time x 2(n-1)/n in GB/s",
-             "- columns: tandem default (`--ring-transport shm`, single copy auto), the same with"
-             " `TANDEM_HOST_HUGE_PAGES=1` (tensors of 2 MiB and more on transparent huge pages), single copy at every"
-             " size (`--ring-single-copy on`), the ring over shared memory (`--ring-single-copy off`), the ring over"
-             " TCP, gloo; all but the second with TANDEM_HOST_HUGE_PAGES=0",
+             "- columns: tandem default (`--ring-transport shm`, single copy auto, tensors of 2 MiB and more on"
+             " transparent huge pages), the same with `TANDEM_HOST_HUGE_PAGES=0` (4 KiB pages: auto keeps the ring),"
+             " single copy at every size (`--ring-single-copy on`), the ring over shared memory"
+             " (`--ring-single-copy off`), the ring over TCP, gloo; all but the second with huge pages",
              f"- each of the six ran {args.repeat} times, interleaved; the table keeps each one's best time per size",
              f"- single-core memcpy bandwidth measured here: {mem_bw:.2f} GB/s (numpy copy of 256 MiB, best of 3)",
              f"- load average (1, 5, 15 min) before: {load_before}, after: {record['load_average_after']}"
@@ -248,17 +248,17 @@ def transports_report(args):
     for w in record["worlds"]:
         n = w["ranks"]
         lines += [f"## {n} ranks (busbw, GB/s)", "",
-                  "| size | tandem default | default, huge pages | single copy | ring shm | ring tcp | gloo |"
-                  " default / memcpy | huge pages / memcpy | default / gloo | >= 50 % memcpy | >= 1.5x gloo |",
+                  "| size | tandem default | default, small pages | single copy | ring shm | ring tcp | gloo |"
+                  " default / memcpy | small pages / memcpy | default / gloo | >= 50 % memcpy | >= 1.5x gloo |",
                   "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|:---:|:---:|"]
         for r in w["rows"]:
             g = r["gloo_busbw"]
             gloo_cell = "-" if g is None else f"{g:.3f}"
             ratio_cell = "-" if g is None else f"{r['auto_over_gloo']:.2f}x"
-            lines.append(f"| {r['bytes']} | {r['auto_busbw']:.3f} | {r['auto_huge_pages_busbw']:.3f} | "
+            lines.append(f"| {r['bytes']} | {r['auto_busbw']:.3f} | {r['auto_small_pages_busbw']:.3f} | "
                          f"{r['single_copy_busbw']:.3f} | "
                          f"{r['shm_ring_busbw']:.3f} | {r['tcp_busbw']:.3f} | {gloo_cell} | "
-                         f"{100 * r['auto_over_memcpy']:.0f} % | {100 * r['auto_huge_pages_over_memcpy']:.0f} % | "
+                         f"{100 * r['auto_over_memcpy']:.0f} % | {100 * r['auto_small_pages_over_memcpy']:.0f} % | "
                          f"{ratio_cell} | {mark(r['goal_memcpy'])} | "
                          f"{mark(r['goal_gloo'])} |")
         lines.append("")
