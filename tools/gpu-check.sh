@@ -31,23 +31,36 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/cuda/bin"  # nvcc, compute-sanitizer, ncu where the toolkit keeps them
+# Phases write under $res; what goes back is $out (the device tool's $OUT
+# returns at most 8 files): after every phase, all summaries so far in
+# $out/summary.txt and everything in $out/gpu-check.tar.gz, so a call cut
+# off at its limit still returns the phases before.
 out=${OUT:-gpu-results}
+res=${GPU_CHECK_DIR:-/tmp/gpu-check}
 build=${BUILD:-build-gpu}
 arch=${CUDA_ARCH:-90}
 limit=${PHASE_TIMEOUT:-480}
 jobs=$(nproc)
-mkdir -p "$out"
+mkdir -p "$res" "$out"
 phases=("$@")
 [ ${#phases[@]} -gt 0 ] || phases=(probe build test)
 status=0
 
-# summary PHASE TEXT...: the phase's summary, printed and put first in $out/PHASE.txt.
+# summary PHASE TEXT...: the phase's summary, printed and put first in $res/PHASE.txt.
 summary() {
   local phase=$1
   shift
-  { printf '# %s  %s\n' "$phase" "$(date -u +%Y-%m-%dT%H:%M:%SZ)"; printf '%s\n' "$@"; } >"$out/$phase.txt"
-  [ -f "$out/$phase.log" ] && printf '\n(full log: %s.log)\n' "$phase" >>"$out/$phase.txt"
-  cat "$out/$phase.txt"
+  { printf '# %s  %s\n' "$phase" "$(date -u +%Y-%m-%dT%H:%M:%SZ)"; printf '%s\n' "$@"; } >"$res/$phase.txt"
+  [ -f "$res/$phase.log" ] && printf '\n(full log: %s.log)\n' "$phase" >>"$res/$phase.txt"
+  cat "$res/$phase.txt"
+}
+
+# pack: the summaries of the phases run so far, in order, and a tarball of every file.
+ran=()
+pack() {
+  ran+=("$p")
+  for q in "${ran[@]}"; do [ -f "$res/$q.txt" ] && cat "$res/$q.txt" && echo; done >"$out/summary.txt"
+  tar -czf "$out/gpu-check.tar.gz" -C "$res" . 2>/dev/null
 }
 
 configure() {
@@ -90,12 +103,12 @@ ctest_summary() {
 }
 
 phase_probe() {
-  tools/gpu-probe.sh >"$out/probe.log" 2>&1
-  summary probe "$(cat "$out/probe.log")"
+  tools/gpu-probe.sh >"$res/probe.log" 2>&1
+  summary probe "$(cat "$res/probe.log")"
 }
 
 phase_build() {
-  local log="$out/build.log" t0=$SECONDS
+  local log="$res/build.log" t0=$SECONDS
   : >"$log"
   if configure >>"$log" 2>&1 && cmake --build "$build" -j"$jobs" >>"$log" 2>&1; then
     summary build "built in $((SECONDS - t0)) s ($jobs cores, sm_$arch)" "$("$build/apps/tandem" info 2>&1)"
@@ -106,24 +119,24 @@ phase_build() {
 }
 
 phase_test() {
-  local log="$out/test.log" regex
+  local log="$res/test.log" regex
   : >"$log"
   build_targets "$log" all || { summary test "build failed: see test.log" "$(grep -E -m20 "error|FAILED" "$log")"; return 1; }
   regex=$(gpu_test_regex)
   export TANDEM_REQUIRE_GPU=1
-  echo "== GPU tests" >"$out/test_gpu.log"
-  ctest --test-dir "$build" -R "$regex" --output-on-failure -j4 --timeout 300 >>"$out/test_gpu.log" 2>&1
+  echo "== GPU tests" >"$res/test_gpu.log"
+  ctest --test-dir "$build" -R "$regex" --output-on-failure -j4 --timeout 300 >>"$res/test_gpu.log" 2>&1
   local gpu_rc=$?
   echo "== all other tests" >"$log"
   ctest --test-dir "$build" -E "$regex" --output-on-failure -j"$jobs" --timeout 300 >>"$log" 2>&1
   local rest_rc=$?
-  summary test "GPU tests (TANDEM_REQUIRE_GPU=1):" "$(ctest_summary "$out/test_gpu.log")" "" \
+  summary test "GPU tests (TANDEM_REQUIRE_GPU=1):" "$(ctest_summary "$res/test_gpu.log")" "" \
     "all other tests:" "$(ctest_summary "$log")" "" "(GPU test log: test_gpu.log)"
   [ $gpu_rc -eq 0 ] && [ $rest_rc -eq 0 ]
 }
 
 phase_sanitize() {
-  local log="$out/sanitize.log" rc=0 regex lines=()
+  local log="$res/sanitize.log" rc=0 regex lines=()
   : >"$log"
   build_targets "$log" kernels_tests ops_tests attention_tests optim_tests ||
     { summary sanitize "build failed: see sanitize.log"; return 1; }
@@ -132,7 +145,7 @@ phase_sanitize() {
   filter=$(sed -E 's/^\(|\)$//g; s/\\\././g; s/\|/:/g' <<<"$regex")
   for tool in memcheck racecheck; do
     for t in kernels_tests ops_tests attention_tests optim_tests; do
-      local tlog="$out/sanitize_${tool}_$t.log"
+      local tlog="$res/sanitize_${tool}_$t.log"
       TANDEM_REQUIRE_GPU=1 compute-sanitizer --tool "$tool" --error-exitcode 3 --print-limit 20 \
         "$build/tests/$t" --gtest_filter="$filter" >"$tlog" 2>&1
       local r=$?
@@ -142,22 +155,22 @@ phase_sanitize() {
       [ $r -eq 0 ] || rc=1
     done
   done
-  cat "$out"/sanitize_*.log >>"$log"
+  cat "$res"/sanitize_*.log >>"$log"
   summary sanitize "${lines[@]}"
   return $rc
 }
 
 phase_bench() {
-  local log="$out/bench.log" rc=0 lines=()
+  local log="$res/bench.log" rc=0 lines=()
   : >"$log"
   build_targets "$log" optim_bench kernels_bench attention_bench classifier_bench tandem ||
     { summary bench "build failed: see bench.log"; return 1; }
   for b in kernels_bench optim_bench attention_bench classifier_bench; do
     echo "== $b --device cuda" >>"$log"
-    timeout 120 "$build/bench/$b" --device cuda >"$out/bench_$b.txt" 2>&1
+    timeout 120 "$build/bench/$b" --device cuda >"$res/bench_$b.txt" 2>&1
     local r=$?
-    cat "$out/bench_$b.txt" >>"$log"
-    lines+=("== $b (exit $r$([ $r -eq 124 ] && echo ', timed out at 120 s'))" "$(grep -E '^\|' "$out/bench_$b.txt" | head -40)")
+    cat "$res/bench_$b.txt" >>"$log"
+    lines+=("== $b (exit $r$([ $r -eq 124 ] && echo ', timed out at 120 s'))" "$(grep -E '^\|' "$res/bench_$b.txt" | head -40)")
     [ $r -eq 0 ] || rc=1
   done
   # Attention, bf16: the default kernels, the two opt-in paths together (the
@@ -167,28 +180,28 @@ phase_bench() {
   # built); then f32 with the split and the fused backward.
   if [ -x "$build/bench/attention_bench" ]; then
     echo "== attention_bench: bf16 tiled/split, pipelined/fused, cudnn; f32 split, fused" >>"$log"
-    ab() { local name=$1; shift; timeout 120 "$build/bench/attention_bench" --device cuda "$@" >"$out/bench_attention_$name.txt" 2>&1 || rc=1; }
+    ab() { local name=$1; shift; timeout 120 "$build/bench/attention_bench" --device cuda "$@" >"$res/bench_attention_$name.txt" 2>&1 || rc=1; }
     ab bf16 --dtype bf16
     ab bf16_pipelined_fused --dtype bf16 --forward pipelined --backward fused
     ab cudnn --dtype bf16 --backend cudnn
     ab f32 --dtype f32
     ab f32_fused --dtype f32 --backward fused
-    local files=("$out"/bench_attention_{bf16,bf16_pipelined_fused,cudnn,f32,f32_fused}.txt)
+    local files=("$res"/bench_attention_{bf16,bf16_pipelined_fused,cudnn,f32,f32_fused}.txt)
     cat "${files[@]}" >>"$log"
     lines+=("== attention: Tandem's default and opt-in kernels vs cuDNN (bf16), split vs fused backward (f32)" "$(cat "${files[@]}")")
   fi
   # linear again with cuBLASLt's bias / bias-gradient epilogues (off by default until verified)
   echo "== kernels_bench --device cuda, TANDEM_CUBLASLT_EPILOGUES=1" >>"$log"
-  TANDEM_CUBLASLT_EPILOGUES=1 timeout 120 "$build/bench/kernels_bench" --device cuda >"$out/bench_kernels_lt.txt" 2>&1 || rc=1
-  cat "$out/bench_kernels_lt.txt" >>"$log"
-  lines+=("== kernels_bench, cuBLASLt epilogues" "$(grep -E '^\| *cuda *\| *linear' "$out/bench_kernels_lt.txt")")
+  TANDEM_CUBLASLT_EPILOGUES=1 timeout 120 "$build/bench/kernels_bench" --device cuda >"$res/bench_kernels_lt.txt" 2>&1 || rc=1
+  cat "$res/bench_kernels_lt.txt" >>"$log"
+  lines+=("== kernels_bench, cuBLASLt epilogues" "$(grep -E '^\| *cuda *\| *linear' "$res/bench_kernels_lt.txt")")
   echo "== tandem bench allreduce (nccl, 1 rank)" >>"$log"
   timeout 60 "$build/apps/tandem" bench allreduce --backend nccl >>"$log" 2>&1 || rc=1
   # One CUDA graph per step (cuda_graph) against eager steps, same config and data.
   for graph in false true; do
     echo "== tandem bench step cuda_graph=$graph (fp32, bf16; 1 rank)" >>"$log"
     timeout 120 "$build/apps/tandem" bench step --config configs/fortunes_demo.yaml --synthetic --precisions fp32,bf16 \
-      --warmup 5 --steps 30 --set device=cuda --set cuda_graph=$graph --out "$out/bench_step_graph_$graph" >>"$log" 2>&1
+      --warmup 5 --steps 30 --set device=cuda --set cuda_graph=$graph --out "$res/bench_step_graph_$graph" >>"$log" 2>&1
     local r=$?
     lines+=("== bench step cuda_graph=$graph (exit $r)" "$(grep -E '^\|' "$log" | tail -6)")
     [ $r -eq 0 ] || rc=1
@@ -198,14 +211,14 @@ phase_bench() {
 }
 
 phase_compare() {
-  local log="$out/compare.log" args=()
+  local log="$res/compare.log" args=()
   : >"$log"
   build_targets "$log" tandem || { summary compare "build failed: see compare.log"; return 1; }
   for c in ${COMPARE_CONFIGS:-configs/fortunes_demo.yaml}; do args+=(--config "$c"); done
   python3 bench/pytorch/compare.py "${args[@]}" --set bf16=true --nproc 1 --tandem "$build/apps/tandem" \
-    --out "$out/compare" >>"$log" 2>&1
+    --out "$res/compare" >>"$log" 2>&1
   local r=$?
-  summary compare "exit $r" "$(cat "$out/compare/compare.md" 2>/dev/null || tail -20 "$log")"
+  summary compare "exit $r" "$(cat "$res/compare/compare.md" 2>/dev/null || tail -20 "$log")"
   return $r
 }
 
@@ -219,12 +232,13 @@ for p in "${phases[@]}"; do
   echo "==== phase $p (limit ${limit} s)"
   # Each phase in its own shell under a time limit, so one that hangs cannot eat the next one's time.
   export -f summary configure build_targets gpu_test_regex ctest_summary "phase_$p"
-  export out build arch jobs
+  export res build arch jobs
   timeout "$limit" bash -c "phase_$p"
   r=$?
   if [ $r -eq 124 ]; then
-    echo "phase $p: stopped at its ${limit} s limit" | tee -a "$out/$p.txt"
+    echo "phase $p: stopped at its ${limit} s limit" | tee -a "$res/$p.txt"
   fi
   [ $r -eq 0 ] || status=1
+  pack
 done
 exit $status
