@@ -3,7 +3,7 @@
  * this process in pieces of P KiB, with memcpy and with process_vm_readv from
  * its own pid (the kernel pins the source pages as it would a peer's), best
  * of R; with a 4th argument the buffers are advised for transparent huge
- * pages first (MADV_HUGEPAGE), as TANDEM_HOST_HUGE_PAGES=1 does.
+ * pages first (MADV_HUGEPAGE), as the allocator does by default.
  *
  *   cc -O2 -o /tmp/pvr bench/process_vm_readv_rate.c && /tmp/pvr 64 256 10 [huge]
  */
