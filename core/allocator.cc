@@ -80,12 +80,6 @@ bool huge_pages_asked() {
   return asked;
 }
 
-bool kernel_gives_huge_pages() {
-  std::ifstream f("/sys/kernel/mm/transparent_hugepage/enabled");
-  std::string modes;
-  return std::getline(f, modes) && modes.find("[never]") == std::string::npos;
-}
-
 // Blocks from 128 KiB up are kept when freed and handed out again
 // (core/host_block_cache.h), as the CUDA pool does on the device. Without
 // it, glibc gives such blocks back to the kernel (munmap above its mmap
@@ -168,8 +162,17 @@ void* allocate(size_t nbytes) {
   return p;
 }
 
+bool kernel_has_transparent_huge_pages() {
+  static const bool has = [] {
+    std::ifstream f("/sys/kernel/mm/transparent_hugepage/enabled");
+    std::string modes;
+    return std::getline(f, modes) && modes.find("[never]") == std::string::npos;
+  }();
+  return has;
+}
+
 bool large_blocks_on_huge_pages() {
-  static const bool on = huge_pages_asked() && kernel_gives_huge_pages();
+  static const bool on = huge_pages_asked() && kernel_has_transparent_huge_pages();
   return on;
 }
 

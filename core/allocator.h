@@ -40,8 +40,11 @@ bool caches_freed_blocks();
 // Gives every cached, unused block back to the system.
 void release_cached();
 // Whether blocks of 2 MiB and more are advised for huge pages: not
-// TANDEM_HOST_HUGE_PAGES=0, and a kernel whose transparent huge pages are not "never".
+// TANDEM_HOST_HUGE_PAGES=0, and kernel_has_transparent_huge_pages().
 bool large_blocks_on_huge_pages();
+// Whether this kernel has transparent huge pages and they are not "never"
+// (/sys/kernel/mm/transparent_hugepage/enabled; gVisor, for one, has none).
+bool kernel_has_transparent_huge_pages();
 // Page-locked memory for fast, asynchronous host<->device copies. Falls back to
 // ordinary aligned memory (and returns pinned=false) when no GPU is present.
 void* allocate_pinned(size_t nbytes, bool* pinned);

@@ -217,7 +217,8 @@ TEST(SingleCopyChoice, AutoKeepsTheRingWhenHostTensorsAreOnSmallPages) {
   EXPECT_EQ(reads.load(), after_probe);
 }
 
-// Huge pages are the default; its own ctest entry (comm_single_copy_auto_huge_pages) fails where it skips.
+// Huge pages are the default; its own ctest entry (comm_single_copy_auto_huge_pages) fails where it skips
+// on a kernel with transparent huge pages.
 TEST(SingleCopyChoice, AutoOnHugePagesReadsPeersOnlyFromTheThresholdAndSmallerMessagesKeepTheRing) {
   if (!host_memory::large_blocks_on_huge_pages()) GTEST_SKIP() << "needs huge pages: not TANDEM_HOST_HUGE_PAGES=0, a kernel with them";
   std::atomic<int> reads{0};
