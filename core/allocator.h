@@ -28,7 +28,7 @@ struct MemoryStats {
 namespace host_memory {
 // 64-byte aligned, so rows of f32 start on cache-line and AVX-512 boundaries;
 // blocks of 2 MiB and more start on a 2 MiB boundary and are advised for
-// transparent huge pages unless TANDEM_HOST_HUGE_PAGES=0 (allocator.cc says why).
+// transparent huge pages where large_blocks_on_huge_pages() (allocator.cc says why).
 // Freed blocks of 128 KiB and more are kept and handed out again to requests
 // of the same size class (except under AddressSanitizer), up to the largest
 // number of bytes in use so far; an allocation the system refuses first
