@@ -24,7 +24,10 @@ with several ranks; Tandem: the cores divided among the local ranks, core/thread
 Every case runs --repeats times, Tandem and PyTorch interleaved, with the 1-minute load
 average recorded before each run, and the medians are reported. With --synthetic NAME both
 train on random full-length sequences (Tandem's `bench step --synthetic`; the same shape in
-train_classifier.py). CPU peak memory is not comparable (Tandem: tensor bytes; PyTorch: RSS).
+train_classifier.py). Peak memory, the same way for both: each run's peak resident set of its
+largest process (the command itself, or a rank it or its launcher waited for), from wait4; the
+JSON also keeps each framework's own figure (Tandem: tensor bytes in use; PyTorch: RSS or CUDA
+bytes allocated).
 """
 import argparse
 import json
@@ -39,14 +42,22 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 
 
 def run(cmd, **kw):
+    """Runs cmd; returns its output and the peak resident set, in bytes, of its largest process.
+
+    wait4's ru_maxrss covers the process and every descendant it waited for (Linux), so the
+    ranks that a launcher (tandem's, torchrun) starts and reaps are counted; it is in KiB."""
     print("$", " ".join(cmd), flush=True)
     t0 = time.time()
-    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kw)
-    if r.returncode != 0:
-        sys.stdout.write(r.stdout)
-        raise SystemExit(f"failed ({r.returncode}): {' '.join(cmd)}")
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kw)
+    out = p.stdout.read()
+    p.stdout.close()
+    _, status, usage = os.wait4(p.pid, 0)
+    p.returncode = os.waitstatus_to_exitcode(status)  # reaped here, so Popen must not wait again
+    if p.returncode != 0:
+        sys.stdout.write(out)
+        raise SystemExit(f"failed ({p.returncode}): {' '.join(cmd)}")
     print(f"  ({time.time() - t0:.0f} s)", flush=True)
-    return r.stdout
+    return out, usage.ru_maxrss * 1024
 
 
 def torch_cmd(nproc, port, args):
@@ -74,16 +85,16 @@ def load_1min():
 def measure_tandem(args, config, nproc, work, sets, precision, synthetic):
     out = os.path.join(work, f"tandem_{nproc}ranks")
     load = load_1min()
-    run([args.tandem, "bench", "step", "--config", config, "--nproc", str(nproc), "--precisions", precision,
-         "--warmup", str(args.warmup), "--steps", str(args.steps), "--rounds", "1", "--out", out] + sets +
-        (["--synthetic"] if synthetic else []))
+    _, rss = run([args.tandem, "bench", "step", "--config", config, "--nproc", str(nproc), "--precisions", precision,
+                  "--warmup", str(args.warmup), "--steps", str(args.steps), "--rounds", "1", "--out", out] + sets +
+                 (["--synthetic"] if synthetic else []))
     t = json.load(open(os.path.join(out, "step.json")))["cases"][0]
     return {"framework": "tandem", "mode": "-", "samples_per_second": t["samples_per_second"],
             "step_ms_median": t["median"]["step_ms"], "step_ms_p10": t["step_ms"]["p10"],
             "step_ms_p90": t["step_ms"]["p90"], "peak_memory_bytes": t["peak_memory_bytes"],
             "device": t["facts"]["device"], "num_parameters": t["facts"]["num_parameters"],
             "vocab_size": t["facts"]["vocab_size"], "train_examples": t["facts"]["train_examples"],
-            "load_1min_before": load}
+            "peak_rss_bytes": rss, "load_1min_before": load}
 
 
 def measure_torch(args, nproc, mode, data, work, synthetic_spec):
@@ -92,9 +103,10 @@ def measure_torch(args, nproc, mode, data, work, synthetic_spec):
     extra = ["--threads", str(args.threads)] if args.threads else []
     if synthetic_spec:
         extra += ["--synthetic", synthetic_spec]
-    run(torch_cmd(nproc, args.port, ["--data", data, "--mode", mode, "--warmup", str(args.warmup),
-                                     "--steps", str(args.steps), "--out", out] + extra))
+    _, rss = run(torch_cmd(nproc, args.port, ["--data", data, "--mode", mode, "--warmup", str(args.warmup),
+                                              "--steps", str(args.steps), "--out", out] + extra))
     r = json.load(open(out))
+    r["peak_rss_bytes"] = rss
     r["load_1min_before"] = load
     return r
 
@@ -166,15 +178,18 @@ def main():
                      "synthetic_data": name in args.synthetic, "samples_per_second_median": med,
                      "samples_per_second_all": sps,
                      "step_ms_median": statistics.median(r["step_ms_median"] for r in results),
+                     "peak_rss_bytes_median": statistics.median(r["peak_rss_bytes"] for r in results),
                      "threads_per_rank": results[0].get("threads_per_rank"),
                      "load_1min_before": [r["load_1min_before"] for r in results],
                      "tandem_speedup": tandem_med / med if med else None, "runs": results})
     lines = ["| config | data | ranks | implementation | samples/s (median) | all repeats | step ms | "
-             "load before each | Tandem ÷ this |", "|---|---|---:|---|---:|---|---:|---|---:|"]
+             "peak RSS MB (largest process) | load before each | Tandem ÷ this |",
+             "|---|---|---:|---|---:|---|---:|---:|---|---:|"]
     for r in rows:
         lines.append(f"| {r['config']} | {'synthetic' if r['synthetic_data'] else 'real'} | {r['nproc']} | "
                      f"{r['implementation']} | {r['samples_per_second_median']:.1f} | "
                      f"{', '.join(f'{x:.0f}' for x in r['samples_per_second_all'])} | {r['step_ms_median']:.1f} | "
+                     f"{r['peak_rss_bytes_median'] / 2**20:.0f} | "
                      f"{', '.join(f'{x:.1f}' for x in r['load_1min_before'])} | {r['tandem_speedup']:.2f} |")
     table = "\n".join(lines)
     print("\n" + table)
