@@ -3,6 +3,7 @@
 
 #include "apps/commands.h"
 #include "comm/init.h"
+#include "core/allocator.h"
 #include "core/cpu_isa.h"
 #include "core/stream.h"
 #include "core/thread_pool.h"
@@ -34,6 +35,12 @@ void add_info_command(CLI::App& app) {
                                                                                cpu_isa_name(best_cpu_isa())));
     const ThreadCountChoice& threads = intra_op_thread_choice();
     fmt::print("cpu threads: {} ({})\n", threads.threads, threads.reason);
+    // Host tensors of 2 MiB and more on transparent huge pages, and the block cache (core/allocator.h).
+    fmt::print("host memory: blocks of 2 MiB and more on {}; freed blocks of 128 KiB and more {}\n",
+               host_memory::large_blocks_on_huge_pages() ? "huge pages"
+               : !host_memory::huge_pages_requested()    ? "4 KiB pages (TANDEM_HOST_HUGE_PAGES=0)"
+                                                         : "4 KiB pages (this kernel has no transparent huge pages)",
+               host_memory::caches_freed_blocks() ? "kept for reuse" : "given back at once (AddressSanitizer build)");
   });
 }
 

@@ -172,6 +172,8 @@ bool kernel_has_transparent_huge_pages() {
   return has;
 }
 
+bool huge_pages_requested() { return huge_pages_asked(); }
+
 bool large_blocks_on_huge_pages() {
   static const bool on = huge_pages_asked() && kernel_has_transparent_huge_pages();
   return on;

@@ -39,8 +39,11 @@ void deallocate(void* p, size_t nbytes);
 bool caches_freed_blocks();
 // Gives every cached, unused block back to the system.
 void release_cached();
-// Whether blocks of 2 MiB and more are advised for huge pages: not
-// TANDEM_HOST_HUGE_PAGES=0, and kernel_has_transparent_huge_pages().
+// Whether huge pages are asked for: not TANDEM_HOST_HUGE_PAGES=0 (the
+// default; any value but 0 or 1 is an Error naming the variable).
+bool huge_pages_requested();
+// Whether blocks of 2 MiB and more are advised for huge pages:
+// huge_pages_requested() and kernel_has_transparent_huge_pages().
 bool large_blocks_on_huge_pages();
 // Whether this kernel has transparent huge pages and they are not "never"
 // (/sys/kernel/mm/transparent_hugepage/enabled; gVisor, for one, has none).
