@@ -67,7 +67,8 @@ size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 // step faults its huge pages in afresh, each zeroed and, under the kernel's
 // "madvise" defrag mode, compacted for, which made the bag recipe's backward
 // 1.8x slower; with it huge pages are level or faster on every config.
-// PyTorch leaves this off (THP_MEM_ALLOC_ENABLE) because it has no CPU cache.
+// PyTorch leaves huge pages off by default (THP_MEM_ALLOC_ENABLE) and has no
+// CPU block cache.
 constexpr size_t kHugePage = 2 << 20;
 bool huge_pages_asked() {
   static const bool asked = [] {
@@ -95,31 +96,24 @@ bool huge_pages_asked() {
 // AddressSanitizer, whose use-after-free checks need every free to reach it.
 #if defined(__SANITIZE_ADDRESS__)
 constexpr bool kCacheBlocks = false;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kCacheBlocks = false;
-#else
-constexpr bool kCacheBlocks = true;
-#endif
 #else
 constexpr bool kCacheBlocks = true;
 #endif
 constexpr size_t kCachedMinBytes = 128 << 10;
 constexpr size_t kPage = 4096;
 
+bool on_huge_pages(size_t block) { return block >= kHugePage && host_memory::large_blocks_on_huge_pages(); }
 size_t block_bytes(size_t nbytes) {
   if (nbytes < kCachedMinBytes) return round_up(nbytes, kHostAlignment);
-  size_t b = round_up(nbytes, std::max(kPage, std::bit_floor(nbytes) / 8));
-  if (b >= kHugePage && host_memory::large_blocks_on_huge_pages()) b = round_up(b, kHugePage);
-  return b;
+  const size_t b = round_up(nbytes, std::max(kPage, std::bit_floor(nbytes) / 8));
+  return on_huge_pages(b) ? round_up(b, kHugePage) : b;
 }
-bool on_huge_pages(size_t block) { return block >= kHugePage && host_memory::large_blocks_on_huge_pages(); }
 bool cached(size_t block) { return kCacheBlocks && block >= kCachedMinBytes; }
 
 struct HostCache {
   std::mutex mutex;  // tensors are freed from loader and comm threads too
   HostBlockCache blocks;
-  size_t most_in_use = 0;  // the cache's limit
+  size_t most_in_use = 0;  // the cache's limit; not peak_in_use, which reset_peak() lowers
 };
 // Never destroyed: tensors in static objects may be freed after main returns.
 HostCache& host_cache() {

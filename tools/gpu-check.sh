@@ -55,10 +55,10 @@ summary() {
   cat "$res/$phase.txt"
 }
 
-# pack: the summaries of the phases run so far, in order, and a tarball of every file.
+# pack PHASE: after PHASE, the summaries of the phases run so far, in order, and a tarball of every file.
 ran=()
 pack() {
-  ran+=("$p")
+  ran+=("$1")
   for q in "${ran[@]}"; do [ -f "$res/$q.txt" ] && cat "$res/$q.txt" && echo; done >"$out/summary.txt"
   tar -czf "$out/gpu-check.tar.gz" -C "$res" . 2>/dev/null
 }
@@ -239,6 +239,6 @@ for p in "${phases[@]}"; do
     echo "phase $p: stopped at its ${limit} s limit" | tee -a "$res/$p.txt"
   fi
   [ $r -eq 0 ] || status=1
-  pack
+  pack "$p"
 done
 exit $status
