@@ -21,34 +21,49 @@ void check_pair(const char* op, const Tensor& in, const Tensor& out) {
 }
 }  // namespace
 
-std::string_view ring_transport_name(RingTransport t) {
-  switch (t) {
-    case RingTransport::Auto: return "auto";
-    case RingTransport::Tcp: return "tcp";
-    case RingTransport::Shm: return "shm";
-  }
-  return "?";
-}
+namespace {
+// An enum's names, in one table per enum, for both directions.
+template <class E, size_t N>
+struct Names {
+  std::pair<E, std::string_view> items[N];
+  std::string_view kind;  // "a ring transport"
 
+  std::string_view name(E v) const {
+    for (const auto& [e, s] : items)
+      if (e == v) return s;
+    return "?";
+  }
+  E parse(std::string_view text, std::string_view where) const {
+    std::string list;
+    for (const auto& [e, s] : items) {
+      if (text == s) return e;
+      list += (list.empty() ? "" : ", ") + std::string(s);
+    }
+    TANDEM_FAIL("{}: '{}' is not {} ({})", where, text, kind, list);
+  }
+};
+
+constexpr Names<RingTransport, 3> kTransports{
+    {{RingTransport::Auto, "auto"}, {RingTransport::Tcp, "tcp"}, {RingTransport::Shm, "shm"}}, "a ring transport"};
+constexpr Names<RingSingleCopy, 3> kSingleCopy{
+    {{RingSingleCopy::Auto, "auto"}, {RingSingleCopy::Off, "off"}, {RingSingleCopy::On, "on"}},
+    "a ring single-copy mode"};
+constexpr Names<RingSharedBuffers, 3> kSharedBuffers{
+    {{RingSharedBuffers::Auto, "auto"}, {RingSharedBuffers::Off, "off"}, {RingSharedBuffers::On, "on"}},
+    "a ring shared-buffers mode"};
+}  // namespace
+
+std::string_view ring_transport_name(RingTransport t) { return kTransports.name(t); }
 RingTransport parse_ring_transport(std::string_view name, std::string_view where) {
-  for (RingTransport t : {RingTransport::Auto, RingTransport::Tcp, RingTransport::Shm})
-    if (name == ring_transport_name(t)) return t;
-  TANDEM_FAIL("{}: '{}' is not a ring transport (auto, tcp, shm)", where, name);
+  return kTransports.parse(name, where);
 }
-
-std::string_view ring_single_copy_name(RingSingleCopy m) {
-  switch (m) {
-    case RingSingleCopy::Auto: return "auto";
-    case RingSingleCopy::Off: return "off";
-    case RingSingleCopy::On: return "on";
-  }
-  return "?";
-}
-
+std::string_view ring_single_copy_name(RingSingleCopy m) { return kSingleCopy.name(m); }
 RingSingleCopy parse_ring_single_copy(std::string_view name, std::string_view where) {
-  for (RingSingleCopy m : {RingSingleCopy::Auto, RingSingleCopy::Off, RingSingleCopy::On})
-    if (name == ring_single_copy_name(m)) return m;
-  TANDEM_FAIL("{}: '{}' is not a ring single-copy mode (auto, off, on)", where, name);
+  return kSingleCopy.parse(name, where);
+}
+std::string_view ring_shared_buffers_name(RingSharedBuffers m) { return kSharedBuffers.name(m); }
+RingSharedBuffers parse_ring_shared_buffers(std::string_view name, std::string_view where) {
+  return kSharedBuffers.parse(name, where);
 }
 
 std::string_view reduce_op_name(ReduceOp op) {

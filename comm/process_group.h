@@ -80,6 +80,23 @@ std::string_view ring_single_copy_name(RingSingleCopy m);  // "auto", "off", "on
 // Throws Error naming `where` (an option or variable) for anything else.
 RingSingleCopy parse_ring_single_copy(std::string_view name, std::string_view where);
 
+// Whether the ring's all_reduce reads and writes its peers' buffers in place
+// when every rank's tensors are shared buffers (ProcessGroup::shared_zeros,
+// comm/shared_buffers.h: one pass over the bytes, no kernel copy). Only
+// possible when every rank of the group is on one host with the shm
+// transport and each can map the others' buffers (same uid, no ptrace
+// restriction: probed once at setup). Auto uses it from
+// kRingSharedMinBytes (comm/ring_process_group.h) when the probe passes, and
+// shared_zeros gives ordinary tensors when it fails (one line under
+// TANDEM_DISTRIBUTED_DEBUG=INFO says why); Off never (shared_zeros gives
+// ordinary tensors); On for every size, and an error on every rank when it is
+// not possible. Every rank must ask for the same. TANDEM_RING_SHARED_BUFFERS=
+// auto|off|on replaces Auto.
+enum class RingSharedBuffers { Auto, Off, On };
+std::string_view ring_shared_buffers_name(RingSharedBuffers m);  // "auto", "off", "on"
+// Throws Error naming `where` (an option or variable) for anything else.
+RingSharedBuffers parse_ring_shared_buffers(std::string_view name, std::string_view where);
+
 // Reads `bytes` at `remote` in process `pid` into `local`, as
 // process_vm_readv(2) with one iovec each: the bytes read, or -1 with errno set.
 using CrossMemoryRead = std::function<long(int pid, void* local, uint64_t remote, size_t bytes)>;
@@ -94,6 +111,7 @@ struct ProcessGroupOptions {
   RingTransport ring_transport = RingTransport::Auto;
   size_t ring_shm_bytes = 4 << 20;      // ring: capacity of each shared-memory ring (a multiple of 8)
   RingSingleCopy ring_single_copy = RingSingleCopy::Auto;
+  RingSharedBuffers ring_shared_buffers = RingSharedBuffers::Auto;
   // ring: replaces process_vm_readv for the single-copy path (its probe and
   // every read); empty: the system call. For tests that make it fail.
   CrossMemoryRead ring_cross_memory_read;
@@ -120,6 +138,18 @@ class ProcessGroup {
   // prints it in the header report/allreduce_table.cc reads); empty when the
   // backend has no such choice.
   virtual std::string single_copy() const { return ""; }
+  // Whether all_reduce works in place on shared_zeros tensors (ring: "from 0
+  // bytes", or "off: <why>", never with a comma); empty when the backend has
+  // no such choice.
+  virtual std::string shared_buffers() const { return ""; }
+
+  // A zero-filled tensor for the buffers this group reduces most (DDP's
+  // buckets): where the backend can reduce peers' buffers in place (the ring
+  // with shared buffers on), host memory every local rank maps; otherwise
+  // Tensor::zeros on `device`. Not collective.
+  virtual Tensor shared_zeros(const Shape& shape, DType dtype, Device device) const {
+    return Tensor::zeros(shape, dtype, device);
+  }
 
   virtual std::shared_ptr<Work> all_reduce(Tensor& t, ReduceOp op) = 0;
   virtual std::shared_ptr<Work> all_reduce(const Tensor& in, Tensor& out, ReduceOp op) = 0;

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <sstream>
 
@@ -12,6 +13,7 @@
 #include "comm/debug_level.h"
 #include "comm/host_reduce.h"
 #include "comm/little_endian.h"
+#include "comm/shared_buffers.h"
 #include "comm/shm_handoff.h"
 #include "comm/shm_ring.h"
 #include "comm/single_copy.h"
@@ -221,6 +223,21 @@ void RingProcessGroup::rendezvous() {
   }
   link_ = RingLink{send_end_.get(), recv_end_.get(), right_name, left_name};
   setup_single_copy(nonce);
+  setup_shared_buffers(nonce);
+}
+
+std::vector<std::string> RingProcessGroup::setup_all_gather(const std::string& what, const std::string& mine) {
+  const int n = size();
+  auto key = [&](int i) { return prefix_ + what + "/" + std::to_string(i); };
+  store_->set(key(rank()), mine);
+  std::vector<std::string> keys;
+  for (int i = 0; i < n; ++i) keys.push_back(key(i));
+  std::vector<std::string> missing = store_->wait(keys, options_.timeout);
+  TANDEM_CHECK(missing.empty(), "ring rendezvous of group '{}' timed out after {} ms on rank {}: {} never published {}",
+               options_.group_name, options_.timeout.count(), rank(), missing.empty() ? "" : missing.front(), what);
+  std::vector<std::string> values;
+  for (const auto& k : keys) values.push_back(store_->get(k));
+  return values;
 }
 
 void RingProcessGroup::setup_single_copy(uint64_t nonce) {
@@ -228,26 +245,15 @@ void RingProcessGroup::setup_single_copy(uint64_t nonce) {
   RingSingleCopy mode = options_.ring_single_copy;
   if (const char* env = std::getenv("TANDEM_RING_SINGLE_COPY"); env != nullptr && mode == RingSingleCopy::Auto)
     mode = parse_ring_single_copy(env, "TANDEM_RING_SINGLE_COPY");
-  auto key = [&](const char* what, int i) { return prefix_ + "single_copy/" + what + "/" + std::to_string(i); };
-  auto wait_all = [&](const char* what) {
-    std::vector<std::string> keys;
-    for (int i = 0; i < n; ++i) keys.push_back(key(what, i));
-    std::vector<std::string> missing = store_->wait(keys, options_.timeout);
-    TANDEM_CHECK(missing.empty(), "ring rendezvous of group '{}' timed out after {} ms on rank {}: {} never published {}",
-                 options_.group_name, options_.timeout.count(), r, missing.empty() ? "" : missing.front(), what);
-    std::vector<std::string> values;
-    for (const auto& k : keys) values.push_back(store_->get(k));
-    return values;
-  };
   // The group's nonce in the word: a read that reaches some other process cannot pass.
   probe_word_ = nonce ^ 0x79706f632d656c67ull;
-  store_->set(key("self", r), fmt::format("{} {} {} {}", ring_single_copy_name(mode), static_cast<int>(::getpid()),
-                                          reinterpret_cast<uintptr_t>(&probe_word_),
-                                          host_memory::large_blocks_on_huge_pages() ? 1 : 0));
   std::vector<int> pids;
   std::vector<uint64_t> words;
   bool huge_pages_everywhere = true;
-  const std::vector<std::string> selves = wait_all("self");
+  const std::vector<std::string> selves = setup_all_gather(
+      "single_copy/self", fmt::format("{} {} {} {}", ring_single_copy_name(mode), static_cast<int>(::getpid()),
+                                      reinterpret_cast<uintptr_t>(&probe_word_),
+                                      host_memory::large_blocks_on_huge_pages() ? 1 : 0));
   for (int i = 0; i < n; ++i) {
     const std::string& text = selves[static_cast<size_t>(i)];
     std::istringstream fields(text);
@@ -265,6 +271,7 @@ void RingProcessGroup::setup_single_copy(uint64_t nonce) {
                  "TANDEM_RING_SINGLE_COPY, on every rank)",
                  r, ring_single_copy_name(mode), i, ring_single_copy_name(theirs));
   }
+  pids_ = pids;
   if (mode == RingSingleCopy::Off) {
     single_copy_note_ = "off: asked for";
     return;
@@ -285,9 +292,8 @@ void RingProcessGroup::setup_single_copy(uint64_t nonce) {
         !why.empty())
       failure = fmt::format("rank {} cannot read the memory of rank {}: {}", r, j, why);
   }
-  store_->set(key("probe", r), failure.empty() ? "ok" : failure);
   std::string reason;
-  for (const std::string& v : wait_all("probe"))
+  for (const std::string& v : setup_all_gather("single_copy/probe", failure.empty() ? "ok" : failure))
     if (v != "ok" && reason.empty()) reason = v;
   if (!reason.empty()) {
     TANDEM_CHECK(mode != RingSingleCopy::On, "ring single copy 'on': {} (use auto or off)", reason);
@@ -306,9 +312,95 @@ void RingProcessGroup::setup_single_copy(uint64_t nonce) {
     return;
   }
   single_copy_ = std::move(sc);
-  pids_ = std::move(pids);
   single_copy_min_bytes_ = mode == RingSingleCopy::On ? 0 : kRingSingleCopyMinBytes;
   single_copy_note_ = fmt::format("from {} bytes", single_copy_min_bytes_);
+}
+
+void RingProcessGroup::setup_shared_buffers(uint64_t nonce) {
+  const int n = size(), r = rank();
+  RingSharedBuffers mode = options_.ring_shared_buffers;
+  if (const char* env = std::getenv("TANDEM_RING_SHARED_BUFFERS"); env != nullptr && mode == RingSharedBuffers::Auto)
+    mode = parse_ring_shared_buffers(env, "TANDEM_RING_SHARED_BUFFERS");
+  // A buffer of the kind shared_zeros gives, holding the group's nonce: a
+  // peer that maps some other segment cannot pass. It lives until every rank
+  // has said whether it could map the others'.
+  std::optional<Tensor> probe;
+  std::string mine = std::string(ring_shared_buffers_name(mode));
+  std::string failure;
+  const uint64_t word = nonce ^ 0x7366667562646873ull;
+  if (mode != RingSharedBuffers::Off && transport_ == "shm") {
+    try {
+      probe = comm::shared_zeros({1}, DType::I64);
+      *probe->data<int64_t>() = static_cast<int64_t>(word);
+      const SharedLocation loc = *find_shared(probe->data_ptr(), 8);
+      mine += fmt::format(" {} {} {}", loc.fd, loc.inode, loc.bytes);
+    } catch (const Error& e) {
+      failure = fmt::format("rank {} cannot make a shared buffer: {}", r, e.what());
+    }
+  }
+  const std::vector<std::string> selves = setup_all_gather("shared_buffers/self", mine);
+  std::vector<SharedLocation> probes(static_cast<size_t>(n));
+  bool all_made = true;
+  for (int i = 0; i < n; ++i) {
+    std::istringstream fields(selves[static_cast<size_t>(i)]);
+    std::string name;
+    fields >> name;
+    const RingSharedBuffers theirs =
+        parse_ring_shared_buffers(name, fmt::format("the ring shared-buffers mode of rank {}", i));
+    TANDEM_CHECK(theirs == mode,
+                 "ring shared buffers: rank {} asks for '{}' and rank {} for '{}' (set the same ring_shared_buffers, "
+                 "or TANDEM_RING_SHARED_BUFFERS, on every rank)",
+                 r, ring_shared_buffers_name(mode), i, ring_shared_buffers_name(theirs));
+    SharedLocation& loc = probes[static_cast<size_t>(i)];
+    all_made = all_made && static_cast<bool>(fields >> loc.fd >> loc.inode >> loc.bytes);
+  }
+  if (mode == RingSharedBuffers::Off) {
+    shared_note_ = "off: asked for";
+    return;
+  }
+  if (transport_ != "shm") {
+    TANDEM_CHECK(mode != RingSharedBuffers::On,
+                 "ring shared buffers 'on': the ring's transport is '{}', and shared buffers need every rank on one "
+                 "host with the shm transport (use auto or off)",
+                 transport_);
+    shared_note_ = "off: the ranks are not all on one host with the shm transport";
+    return;
+  }
+  PeerSegments probes_mapped;
+  for (int k = 1; k < n && failure.empty() && all_made; ++k) {
+    const int j = (r + k) % n;
+    try {
+      const char* p = probes_mapped.map(j, pids_[static_cast<size_t>(j)], probes[static_cast<size_t>(j)],
+                                        "ring shared buffers probe");
+      uint64_t got = 0;
+      std::memcpy(&got, p, sizeof got);
+      if (got != word)
+        failure = fmt::format("rank {} mapped rank {}'s probe and read {:#x} instead of {:#x}", r, j, got, word);
+    } catch (const Error& e) {
+      failure = fmt::format("rank {} cannot map the shared buffers of rank {}: {}", r, j, e.what());
+    }
+  }
+  if (!all_made && failure.empty()) failure = "a rank could not make a shared buffer";
+  std::string reason;
+  for (const std::string& v : setup_all_gather("shared_buffers/probe", failure.empty() ? "ok" : failure))
+    if (v != "ok" && reason.empty()) reason = v;
+  if (!reason.empty()) {
+    TANDEM_CHECK(mode != RingSharedBuffers::On, "ring shared buffers 'on': {} (use auto or off)", reason);
+    shared_note_ = "off: " + reason;
+    if (distributed_debug_level() != DebugLevel::Off)
+      std::fprintf(stderr, "tandem: ring group '%s' rank %d: shared buffers are off: %s\n",
+                   options_.group_name.c_str(), r, reason.c_str());
+    return;
+  }
+  shared_ = true;
+  peer_segments_ = std::make_unique<PeerSegments>();
+  shared_min_bytes_ = mode == RingSharedBuffers::On ? 0 : kRingSharedMinBytes;
+  shared_note_ = fmt::format("from {} bytes", shared_min_bytes_);
+}
+
+Tensor RingProcessGroup::shared_zeros(const Shape& shape, DType dtype, Device device) const {
+  if (shared_ && device.is_cpu()) return comm::shared_zeros(shape, dtype);
+  return Tensor::zeros(shape, dtype, device);
 }
 
 std::shared_ptr<Work> RingProcessGroup::enqueue(RingFrame frame, std::vector<Tensor> tensors, Body body) {
@@ -397,8 +489,13 @@ void RingProcessGroup::ring_all_reduce(const char* src, char* buf, DType dtype, 
   // An empty buffer still exchanges its (empty) frames: a rank whose peers
   // reduce something else is caught here, not at some later op.
   const size_t esz = dtype_size(dtype);
-  if (single_copy_ && static_cast<size_t>(count) * esz >= single_copy_min_bytes_)
-    return single_copy_all_reduce(src, buf, dtype, count, op, what);
+  // Shared buffers only when this rank's are: every rank must pass shared
+  // buffers or none (DDP's buckets come from shared_zeros on every rank); a
+  // rank that does not is caught at the first frame (RingOp::DirectAllReduce).
+  const size_t bytes = static_cast<size_t>(count) * esz;
+  const bool shared = shared_ && bytes >= shared_min_bytes_ && find_shared(src, bytes) && find_shared(buf, bytes);
+  const bool single_copy = single_copy_ && bytes >= single_copy_min_bytes_;
+  if ((shared || single_copy) && direct_all_reduce(src, buf, dtype, count, op, shared, single_copy, what)) return;
   const Segments seg = split(count, n, esz);
   auto mod = [n](int x) { return ((x % n) + n) % n; };
   std::vector<RingSend> sends;
@@ -428,32 +525,82 @@ void RingProcessGroup::ring_all_reduce(const char* src, char* buf, DType dtype, 
            what);
 }
 
-void RingProcessGroup::single_copy_all_reduce(const char* src, char* buf, DType dtype, int64_t count, ReduceOp op,
-                                              const std::string& what) {
+bool RingProcessGroup::direct_all_reduce(const char* src, char* buf, DType dtype, int64_t count, ReduceOp op,
+                                         bool shared, bool single_copy, const std::string& what) {
   const int n = size(), r = rank();
+  const size_t bytes = static_cast<size_t>(count) * dtype_size(dtype);
+  const RingFrame frame = running_;
+  running_.op = RingOp::DirectAllReduce;
+  struct Restore {
+    RingFrame& to;
+    RingFrame was;
+    ~Restore() { to = was; }
+  } restore{running_, frame};
   // Every rank's buffers and size: also the entry barrier, since no rank
-  // reads a peer's buffer before the peer has published it.
-  constexpr size_t kRecord = 24;  // src, dst, count; little-endian u64
+  // touches a peer's buffer before the peer has published it. A shared
+  // buffer's record also says where it lies (fd, inode, segment size, offset).
+  constexpr size_t kWords = 12, kRecord = kWords * 8;
   std::vector<char> records(static_cast<size_t>(n) * kRecord);
+  uint64_t words[kWords] = {reinterpret_cast<uintptr_t>(src), reinterpret_cast<uintptr_t>(buf),
+                            static_cast<uint64_t>(count), 0};
+  if (shared) {
+    const auto in = find_shared(src, bytes), out = find_shared(buf, bytes);
+    if (in && out) {
+      const uint64_t located[] = {1,
+                                  static_cast<uint64_t>(in->fd),
+                                  in->inode,
+                                  in->bytes,
+                                  in->offset,
+                                  static_cast<uint64_t>(out->fd),
+                                  out->inode,
+                                  out->bytes,
+                                  out->offset};
+      std::copy(std::begin(located), std::end(located), words + 3);
+    }
+  }
   auto* mine = reinterpret_cast<unsigned char*>(records.data()) + static_cast<size_t>(r) * kRecord;
-  put_le(mine, reinterpret_cast<uintptr_t>(src), 8);
-  put_le(mine + 8, reinterpret_cast<uintptr_t>(buf), 8);
-  put_le(mine + 16, static_cast<uint64_t>(count), 8);
+  for (size_t w = 0; w < kWords; ++w) put_le(mine + w * 8, words[w], 8);
   ring_all_gather(records.data(), kRecord, what);
-  std::vector<SingleCopyPeer> peers;
+  auto word = [&](int i, size_t w) {
+    return get_le(reinterpret_cast<const unsigned char*>(records.data()) + static_cast<size_t>(i) * kRecord + w * 8, 8);
+  };
+  bool all_shared = shared;
   for (int i = 0; i < n; ++i) {
-    auto* rec = reinterpret_cast<const unsigned char*>(records.data()) + static_cast<size_t>(i) * kRecord;
-    const auto theirs = static_cast<int64_t>(get_le(rec + 16, 8));
+    const auto theirs = static_cast<int64_t>(word(i, 2));
     TANDEM_CHECK(theirs == count,
                  "{}: rank {} all-reduces {} elements where this rank has {} (every rank must issue the same ops, in "
                  "the same order, with the same dtypes and sizes)",
                  what, i, theirs, count);
-    peers.push_back({pids_[static_cast<size_t>(i)], get_le(rec, 8), get_le(rec + 8, 8)});
+    all_shared = all_shared && word(i, 3) == 1;
   }
+  if (all_shared) {
+    std::vector<const char*> ins;
+    std::vector<char*> outs;
+    for (int i = 0; i < n; ++i) {
+      if (i == r) {
+        ins.push_back(src);
+        outs.push_back(buf);
+        continue;
+      }
+      const int pid = pids_[static_cast<size_t>(i)];
+      auto located = [&](size_t w) {
+        return SharedLocation{static_cast<int>(word(i, w)), word(i, w + 1), word(i, w + 2), word(i, w + 3)};
+      };
+      ins.push_back(peer_segments_->map(i, pid, located(4), what));
+      outs.push_back(peer_segments_->map(i, pid, located(8), what));
+    }
+    shared_reduce_own_segment(ins, outs, r, dtype, count, op, shared_scratch_);
+    ring_barrier(what);  // nobody returns while a peer still writes into its output
+    return true;
+  }
+  if (!single_copy) return false;
+  std::vector<SingleCopyPeer> peers;
+  for (int i = 0; i < n; ++i) peers.push_back({pids_[static_cast<size_t>(i)], word(i, 0), word(i, 1)});
   single_copy_->reduce_own_segment(peers, src, buf, dtype, count, op, what);
   ring_barrier(what);  // every segment is final before anyone copies it
   single_copy_->gather_other_segments(peers, buf, dtype, count, what);
   ring_barrier(what);  // nobody reads this rank's buffers once it returns
+  return true;
 }
 
 void RingProcessGroup::ring_barrier(const std::string& what) {

@@ -38,6 +38,17 @@
 // and all-gather, one before returning), so framing, sequence checks and
 // liveness are the ring's.
 //
+// Shared buffers: also when every link is shared memory, each rank
+// publishes its options.ring_shared_buffers (or TANDEM_RING_SHARED_BUFFERS)
+// and a small probe buffer (comm/shared_buffers.h); every rank maps each
+// peer's and publishes whether it could. Only if every rank could,
+// shared_zeros gives buffers peers map, and an all_reduce from
+// kRingSharedMinBytes whose tensors are such buffers on every rank reduces
+// them in place in one pass (the ranks' records say so, so every rank
+// decides alike; otherwise the op goes on by single copy or the ring). Its
+// synchronisation is two small passes over the ring links: the records
+// (also the entry barrier) and one before returning.
+//
 // Failure: a peer that closes its connection or moves no byte for
 // options.timeout fails the op with an Error naming it; the group then
 // records the first failure in the store and shuts its sockets, so every rank
@@ -61,6 +72,7 @@
 namespace tandem::comm {
 
 class CudaStaging;
+class PeerSegments;
 class SingleCopy;
 
 // Auto's threshold for single copy, the huge page size: auto uses single
@@ -69,6 +81,11 @@ class SingleCopy;
 // not; at 1 MiB 4 ranks were 22 % slower than the ring, at 2 MiB 18 % faster
 // (median of 5; docs/results/allreduce_shm_cpu.md).
 inline constexpr size_t kRingSingleCopyMinBytes = 2 << 20;
+
+// Auto's threshold for reducing shared buffers in place: from the smallest
+// size, since its two passes over the links cost what the ring's own 2(n-1)
+// steps cost and every byte moves once (docs/results/allreduce_shm_cpu.md).
+inline constexpr size_t kRingSharedMinBytes = 0;
 
 class RingProcessGroup final : public ProcessGroup {
  public:
@@ -80,6 +97,10 @@ class RingProcessGroup final : public ProcessGroup {
   std::string transport() const override { return transport_; }
   // "from <n> bytes" when all_reduce reads peers' buffers directly, else "off: <why>" (and "" for one rank).
   std::string single_copy() const override { return single_copy_note_; }
+  // "from <n> bytes" when all_reduce reduces shared buffers in place, else "off: <why>" (and "" for one rank).
+  std::string shared_buffers() const override { return shared_note_; }
+  // Memory every local rank maps (comm/shared_buffers.h) for CPU tensors when shared buffers are on.
+  Tensor shared_zeros(const Shape& shape, DType dtype, Device device) const override;
   // CUDA tensors are staged through host memory on the comm thread.
   DeviceCompletion device_completion() const override { return DeviceCompletion::OnHost; }
 
@@ -97,16 +118,22 @@ class RingProcessGroup final : public ProcessGroup {
   std::shared_ptr<Work> enqueue(RingFrame frame, std::vector<Tensor> tensors, Body body);
   void run_loop();
   void rendezvous();
+  // Publishes `mine` under "<prefix><what>/<rank>" in the store; every rank's, in rank order.
+  std::vector<std::string> setup_all_gather(const std::string& what, const std::string& mine);
   // After the links exist: decides single copy the same way on every rank (see above).
   void setup_single_copy(uint64_t nonce);
+  // After single copy's: decides shared buffers the same way on every rank (see above).
+  void setup_shared_buffers(uint64_t nonce);
   // Records the failure, tears the ring down; returns the message for the Work.
   std::string fail_group(const std::string& error, uint64_t seq, bool timed_out);
 
   // Host-buffer collectives (comm thread only).
   // buf = op over ranks of src; src == buf is in place (src is only read).
   void ring_all_reduce(const char* src, char* buf, DType dtype, int64_t count, ReduceOp op, const std::string& what);
-  void single_copy_all_reduce(const char* src, char* buf, DType dtype, int64_t count, ReduceOp op,
-                              const std::string& what);
+  // Shared buffers in place, else single copy (as the flags allow and every
+  // rank's record says); false when neither applies and the ring must run.
+  bool direct_all_reduce(const char* src, char* buf, DType dtype, int64_t count, ReduceOp op, bool shared,
+                         bool single_copy, const std::string& what);
   // Completes once every rank has entered it (an all-gather of one word per rank).
   void ring_barrier(const std::string& what);
   void ring_broadcast(char* buf, size_t bytes, int root, const std::string& what);
@@ -130,9 +157,14 @@ class RingProcessGroup final : public ProcessGroup {
   std::vector<char> scratch_;
   std::unique_ptr<SingleCopy> single_copy_;  // set when all_reduce may read peers' buffers
   size_t single_copy_min_bytes_ = 0;
-  std::vector<int> pids_;                    // every rank's, when single_copy_ is set
+  std::vector<int> pids_;                    // every rank's, when the transport is shm
   std::string single_copy_note_;
   uint64_t probe_word_ = 0;                  // what peers read at setup to prove they can
+  bool shared_ = false;                      // all_reduce may reduce shared buffers in place
+  size_t shared_min_bytes_ = 0;
+  std::string shared_note_;
+  std::unique_ptr<PeerSegments> peer_segments_;  // the peers' shared buffers mapped here
+  std::vector<char> shared_scratch_;
   std::shared_ptr<CudaStaging> staging_;  // CUDA builds only
 
   std::mutex mutex_;

@@ -26,6 +26,7 @@ std::string_view ring_op_name(RingOp op) {
     case RingOp::AllGather: return "all_gather";
     case RingOp::ReduceScatter: return "reduce_scatter";
     case RingOp::Barrier: return "barrier";
+    case RingOp::DirectAllReduce: return "direct all_reduce";
   }
   return "?";
 }
@@ -43,7 +44,7 @@ void encode_ring_frame(const RingFrame& f, unsigned char* out) {
 }
 
 bool decode_ring_frame(const unsigned char* in, RingFrame* f) {
-  if (get_le(in, 4) != kFrameMagic || in[4] < 1 || in[4] > static_cast<unsigned char>(RingOp::Barrier) ||
+  if (get_le(in, 4) != kFrameMagic || in[4] < 1 || in[4] > static_cast<unsigned char>(RingOp::DirectAllReduce) ||
       in[5] > static_cast<unsigned char>(DType::U8) || in[6] != 0 || in[7] != 0)
     return false;
   f->op = static_cast<RingOp>(in[4]);

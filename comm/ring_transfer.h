@@ -58,7 +58,10 @@ class PeerTimeout : public Error {
   using Error::Error;
 };
 
-enum class RingOp : uint8_t { AllReduce = 1, Broadcast, AllGather, ReduceScatter, Barrier };
+// DirectAllReduce: the small passes of an all_reduce that single copy or
+// shared buffers carry (comm/ring_process_group.h), so a rank on that path
+// and one on the ring fail at the first frame instead of misreading it.
+enum class RingOp : uint8_t { AllReduce = 1, Broadcast, AllGather, ReduceScatter, Barrier, DirectAllReduce };
 std::string_view ring_op_name(RingOp op);
 
 // What one message of a pass is, as its header says on the wire.

@@ -157,7 +157,9 @@ void Reducer::build_buckets(std::vector<BucketSpec> layout) {
       b.offsets.push_back(elems);
       elems += p.tensor.numel();
     }
-    b.buffer = Tensor::zeros({elems}, b.spec.dtype, b.spec.device);
+    // Memory the process group can reduce in place (the ring on one host maps
+    // every rank's buckets: one pass over the bytes, docs/comm.md).
+    b.buffer = group_->shared_zeros({elems}, b.spec.dtype, b.spec.device);
     b.hook_view.index = static_cast<int>(bi);
     b.hook_view.buffer = b.buffer;
     b.hook_view.offsets = b.offsets;
