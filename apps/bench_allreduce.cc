@@ -44,10 +44,12 @@ struct BenchOptions {
   std::string ring_socket_buffer = "0";
   std::string ring_transport = "auto";
   std::string ring_single_copy = "auto";
+  std::string ring_shared_buffers = "auto";
 };
 
-size_t parse_size(const std::string& text) {
-  TANDEM_CHECK(!text.empty(), "empty size");
+// `option` names where the text came from in errors ("--maxbytes").
+size_t parse_size(const std::string& text, const char* option) {
+  TANDEM_CHECK(!text.empty(), "{}: empty size", option);
   size_t unit = 1;
   std::string digits = text;
   switch (std::toupper(static_cast<unsigned char>(text.back()))) {
@@ -57,7 +59,10 @@ size_t parse_size(const std::string& text) {
     default: break;
   }
   TANDEM_CHECK(!digits.empty() && digits.find_first_not_of("0123456789") == std::string::npos,
-               "'{}' is not a size (like 8, 64K, 256M, 1G)", text);
+               "{}: '{}' is not a size (like 8, 64K, 256M, 1G)", option, text);
+  // Up to 1 TiB: far beyond any buffer this benchmark can allocate, and no overflow below.
+  constexpr size_t kMax = size_t{1} << 40;
+  TANDEM_CHECK(digits.size() <= 13 && std::stoull(digits) * unit <= kMax, "{}: '{}' is more than 1T", option, text);
   return std::stoull(digits) * unit;
 }
 
@@ -99,8 +104,9 @@ class Bench {
 
   void run() {
     const size_t esz = dtype_size(dtype_);
-    const size_t lo = parse_size(o_.min_bytes), hi = parse_size(o_.max_bytes);
-    TANDEM_CHECK(lo >= 1 && lo <= hi && o_.step_factor > 1, "sizes: need 1 <= minbytes <= maxbytes and stepfactor > 1");
+    const size_t lo = parse_size(o_.min_bytes, "--minbytes"), hi = parse_size(o_.max_bytes, "--maxbytes");
+    TANDEM_CHECK(lo >= 1 && lo <= hi, "sizes: need 1 <= --minbytes <= --maxbytes, got {} and {}", o_.min_bytes,
+                 o_.max_bytes);
     header();
     double bus_sum = 0;
     int rows = 0;
@@ -112,7 +118,7 @@ class Bench {
       if (count == 0) continue;
       part_ = count / world;
       Tensor in = make_input(kind_ == Kind::AllGather ? part_ : count);
-      Tensor out = Tensor::zeros({kind_ == Kind::ReduceScatter ? part_ : count}, dtype_, device_);
+      Tensor out = buffer(kind_ == Kind::ReduceScatter ? part_ : count);
       const Result oop = measure(in, out, false), ip = all_reduce() ? measure(in, in, true) : Result{};
       wrong_total += oop.wrong + ip.wrong;
       bus_sum += oop.busbw + ip.busbw;
@@ -176,10 +182,16 @@ class Bench {
     static std::string not_run() { return fmt::format("{:>10}  {:>6}  {:>6}  {:>6}", "-", "-", "-", "-"); }
   };
 
+  // What DDP reduces: its buckets come from shared_zeros too (shared buffers
+  // where the group has them, ordinary tensors elsewhere).
+  Tensor buffer(int64_t count) const { return pg_.shared_zeros({count}, dtype_, device_); }
+
   Tensor make_input(int64_t count) const {
     std::vector<double> v(static_cast<size_t>(count));
     for (int64_t i = 0; i < count; ++i) v[static_cast<size_t>(i)] = input_value(pg_.rank(), i);
-    return Tensor::from_vector(v, {count}, dtype_, device_);
+    Tensor t = buffer(count);
+    t.copy_(Tensor::from_vector(v, {count}, dtype_, device_));
+    return t;
   }
 
   void wait(const std::shared_ptr<comm::Work>& w) const {
@@ -195,7 +207,11 @@ class Bench {
   }
 
   Result measure(Tensor& in, Tensor& out, bool in_place) {
-    Tensor scratch_in = in_place ? in.clone() : in;
+    Tensor scratch_in = in;
+    if (in_place) {
+      scratch_in = buffer(in.numel());
+      scratch_in.copy_(in);
+    }
     Tensor& target = in_place ? scratch_in : out;
     for (int i = 0; i < o_.warmup; ++i) wait(issue(scratch_in, target));
     wait(pg_.barrier());
@@ -233,6 +249,7 @@ class Bench {
     if (pg_.rank() != 0) return;
     std::string transport = pg_.transport().empty() ? "" : " (transport " + pg_.transport() + ")";
     if (!pg_.single_copy().empty()) transport += " (single copy " + pg_.single_copy() + ")";
+    if (!pg_.shared_buffers().empty()) transport += " (shared buffers " + pg_.shared_buffers() + ")";
     std::printf("# tandem bench allreduce: %s, backend %s%s, %d ranks, dtype %s, op %s, device %s, iters %d, warmup %d\n#\n",
                 o_.collective.c_str(), pg_.backend_name().c_str(), transport.c_str(), pg_.size(), nccl_type_name(dtype_),
                 std::string(comm::reduce_op_name(op_)).c_str(), device_.str().c_str(), o_.iters, o_.warmup);
@@ -281,14 +298,26 @@ void add_bench_allreduce_command(CLI::App& bench) {
   cmd->add_option("--ring-single-copy", o->ring_single_copy,
                   "ring: auto (all_reduce of 2M and more reads the peers' buffers directly on one host when tensors are on huge pages), off or on (every size)")
       ->capture_default_str();
+  cmd->add_option("--ring-shared-buffers", o->ring_shared_buffers,
+                  "ring: auto (the buffers are memory every rank on one host maps, reduced in place, as DDP's buckets), off (ordinary tensors) or on (an error where impossible)")
+      ->capture_default_str();
   cmd->callback([o] {
+    TANDEM_CHECK(o->iters >= 1, "--iters must be at least 1, got {}", o->iters);
+    TANDEM_CHECK(o->warmup >= 0, "--warmup_iters must be at least 0, got {}", o->warmup);
+    TANDEM_CHECK(o->step_factor > 1 && std::isfinite(o->step_factor), "--stepfactor must be more than 1, got {}",
+                 o->step_factor);
+    TANDEM_CHECK(o->timeout_s > 0 && o->timeout_s <= 1e6, "--timeout must be in (0, 1e6] seconds, got {}",
+                 o->timeout_s);
     comm::RankInfo info = comm::rank_info_from_env();
     comm::ProcessGroupOptions po;
     po.timeout = std::chrono::milliseconds(static_cast<int64_t>(o->timeout_s * 1000));
-    po.ring_chunk_bytes = parse_size(o->ring_chunk);
-    po.ring_socket_buffer_bytes = static_cast<int>(parse_size(o->ring_socket_buffer));
+    po.ring_chunk_bytes = parse_size(o->ring_chunk, "--ring-chunk");
+    const size_t socket_buffer = parse_size(o->ring_socket_buffer, "--ring-socket-buffer");
+    TANDEM_CHECK(socket_buffer <= (1u << 30), "--ring-socket-buffer: '{}' is more than 1G", o->ring_socket_buffer);
+    po.ring_socket_buffer_bytes = static_cast<int>(socket_buffer);
     po.ring_transport = comm::parse_ring_transport(o->ring_transport, "--ring-transport");
     po.ring_single_copy = comm::parse_ring_single_copy(o->ring_single_copy, "--ring-single-copy");
+    po.ring_shared_buffers = comm::parse_ring_shared_buffers(o->ring_shared_buffers, "--ring-shared-buffers");
     Device device = parse_device(o->device);
     if (device.is_cuda()) {
       device = Device::cuda(info.local_rank % std::max(1, cuda::device_count()));

@@ -124,18 +124,18 @@ char* PeerSegments::map(int rank, int pid, const SharedLocation& loc, const std:
   }
   const std::string path = "/proc/" + std::to_string(pid) + "/fd/" + std::to_string(loc.fd);
   const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
-  TANDEM_CHECK(fd >= 0, "{}: cannot open rank {}'s shared buffer {} ({}): {}", what, rank, path,
-               errno == ENOENT ? "the process exited, or freed the buffer" : "no access", std::strerror(errno));
+  TANDEM_CHECK(fd >= 0, "{}: rank {} (pid {}) {}: cannot open its shared buffer {}: {}", what, rank, pid,
+               errno == ENOENT ? "is gone, or freed the buffer" : "cannot be reached", path, std::strerror(errno));
   struct stat st {};
   const bool same = ::fstat(fd, &st) == 0 && static_cast<uint64_t>(st.st_ino) == loc.inode &&
                     static_cast<uint64_t>(st.st_size) == loc.bytes;
   void* p = same ? ::mmap(nullptr, loc.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
   const int e = errno;
   ::close(fd);
-  TANDEM_CHECK(same, "{}: rank {}'s shared buffer {} is not the one it published (inode {}, {} bytes): it was freed",
-               what, rank, path, loc.inode, loc.bytes);
-  TANDEM_CHECK(p != MAP_FAILED, "{}: mapping rank {}'s shared buffer ({} bytes) failed: {}", what, rank, loc.bytes,
-               std::strerror(e));
+  TANDEM_CHECK(same, "{}: rank {} (pid {}) freed its shared buffer: {} is not the one it published (inode {}, {} bytes)",
+               what, rank, pid, path, loc.inode, loc.bytes);
+  TANDEM_CHECK(p != MAP_FAILED, "{}: rank {} (pid {}): mapping its shared buffer ({} bytes) failed: {}", what, rank,
+               pid, loc.bytes, std::strerror(e));
   entries_.push_back(Entry{rank, loc.fd, loc.inode, static_cast<char*>(p), loc.bytes, clock_});
   return static_cast<char*>(p) + loc.offset;
 }

@@ -17,7 +17,9 @@
 //
 // Exit 0 on success, 1 on a wrong result, 2 on an error (printed on stderr).
 // TANDEM_COMM_TIMEOUT_MS sets the process group timeout. Every rank first
-// prints "rank R: transport T (pid P)" (T: the ring's transport, empty for nccl).
+// prints "rank R: transport T (pid P), single copy C, shared buffers S" (T:
+// the ring's transport, empty for nccl). all_reduce's buffers come from
+// shared_zeros, as DDP's buckets do.
 #include <signal.h>
 #include <unistd.h>
 
@@ -105,6 +107,14 @@ double reference(ReduceOp op, int world, DType d, int64_t i, int salt) {
   return sum / world;
 }
 
+// t's values in a buffer from the group's shared_zeros: shared buffers where
+// the group has them (TANDEM_RING_SHARED_BUFFERS), an ordinary tensor elsewhere.
+Tensor shared(const ProcessGroup& pg, const Tensor& t) {
+  Tensor out = pg.shared_zeros(t.shape(), t.dtype(), t.device());
+  out.copy_(t);
+  return out;
+}
+
 std::chrono::milliseconds wait_limit() { return std::chrono::minutes(2); }
 
 int run_collectives(ProcessGroup& pg, Device device) {
@@ -121,12 +131,12 @@ int run_collectives(ProcessGroup& pg, Device device) {
         ++salt;
         std::vector<double> want(static_cast<size_t>(count));
         for (int64_t i = 0; i < count; ++i) want[static_cast<size_t>(i)] = reference(op, n, d, i, salt);
-        // In place.
-        Tensor t = check.make(values(r, count, salt), d);
+        // In place, on the buffers DDP reduces (shared where the group has them).
+        Tensor t = shared(pg, check.make(values(r, count, salt), d));
         pg.all_reduce(t, op)->wait(wait_limit());
         check.expect(t, want, fmt::format("all_reduce {} in place {}", reduce_op_name(op), tag));
         // Out of place: the input is left alone.
-        Tensor in = check.make(values(r, count, salt), d), out = Tensor::zeros({count}, d, device);
+        Tensor in = shared(pg, check.make(values(r, count, salt), d)), out = pg.shared_zeros({count}, d, device);
         pg.all_reduce(in, out, op)->wait(wait_limit());
         check.expect(out, want, fmt::format("all_reduce {} out of place {}", reduce_op_name(op), tag));
         check.expect(in, values(r, count, salt), fmt::format("all_reduce {} input untouched {}", reduce_op_name(op), tag));
@@ -189,7 +199,8 @@ int run_collectives(ProcessGroup& pg, Device device) {
 
 int run_kill_mid_allreduce(ProcessGroup& pg, int victim) {
   pg.barrier()->wait(wait_limit());
-  Tensor big = Tensor::full({16 << 20}, 1.0, DType::F32);  // 64 MiB: long enough to be caught in flight
+  // 64 MiB: long enough to be caught in flight.
+  Tensor big = shared(pg, Tensor::full({16 << 20}, 1.0, DType::F32));
   auto work = pg.all_reduce(big, ReduceOp::Sum);
   if (pg.rank() == victim) {
     while (work->start_time() == Work::Clock::time_point{}) std::this_thread::sleep_for(std::chrono::microseconds(100));
@@ -259,8 +270,9 @@ int main(int argc, char** argv) {
     ProcessGroupOptions options;
     if (const char* t = std::getenv("TANDEM_COMM_TIMEOUT_MS")) options.timeout = std::chrono::milliseconds(std::atoi(t));
     auto pg = init_process_group(backend, info, options);
-    std::printf("rank %d: transport %s (pid %d), single copy %s\n", pg->rank(), pg->transport().c_str(),
-                static_cast<int>(::getpid()), pg->single_copy().c_str());
+    std::printf("rank %d: transport %s (pid %d), single copy %s, shared buffers %s\n", pg->rank(),
+                pg->transport().c_str(), static_cast<int>(::getpid()), pg->single_copy().c_str(),
+                pg->shared_buffers().c_str());
     std::fflush(stdout);
     if (args[0] == "collectives") return run_collectives(*pg, device);
     if (args[0] == "kill_mid_allreduce") return run_kill_mid_allreduce(*pg, std::stoi(args.at(1)));

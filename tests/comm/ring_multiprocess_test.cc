@@ -21,9 +21,11 @@ namespace {
 using testing::run_job;
 
 // (world size, TANDEM_RING_TRANSPORT, TANDEM_RING_SINGLE_COPY): ranks on one
-// host take shared memory unless told tcp, and all_reduce reads the peers'
-// buffers directly (under on at every size, under auto from its threshold
-// when tensors are on huge pages); all must give the reference results.
+// host take shared memory unless told tcp; under single copy's auto the
+// worker's all_reduces are on shared buffers reduced in place, and its other
+// modes (shared buffers off) read the peers' buffers directly (on, at every
+// size; auto from its threshold when tensors are on huge pages) or go round
+// the ring (off); all must give the reference results.
 class RingCollectives : public ::testing::TestWithParam<std::tuple<int, std::string, std::string>> {};
 
 TEST_P(RingCollectives, EveryCollectiveDtypeAndSizeMatchesTheReference) {
@@ -32,9 +34,12 @@ TEST_P(RingCollectives, EveryCollectiveDtypeAndSizeMatchesTheReference) {
   const bool huge = single_copy == "auto+huge";
   // Where the kernel has no transparent huge pages, auto keeps the ring there too.
   const bool on_huge_pages = huge && host_memory::kernel_has_transparent_huge_pages();
+  // Single copy's cases keep shared buffers off, or the worker's all_reduces would never reach it.
+  const std::string shared = single_copy == "auto" ? "auto" : "off";
   auto run = run_job(world, {TANDEM_COMM_WORKER, "collectives", "--backend", "ring"},
                      {{"TANDEM_RING_TRANSPORT", transport},
                       {"TANDEM_RING_SINGLE_COPY", huge ? "auto" : single_copy},
+                      {"TANDEM_RING_SHARED_BUFFERS", shared},
                       {"TANDEM_HOST_HUGE_PAGES", huge ? "1" : "0"}});
   EXPECT_EQ(run.result.exit_code, 0) << run.result.message << "\n" << run.output();
   const std::string used = transport == "auto" ? "shm" : transport;
@@ -47,6 +52,12 @@ TEST_P(RingCollectives, EveryCollectiveDtypeAndSizeMatchesTheReference) {
     EXPECT_NE(run.output_of(r).find(", 0 wrong"), std::string::npos) << run.output();
     EXPECT_NE(run.output_of(r).find("transport " + used + " (pid"), std::string::npos) << run.output();
     EXPECT_NE(run.output_of(r).find("single copy " + copy), std::string::npos) << run.output();
+    // Auto: every all_reduce of the worker is on shared buffers, reduced in place, wherever the ring is shm.
+    EXPECT_NE(run.output_of(r).find(used == "tcp"      ? "shared buffers off: the ranks are not all on one host"
+                                    : shared == "off" ? "shared buffers off: asked for"
+                                                      : "shared buffers from 0 bytes"),
+              std::string::npos)
+        << run.output();
   }
 }
 
@@ -113,13 +124,15 @@ std::vector<std::string> ring_sockets_of(const std::vector<int>& pids) {
   return found;
 }
 
-// (world size, TANDEM_RING_TRANSPORT, TANDEM_RING_SINGLE_COPY): over shm the
-// 64 MiB all_reduce reads the peers' buffers directly (on) or goes round the
-// ring (off).
-class RingKilledPeer : public ::testing::TestWithParam<std::tuple<int, std::string, std::string>> {};
+// (world size, TANDEM_RING_TRANSPORT, TANDEM_RING_SINGLE_COPY,
+// TANDEM_RING_SHARED_BUFFERS): over shm the 64 MiB all_reduce reduces shared
+// buffers in place (shared buffers on), reads the peers' buffers directly
+// (single copy on) or goes round the ring (both off).
+class RingKilledPeer
+    : public ::testing::TestWithParam<std::tuple<int, std::string, std::string, std::string>> {};
 
 TEST_P(RingKilledPeer, OthersFailNamingTheDeadRankInsteadOfHangingAndLeaveNothingBehind) {
-  const auto [world, transport, single_copy] = GetParam();
+  const auto [world, transport, single_copy, shared] = GetParam();
   const int victim = 1;
   const std::set<std::string> shm_before = dev_shm();
   // The idle timeout (60 s) outlives the job's limit (50 s): the job only ends
@@ -127,7 +140,8 @@ TEST_P(RingKilledPeer, OthersFailNamingTheDeadRankInsteadOfHangingAndLeaveNothin
   auto run = run_job(world, {TANDEM_COMM_WORKER, "kill_mid_allreduce", std::to_string(victim)},
                      {{"TANDEM_COMM_TIMEOUT_MS", "60000"},
                       {"TANDEM_RING_TRANSPORT", transport},
-                      {"TANDEM_RING_SINGLE_COPY", single_copy}},
+                      {"TANDEM_RING_SINGLE_COPY", single_copy},
+                      {"TANDEM_RING_SHARED_BUFFERS", shared}},
                      /*stop_on_failure=*/false, std::chrono::seconds(50));
   ASSERT_EQ(static_cast<int>(run.result.ranks.size()), world) << run.result.message;
   EXPECT_NE(run.result.exit_code, 124) << run.result.message << "\n" << run.output();
@@ -138,6 +152,9 @@ TEST_P(RingKilledPeer, OthersFailNamingTheDeadRankInsteadOfHangingAndLeaveNothin
     EXPECT_NE(run.output_of(r).find("transport " + transport + " (pid"), std::string::npos) << run.output();
     if (transport == "shm") {
       EXPECT_NE(run.output_of(r).find(single_copy == "off" ? "single copy off" : "single copy from"), std::string::npos)
+          << run.output();
+      EXPECT_NE(run.output_of(r).find(shared == "off" ? "shared buffers off" : "shared buffers from"),
+                std::string::npos)
           << run.output();
     }
     const std::string out = run.output_of(r);
@@ -154,13 +171,16 @@ TEST_P(RingKilledPeer, OthersFailNamingTheDeadRankInsteadOfHangingAndLeaveNothin
 }
 
 INSTANTIATE_TEST_SUITE_P(WorldSizes, RingKilledPeer,
-                         ::testing::Values(std::make_tuple(2, "shm", "on"), std::make_tuple(3, "shm", "on"),
-                                           std::make_tuple(4, "shm", "on"), std::make_tuple(3, "shm", "off"),
-                                           std::make_tuple(4, "shm", "off"), std::make_tuple(3, "tcp", "auto"),
-                                           std::make_tuple(4, "tcp", "auto")),
+                         ::testing::Values(std::make_tuple(2, "shm", "off", "on"), std::make_tuple(3, "shm", "off", "on"),
+                                           std::make_tuple(4, "shm", "off", "on"), std::make_tuple(2, "shm", "on", "off"),
+                                           std::make_tuple(3, "shm", "on", "off"), std::make_tuple(4, "shm", "on", "off"),
+                                           std::make_tuple(3, "shm", "off", "off"), std::make_tuple(4, "shm", "off", "off"),
+                                           std::make_tuple(3, "tcp", "auto", "auto"), std::make_tuple(4, "tcp", "auto", "auto")),
                          [](const auto& info) {
                            const std::string copy = std::get<2>(info.param) == "on" ? "_single_copy" : "";
-                           return std::to_string(std::get<0>(info.param)) + "ranks_" + std::get<1>(info.param) + copy;
+                           const std::string shared = std::get<3>(info.param) == "on" ? "_shared_buffers" : "";
+                           return std::to_string(std::get<0>(info.param)) + "ranks_" + std::get<1>(info.param) + copy +
+                                  shared;
                          });
 
 // --- Ranks that issue different collectives ------------------------------------
