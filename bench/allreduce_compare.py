@@ -57,10 +57,10 @@ def pairs(text):
     return {int(b): float(t) for b, t in (l.split() for l in text.splitlines() if l.strip() and l[0].isdigit())}
 
 
-def tandem_times(args, n, transport="tcp", single_copy=None, huge_pages=True):
+def tandem_times(args, n, transport="tcp", single_copy=None, huge_pages=True, shared="auto"):
     cmd = [args.tandem, "launch", "--nproc-per-node", str(n), "--", args.tandem, "bench", "allreduce",
            "-b", args.min, "-e", args.max, "-f", "2", "-n", str(args.iters), "-w", str(args.warmup),
-           "--ring-transport", transport]
+           "--ring-transport", transport, "--ring-shared-buffers", shared]
     if single_copy:
         cmd += ["--ring-single-copy", single_copy]
     env = dict(os.environ, TANDEM_HOST_HUGE_PAGES="1" if huge_pages else "0")
@@ -71,6 +71,10 @@ def tandem_times(args, n, transport="tcp", single_copy=None, huge_pages=True):
               "auto": "(single copy from " if huge_pages else "(single copy off: host tensors are not on huge pages"
               }.get(single_copy, "")
     assert expect in text, f"the ring did not report single copy '{single_copy}':\n{text}"
+    # the bench's buffers are shared buffers (as DDP's buckets) unless asked off, or over TCP
+    expect = ("(shared buffers off: asked for)" if shared == "off" else
+              "(shared buffers off: the ranks are not all" if transport == "tcp" else "(shared buffers from 0 bytes)")
+    assert expect in text, f"the ring did not report shared buffers '{shared}':\n{text}"
     oop, ip = {}, {}
     for line in text.splitlines():
         f = line.split()
@@ -196,14 +200,16 @@ def transports_report(args):
               "torch": torch.__version__, "memcpy_gbps": mem_bw, "iters": args.iters, "warmup": args.warmup,
               "repeat": args.repeat, "load_average_before": load_before, "worlds": []}
     raw = {}  # world size -> the default's last output
-    # column -> (transport, single copy, huge pages); "auto" is what a job gets by default.
-    tandem_columns = {"auto": ("shm", "auto", True), "auto_small": ("shm", "auto", False), "single": ("shm", "on", True),
-                      "shm": ("shm", "off", True), "tcp": ("tcp", None, True)}
+    # column -> (transport, single copy, huge pages, shared buffers); "auto" is what DDP's buckets get by
+    # default, "plain" what an all_reduce of ordinary tensors gets.
+    tandem_columns = {"auto": ("shm", "auto", True, "auto"), "plain": ("shm", "auto", True, "off"),
+                      "single": ("shm", "on", True, "off"), "shm": ("shm", "off", True, "off"),
+                      "tcp": ("tcp", None, True, "auto")}
     for n in args.nprocs:
         runs = {k: [] for k in list(tandem_columns) + ["gloo"]}
         for _ in range(args.repeat):  # interleaved, so that a disturbance hits every column alike
-            for col, (t, single_copy, huge) in tandem_columns.items():
-                _, ip_t, text = tandem_times(args, n, t, single_copy, huge)
+            for col, (t, single_copy, huge, shared) in tandem_columns.items():
+                _, ip_t, text = tandem_times(args, n, t, single_copy, huge, shared)
                 runs[col].append(ip_t)
                 if col == "auto":
                     raw[n] = text
@@ -214,8 +220,8 @@ def transports_report(args):
         for size in sorted(best["auto"]):
             b = {k: busbw(size, best[k][size], n) for k in tandem_columns}
             b_gloo = busbw(size, gloo[size], n) if size in gloo else None
-            rows.append({"bytes": size, "auto_busbw": b["auto"], "auto_small_pages_busbw": b["auto_small"],
-                         "auto_small_pages_over_memcpy": b["auto_small"] / mem_bw,
+            rows.append({"bytes": size, "auto_busbw": b["auto"], "plain_busbw": b["plain"],
+                         "plain_over_memcpy": b["plain"] / mem_bw,
                          "single_copy_busbw": b["single"],
                          "shm_ring_busbw": b["shm"], "tcp_busbw": b["tcp"], "gloo_busbw": b_gloo,
                          "auto_over_memcpy": b["auto"] / mem_bw,
@@ -228,17 +234,18 @@ def transports_report(args):
     def mark(v):
         return "-" if v is None else ("met" if v else "**not met**")
 
-    lines = ["# all_reduce on one host: single copy vs the ring over shared memory vs over TCP vs gloo", "",
+    lines = ["# all_reduce on one host: shared buffers vs single copy vs the ring over shared memory vs over TCP vs gloo",
+             "",
              f"- date: {record['date']}",
              f"- machine: {record['machine']}",
              f"- software: torch {torch.__version__} (gloo); Tandem Release build",
              f"- command: `{record['command']}`",
              f"- float32 sum, in place (gloo's only mode); {args.warmup} warm-up + {args.iters} timed calls per size;"
              " time = slowest rank's mean; busbw = bytes/time x 2(n-1)/n in GB/s",
-             "- columns: tandem default (`--ring-transport shm`, single copy auto, tensors of 2 MiB and more on"
-             " transparent huge pages), the same with `TANDEM_HOST_HUGE_PAGES=0` (4 KiB pages: auto keeps the ring),"
-             " single copy at every size (`--ring-single-copy on`), the ring over shared memory"
-             " (`--ring-single-copy off`), the ring over TCP, gloo; all but the second with huge pages",
+             "- columns: tandem default (`--ring-transport shm`: the buffers are shared buffers, as DDP's buckets,"
+             " reduced in place), ordinary tensors (`--ring-shared-buffers off`: single copy auto, from 2 MiB on"
+             " transparent huge pages), single copy at every size (`--ring-single-copy on`), the ring over shared"
+             " memory (both off), the ring over TCP, gloo; host tensors on huge pages (the default)",
              f"- each of the six ran {args.repeat} times, interleaved; the table keeps each one's best time per size",
              f"- single-core memcpy bandwidth measured here: {mem_bw:.2f} GB/s (numpy copy of 256 MiB, best of 3)",
              f"- load average (1, 5, 15 min) before: {load_before}, after: {record['load_average_after']}"
@@ -248,17 +255,17 @@ def transports_report(args):
     for w in record["worlds"]:
         n = w["ranks"]
         lines += [f"## {n} ranks (busbw, GB/s)", "",
-                  "| size | tandem default | default, small pages | single copy | ring shm | ring tcp | gloo |"
-                  " default / memcpy | small pages / memcpy | default / gloo | >= 50 % memcpy | >= 1.5x gloo |",
+                  "| size | tandem default | ordinary tensors | single copy | ring shm | ring tcp | gloo |"
+                  " default / memcpy | ordinary / memcpy | default / gloo | >= 50 % memcpy | >= 1.5x gloo |",
                   "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|:---:|:---:|"]
         for r in w["rows"]:
             g = r["gloo_busbw"]
             gloo_cell = "-" if g is None else f"{g:.3f}"
             ratio_cell = "-" if g is None else f"{r['auto_over_gloo']:.2f}x"
-            lines.append(f"| {r['bytes']} | {r['auto_busbw']:.3f} | {r['auto_small_pages_busbw']:.3f} | "
+            lines.append(f"| {r['bytes']} | {r['auto_busbw']:.3f} | {r['plain_busbw']:.3f} | "
                          f"{r['single_copy_busbw']:.3f} | "
                          f"{r['shm_ring_busbw']:.3f} | {r['tcp_busbw']:.3f} | {gloo_cell} | "
-                         f"{100 * r['auto_over_memcpy']:.0f} % | {100 * r['auto_small_pages_over_memcpy']:.0f} % | "
+                         f"{100 * r['auto_over_memcpy']:.0f} % | {100 * r['plain_over_memcpy']:.0f} % | "
                          f"{ratio_cell} | {mark(r['goal_memcpy'])} | "
                          f"{mark(r['goal_gloo'])} |")
         lines.append("")

@@ -110,11 +110,15 @@ void ring_transfer(const RingLink& link, const RingFrame& op, const std::vector<
                                        describe_ring_frame(expected)));
     }
     if (!(got == expected)) {
+      const bool one_direct = (got.op == RingOp::DirectAllReduce) != (expected.op == RingOp::DirectAllReduce);
       fail(link.left_name,
            fmt::format("sent ({}) where this rank expected ({}): the ranks issued different collectives, or "
-                       "the same collective with different sizes (every rank must issue the same ops, in "
+                       "the same collective with different sizes{} (every rank must issue the same ops, in "
                        "the same order, with the same dtypes and sizes)",
-                       describe_ring_frame(got), describe_ring_frame(expected)));
+                       describe_ring_frame(got), describe_ring_frame(expected),
+                       one_direct ? ", or an all_reduce on shared buffers (ProcessGroup::shared_zeros) on one rank "
+                                    "and on ordinary tensors on another"
+                                  : ""));
     }
   };
   const bool spins = (ns > 0 && link.send->spins()) || (nr > 0 && link.recv->spins());
