@@ -57,6 +57,8 @@ LoggingData DistributedDataParallel::logging_data() const {
   LoggingData d;
   d.backend = group_->backend_name();
   d.transport = group_->transport();
+  d.shared_buffers = group_->shared_buffers();
+  d.single_copy = group_->single_copy();
   d.world_size = group_->size();
   d.rank = group_->rank();
   std::set<std::string> dtypes;

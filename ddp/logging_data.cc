@@ -13,6 +13,8 @@ std::string to_json(const LoggingData& d) {
   for (const auto& [k, v] : d.environment) env[k] = v;
   const nlohmann::json j = {{"backend", d.backend},
                             {"transport", d.transport},
+                            {"shared_buffers", d.shared_buffers},
+                            {"single_copy", d.single_copy},
                             {"world_size", d.world_size},
                             {"rank", d.rank},
                             {"device", d.device},

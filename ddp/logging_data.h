@@ -17,6 +17,8 @@ namespace tandem::ddp {
 struct LoggingData {
   std::string backend;
   std::string transport;                  // how the backend moves bytes (ring: "shm", "tcp", ...); "" if it has one way
+  std::string shared_buffers;             // whether buckets are reduced in place (ring: "from 0 bytes", "off: ...")
+  std::string single_copy;                // whether all_reduce reads peers' buffers (ring: "from 2097152 bytes", "off: ...")
   int world_size = 1;
   int rank = 0;
   std::string device;                     // of the parameters: "cpu" or "cuda:N"

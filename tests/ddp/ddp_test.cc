@@ -392,6 +392,7 @@ TEST_F(DdpTest, LoggingDataRecordsTheSetupAndTheBucketsBeforeAndAfterTheRebuild)
     const nlohmann::json& d = r.stats[static_cast<size_t>(rank)]["logging_data"];
     EXPECT_EQ(d["backend"], "ring");
     EXPECT_EQ(d["transport"], "shm");  // auto, two ranks on one host
+    EXPECT_EQ(d["shared_buffers"], "from 0 bytes");  // auto: the buckets are reduced in place
     EXPECT_EQ(d["world_size"], 2);
     EXPECT_EQ(d["rank"], rank);
     EXPECT_EQ(d["device"], "cpu");
