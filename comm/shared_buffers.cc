@@ -12,6 +12,7 @@
 #include <mutex>
 
 #include "comm/host_reduce.h"
+#include "core/allocator.h"
 #include "core/check.h"
 
 namespace tandem::comm {
@@ -70,7 +71,9 @@ Tensor shared_zeros(const std::vector<int64_t>& shape, DType dtype) {
     std::lock_guard<std::mutex> lock(registry_mutex);
     registry()[reinterpret_cast<uintptr_t>(p)] = Segment{fd, static_cast<uint64_t>(st.st_ino), bytes};
   }
+  host_memory::count_foreign(bytes);
   auto release = [p, fd, bytes] {
+    host_memory::uncount_foreign(bytes);
     {
       std::lock_guard<std::mutex> lock(registry_mutex);
       registry().erase(reinterpret_cast<uintptr_t>(p));

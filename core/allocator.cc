@@ -224,6 +224,8 @@ void deallocate_pinned(void* p, size_t nbytes, bool pinned) {
 }
 
 MemoryStats stats() { return host_counters.snapshot(); }
+void count_foreign(size_t nbytes) { host_counters.on_alloc(nbytes, true); }
+void uncount_foreign(size_t nbytes) { host_counters.on_free(nbytes, true); }
 MemoryStats pinned_stats() { return pinned_counters.snapshot(); }
 void reset_peak() {
   host_counters.reset_peak();

@@ -55,6 +55,11 @@ void deallocate_pinned(void* p, size_t nbytes, bool pinned);
 MemoryStats stats();
 MemoryStats pinned_stats();
 void reset_peak();
+// Host memory that tensors use but another allocator made (the ring's shared
+// buffers, comm/shared_buffers.h): counted in stats() from its allocation
+// (in use and reserved) to its free, so a peak covers it.
+void count_foreign(size_t nbytes);
+void uncount_foreign(size_t nbytes);
 }  // namespace host_memory
 
 namespace cuda_memory {

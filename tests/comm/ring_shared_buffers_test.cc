@@ -16,6 +16,7 @@
 #include "comm/shared_buffers.h"
 #include "comm/store.h"
 #include "comm/store_server.h"
+#include "core/allocator.h"
 #include "core/check.h"
 #include "tests/comm/ring_testing.h"
 
@@ -113,6 +114,19 @@ TEST(SharedBuffers, ZerosLieInASegmentOfTheirOwnThatIsForgottenWithTheTensor) {
   EXPECT_FALSE(find_shared(plain.data_ptr(), 4).has_value());
   ASSERT_TRUE(before.has_value());
   EXPECT_EQ(::fcntl(before->fd, F_GETFD), -1) << "the segment's fd is closed with its last tensor";
+}
+
+TEST(SharedBuffers, CountInTheHostMemoryStatsWhileTheyLive) {
+  const MemoryStats before = host_memory::stats();
+  {
+    Tensor t = shared_zeros({1 << 20}, DType::F32);
+    const MemoryStats during = host_memory::stats();
+    EXPECT_EQ(during.in_use, before.in_use + (4u << 20));
+    EXPECT_EQ(during.reserved, before.reserved + (4u << 20));
+    EXPECT_GE(during.peak_in_use, during.in_use);
+  }
+  EXPECT_EQ(host_memory::stats().in_use, before.in_use);
+  EXPECT_EQ(host_memory::stats().reserved, before.reserved);
 }
 
 TEST(SharedBuffers, APeerMappingSeesTheOwnersWritesAndTheOwnerSeesThePeers) {
