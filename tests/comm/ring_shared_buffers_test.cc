@@ -130,6 +130,7 @@ TEST(SharedBuffers, CountInTheHostMemoryStatsWhileTheyLive) {
 }
 
 TEST(SharedBuffers, APeerMappingSeesTheOwnersWritesAndTheOwnerSeesThePeers) {
+  TANDEM_SKIP_UNLESS_MEMFDS_MAP();
   Tensor t = shared_zeros({16}, DType::I64);
   PeerSegments peers;
   auto* mapped = reinterpret_cast<int64_t*>(peers.map(3, static_cast<int>(::getpid()), *find_shared(t.data_ptr(), 128), "test"));
@@ -145,6 +146,7 @@ TEST(SharedBuffers, APeerMappingSeesTheOwnersWritesAndTheOwnerSeesThePeers) {
 }
 
 TEST(SharedBuffers, AFreedBufferWhoseFdNumberComesBackIsUnmappedForTheNewOne) {
+  TANDEM_SKIP_UNLESS_MEMFDS_MAP();
   PeerSegments peers;
   const int pid = static_cast<int>(::getpid());
   SharedLocation first;
@@ -182,6 +184,7 @@ TEST(SharedBuffers, MappingABufferThatIsGoneFailsNamingTheRank) {
 class SharedBufferGroups : public ::testing::TestWithParam<int> {};
 
 TEST_P(SharedBufferGroups, AllReduceEqualsTheRingBitForBitForEveryDtypeOpAndSize) {
+  TANDEM_SKIP_UNLESS_MEMFDS_MAP();
   const int n = GetParam();
   StoreServer server({});
   auto shared = start_ring(server, n, [](int) { return options(RingSharedBuffers::On, "shared"); });
@@ -207,6 +210,7 @@ TEST_P(SharedBufferGroups, AllReduceEqualsTheRingBitForBitForEveryDtypeOpAndSize
 }
 
 TEST_P(SharedBufferGroups, ViewsAtDifferentOffsetsIntoOneBufferReduceAndLeaveTheRestAlone) {
+  TANDEM_SKIP_UNLESS_MEMFDS_MAP();
   // DDP reduces whole buckets; a comm hook may reduce a part of one.
   const int n = GetParam();
   StoreServer server({});
@@ -239,6 +243,7 @@ TEST_P(SharedBufferGroups, ViewsAtDifferentOffsetsIntoOneBufferReduceAndLeaveThe
 INSTANTIATE_TEST_SUITE_P(Ranks, SharedBufferGroups, ::testing::Values(2, 3, 4));
 
 TEST(SharedBuffersChoice, AutoOnOneHostHandsOutSharedBuffersFromTheThreshold) {
+  TANDEM_SKIP_UNLESS_MEMFDS_MAP();
   StoreServer server({});
   auto pgs = start_ring(server, 2, [](int) { return options(RingSharedBuffers::Auto, "auto"); });
   EXPECT_EQ(pgs[0]->shared_buffers(), "from " + std::to_string(kRingSharedMinBytes) + " bytes");
@@ -281,6 +286,7 @@ TEST(SharedBuffersChoice, AnUnknownModeIsAnErrorNamingWhereItCameFrom) {
 }
 
 TEST(SharedBuffersFailures, ARankWithAnOrdinaryTensorWhereThePeersHaveSharedOnesFailsAtTheFirstFrame) {
+  TANDEM_SKIP_UNLESS_MEMFDS_MAP();
   // The long timeout: the error must come from the frames, not from waiting.
   StoreServer server({});
   auto pgs = start_ring(server, 2, [](int) {

@@ -13,7 +13,10 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include "comm/ring_process_group.h"
+#include "comm/shared_buffers.h"
 #include "comm/store.h"
 #include "comm/store_server.h"
 #include "core/check.h"
@@ -61,5 +64,27 @@ void expect_every_rank_fails_to_start(StoreServer& server, int n, F options_of,
     }
   }
 }
+
+// Whether this kernel lets a process map a memfd through /proc/<pid>/fd, as
+// the ring's shared buffers need (gVisor may not): checked on this process's
+// own segment, independently of the ring's probe.
+inline bool kernel_maps_memfds_through_proc() {
+  Tensor t = shared_zeros({1}, DType::I64);
+  *t.data<int64_t>() = 7;
+  try {
+    PeerSegments peers;
+    const SharedLocation loc = *find_shared(t.data_ptr(), 8);
+    return *reinterpret_cast<const int64_t*>(peers.map(0, static_cast<int>(::getpid()), loc, "probe")) == 7;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+#define TANDEM_SKIP_UNLESS_MEMFDS_MAP()                                                                  \
+  do {                                                                                                   \
+    if (!::tandem::comm::testing::kernel_maps_memfds_through_proc())                                     \
+      GTEST_SKIP() << "this kernel does not let a process map a memfd through /proc/<pid>/fd "           \
+                      "(gVisor?): the ring's shared buffers are off here";                               \
+  } while (0)
 
 }  // namespace tandem::comm::testing
