@@ -258,5 +258,17 @@ TEST_F(BenchCommands, BadCapIsAnErrorBeforeAnyRankStarts) {
   EXPECT_NE(r.output.find("'big'"), std::string::npos) << r.output;
 }
 
+TEST_F(BenchCommands, MoreRanksThanTheLimitIsAnErrorBeforeAnyRankStarts) {
+  const CommandRun r = run("bench buckets --nproc 100000 " + common());
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("--nproc: Value 100000 not in range 1 to 1024"), std::string::npos) << r.output;
+}
+
+TEST_F(BenchCommands, ZeroRoundsIsAnErrorNamingTheOption) {
+  const CommandRun r = run("bench buckets --nproc 2 --config " + config_ + " --synthetic --rounds 0 --out " + dir_.string());
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("bench buckets: --rounds must be at least 1, got 0"), std::string::npos) << r.output;
+}
+
 }  // namespace
 }  // namespace tandem::apps
