@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <functional>
 #include <set>
 
@@ -283,7 +284,10 @@ void apply_map(TrainConfig& c, const YAML::Node& map, const std::string& prefix,
   for (const auto& entry : map) {
     // Copies: yaml-cpp's iterator hands out a temporary pair, so references into it dangle.
     const YAML::Node key_node = entry.first, value = entry.second;
-    const std::string key = prefix + key_node.as<std::string>();
+    if (!key_node.IsScalar())
+      throw Error(fmt::format("{}: a key must be a name, got {}", where_of(file, key_node),
+                              key_node.IsSequence() ? "a list" : "a map"));
+    const std::string key = prefix + key_node.Scalar();
     if ((key == "model" || key == "data" || key == "tokenizer") && prefix.empty()) {
       if (!value.IsMap()) throw Error(fmt::format("{}: section '{}' must be a map", where_of(file, key_node), key));
       apply_map(c, value, key + ".", file);
@@ -352,6 +356,9 @@ TrainConfig load_train_config(const std::string& path, const std::vector<std::st
   TrainConfig c;
   if (!path.empty()) {
     YAML::Node root;
+    // yaml-cpp reads a directory as a stream that fails with the C++ library's words, not the path.
+    if (std::filesystem::is_directory(path))
+      throw Error(fmt::format("cannot read config file {}: it is a directory", path));
     try {
       root = YAML::LoadFile(path);
     } catch (const YAML::BadFile&) {

@@ -134,6 +134,23 @@ TEST(TrainConfig, MissingFileIsAnError) {
             std::string::npos);
 }
 
+TEST(TrainConfig, ADirectoryGivenAsTheConfigIsAnErrorNamingIt) {
+  const std::string dir = ::testing::TempDir();
+  EXPECT_NE(error_of([&] { load_train_config(dir, {}); }).find("cannot read config file " + dir + ": it is a directory"),
+            std::string::npos);
+}
+
+TEST(TrainConfig, AKeyThatIsAListOrMapIsAnErrorNamingTheFileAndLine) {
+  auto path = write_config("list_key.yaml", "seed: 1\n? [a, b]\n: 1\n");
+  EXPECT_NE(error_of([&] { load_train_config(path, {}); }).find("list_key.yaml:2: a key must be a name, got a list"),
+            std::string::npos)
+      << error_of([&] { load_train_config(path, {}); });
+  path = write_config("map_key.yaml", "model:\n  ? {a: 1}\n  : 1\n");
+  EXPECT_NE(error_of([&] { load_train_config(path, {}); }).find("map_key.yaml:2: a key must be a name, got a map"),
+            std::string::npos)
+      << error_of([&] { load_train_config(path, {}); });
+}
+
 TEST(TrainConfig, MalformedOverrideIsAnError) {
   EXPECT_NE(error_of([] { load_train_config("", {"seed"}); }).find("expected key=value"), std::string::npos);
 }
