@@ -452,5 +452,16 @@ TEST_F(TrainEndToEnd, EpochsBeyondCountableStepsExitNonZeroNamingNumTrainEpochs)
   EXPECT_FALSE(fs::exists(out));
 }
 
+TEST_F(TrainEndToEnd, PredictNamesAnInputThatIsADirectoryOrHasNoTexts) {
+  Output r = run_tandem(1, {"predict", "--checkpoint", dir_.string(), "--input", dir_.string()});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("predict: --input " + dir_.string() + " is a directory, not a file"), std::string::npos) << r.err;
+  std::ofstream(dir_ / "blank.txt") << "\n\n";
+  r = run_tandem(1, {"predict", "--checkpoint", dir_.string(), "--input", (dir_ / "blank.txt").string()});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("predict: --input " + (dir_ / "blank.txt").string() + " has no texts"), std::string::npos)
+      << r.err;
+}
+
 }  // namespace
 }  // namespace tandem::train
