@@ -57,6 +57,7 @@ train::StepCase parse_cap(const std::string& text, const train::TrainConfig& con
 void run(const Args& a) {
   require_not_launched("bench buckets");
   TANDEM_CHECK(a.nproc >= 2, "bench buckets: --nproc must be at least 2 (buckets exist only with DDP)");
+  TANDEM_CHECK(a.rounds >= 1, "bench buckets: --rounds must be at least 1, got {}", a.rounds);
   std::vector<std::string> overrides = a.overrides;
   if (!a.backend.empty()) overrides.push_back("ddp_backend=" + a.backend);
   const train::TrainConfig config = train::load_train_config(a.config, overrides);
@@ -109,7 +110,9 @@ void add_bench_buckets_command(CLI::App& bench) {
   auto a = std::make_shared<Args>();
   cmd->add_option("--config", a->config, "Training config (YAML)")->required();
   cmd->add_option("--set", a->overrides, "Override a config key: --set per_device_train_batch_size=32");
-  cmd->add_option("--nproc", a->nproc, "Ranks on this machine")->capture_default_str();
+  cmd->add_option("--nproc", a->nproc, "Ranks on this machine")
+      ->capture_default_str()
+      ->check(CLI::Range(1, kMaxLocalRanks));
   cmd->add_option("--caps", a->caps, "Bucket sizes in MB, comma-separated; 'one' = a single bucket")
       ->capture_default_str();
   cmd->add_option("--warmup", a->warmup, "Untimed steps per size")->capture_default_str();

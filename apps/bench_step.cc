@@ -81,7 +81,9 @@ void add_bench_step_command(CLI::App& bench) {
   auto a = std::make_shared<Args>();
   cmd->add_option("--config", a->config, "Training config (YAML)")->required();
   cmd->add_option("--set", a->overrides, "Override a config key");
-  cmd->add_option("--nproc", a->nproc, "Ranks on this machine")->capture_default_str();
+  cmd->add_option("--nproc", a->nproc, "Ranks on this machine")
+      ->capture_default_str()
+      ->check(CLI::Range(1, kMaxLocalRanks));
   cmd->add_option("--precisions", a->precisions, "Comma-separated: fp32, bf16, fp16")->capture_default_str();
   cmd->add_option("--warmup", a->warmup, "Untimed steps per precision")->capture_default_str();
   cmd->add_option("--steps", a->steps, "Timed steps per precision and round")->capture_default_str();

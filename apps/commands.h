@@ -6,6 +6,11 @@
 
 namespace tandem::apps {
 
+// The most ranks a command starts on one machine (tandem launch --nproc-per-node, the benches'
+// --nproc): far above any machine's GPUs or useful CPU ranks, and low enough that a mistyped
+// count is refused at once instead of forking processes for minutes.
+constexpr int kMaxLocalRanks = 1024;
+
 void add_info_command(CLI::App& app);      // build configuration and devices
 void add_data_command(CLI::App& app);      // dataset inspection: fortune categories, class counts
 void add_train_command(CLI::App& app);     // train a classifier

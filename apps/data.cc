@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "apps/commands.h"
+#include "core/check.h"
 #include "data/dataset_spec.h"
 #include "data/fortunes.h"
 #include "data/tokenizer.h"
@@ -69,6 +70,9 @@ void add_data_command(CLI::App& app) {
   summary->add_option("--max-seq-len", *max_seq_len, "Report how many texts this length truncates")
       ->capture_default_str();
   summary->callback([summary, spec, path, max_seq_len] {
+    // Only fortunes has a default folder; elsewhere an empty path failed as "<nothing>: no such file".
+    TANDEM_CHECK(!path->empty() || spec->format == "fortunes", "data summary: --format {} needs --path",
+                 spec->format);
     spec->path = *path;
     std::vector<std::string> splits{spec->split};
     if (spec->format == "fortunes" && summary->count("--split") == 0) splits = {"train", "test"};

@@ -76,6 +76,8 @@ int64_t parse_bytes(const std::string& text) {
   } catch (const std::exception&) {
   }
   TANDEM_CHECK(v > 0 && std::isfinite(v), "--memory-limit: '{}' is not a size (like 512M, 8G)", text);
+  // Past int64 the conversion is undefined (it came out negative, and the limit was silently dropped).
+  TANDEM_CHECK(v * unit <= 0x1p62, "--memory-limit: '{}' is more than 4 EiB", text);
   return static_cast<int64_t>(v * unit);
 }
 

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 
 #include "apps/commands.h"
@@ -56,10 +57,15 @@ void add_predict_command(CLI::App& app) {
   cmd->callback([args] {
     std::vector<std::string> texts = args->texts;
     if (!args->input.empty()) {
+      // A directory opens as a stream that reads nothing: say so instead of "no texts".
+      TANDEM_CHECK(!std::filesystem::is_directory(args->input), "predict: --input {} is a directory, not a file",
+                   args->input);
       std::ifstream in(args->input);
       TANDEM_CHECK(in.good(), "cannot read {}", args->input);
+      const size_t given = texts.size();
       for (std::string line; std::getline(in, line);)
         if (!line.empty()) texts.push_back(line);
+      TANDEM_CHECK(texts.size() > given, "predict: --input {} has no texts (one per non-empty line)", args->input);
     }
     TANDEM_CHECK(!texts.empty(), "predict: give --text or --input");
     SavedModel s = load_saved_model(args->checkpoint, args->overrides);

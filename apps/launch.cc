@@ -19,7 +19,9 @@ void add_launch_command(CLI::App& app) {
                 "tandem launch --nproc-per-node N [--nnodes M --node-rank R --master-addr A --master-port P] -- CMD...");
   auto o = std::make_shared<comm::LaunchOptions>();
   auto timeout_s = std::make_shared<double>(0);
-  cmd->add_option("--nproc-per-node", o->nproc_per_node, "Processes (ranks) on this node")->required();
+  cmd->add_option("--nproc-per-node", o->nproc_per_node, "Processes (ranks) on this node")
+      ->required()
+      ->check(CLI::Range(1, kMaxLocalRanks));
   cmd->add_option("--nnodes", o->nnodes, "Number of nodes in the job")->capture_default_str();
   cmd->add_option("--node-rank", o->node_rank, "This node's index in [0, nnodes)")->capture_default_str();
   cmd->add_option("--master-addr", o->master_addr, "Address of node 0, where the store runs")->capture_default_str();

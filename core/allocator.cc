@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <bit>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -134,6 +135,8 @@ namespace host_memory {
 
 void* allocate(size_t nbytes) {
   if (nbytes == 0) return nullptr;
+  // No allocation can be this large, and rounding it up to a block would wrap around to a small one.
+  if (nbytes > static_cast<size_t>(PTRDIFF_MAX)) TANDEM_FAIL("out of host memory allocating {} bytes", nbytes);
   const size_t bytes = block_bytes(nbytes);
   void* p = nullptr;
   if (cached(bytes)) {

@@ -35,6 +35,14 @@ void check_shape(const Shape& shape) {
   for (int64_t d : shape) TANDEM_CHECK(d >= 0, "invalid shape {}: negative extent", shape_str(shape));
 }
 
+// The bytes of `shape` in `dtype`, checked: a wrapped count would allocate too little.
+size_t shape_bytes(const Shape& shape, DType dtype) {
+  size_t bytes = 0;
+  TANDEM_CHECK(!__builtin_mul_overflow(static_cast<size_t>(shape_numel(shape)), dtype_size(dtype), &bytes),
+               "{} {} has more bytes than a size_t can count", dtype_name(dtype), shape_str(shape));
+  return bytes;
+}
+
 void* current_stream_of(Device d) { return cuda::current_stream(d.index).handle(); }
 
 template <class V>
@@ -54,7 +62,7 @@ Tensor tensor_from_values(const V& values, const Shape& shape, DType dtype, DTyp
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device, bool pinned) {
   check_shape(shape);
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = Storage::allocate(static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype), device, pinned);
+  impl->storage = Storage::allocate(shape_bytes(shape, dtype), device, pinned);
   impl->shape = shape;
   impl->dtype = dtype;
   return Tensor(std::move(impl));
@@ -80,8 +88,9 @@ Tensor Tensor::from_vector(const std::vector<int64_t>& values, const Shape& shap
 
 Tensor Tensor::from_storage(std::shared_ptr<Storage> storage, size_t offset_bytes, const Shape& shape, DType dtype) {
   check_shape(shape);
-  size_t need = offset_bytes + static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype);
-  TANDEM_CHECK(storage && need <= storage->nbytes(), "view {} {} at byte offset {} exceeds storage of {} bytes",
+  size_t need = 0;
+  const bool overflow = __builtin_add_overflow(offset_bytes, shape_bytes(shape, dtype), &need);
+  TANDEM_CHECK(storage && !overflow && need <= storage->nbytes(), "view {} {} at byte offset {} exceeds storage of {} bytes",
                dtype_name(dtype), shape_str(shape), offset_bytes, storage ? storage->nbytes() : 0);
   TANDEM_CHECK(offset_bytes % dtype_size(dtype) == 0, "view offset {} is not aligned to {} elements", offset_bytes,
                dtype_name(dtype));

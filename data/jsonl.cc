@@ -1,5 +1,7 @@
 #include "data/jsonl.h"
 
+#include <cstdint>
+
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
@@ -36,7 +38,10 @@ Dataset read_jsonl(const std::filesystem::path& path, const JsonlOptions& option
     auto l = record.find(options.label_field);
     if (l == record.end()) throw_input_error(where, fmt::format("missing label field '{}'", options.label_field));
     int32_t label = 0;
-    if (l->is_number_integer()) {
+    if (l->is_number_unsigned() && l->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
+      // get<int64_t> would wrap it around to a negative label.
+      throw_input_error(where, fmt::format("label {} is too large", l->get<uint64_t>()));
+    } else if (l->is_number_integer()) {
       label = labels.from_integer(l->get<int64_t>(), where);
     } else if (l->is_string()) {
       label = labels.from_text(l->get_ref<const std::string&>(), where);

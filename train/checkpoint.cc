@@ -46,14 +46,24 @@ nlohmann::json state_to_json(const TrainerState& s) {
   return j;
 }
 
+// A count of steps, epochs or samples: json's conversion would take -3 or 2.5 as they are (or
+// truncated), and resuming from them went wrong far from the file.
+int64_t count_at(const nlohmann::json& j, const std::string& key, const fs::path& file) {
+  const nlohmann::json& v = j.at(key.substr(key.rfind('.') + 1));
+  const bool ok = v.is_number_unsigned() ? v.get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX)
+                                         : v.is_number_integer() && v.get<int64_t>() >= 0;
+  TANDEM_CHECK(ok, "{}: {} must be a non-negative integer, got {}", file.string(), key, v.dump());
+  return v.get<int64_t>();
+}
+
 TrainerState state_from_json(const nlohmann::json& j, const fs::path& file) {
   try {
     TrainerState s;
-    s.global_step = j.at("global_step");
-    s.epoch = j.at("epoch");
+    s.global_step = count_at(j, "global_step", file);
+    s.epoch = count_at(j, "epoch", file);
     const auto& sm = j.at("sampler");
-    s.sampler.epoch = sm.at("epoch");
-    s.sampler.position = sm.at("position");
+    s.sampler.epoch = count_at(sm, "sampler.epoch", file);
+    s.sampler.position = count_at(sm, "sampler.position", file);
     s.sampler.world_size = sm.at("world_size");
     s.sampler.dataset_size = sm.at("dataset_size");
     s.sampler.seed = sm.at("seed");

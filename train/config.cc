@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <functional>
 #include <set>
 
@@ -56,6 +57,12 @@ T read_value(const YAML::Node& node, const std::string& key, const std::string& 
       }
       T v{};
       if (!YAML::convert<T>::decode(node, v)) throw bad();
+      // YAML reads .inf and .nan as numbers; no key means anything by them, and downstream they
+      // overflow step counts or turn into NaN far from the key.
+      if constexpr (std::is_same_v<T, double>) {
+        if (!std::isfinite(v))
+          throw Error(fmt::format("{}: key '{}' must be a finite number, got '{}'", where, key, node.Scalar()));
+      }
       return v;
     }
   }
@@ -277,7 +284,10 @@ void apply_map(TrainConfig& c, const YAML::Node& map, const std::string& prefix,
   for (const auto& entry : map) {
     // Copies: yaml-cpp's iterator hands out a temporary pair, so references into it dangle.
     const YAML::Node key_node = entry.first, value = entry.second;
-    const std::string key = prefix + key_node.as<std::string>();
+    if (!key_node.IsScalar())
+      throw Error(fmt::format("{}: a key must be a name, got {}", where_of(file, key_node),
+                              key_node.IsSequence() ? "a list" : "a map"));
+    const std::string key = prefix + key_node.Scalar();
     if ((key == "model" || key == "data" || key == "tokenizer") && prefix.empty()) {
       if (!value.IsMap()) throw Error(fmt::format("{}: section '{}' must be a map", where_of(file, key_node), key));
       apply_map(c, value, key + ".", file);
@@ -285,6 +295,53 @@ void apply_map(TrainConfig& c, const YAML::Node& map, const std::string& prefix,
     }
     find_field(key, where_of(file, key_node)).set(c, value, where_of(file, value));
   }
+}
+
+// One factor of a tensor's element count: a config key and its value, or (key empty) a constant.
+struct Factor {
+  std::string key;
+  int64_t value;
+};
+
+// Refuses a tensor whose f32 bytes overflow or pass 256 TiB (no machine holds that), naming the
+// keys that size it: downstream, such counts wrapped around or failed far from the key.
+void check_tensor_bytes(const std::string& what, const std::vector<Factor>& factors) {
+  constexpr int64_t kMaxBytes = int64_t{1} << 48;
+  int64_t bytes = 4;
+  bool overflow = false;
+  for (const Factor& f : factors) overflow = overflow || __builtin_mul_overflow(bytes, f.value, &bytes);
+  if (!overflow && bytes <= kMaxBytes) return;
+  std::string sizes;
+  for (const Factor& f : factors)
+    sizes += fmt::format("{}{}", sizes.empty() ? "" : " x ", f.key.empty() ? std::to_string(f.value)
+                                                                           : fmt::format("{} {}", f.key, f.value));
+  TANDEM_FAIL("config: {} ({} floats) would take more than 256 TiB", what, sizes);
+}
+
+// The model's largest tensors and a batch's largest activations, from the keys that size them
+// (each already > 0). The vocabulary is bounded by the tokenizer's size key.
+void check_model_sizes(const TrainConfig& c) {
+  const ModelConfig& m = c.model;
+  const Factor vocab = c.tokenizer.type == "bpe"           ? Factor{"tokenizer.vocab_size", c.tokenizer.vocab_size}
+                       : c.tokenizer.type == "char_ngrams" ? Factor{"tokenizer.buckets", c.tokenizer.buckets}
+                                                           : Factor{"data.vocab_max_size", c.data.vocab_max_size};
+  const Factor d{"model.d_model", m.d_model}, ff{"model.dim_feedforward", m.dim_feedforward},
+      seq{"model.max_seq_len", m.max_seq_len};
+  check_tensor_bytes("the token embeddings", {vocab, d});
+  if (m.position_embedding) check_tensor_bytes("the position embeddings", {seq, d});
+  if (m.num_layers > 0) {
+    check_tensor_bytes("each layer's attention projection", {{"", 3}, d, d});
+    check_tensor_bytes("each layer's feed-forward weights", {ff, d});
+  }
+  const Factor widest = m.num_layers > 0 && m.dim_feedforward > m.d_model ? ff : d;
+  check_tensor_bytes("a training batch's activations",
+                     {{"per_device_train_batch_size", c.per_device_train_batch_size}, seq, widest});
+  check_tensor_bytes("an evaluation batch's activations",
+                     {{"per_device_eval_batch_size", c.per_device_eval_batch_size}, seq, widest});
+  // Each factor fits now, so one layer's weights do too.
+  if (m.num_layers > 0)
+    check_tensor_bytes("the encoder's weights", {{"model.num_layers", m.num_layers},
+                                                  {"", 4 * m.d_model * m.d_model + 2 * m.d_model * m.dim_feedforward}});
 }
 
 }  // namespace
@@ -299,6 +356,9 @@ TrainConfig load_train_config(const std::string& path, const std::vector<std::st
   TrainConfig c;
   if (!path.empty()) {
     YAML::Node root;
+    // yaml-cpp reads a directory as a stream that fails with the C++ library's words, not the path.
+    if (std::filesystem::is_directory(path))
+      throw Error(fmt::format("cannot read config file {}: it is a directory", path));
     try {
       root = YAML::LoadFile(path);
     } catch (const YAML::BadFile&) {
@@ -354,6 +414,7 @@ void validate(const TrainConfig& c) {
   positive(c.model.max_seq_len, "model.max_seq_len");
   positive(c.data.vocab_max_size, "data.vocab_max_size");
   TANDEM_CHECK(c.max_steps > 0 || c.num_train_epochs > 0, "config: num_train_epochs must be > 0 (or set max_steps)");
+  check_model_sizes(c);
   TANDEM_CHECK(c.model.d_model % c.model.n_heads == 0, "config: model.d_model ({}) must be divisible by model.n_heads ({})",
                c.model.d_model, c.model.n_heads);
   TANDEM_CHECK(c.model.embedding_init_std > 0, "config: model.embedding_init_std must be > 0, got {}",
@@ -363,6 +424,7 @@ void validate(const TrainConfig& c) {
   TANDEM_CHECK(!(c.bf16 && c.fp16), "config: bf16 and fp16 cannot both be true");
   TANDEM_CHECK(c.learning_rate > 0, "config: learning_rate must be > 0, got {}", c.learning_rate);
   TANDEM_CHECK(c.weight_decay >= 0, "config: weight_decay must be >= 0, got {}", c.weight_decay);
+  TANDEM_CHECK(c.max_grad_norm >= 0, "config: max_grad_norm must be >= 0 (0: no clipping), got {}", c.max_grad_norm);
   TANDEM_CHECK(c.warmup_ratio >= 0 && c.warmup_ratio <= 1, "config: warmup_ratio must be in [0, 1], got {}",
                c.warmup_ratio);
   TANDEM_CHECK(c.warmup_steps >= 0, "config: warmup_steps must be >= 0, got {}", c.warmup_steps);
@@ -385,7 +447,10 @@ void validate(const TrainConfig& c) {
   TANDEM_CHECK(c.ddp_comm_hook != "powersgd" || !c.fp16,
                "config: ddp_comm_hook powersgd does not apply with fp16: the inf/NaN gradients of a skipped step "
                "would enter its error feedback (use bf16 or f32)");
-  TANDEM_CHECK(c.ddp_timeout > 0, "config: ddp_timeout must be > 0 seconds, got {}", c.ddp_timeout);
+  // Deadlines are nanoseconds of a 64-bit clock (292 years); 10^9 s still takes the huge values
+  // Hugging Face recipes use for "never" (180000000).
+  TANDEM_CHECK(c.ddp_timeout > 0 && c.ddp_timeout <= 1'000'000'000,
+               "config: ddp_timeout must be in [1, 1000000000] seconds, got {}", c.ddp_timeout);
   TANDEM_CHECK(c.dataloader_num_workers >= 0, "config: dataloader_num_workers must be >= 0, got {}",
                c.dataloader_num_workers);
   TANDEM_CHECK(c.eval_strategy != "steps" || c.eval_steps > 0, "config: eval_steps must be > 0 with eval_strategy steps");

@@ -91,7 +91,7 @@ struct TrainConfig {
   std::string lr_scheduler_type = "linear";  // linear | cosine | constant | constant_with_warmup
   int64_t warmup_steps = 0;
   double warmup_ratio = 0.0;
-  double max_grad_norm = 1.0;  // <= 0 disables clipping
+  double max_grad_norm = 1.0;  // 0 disables clipping
   double label_smoothing_factor = 0.0;
   // Class weights of the training loss (PyTorch's cross_entropy weight=): "none", "balanced"
   // (scikit-learn's n_samples / (n_classes * n_c), from the training split) or one positive

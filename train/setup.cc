@@ -79,10 +79,30 @@ data::TokenizerOptions tokenizer_options(const TrainConfig& c) {
   return t;
 }
 
+namespace {
+
+// A split without examples, or training data of one class, failed later (in the sampler, in the
+// model) without naming the data: name the key and the path it came from.
+void check_split(const data::Dataset& d, const TrainConfig& c, const data::DatasetSpec& spec) {
+  const bool one_source = c.data.format == "imdb" || c.data.format == "fortunes";  // both splits from train_path
+  const std::string from = fmt::format("config: data.{}_path {}", one_source ? "train" : spec.split,
+                                       spec.path.empty() ? "(the default folder)" : spec.path.string());
+  TANDEM_CHECK(d.size() > 0, "{}: the {} split has no examples", from, spec.split);
+  if (spec.split != "train") return;
+  std::string names;
+  for (const auto& n : d.class_names) names += fmt::format("{}'{}'", names.empty() ? "" : ", ", n);
+  TANDEM_CHECK(d.num_classes() >= 2, "{}: a classifier needs at least two classes, the training data has {}{}", from,
+               d.num_classes(), names.empty() ? "" : " (" + names + ")");
+}
+
+}  // namespace
+
 TrainingData load_training_data(const TrainConfig& c, bool with_test) {
   TrainingData d;
-  d.train = std::make_shared<data::Dataset>(data::load_dataset(dataset_spec(c, "train", {})));
+  const data::DatasetSpec train_spec = dataset_spec(c, "train", {});
+  d.train = std::make_shared<data::Dataset>(data::load_dataset(train_spec));
   d.train->validate();
+  check_split(*d.train, c, train_spec);
   if (c.data.validation_fraction > 0) {
     // A seed apart from the test split's (fortunes splits its one corpus with the seed itself).
     auto [rest, validation] = data::split_train_test(*d.train, c.data.validation_fraction,
@@ -94,8 +114,10 @@ TrainingData load_training_data(const TrainConfig& c, bool with_test) {
     d.validation = std::make_shared<data::Dataset>(std::move(validation));
   }
   if (with_test) {
-    d.test = std::make_shared<data::Dataset>(data::load_dataset(dataset_spec(c, "test", d.train->class_names)));
+    const data::DatasetSpec test_spec = dataset_spec(c, "test", d.train->class_names);
+    d.test = std::make_shared<data::Dataset>(data::load_dataset(test_spec));
     d.test->validate();
+    check_split(*d.test, c, test_spec);
   }
   d.tokenizer = std::make_shared<data::Tokenizer>(data::Tokenizer::build(*d.train, tokenizer_options(c)));
   return d;

@@ -145,14 +145,12 @@ Job::Job(const TrainConfig& config, std::shared_ptr<comm::ProcessGroup> group, c
       progress_(main_rank_ && !options.quiet),
       out_dir_(config.output_dir),
       scaler_(optim::GradScaler::for_compute_dtype(compute_dtype(config))) {
-  if (main_rank_) fs::create_directories(out_dir_);
   // The GPU follows the local rank, as the nccl backend's does (not the global rank: nodes number their GPUs from 0).
   device_ = select_device(config_, group_ ? comm::rank_info_from_env().local_rank : 0);
   compute_ = compute_dtype(config_);
 
   data_ = load_training_data(config_);
   vocab_file_ = out_dir_ / data_.tokenizer->file_name();
-  if (main_rank_) data_.tokenizer->save(vocab_file_);
   progress_.say(data::describe(*data_.train, "train"));
   if (data_.validation) progress_.say(data::describe(*data_.validation, "validation"));
   progress_.say(data::describe(*data_.test, "test"));
@@ -213,9 +211,15 @@ Job::Job(const TrainConfig& config, std::shared_ptr<comm::ProcessGroup> group, c
   batches_per_epoch_ = train_loader_->num_batches();
   TANDEM_CHECK(batches_per_epoch_ > 0, "the training split has no batches on rank {}", rank_);
   steps_per_epoch_ = std::max<int64_t>(1, batches_per_epoch_ / config_.gradient_accumulation_steps);
-  total_steps_ = config_.max_steps > 0
-                     ? config_.max_steps
-                     : static_cast<int64_t>(std::ceil(config_.num_train_epochs * static_cast<double>(steps_per_epoch_)));
+  if (config_.max_steps > 0) {
+    total_steps_ = config_.max_steps;
+  } else {
+    const double steps = std::ceil(config_.num_train_epochs * static_cast<double>(steps_per_epoch_));
+    // 2^62: a step count far beyond any run that still leaves room for the counters built on it.
+    TANDEM_CHECK(steps <= 0x1p62, "config: num_train_epochs {} at {} steps per epoch is more steps than can be counted",
+                 config_.num_train_epochs, steps_per_epoch_);
+    total_steps_ = static_cast<int64_t>(steps);
+  }
   optim::ScheduleConfig sc;
   sc.kind = optim::parse_schedule_kind(config_.lr_scheduler_type);
   sc.num_training_steps = total_steps_;
@@ -255,7 +259,10 @@ Job::Job(const TrainConfig& config, std::shared_ptr<comm::ProcessGroup> group, c
   }
   stop_at_ = options_.stop_after_steps > 0 ? std::min(total_steps_, step_ + options_.stop_after_steps) : total_steps_;
 
+  // Only now that every check has passed: a job refused above leaves nothing in output_dir.
   if (main_rank_) {
+    fs::create_directories(out_dir_);
+    data_.tokenizer->save(vocab_file_);
     write_file_atomically(out_dir_ / "config.yaml", to_yaml(config_));
     metrics_ = std::make_unique<MetricsWriter>(out_dir_, !options_.resume.empty());
     if (ddp_) metrics_->record(ddp_record(*ddp_, "start"));

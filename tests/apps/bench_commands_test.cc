@@ -258,5 +258,25 @@ TEST_F(BenchCommands, BadCapIsAnErrorBeforeAnyRankStarts) {
   EXPECT_NE(r.output.find("'big'"), std::string::npos) << r.output;
 }
 
+// It used to convert to a negative count, and the limit was silently dropped.
+TEST_F(BenchCommands, FindBatchSizeRefusesAMemoryLimitBeyondAnyMemoryNamingIt) {
+  const CommandRun r = run("find-batch-size --config " + config_ + " --memory-limit 99999999999999999999 --out " +
+                           dir_.string());
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("--memory-limit: '99999999999999999999' is more than 4 EiB"), std::string::npos) << r.output;
+}
+
+TEST_F(BenchCommands, MoreRanksThanTheLimitIsAnErrorBeforeAnyRankStarts) {
+  const CommandRun r = run("bench buckets --nproc 100000 " + common());
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("--nproc: Value 100000 not in range 1 to 1024"), std::string::npos) << r.output;
+}
+
+TEST_F(BenchCommands, ZeroRoundsIsAnErrorNamingTheOption) {
+  const CommandRun r = run("bench buckets --nproc 2 --config " + config_ + " --synthetic --rounds 0 --out " + dir_.string());
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("bench buckets: --rounds must be at least 1, got 0"), std::string::npos) << r.output;
+}
+
 }  // namespace
 }  // namespace tandem::apps

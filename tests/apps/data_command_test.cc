@@ -44,6 +44,11 @@ TEST(DataCommand, SummaryReportsTheBadRecord) {
               StartsWith(path.string() + ":2: expected 2 tab-separated columns, found 1"));
 }
 
+TEST(DataCommand, SummaryWithoutPathNamesTheMissingOption) {
+  EXPECT_THAT(error_of([&] { run({"data", "summary", "--format", "tsv"}); }),
+              HasSubstr("data summary: --format tsv needs --path"));
+}
+
 TEST(DataCommand, FortunesListsCategoriesWithCounts) {
   TempDir dir;
   dir.write("f/food", "a\n%\nb\n%\n");

@@ -109,5 +109,14 @@ TEST(LaunchCommand, RunsRingRanksEndToEnd) {
   EXPECT_NE(out.find("rank 1: rendezvous ok (rank 1/2 (local 1/2) from tandem launch"), std::string::npos) << out;
 }
 
+// 4000 took 32 s of forking; 100000 never finished.
+TEST(LaunchCommand, MoreRanksPerNodeThanTheLimitIsAnErrorNamingTheOption) {
+  std::string out;
+  int code = shell(std::string("timeout 30 ") + TANDEM_BINARY + " launch --nproc-per-node 4000 -- true", &out);
+  EXPECT_NE(code, 0);
+  EXPECT_NE(code, 124) << "timed out";
+  EXPECT_NE(out.find("--nproc-per-node: Value 4000 not in range 1 to 1024"), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace tandem

@@ -149,6 +149,12 @@ TEST(HostAllocator, ZeroBytesNeedNoMemory) {
   EXPECT_EQ(t.numel(), 0);
 }
 
+// Rounded up to a block, such a count used to wrap around to a small block.
+TEST(HostAllocator, MoreBytesThanAnyAllocationCanHoldIsAnError) {
+  EXPECT_THROW(host_memory::allocate(SIZE_MAX - 8), Error);
+  EXPECT_THROW(host_memory::allocate(size_t{1} << 63), Error);
+}
+
 TEST(PinnedAllocator, FallsBackToOrdinaryMemoryWithoutAGpu) {
   Tensor t = Tensor::empty({16}, DType::F32, Device::cpu(), /*pinned=*/true);
   EXPECT_EQ(t.storage()->pinned(), cuda::available());

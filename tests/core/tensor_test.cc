@@ -37,6 +37,29 @@ TEST(Tensor, EmptyShapesAreLegal) {
 
 TEST(Tensor, NegativeExtentIsAnError) { EXPECT_THROW(Tensor::empty({2, -1}), Error); }
 
+// 2^59 x 8 f32 elements are 2^64 bytes: wrapped, that was a 0-byte buffer the kernels wrote into.
+TEST(Tensor, ElementCountThatOverflowsIsAnErrorNamingTheShape) {
+  try {
+    Tensor::empty({int64_t{1} << 59, int64_t{1} << 5});
+    FAIL() << "expected an Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("shape [576460752303423488, 32] has more elements than an int64 can count"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(Tensor, ByteCountThatOverflowsIsAnErrorNotAWrappedAllocation) {
+  try {
+    Tensor::empty({int64_t{1} << 59, 8}, DType::F32);
+    FAIL() << "expected an Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("f32 [576460752303423488, 8] has more bytes than a size_t can count"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(Tensor, HostMemoryIs64ByteAligned) {
   for (int64_t n : {1, 3, 17, 1000}) {
     Tensor t = Tensor::empty({n}, DType::U8);

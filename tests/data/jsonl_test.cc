@@ -92,6 +92,13 @@ TEST(Jsonl, MissingLabelIsAnError) {
   EXPECT_THAT(error_of([&] { read_jsonl(path); }), StartsWith(path.string() + ":1: missing label field 'label'"));
 }
 
+TEST(Jsonl, LabelBeyondInt64IsAnErrorReportingItsValue) {
+  TempDir dir;
+  auto path = dir.write("u.jsonl", "{\"text\": \"a\", \"label\": 18446744073709551615}\n");
+  EXPECT_THAT(error_of([&] { read_jsonl(path); }),
+              StartsWith(path.string() + ":1: label 18446744073709551615 is too large"));
+}
+
 TEST(Jsonl, FractionalOrBooleanLabelIsAnError) {
   TempDir dir;
   auto floats = dir.write("f.jsonl", "{\"text\": \"a\", \"label\": 1.5}\n");

@@ -3,6 +3,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include <nlohmann/json.hpp>
+
 #include "train/checkpoint.h"
 #include "core/check.h"
 
@@ -76,6 +78,38 @@ TEST_F(Checkpoints, MalformedTrainerStateIsAnErrorNamingTheFile) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("trainer_state.json"), std::string::npos) << e.what();
   }
+}
+
+// Loads checkpoint-7 with its trainer state `state` but `key` (in the sampler object when
+// `in_sampler`) set to `value`; returns the error.
+std::string load_error_with(const fs::path& dir, nlohmann::json state, const std::string& key,
+                            const nlohmann::json& value, bool in_sampler) {
+  (in_sampler ? state["sampler"] : state)[key] = value;
+  std::ofstream(dir / "checkpoint-7" / "trainer_state.json") << state.dump();
+  try {
+    load_checkpoint(dir / "checkpoint-7");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST_F(Checkpoints, NegativeOrFractionalCountsInTheTrainerStateAreErrorsNamingTheFileAndKey) {
+  save(7);
+  const fs::path file = dir_ / "checkpoint-7" / "trainer_state.json";
+  const nlohmann::json state = nlohmann::json::parse(std::ifstream(file));
+  EXPECT_NE(load_error_with(dir_, state, "global_step", -3, false)
+                .find(file.string() + ": global_step must be a non-negative integer, got -3"),
+            std::string::npos);
+  EXPECT_NE(load_error_with(dir_, state, "global_step", 2.5, false)
+                .find("global_step must be a non-negative integer, got 2.5"),
+            std::string::npos);
+  EXPECT_NE(load_error_with(dir_, state, "epoch", -1, false).find("epoch must be a non-negative integer, got -1"),
+            std::string::npos);
+  EXPECT_NE(load_error_with(dir_, state, "position", -5, true)
+                .find("sampler.position must be a non-negative integer, got -5"),
+            std::string::npos);
+  EXPECT_EQ(load_error_with(dir_, state, "global_step", 7, false), "");
 }
 
 }  // namespace

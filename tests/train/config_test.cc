@@ -134,6 +134,23 @@ TEST(TrainConfig, MissingFileIsAnError) {
             std::string::npos);
 }
 
+TEST(TrainConfig, ADirectoryGivenAsTheConfigIsAnErrorNamingIt) {
+  const std::string dir = ::testing::TempDir();
+  EXPECT_NE(error_of([&] { load_train_config(dir, {}); }).find("cannot read config file " + dir + ": it is a directory"),
+            std::string::npos);
+}
+
+TEST(TrainConfig, AKeyThatIsAListOrMapIsAnErrorNamingTheFileAndLine) {
+  auto path = write_config("list_key.yaml", "seed: 1\n? [a, b]\n: 1\n");
+  EXPECT_NE(error_of([&] { load_train_config(path, {}); }).find("list_key.yaml:2: a key must be a name, got a list"),
+            std::string::npos)
+      << error_of([&] { load_train_config(path, {}); });
+  path = write_config("map_key.yaml", "model:\n  ? {a: 1}\n  : 1\n");
+  EXPECT_NE(error_of([&] { load_train_config(path, {}); }).find("map_key.yaml:2: a key must be a name, got a map"),
+            std::string::npos)
+      << error_of([&] { load_train_config(path, {}); });
+}
+
 TEST(TrainConfig, MalformedOverrideIsAnError) {
   EXPECT_NE(error_of([] { load_train_config("", {"seed"}); }).find("expected key=value"), std::string::npos);
 }
@@ -150,6 +167,71 @@ TEST(TrainConfig, ValidationRejectsInconsistentSettings) {
   c.per_device_train_batch_size = 0;
   EXPECT_NE(error_of([&] { validate(c); }).find("per_device_train_batch_size"), std::string::npos);
   EXPECT_NO_THROW(validate(TrainConfig()));
+}
+
+// The validation message for `sets` applied to the defaults ("" when valid).
+std::string validation_error(const std::vector<std::string>& sets) {
+  return error_of([&] { validate(load_train_config("", sets)); });
+}
+
+TEST(TrainConfig, SizesWhoseBytesOverflowAreErrorsNamingTheKeyAndValue) {
+  EXPECT_NE(validation_error({"model.dim_feedforward=576460752303423488"})
+                .find("each layer's feed-forward weights (model.dim_feedforward 576460752303423488 x model.d_model "
+                      "128 floats) would take more than 256 TiB"),
+            std::string::npos)
+      << validation_error({"model.dim_feedforward=576460752303423488"});
+  EXPECT_NE(validation_error({"model.max_seq_len=576460752303423488"})
+                .find("the position embeddings (model.max_seq_len 576460752303423488 x model.d_model 128 floats)"),
+            std::string::npos);
+  EXPECT_NE(validation_error({"model.d_model=576460752303423488", "model.n_heads=1"})
+                .find("the token embeddings (data.vocab_max_size 20000 x model.d_model 576460752303423488 floats)"),
+            std::string::npos);
+}
+
+TEST(TrainConfig, SequenceLengthWithoutPositionEmbeddingsIsBoundedByTheBatchActivations) {
+  EXPECT_NE(validation_error({"model.max_seq_len=4611686018427387904", "model.position_embedding=false"})
+                .find("a training batch's activations (per_device_train_batch_size 8 x model.max_seq_len "
+                      "4611686018427387904 x model.dim_feedforward 256 floats)"),
+            std::string::npos);
+}
+
+TEST(TrainConfig, LayerCountWhoseWeightsPassTheLimitIsAnErrorNamingIt) {
+  EXPECT_NE(validation_error({"model.num_layers=1099511627776"}).find("the encoder's weights (model.num_layers 1099511627776"),
+            std::string::npos);
+}
+
+TEST(TrainConfig, LargeButPossibleSizesAreAccepted) {
+  EXPECT_EQ(validation_error({"model.d_model=4096", "model.n_heads=32", "model.dim_feedforward=16384",
+                              "model.max_seq_len=8192", "model.num_layers=48"}),
+            "");
+}
+
+TEST(TrainConfig, InfiniteOrNanNumbersAreErrorsNamingTheKey) {
+  const std::vector<std::string> sets = {"learning_rate=.inf", "weight_decay=.inf", "max_grad_norm=.nan",
+                                         "num_train_epochs=.inf", "ddp_bucket_cap_mb=-.inf"};
+  for (const std::string& set : sets) {
+    const std::string key = set.substr(0, set.find('='));
+    EXPECT_NE(error_of([&] { load_train_config("", {set}); })
+                  .find(fmt::format("--set {}: key '{}' must be a finite number, got '{}'", set, key,
+                                    set.substr(set.find('=') + 1))),
+              std::string::npos)
+        << set;
+  }
+}
+
+TEST(TrainConfig, HugeFiniteLearningRateIsAccepted) { EXPECT_EQ(validation_error({"learning_rate=1e30"}), ""); }
+
+TEST(TrainConfig, NegativeMaxGradNormIsAnErrorAndZeroMeansNoClipping) {
+  EXPECT_NE(validation_error({"max_grad_norm=-1"}).find("max_grad_norm must be >= 0 (0: no clipping), got -1"),
+            std::string::npos);
+  EXPECT_EQ(validation_error({"max_grad_norm=0"}), "");
+}
+
+TEST(TrainConfig, DdpTimeoutOutsideItsRangeIsAnErrorNamingTheRange) {
+  EXPECT_NE(validation_error({"ddp_timeout=10000000000"})
+                .find("ddp_timeout must be in [1, 1000000000] seconds, got 10000000000"),
+            std::string::npos);
+  EXPECT_EQ(validation_error({"ddp_timeout=180000000"}), "");
 }
 
 TEST(TrainConfig, ChoosingTheModelNeedsEvaluations) {

@@ -412,5 +412,56 @@ TEST_F(TrainEndToEnd, ABadConfigExitsNonZeroNamingTheKey) {
   EXPECT_NE(r.err.find("did you mean 'per_device_train_batch_size'"), std::string::npos) << r.err;
 }
 
+TEST_F(TrainEndToEnd, AnEmptyTrainingFileExitsNonZeroNamingItAndLeavesNothingInOutputDir) {
+  std::ofstream(dir_ / "empty.jsonl");
+  const fs::path out = dir_ / "empty_train";
+  Output r = run_tandem(1, train_args(out, {"--set", "data.train_path=" + (dir_ / "empty.jsonl").string()}));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("data.train_path " + (dir_ / "empty.jsonl").string() + ": the train split has no examples"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(fs::exists(out)) << "a refused job wrote into " << out;
+}
+
+TEST_F(TrainEndToEnd, AnEmptyTestFileExitsNonZeroNamingIt) {
+  std::ofstream(dir_ / "empty_test.jsonl");
+  Output r = run_tandem(1, train_args(dir_ / "empty_test", {"--set", "data.test_path=" + (dir_ / "empty_test.jsonl").string()}));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("data.test_path " + (dir_ / "empty_test.jsonl").string() + ": the test split has no examples"),
+            std::string::npos)
+      << r.err;
+}
+
+TEST_F(TrainEndToEnd, TrainingDataOfOneClassExitsNonZeroSayingAClassifierNeedsTwo) {
+  std::ofstream(dir_ / "one_class.jsonl") << "{\"text\": \"a b\", \"label\": 0}\n{\"text\": \"c\", \"label\": 0}\n";
+  Output r = run_tandem(1, train_args(dir_ / "one_class", {"--set", "data.train_path=" + (dir_ / "one_class.jsonl").string()}));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("data.train_path " + (dir_ / "one_class.jsonl").string() +
+                       ": a classifier needs at least two classes, the training data has 1 ('0')"),
+            std::string::npos)
+      << r.err;
+}
+
+TEST_F(TrainEndToEnd, EpochsBeyondCountableStepsExitNonZeroNamingNumTrainEpochs) {
+  const fs::path out = dir_ / "endless";
+  Output r = run_tandem(1, train_args(out, {"--set", "num_train_epochs=1e30"}));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("num_train_epochs 1e+30 at 32 steps per epoch is more steps than can be counted"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(fs::exists(out));
+}
+
+TEST_F(TrainEndToEnd, PredictNamesAnInputThatIsADirectoryOrHasNoTexts) {
+  Output r = run_tandem(1, {"predict", "--checkpoint", dir_.string(), "--input", dir_.string()});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("predict: --input " + dir_.string() + " is a directory, not a file"), std::string::npos) << r.err;
+  std::ofstream(dir_ / "blank.txt") << "\n\n";
+  r = run_tandem(1, {"predict", "--checkpoint", dir_.string(), "--input", (dir_ / "blank.txt").string()});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("predict: --input " + (dir_ / "blank.txt").string() + " has no texts"), std::string::npos)
+      << r.err;
+}
+
 }  // namespace
 }  // namespace tandem::train
