@@ -13,6 +13,7 @@
 #include "comm/debug_level.h"
 #include "comm/host_reduce.h"
 #include "comm/little_endian.h"
+#include "comm/ring_split.h"
 #include "comm/shared_buffers.h"
 #include "comm/shm_handoff.h"
 #include "comm/shm_ring.h"
@@ -39,11 +40,10 @@ struct Segments {
 };
 Segments split(int64_t count, int n, size_t esz) {
   Segments s;
-  const int64_t base = count / n, rem = count % n;
   for (int i = 0; i < n; ++i) {
-    int64_t first = i * base + std::min<int64_t>(i, rem);
-    s.off.push_back(static_cast<size_t>(first) * esz);
-    s.len.push_back(static_cast<size_t>(base + (i < rem ? 1 : 0)) * esz);
+    const RingSegment seg = ring_segment(count, n, i, esz);
+    s.off.push_back(seg.offset);
+    s.len.push_back(seg.bytes);
   }
   return s;
 }

@@ -7,11 +7,13 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <map>
 #include <mutex>
 
 #include "comm/host_reduce.h"
+#include "comm/ring_split.h"
 #include "core/allocator.h"
 #include "core/check.h"
 
@@ -41,17 +43,13 @@ size_t page_rounded(size_t bytes) {
 // another segment or it falls out of this window.
 constexpr size_t kMaxPeerSegments = 64;
 
-// Byte offset and length of segment i of n near-equal segments of `count` elements (the ring's split).
-std::pair<size_t, size_t> segment(int64_t count, int n, int i, size_t esz) {
-  const int64_t base = count / n, rem = count % n;
-  const int64_t first = i * base + std::min<int64_t>(i, rem);
-  return {static_cast<size_t>(first) * esz, static_cast<size_t>(base + (i < rem ? 1 : 0)) * esz};
-}
-
 }  // namespace
 
 Tensor shared_zeros(const std::vector<int64_t>& shape, DType dtype) {
-  const size_t nbytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype);
+  size_t nbytes = 0;
+  TANDEM_CHECK(!__builtin_mul_overflow(static_cast<size_t>(shape_numel(shape)), dtype_size(dtype), &nbytes) &&
+                   nbytes <= static_cast<size_t>(PTRDIFF_MAX),
+               "shared buffer {} {}: more bytes than memory can hold", dtype_name(dtype), shape_str(shape));
   const size_t bytes = page_rounded(nbytes);
   const int fd = ::memfd_create("tandem-shared-buffer", MFD_CLOEXEC);
   TANDEM_CHECK(fd >= 0, "shared buffer of {} bytes: memfd_create failed: {}", nbytes, std::strerror(errno));
@@ -147,7 +145,7 @@ void shared_reduce_own_segment(const std::vector<const char*>& ins, const std::v
                                DType dtype, int64_t count, ReduceOp op, std::vector<char>& scratch) {
   const int n = static_cast<int>(ins.size());
   const size_t esz = dtype_size(dtype);
-  const auto [off, len] = segment(count, n, rank, esz);
+  const auto [off, len] = ring_segment(count, n, rank, esz);
   const size_t piece = kSharedPieceBytes / esz * esz;
   if (scratch.size() < std::min(piece, len)) scratch.resize(std::min(piece, len));
   for (size_t at = off; at < off + len; at += piece) {

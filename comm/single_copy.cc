@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "comm/host_reduce.h"
+#include "comm/ring_split.h"
 #include "core/check.h"
 
 namespace tandem::comm {
@@ -21,13 +22,6 @@ std::string errno_text(int e) {
   const char* name = e == EPERM ? "EPERM" : e == ENOSYS ? "ENOSYS" : e == ESRCH ? "ESRCH" : e == EFAULT ? "EFAULT"
                                                                                         : nullptr;
   return name ? fmt::format("{} ({})", std::strerror(e), name) : std::string(std::strerror(e));
-}
-
-// Byte offset and length of segment i of n near-equal segments of `count` elements (the ring's split).
-std::pair<size_t, size_t> segment(int64_t count, int n, int i, size_t esz) {
-  const int64_t base = count / n, rem = count % n;
-  const int64_t first = i * base + std::min<int64_t>(i, rem);
-  return {static_cast<size_t>(first) * esz, static_cast<size_t>(base + (i < rem ? 1 : 0)) * esz};
 }
 
 }  // namespace
@@ -68,7 +62,7 @@ void SingleCopy::read(const SingleCopyPeer& p, int peer, void* local, uint64_t r
 void SingleCopy::reduce_own_segment(const std::vector<SingleCopyPeer>& peers, const char* src, char* buf, DType dtype,
                                     int64_t count, ReduceOp op, const std::string& what) {
   const size_t esz = dtype_size(dtype);
-  const auto [off, len] = segment(count, size_, rank_, esz);
+  const auto [off, len] = ring_segment(count, size_, rank_, esz);
   const size_t piece = kSingleCopyPieceBytes / esz * esz;
   if (scratch_.size() < std::min(piece, len)) scratch_.resize(std::min(piece, len));
   for (size_t at = off; at < off + len; at += piece) {
@@ -90,7 +84,7 @@ void SingleCopy::gather_other_segments(const std::vector<SingleCopyPeer>& peers,
   // Starting from the next rank spreads the readers over the owners.
   for (int k = 1; k < size_; ++k) {
     const int j = (rank_ + k) % size_;
-    const auto [off, len] = segment(count, size_, j, esz);
+    const auto [off, len] = ring_segment(count, size_, j, esz);
     read(peers[static_cast<size_t>(j)], j, buf + off, peers[static_cast<size_t>(j)].dst + off, len, what);
   }
 }

@@ -27,6 +27,10 @@ using namespace std::chrono_literals;
 
 using Groups = testing::RingGroups;
 using testing::expect_every_rank_fails_to_start;
+using testing::all_reduce_results;
+using testing::bytes_of;
+using testing::noisy;
+using testing::on_every_rank;
 using testing::start_ring;
 
 ProcessGroupOptions options(RingSharedBuffers mode, const std::string& group,
@@ -40,23 +44,6 @@ ProcessGroupOptions options(RingSharedBuffers mode, const std::string& group,
   return o;
 }
 
-// Values with every mantissa bit busy (floats) or spread (integers), so that
-// another order of additions would show in the bits.
-std::vector<double> noisy(int rank, int64_t count, DType d, int salt) {
-  std::vector<double> v(static_cast<size_t>(count));
-  const bool integer = d == DType::I32 || d == DType::I64;
-  for (int64_t i = 0; i < count; ++i) {
-    double x = std::sin(0.731 * static_cast<double>(i) + 1.37 * rank + salt) * (1 + rank);
-    v[static_cast<size_t>(i)] = integer ? std::floor(x * 1e6) : x;
-  }
-  return v;
-}
-
-std::vector<char> bytes_of(const Tensor& t) {
-  const char* p = static_cast<const char*>(t.data_ptr());
-  return std::vector<char>(p, p + t.nbytes());
-}
-
 // `values` in a tensor from the group's shared_zeros.
 Tensor buffer_of(const ProcessGroup& pg, const std::vector<double>& values, DType d) {
   const auto count = static_cast<int64_t>(values.size());
@@ -65,38 +52,6 @@ Tensor buffer_of(const ProcessGroup& pg, const std::vector<double>& values, DTyp
   return t;
 }
 
-// Starts rank r's op with issue(r) on every rank, then waits for all.
-template <typename F>
-void on_every_rank(int n, F issue) {
-  std::vector<std::shared_ptr<Work>> works;
-  for (int r = 0; r < n; ++r) works.push_back(issue(r));
-  for (auto& w : works) ASSERT_TRUE(w->wait(60000ms));
-}
-
-// In place and out of place, each rank's result bytes.
-std::vector<std::vector<char>> all_reduce_results(const Groups& pgs, DType d, int64_t count, ReduceOp op, int salt) {
-  const int n = static_cast<int>(pgs.size());
-  std::vector<Tensor> in_place, in, out;
-  for (int r = 0; r < n; ++r) {
-    const ProcessGroup& pg = *pgs[static_cast<size_t>(r)];
-    in_place.push_back(buffer_of(pg, noisy(r, count, d, salt), d));
-    in.push_back(buffer_of(pg, noisy(r, count, d, salt + 1), d));
-    out.push_back(pg.shared_zeros({count}, d, Device::cpu()));
-  }
-  on_every_rank(n, [&](int r) { return pgs[static_cast<size_t>(r)]->all_reduce(in_place[static_cast<size_t>(r)], op); });
-  on_every_rank(n, [&](int r) {
-    return pgs[static_cast<size_t>(r)]->all_reduce(in[static_cast<size_t>(r)], out[static_cast<size_t>(r)], op);
-  });
-  std::vector<std::vector<char>> results;
-  for (int r = 0; r < n; ++r) {
-    results.push_back(bytes_of(in_place[static_cast<size_t>(r)]));
-    results.push_back(bytes_of(out[static_cast<size_t>(r)]));
-    EXPECT_EQ(bytes_of(in[static_cast<size_t>(r)]),
-              bytes_of(Tensor::from_vector(noisy(r, count, d, salt + 1), {count}, d)))
-        << "out of place leaves the input alone";
-  }
-  return results;
-}
 
 TEST(SharedBuffers, ZerosLieInASegmentOfTheirOwnThatIsForgottenWithTheTensor) {
   std::optional<SharedLocation> before;
@@ -202,7 +157,8 @@ TEST_P(SharedBufferGroups, AllReduceEqualsTheRingBitForBitForEveryDtypeOpAndSize
                           static_cast<int64_t>(kSharedPieceBytes) / esz * n * 2 + 5}) {
       for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max}) {
         salt += 2;
-        auto a = all_reduce_results(shared, d, count, op, salt), b = all_reduce_results(ring, d, count, op, salt);
+        auto a = all_reduce_results(shared, d, count, op, salt, buffer_of),
+             b = all_reduce_results(ring, d, count, op, salt, buffer_of);
         ASSERT_EQ(a, b) << dtype_name(d) << " x" << count << " " << reduce_op_name(op);
       }
     }

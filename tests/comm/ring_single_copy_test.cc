@@ -29,6 +29,10 @@ using namespace std::chrono_literals;
 
 using Groups = testing::RingGroups;
 using testing::expect_every_rank_fails_to_start;
+using testing::all_reduce_results;
+using testing::bytes_of;
+using testing::noisy;
+using testing::on_every_rank;
 using testing::start_ring;
 
 long system_read(int pid, void* local, uint64_t remote, size_t bytes) {
@@ -46,53 +50,10 @@ ProcessGroupOptions options(RingSingleCopy mode, const std::string& group, Cross
   return o;
 }
 
-// Values with every mantissa bit busy (floats) or spread (integers), so that
-// another order of additions would show in the bits.
-std::vector<double> noisy(int rank, int64_t count, DType d, int salt) {
-  std::vector<double> v(static_cast<size_t>(count));
-  const bool integer = d == DType::I32 || d == DType::I64;
-  for (int64_t i = 0; i < count; ++i) {
-    double x = std::sin(0.731 * static_cast<double>(i) + 1.37 * rank + salt) * (1 + rank);
-    v[static_cast<size_t>(i)] = integer ? std::floor(x * 1e6) : x;
-  }
-  return v;
-}
 
-std::vector<char> bytes_of(const Tensor& t) {
-  const char* p = static_cast<const char*>(t.data_ptr());
-  return std::vector<char>(p, p + t.nbytes());
-}
-
-// all_reduce on every rank at once; `issue(r)` starts rank r's. Waits for all.
-template <typename F>
-void on_every_rank(int n, F issue) {
-  std::vector<std::shared_ptr<Work>> works;
-  for (int r = 0; r < n; ++r) works.push_back(issue(r));
-  for (auto& w : works) ASSERT_TRUE(w->wait(60000ms));
-}
-
-// In place and out of place, each rank's result bytes.
-std::vector<std::vector<char>> all_reduce_results(const Groups& pgs, DType d, int64_t count, ReduceOp op, int salt) {
-  const int n = static_cast<int>(pgs.size());
-  std::vector<Tensor> in_place, in, out;
-  for (int r = 0; r < n; ++r) {
-    in_place.push_back(Tensor::from_vector(noisy(r, count, d, salt), {count}, d));
-    in.push_back(Tensor::from_vector(noisy(r, count, d, salt + 1), {count}, d));
-    out.push_back(Tensor::zeros({count}, d));
-  }
-  on_every_rank(n, [&](int r) { return pgs[static_cast<size_t>(r)]->all_reduce(in_place[static_cast<size_t>(r)], op); });
-  on_every_rank(n, [&](int r) {
-    return pgs[static_cast<size_t>(r)]->all_reduce(in[static_cast<size_t>(r)], out[static_cast<size_t>(r)], op);
-  });
-  std::vector<std::vector<char>> results;
-  for (int r = 0; r < n; ++r) {
-    results.push_back(bytes_of(in_place[static_cast<size_t>(r)]));
-    results.push_back(bytes_of(out[static_cast<size_t>(r)]));
-    // Out of place leaves the input alone.
-    EXPECT_EQ(bytes_of(in[static_cast<size_t>(r)]),
-              bytes_of(Tensor::from_vector(noisy(r, count, d, salt + 1), {count}, d)));
-  }
-  return results;
+// Single copy reads ordinary tensors.
+Tensor ordinary(const ProcessGroup&, const std::vector<double>& values, DType d) {
+  return Tensor::from_vector(values, {static_cast<int64_t>(values.size())}, d);
 }
 
 class SingleCopyGroups : public ::testing::TestWithParam<int> {};
@@ -113,7 +74,7 @@ TEST_P(SingleCopyGroups, AllReduceEqualsTheRingBitForBitForEveryDtypeOpAndSize) 
                           static_cast<int64_t>(kSingleCopyPieceBytes) / esz * n * 2 + 5}) {
       for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max}) {
         salt += 2;
-        auto a = all_reduce_results(single, d, count, op, salt), b = all_reduce_results(ring, d, count, op, salt);
+        auto a = all_reduce_results(single, d, count, op, salt, ordinary), b = all_reduce_results(ring, d, count, op, salt, ordinary);
         ASSERT_EQ(a, b) << dtype_name(d) << " x" << count << " " << reduce_op_name(op);
       }
     }
