@@ -146,7 +146,8 @@ LaunchResult launch(const LaunchOptions& o) {
   TANDEM_CHECK(o.master_port >= 0 && o.master_port <= 65535, "--master-port {} is out of range", o.master_port);
   TANDEM_CHECK(o.master_port != 0 || (o.nnodes == 1 && o.host_store),
                "--master-port is required with several nodes (every node must agree on it)");
-  g_stop_signal.store(0);
+  // No reset of g_stop_signal here: a stop asked for while this job is being
+  // set up (SIGTERM, Ctrl-C) must stop it, not be forgotten.
 
   // The job's store, hosted here on node 0.
   std::map<std::string, std::string> job_env = o.env;
@@ -175,6 +176,12 @@ LaunchResult launch(const LaunchOptions& o) {
   const pid_t launcher_pid = ::getpid();
 
   for (int local = 0; local < o.nproc_per_node; ++local) {
+    // Asked to stop while ranks are still being started (forking 1024 of
+    // them takes seconds): start no more; the loop below stops those running.
+    if (g_stop_signal.load() != 0) {
+      children.resize(static_cast<size_t>(local));
+      break;
+    }
     Child& c = children[static_cast<size_t>(local)];
     c.rank = o.node_rank * o.nproc_per_node + local;
     // Build everything before fork: the child may only make async-signal-safe calls.
@@ -241,7 +248,12 @@ LaunchResult launch(const LaunchOptions& o) {
   const auto start = std::chrono::steady_clock::now();
   std::chrono::steady_clock::time_point kill_at{};
   bool stopping = false;
-  int alive = o.nproc_per_node;
+  int alive = static_cast<int>(children.size());
+  if (children.empty()) {
+    const int sig = g_stop_signal.exchange(0);
+    result.exit_code = 128 + sig;
+    result.message = fmt::format("interrupted by signal {} before any rank started", sig);
+  }
   auto stop_all = [&] {
     if (stopping) return;
     stopping = true;

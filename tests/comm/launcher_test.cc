@@ -1,13 +1,16 @@
 // The launcher: rank variables, stopping everyone when one rank fails, job
-// timeouts, and the `tandem launch` command line.
+// timeouts, a stop asked for before the ranks start, and the `tandem launch`
+// command line.
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdio>
 #include <sys/wait.h>
 
+#include "comm/launcher.h"
 #include "tests/comm/run_job.h"
 
 namespace tandem {
@@ -64,6 +67,18 @@ TEST(Launcher, TheJobTimeoutStopsEveryRank) {
   auto run = run_job(2, {"/bin/sh", "-c", "exec sleep 60"}, {}, true, std::chrono::milliseconds(300));
   EXPECT_EQ(run.result.exit_code, 124);
   EXPECT_NE(run.result.message.find("did not finish within 300 ms"), std::string::npos) << run.result.message;
+}
+
+TEST(Launcher, AStopAskedForBeforeTheRanksStartStartsNoneAndSaysWhy) {
+  // SIGTERM or Ctrl-C while the job is being set up (tandem launch's
+  // handlers call request_launch_stop): no rank may start after it.
+  comm::request_launch_stop(SIGTERM);
+  auto run = run_job(3, {"/bin/sh", "-c", "exec sleep 60"});
+  EXPECT_EQ(run.result.exit_code, 128 + SIGTERM);
+  EXPECT_TRUE(run.result.ranks.empty());
+  EXPECT_NE(run.result.message.find("interrupted by signal 15 before any rank started"), std::string::npos)
+      << run.result.message;
+  EXPECT_EQ(run_job(1, {"/bin/true"}).result.exit_code, 0) << "the stop was taken, not left for the next job";
 }
 
 TEST(Launcher, AMissingProgramIsAnErrorNamingIt) {
