@@ -9,8 +9,8 @@ void throw_error(const char* file, int line, const std::string& message) {
   // the path): messages stay short and stable across checkouts.
   const char* short_file = file;
   const char* best = nullptr;
-  for (const char* root : {"/core/", "/kernels/", "/comm/", "/ddp/", "/nn/", "/optim/", "/data/", "/apps/", "/tests/",
-                           "/bench/"}) {
+  for (const char* root : {"/core/", "/kernels/", "/comm/", "/ddp/", "/nn/", "/optim/", "/data/", "/train/",
+                           "/profile/", "/report/", "/apps/", "/tests/", "/bench/"}) {
     const char* p = std::strstr(file, root);
     if (p && (!best || p < best)) best = p;
   }

@@ -54,5 +54,17 @@ TEST(Errors, CarryTheSourceFileAndLine) {
   }
 }
 
+TEST(Errors, NameTheirSourceBelowTheCheckoutInEveryLibraryFolder) {
+  // The path the compiler saw depends on where the checkout lies; the message must not.
+  for (std::string folder : {"core", "comm", "ddp", "train", "profile", "report", "apps"}) {
+    try {
+      throw_error(("/home/someone/src/tandem/" + folder + "/x.cc").c_str(), 7, "why");
+      FAIL() << "expected an error";
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()), folder + "/x.cc:7: why");
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tandem
