@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <set>
 
 #include "core/check.h"
@@ -281,6 +282,9 @@ std::string where_of(const std::string& file, const YAML::Node& node) {
 }
 
 void apply_map(TrainConfig& c, const YAML::Node& map, const std::string& prefix, const std::string& file) {
+  // yaml-cpp keeps both entries of a repeated key and the later one silently
+  // wins; a config that sets a value twice is a mistake worth naming.
+  std::map<std::string, int> first_line;
   for (const auto& entry : map) {
     // Copies: yaml-cpp's iterator hands out a temporary pair, so references into it dangle.
     const YAML::Node key_node = entry.first, value = entry.second;
@@ -288,6 +292,9 @@ void apply_map(TrainConfig& c, const YAML::Node& map, const std::string& prefix,
       throw Error(fmt::format("{}: a key must be a name, got {}", where_of(file, key_node),
                               key_node.IsSequence() ? "a list" : "a map"));
     const std::string key = prefix + key_node.Scalar();
+    if (const auto [at, fresh] = first_line.emplace(key, key_node.Mark().line + 1); !fresh)
+      throw Error(fmt::format("{}: key '{}' is set twice (first at line {})", where_of(file, key_node), key,
+                              at->second));
     if ((key == "model" || key == "data" || key == "tokenizer") && prefix.empty()) {
       if (!value.IsMap()) throw Error(fmt::format("{}: section '{}' must be a map", where_of(file, key_node), key));
       apply_map(c, value, key + ".", file);

@@ -151,6 +151,22 @@ TEST(TrainConfig, AKeyThatIsAListOrMapIsAnErrorNamingTheFileAndLine) {
       << error_of([&] { load_train_config(path, {}); });
 }
 
+TEST(TrainConfig, AKeySetTwiceIsAnErrorNamingBothLines) {
+  auto path = write_config("twice.yaml", "seed: 1\nlearning_rate: 0.1\nmodel:\n  d_model: 8\nlearning_rate: 0.2\n");
+  EXPECT_NE(error_of([&] { load_train_config(path, {}); })
+                .find("twice.yaml:5: key 'learning_rate' is set twice (first at line 2)"),
+            std::string::npos)
+      << error_of([&] { load_train_config(path, {}); });
+  path = write_config("twice_in_section.yaml", "model:\n  d_model: 8\n  d_model: 16\n");
+  EXPECT_NE(error_of([&] { load_train_config(path, {}); })
+                .find("twice_in_section.yaml:3: key 'model.d_model' is set twice (first at line 2)"),
+            std::string::npos)
+      << error_of([&] { load_train_config(path, {}); });
+  // An override on the command line replaces the file's value, as always.
+  path = write_config("once.yaml", "learning_rate: 0.1\n");
+  EXPECT_DOUBLE_EQ(load_train_config(path, {"learning_rate=0.2"}).learning_rate, 0.2);
+}
+
 TEST(TrainConfig, MalformedOverrideIsAnError) {
   EXPECT_NE(error_of([] { load_train_config("", {"seed"}); }).find("expected key=value"), std::string::npos);
 }
