@@ -475,6 +475,13 @@ void validate(const TrainConfig& c) {
   TANDEM_CHECK(!c.output_dir.empty(), "config: output_dir must not be empty");
   TANDEM_CHECK(c.data.delimiter == "tab" || c.data.delimiter.size() == 1,
                "config: data.delimiter must be one character or \"tab\", got '{}'", c.data.delimiter);
+  // The quote and line ends have their own meaning in a CSV row (data/csv.h).
+  TANDEM_CHECK(c.data.delimiter != "\"" && c.data.delimiter != "\n" && c.data.delimiter != "\r",
+               "config: data.delimiter cannot be the quote or a line end, got '{}'", c.data.delimiter);
+  for (size_t i = 0; i < c.data.class_names.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      TANDEM_CHECK(c.data.class_names[i] != c.data.class_names[j],
+                   "config: data.class_names names '{}' twice (classes {} and {})", c.data.class_names[i], j, i);
   TANDEM_CHECK(!c.data.text_columns.empty(), "config: data.text_columns must name at least one column");
   positive(c.tokenizer.vocab_size, "tokenizer.vocab_size");
   TANDEM_CHECK(c.tokenizer.min_frequency >= 0, "config: tokenizer.min_frequency must be >= 0, got {}",

@@ -167,6 +167,18 @@ TEST(TrainConfig, AKeySetTwiceIsAnErrorNamingBothLines) {
   EXPECT_DOUBLE_EQ(load_train_config(path, {"learning_rate=0.2"}).learning_rate, 0.2);
 }
 
+TEST(TrainConfig, AClassNamedTwiceOrAQuoteAsDelimiterIsAnErrorNamingIt) {
+  TrainConfig c = load_train_config("", {"data.class_names=[a, b, a]"});
+  EXPECT_NE(error_of([&] { validate(c); }).find("data.class_names names 'a' twice (classes 0 and 2)"),
+            std::string::npos)
+      << error_of([&] { validate(c); });
+  c = TrainConfig{};
+  c.data.delimiter = "\"";
+  EXPECT_NE(error_of([&] { validate(c); }).find("data.delimiter cannot be the quote or a line end, got '\"'"),
+            std::string::npos)
+      << error_of([&] { validate(c); });
+}
+
 TEST(TrainConfig, MalformedOverrideIsAnError) {
   EXPECT_NE(error_of([] { load_train_config("", {"seed"}); }).find("expected key=value"), std::string::npos);
 }
