@@ -20,7 +20,12 @@ std::vector<std::filesystem::path> review_files(const std::filesystem::path& fol
   if (ec) throw_input_error(folder.string(), fmt::format("cannot list the folder: {}", ec.message()));
   for (; it != std::filesystem::directory_iterator(); it.increment(ec)) {
     if (ec) throw_input_error(folder.string(), fmt::format("cannot list the folder: {}", ec.message()));
-    if (it->path().extension() == ".txt") files.push_back(it->path());
+    if (it->path().extension() != ".txt") continue;
+    // Reading a FIFO that nobody writes to would block for ever.
+    const auto status = it->status(ec);
+    if (!ec && !std::filesystem::is_regular_file(status) && !std::filesystem::is_directory(status))
+      throw_input_error(it->path().string(), "is not a regular file (a FIFO, socket or device)");
+    files.push_back(it->path());
   }
   if (files.empty()) throw_input_error(folder.string(), "no .txt review files");
   std::sort(files.begin(), files.end());

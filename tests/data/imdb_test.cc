@@ -2,6 +2,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include "tests/data/test_files.h"
 
@@ -76,6 +77,15 @@ TEST(Imdb, UnreadableReviewIsAnErrorNamingThePath) {
   std::filesystem::create_directories(odd);  // a folder where a review file should be
   EXPECT_THAT(error_of([&] { read_imdb(dir.path() / "aclImdb", "train"); }),
               StartsWith(odd.string() + ": is a directory"));
+}
+
+TEST(Imdb, AFifoWhereAReviewShouldBeIsAnErrorNotAHang) {
+  TempDir dir;
+  write_small_imdb(dir);
+  auto fifo = dir.path() / "aclImdb/train/pos/9_9.txt";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_THAT(error_of([&] { read_imdb(dir.path() / "aclImdb", "train"); }),
+              StartsWith(fifo.string() + ": is not a regular file (a FIFO, socket or device)"));
 }
 
 TEST(Imdb, EmptyReviewIsAnError) {
