@@ -68,6 +68,7 @@ void add_data_command(CLI::App& app) {
   summary->add_option("--test-fraction", spec->test_fraction, "fortunes: held-out share")->capture_default_str();
   summary->add_option("--seed", spec->split_seed, "fortunes: split seed")->capture_default_str();
   summary->add_option("--max-seq-len", *max_seq_len, "Report how many texts this length truncates")
+      ->check(CLI::Range(1, 1 << 30))
       ->capture_default_str();
   summary->callback([summary, spec, path, max_seq_len] {
     // Only fortunes has a default folder; elsewhere an empty path failed as "<nothing>: no such file".

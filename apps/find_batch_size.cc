@@ -214,8 +214,10 @@ void add_find_batch_size_command(CLI::App& app) {
   auto a = std::make_shared<Args>();
   cmd->add_option("--config", a->config, "Training config (YAML)")->required();
   cmd->add_option("--set", a->overrides, "Override a config key");
-  cmd->add_option("--start", a->start, "First batch size tried")->capture_default_str();
-  cmd->add_option("--max-batch", a->max_batch, "Largest batch size tried")->capture_default_str();
+  cmd->add_option("--start", a->start, "First batch size tried")->check(CLI::Range(1, 1 << 30))->capture_default_str();
+  cmd->add_option("--max-batch", a->max_batch, "Largest batch size tried")
+      ->check(CLI::Range(1, 1 << 30))
+      ->capture_default_str();
   cmd->add_option("--multiple-of", a->multiple_of, "Only batch sizes that are multiples of this")
       ->capture_default_str();
   cmd->add_option("--memory-limit", a->memory_limit,

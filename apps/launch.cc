@@ -6,6 +6,7 @@
 
 #include "apps/commands.h"
 #include "comm/launcher.h"
+#include "core/check.h"
 
 namespace tandem::apps {
 
@@ -31,6 +32,9 @@ void add_launch_command(CLI::App& app) {
   cmd->add_option("--timeout", *timeout_s, "Stop the job after this many seconds (0: never)");
   cmd->add_option("command", o->command, "The program to run and its arguments (after --)")->required();
   cmd->callback([o, timeout_s] {
+    // NaN passes every comparison, and 1e10 s overflows the milliseconds below.
+    TANDEM_CHECK(*timeout_s >= 0 && *timeout_s <= 1e9, "--timeout must be in [0, 1e9] seconds (0: never), got {}",
+                 *timeout_s);
     o->timeout = std::chrono::milliseconds(static_cast<int64_t>(*timeout_s * 1000));
     std::signal(SIGINT, forward_signal);
     std::signal(SIGTERM, forward_signal);

@@ -49,6 +49,15 @@ TEST(DataCommand, SummaryWithoutPathNamesTheMissingOption) {
               HasSubstr("data summary: --format tsv needs --path"));
 }
 
+TEST(DataCommand, ANonPositiveMaxSeqLenIsRefusedNamingTheOption) {
+  try {
+    run({"data", "summary", "--format", "tsv", "--path", "x.tsv", "--max-seq-len", "-5"});
+    FAIL() << "expected an error";
+  } catch (const CLI::ValidationError& e) {
+    EXPECT_THAT(std::string(e.what()), HasSubstr("--max-seq-len: Value -5 not in range 1 to 1073741824"));
+  }
+}
+
 TEST(DataCommand, FortunesListsCategoriesWithCounts) {
   TempDir dir;
   dir.write("f/food", "a\n%\nb\n%\n");

@@ -125,6 +125,17 @@ TEST(LaunchCommand, RunsRingRanksEndToEnd) {
 }
 
 // 4000 took 32 s of forking; 100000 never finished.
+TEST(LaunchCommand, ANegativeOrNanTimeoutIsAnErrorNamingTheOption) {
+  for (const char* value : {"-1", "nan", "1e10"}) {
+    std::string out;
+    const int code = shell(std::string("timeout 30 ") + TANDEM_BINARY + " launch --nproc-per-node 1 --timeout " +
+                               value + " -- true",
+                           &out);
+    EXPECT_EQ(code, 1) << value << ": " << out;
+    EXPECT_NE(out.find("--timeout must be in [0, 1e9] seconds (0: never), got "), std::string::npos) << out;
+  }
+}
+
 TEST(LaunchCommand, MoreRanksPerNodeThanTheLimitIsAnErrorNamingTheOption) {
   std::string out;
   int code = shell(std::string("timeout 30 ") + TANDEM_BINARY + " launch --nproc-per-node 4000 -- true", &out);
