@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -206,6 +207,26 @@ TEST_F(TrainEndToEnd, EvaluateAndPredictUseTheSavedCheckpoint) {
   Output pr = run_tandem(1, {"predict", "--checkpoint", ck.string(), "--text", "the alpha cat", "--text", "omega tree"});
   ASSERT_EQ(pr.exit_code, 0) << pr.err;
   EXPECT_NE(pr.out.find("the alpha cat"), std::string::npos) << pr.out;
+}
+
+TEST_F(TrainEndToEnd, AModelThatDivergedIsRefusedNamingTheWeightInsteadOfPredictingNan) {
+  const fs::path out = dir_ / "diverged";
+  ASSERT_EQ(run_tandem(1, train_args(out)).exit_code, 0);
+  fs::path ck;
+  for (const auto& e : fs::directory_iterator(out))
+    if (e.path().filename().string().rfind("checkpoint-", 0) == 0 && e.path() > ck) ck = e.path();
+  ASSERT_FALSE(ck.empty());
+  NamedTensors weights = load_safetensors((ck / "model.safetensors").string());
+  Tensor& first = weights.tensors.front().second;
+  first = first.clone();
+  static_cast<float*>(first.data_ptr())[3] = std::nanf("");
+  save_safetensors((ck / "model.safetensors").string(), weights);
+  Output pr = run_tandem(1, {"predict", "--checkpoint", ck.string(), "--text", "the alpha cat"});
+  EXPECT_NE(pr.exit_code, 0);
+  EXPECT_NE(pr.err.find(fmt::format("{}: weight '{}' holds NaN at element 3: the model diverged",
+                                    (ck / "model.safetensors").string(), weights.tensors.front().first)),
+            std::string::npos)
+      << pr.err;
 }
 
 TEST_F(TrainEndToEnd, ABpeTokenizerIsSavedAsTokenizerJsonAndEvaluateUsesIt) {
