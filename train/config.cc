@@ -432,6 +432,12 @@ void validate(const TrainConfig& c) {
   TANDEM_CHECK(c.learning_rate > 0, "config: learning_rate must be > 0, got {}", c.learning_rate);
   TANDEM_CHECK(c.weight_decay >= 0, "config: weight_decay must be >= 0, got {}", c.weight_decay);
   TANDEM_CHECK(c.max_grad_norm >= 0, "config: max_grad_norm must be >= 0 (0: no clipping), got {}", c.max_grad_norm);
+  // The optimizer checks these too, but under its own names (beta1, eps).
+  TANDEM_CHECK(c.adam_beta1 >= 0 && c.adam_beta1 < 1, "config: adam_beta1 must be in [0, 1), got {}", c.adam_beta1);
+  TANDEM_CHECK(c.adam_beta2 >= 0 && c.adam_beta2 < 1, "config: adam_beta2 must be in [0, 1), got {}", c.adam_beta2);
+  TANDEM_CHECK(c.adam_epsilon >= 0, "config: adam_epsilon must be >= 0, got {}", c.adam_epsilon);
+  TANDEM_CHECK(c.data.vocab_min_freq >= 1, "config: data.vocab_min_freq must be at least 1, got {}",
+               c.data.vocab_min_freq);
   TANDEM_CHECK(c.warmup_ratio >= 0 && c.warmup_ratio <= 1, "config: warmup_ratio must be in [0, 1], got {}",
                c.warmup_ratio);
   TANDEM_CHECK(c.warmup_steps >= 0, "config: warmup_steps must be >= 0, got {}", c.warmup_steps);

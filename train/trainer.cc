@@ -261,7 +261,9 @@ Job::Job(const TrainConfig& config, std::shared_ptr<comm::ProcessGroup> group, c
 
   // Only now that every check has passed: a job refused above leaves nothing in output_dir.
   if (main_rank_) {
-    fs::create_directories(out_dir_);
+    std::error_code ec;
+    fs::create_directories(out_dir_, ec);
+    TANDEM_CHECK(!ec, "output_dir {}: cannot create it: {}", out_dir_.string(), ec.message());
     data_.tokenizer->save(vocab_file_);
     write_file_atomically(out_dir_ / "config.yaml", to_yaml(config_));
     metrics_ = std::make_unique<MetricsWriter>(out_dir_, !options_.resume.empty());

@@ -179,6 +179,17 @@ TEST(TrainConfig, AClassNamedTwiceOrAQuoteAsDelimiterIsAnErrorNamingIt) {
       << error_of([&] { validate(c); });
 }
 
+TEST(TrainConfig, OptimizerAndVocabularySettingsAreCheckedUnderTheirConfigNames) {
+  for (const auto& [set, message] : std::vector<std::pair<std::string, std::string>>{
+           {"adam_beta1=1", "config: adam_beta1 must be in [0, 1), got 1"},
+           {"adam_beta2=-0.5", "config: adam_beta2 must be in [0, 1), got -0.5"},
+           {"adam_epsilon=-1", "config: adam_epsilon must be >= 0, got -1"},
+           {"data.vocab_min_freq=0", "config: data.vocab_min_freq must be at least 1, got 0"}}) {
+    TrainConfig c = load_train_config("", {set});
+    EXPECT_NE(error_of([&] { validate(c); }).find(message), std::string::npos) << error_of([&] { validate(c); });
+  }
+}
+
 TEST(TrainConfig, MalformedOverrideIsAnError) {
   EXPECT_NE(error_of([] { load_train_config("", {"seed"}); }).find("expected key=value"), std::string::npos);
 }

@@ -444,6 +444,15 @@ TEST_F(TrainEndToEnd, AnEmptyTrainingFileExitsNonZeroNamingItAndLeavesNothingInO
   EXPECT_FALSE(fs::exists(out)) << "a refused job wrote into " << out;
 }
 
+TEST_F(TrainEndToEnd, AnOutputDirThatCannotBeCreatedIsNamedAsOutputDir) {
+  std::ofstream(dir_ / "a_file") << "x";
+  const fs::path out = dir_ / "a_file" / "run";  // below a file: no folder can be made there
+  Output r = run_tandem(1, train_args(out));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("output_dir " + out.string() + ": cannot create it: Not a directory"), std::string::npos)
+      << r.err;
+}
+
 TEST_F(TrainEndToEnd, AnEmptyTestFileExitsNonZeroNamingIt) {
   std::ofstream(dir_ / "empty_test.jsonl");
   Output r = run_tandem(1, train_args(dir_ / "empty_test", {"--set", "data.test_path=" + (dir_ / "empty_test.jsonl").string()}));
