@@ -113,6 +113,12 @@ nlohmann::json merge_traces(const std::vector<std::pair<std::string, nlohmann::j
                  "otherData.unix_origin_us)",
                  file);
     const int rank = t["otherData"]["rank"].get<int>();
+    TANDEM_CHECK(rank >= 0, "trace merge: {}: otherData.rank must be >= 0, got {}", file, rank);
+    const int version = t["otherData"].value("tandem_trace_version", kTraceVersion);
+    TANDEM_CHECK(version <= kTraceVersion,
+                 "trace merge: {} is trace version {}, newer than this tandem reads ({}): merge it with the tandem "
+                 "that wrote it",
+                 file, version, kTraceVersion);
     auto [it, fresh] = seen.emplace(rank, file);
     TANDEM_CHECK(fresh, "trace merge: rank {} appears twice ({} and {})", rank, it->second, file);
     world_size = std::max(world_size, t["otherData"].value("world_size", rank + 1));

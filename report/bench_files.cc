@@ -217,6 +217,9 @@ RunFacts facts_from_json(const json& f) {
     r.gradient_bytes = f.at("gradient_bytes").get<std::vector<int64_t>>();
     TANDEM_CHECK(r.gradient_bytes.size() == r.gradient_names.size(), "{} gradient_bytes for {} gradient_names",
                  r.gradient_bytes.size(), r.gradient_names.size());
+    for (size_t i = 0; i < r.gradient_bytes.size(); ++i)
+      TANDEM_CHECK(r.gradient_bytes[i] > 0, "gradient_bytes of '{}' must be positive, got {}", r.gradient_names[i],
+                   r.gradient_bytes[i]);
   }
   TANDEM_CHECK(r.world_size >= 1 && r.per_device_batch >= 1 && r.gradient_accumulation_steps >= 1,
                "world_size, per_device_batch and gradient_accumulation_steps must be positive");

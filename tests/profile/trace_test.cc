@@ -129,6 +129,16 @@ TEST(TraceMerge, ARankTwiceOrAForeignFileIsAnErrorNamingTheFile) {
   std::string twice = error_of({{"x/trace_rank0.json", r0.to_json()}, {"y/trace_rank0.json", r0.to_json()}});
   EXPECT_NE(twice.find("rank 0 appears twice"), std::string::npos) << twice;
   EXPECT_NE(twice.find("y/trace_rank0.json"), std::string::npos) << twice;
+  nlohmann::json negative = r0.to_json();
+  negative["otherData"]["rank"] = -1;
+  std::string bad_rank = error_of({{"neg.json", negative}});
+  EXPECT_NE(bad_rank.find("trace merge: neg.json: otherData.rank must be >= 0, got -1"), std::string::npos) << bad_rank;
+  nlohmann::json future = r0.to_json();
+  future["otherData"]["tandem_trace_version"] = 99;
+  std::string newer = error_of({{"future.json", future}});
+  EXPECT_NE(newer.find("trace merge: future.json is trace version 99, newer than this tandem reads"),
+            std::string::npos)
+      << newer;
   std::string foreign = error_of({{"chrome.json", {{"traceEvents", nlohmann::json::array()}}}});
   EXPECT_NE(foreign.find("chrome.json is not a Tandem trace"), std::string::npos) << foreign;
 }

@@ -146,6 +146,17 @@ TEST_F(BenchFiles, GradientAndBucketTimesRoundTripAndAreOptional) {
     EXPECT_NE(what.find("b.json case 25: "), std::string::npos) << what;
     EXPECT_NE(what.find("bucket_comm_end_ms has 1 values for 2 buckets"), std::string::npos) << what;
   }
+  // A gradient of no bytes or fewer cannot be reduced; the step model would divide by it.
+  nlohmann::json negative = to_json(p);
+  negative["facts"]["gradient_bytes"] = {500000, -4};
+  try {
+    profile_from_json(negative, "n.json case 1");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("gradient_bytes of 'embedding.weight' must be positive, got -4"),
+              std::string::npos)
+        << e.what();
+  }
   std::vector<StepSample> samples(2);
   samples[1].gradient_ready_ms = {1, 2};
   EXPECT_EQ(samples_from_json(to_json(samples))[1].gradient_ready_ms, (std::vector<double>{1, 2}));
