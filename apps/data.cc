@@ -66,7 +66,11 @@ void add_data_command(CLI::App& app) {
   summary->add_option("--text-field", spec->text_field, "jsonl: text field")->capture_default_str();
   summary->add_option("--label-field", spec->label_field, "jsonl: label field")->capture_default_str();
   summary->add_option("--test-fraction", spec->test_fraction, "fortunes: held-out share")->capture_default_str();
-  summary->add_option("--seed", spec->split_seed, "fortunes: split seed")->capture_default_str();
+  // CLI11 reads "-1" into the unsigned seed as 2^64 - 1; say so instead.
+  const CLI::Validator non_negative(
+      [](std::string& text) { return text.starts_with('-') ? "must be a non-negative integer, got " + text : ""; },
+      "SEED");
+  summary->add_option("--seed", spec->split_seed, "fortunes: split seed")->check(non_negative)->capture_default_str();
   summary->add_option("--max-seq-len", *max_seq_len, "Report how many texts this length truncates")
       ->check(CLI::Range(1, 1 << 30))
       ->capture_default_str();

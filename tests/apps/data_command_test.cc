@@ -58,6 +58,15 @@ TEST(DataCommand, ANonPositiveMaxSeqLenIsRefusedNamingTheOption) {
   }
 }
 
+TEST(DataCommand, ANegativeSeedIsRefusedNamingTheOption) {
+  try {
+    run({"data", "summary", "--format", "fortunes", "--seed", "-1"});
+    FAIL() << "expected an error";
+  } catch (const CLI::ValidationError& e) {
+    EXPECT_THAT(std::string(e.what()), HasSubstr("--seed: must be a non-negative integer, got -1"));
+  }
+}
+
 TEST(DataCommand, FortunesListsCategoriesWithCounts) {
   TempDir dir;
   dir.write("f/food", "a\n%\nb\n%\n");
