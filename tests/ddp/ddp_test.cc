@@ -22,6 +22,7 @@
 #include "kernels/elementwise.h"
 #include "kernels/reduce.h"
 #include "optim/clip_grad.h"
+#include "tests/comm/ring_testing.h"
 #include "tests/ddp/ddp_scenario.h"
 #include "tests/testing/gradcheck.h"
 
@@ -343,6 +344,26 @@ TEST_F(DdpTest, ADifferentBucketCapOnOneRankFailsOnEveryRankNamingTheRankAndTheO
 TEST_F(DdpTest, ADifferentCommHookOnOneRankFailsOnEveryRankNamingIt) {
   RanksRun r = launch_ranks(2, {"--steps", "2", "--rank1-hook", "bf16"}, {}, /*stop_on_failure=*/false);
   expect_every_rank_fails_with(r, 2, "comm_hook is 'allreduce' on rank 0 but 'bf16' on rank 1");
+}
+
+TEST_F(DdpTest, BucketsOnSharedBuffersGiveBitwiseTheParametersOfTheRing) {
+  // On one host the ring reduces DDP's buckets in place in every rank's
+  // memory (docs/comm.md); in the ring's order, so not a bit may change.
+  TANDEM_SKIP_UNLESS_MEMFDS_MAP();
+  const std::vector<std::string> args = {"--steps", "3", "--bucket-cap-mb", "0.001", "--first-bucket-mb", "0.0005"};
+  for (int world : {2, 3}) {
+    SCOPED_TRACE(world);
+    RanksRun shared = launch_ranks(world, args, {{"TANDEM_RING_SHARED_BUFFERS", "on"}});
+    RanksRun ring = launch_ranks(world, args, {{"TANDEM_RING_SHARED_BUFFERS", "off"}});
+    ASSERT_EQ(shared.result.exit_code, 0) << shared.stderr_text;
+    ASSERT_EQ(ring.result.exit_code, 0) << ring.stderr_text;
+    EXPECT_EQ(shared.stats[0]["logging_data"]["shared_buffers"], "from 0 bytes");
+    EXPECT_EQ(ring.stats[0]["logging_data"]["shared_buffers"], "off: asked for");
+    expect_matches_reference(shared, reference(world, 3, 4, 1, "always"));
+    for (size_t k = 0; k < shared.params.size(); ++k)
+      for (const auto& [name, t] : shared.params[k].tensors)
+        EXPECT_EQ(t.to_double_vector(), ring.params[k].find(name)->to_double_vector()) << "rank " << k << " " << name;
+  }
 }
 
 TEST_F(DdpTest, TrainingWithTheDistributedDebugModeOnGivesBitwiseTheSameParameters) {
