@@ -324,15 +324,15 @@ void RingProcessGroup::setup_shared_buffers(uint64_t nonce) {
   // A buffer of the kind shared_zeros gives, holding the group's nonce: a
   // peer that maps some other segment cannot pass. It lives until every rank
   // has said whether it could map the others'.
-  std::optional<Tensor> probe;
+  Tensor probe;
   std::string mine = std::string(ring_shared_buffers_name(mode));
   std::string failure;
   const uint64_t word = nonce ^ 0x7366667562646873ull;
   if (mode != RingSharedBuffers::Off && transport_ == "shm") {
     try {
       probe = comm::shared_zeros({1}, DType::I64);
-      *probe->data<int64_t>() = static_cast<int64_t>(word);
-      const SharedLocation loc = *find_shared(probe->data_ptr(), 8);
+      *probe.data<int64_t>() = static_cast<int64_t>(word);
+      const SharedLocation loc = *find_shared(probe.data_ptr(), 8);
       mine += fmt::format(" {} {} {}", loc.fd, loc.inode, loc.bytes);
     } catch (const Error& e) {
       failure = fmt::format("rank {} cannot make a shared buffer: {}", r, e.what());
@@ -493,7 +493,11 @@ void RingProcessGroup::ring_all_reduce(const char* src, char* buf, DType dtype, 
   // buffers or none (DDP's buckets come from shared_zeros on every rank); a
   // rank that does not is caught at the first frame (RingOp::DirectAllReduce).
   const size_t bytes = static_cast<size_t>(count) * esz;
-  const bool shared = shared_ && bytes >= shared_min_bytes_ && find_shared(src, bytes) && find_shared(buf, bytes);
+  std::optional<SharedPair> shared;
+  if (shared_ && bytes >= shared_min_bytes_) {
+    const auto in = find_shared(src, bytes), out = find_shared(buf, bytes);
+    if (in && out) shared = SharedPair{*in, *out};
+  }
   const bool single_copy = single_copy_ && bytes >= single_copy_min_bytes_;
   if ((shared || single_copy) && direct_all_reduce(src, buf, dtype, count, op, shared, single_copy, what)) return;
   const Segments seg = split(count, n, esz);
@@ -526,16 +530,12 @@ void RingProcessGroup::ring_all_reduce(const char* src, char* buf, DType dtype, 
 }
 
 bool RingProcessGroup::direct_all_reduce(const char* src, char* buf, DType dtype, int64_t count, ReduceOp op,
-                                         bool shared, bool single_copy, const std::string& what) {
+                                         const std::optional<SharedPair>& shared, bool single_copy,
+                                         const std::string& what) {
   const int n = size(), r = rank();
-  const size_t bytes = static_cast<size_t>(count) * dtype_size(dtype);
-  const RingFrame frame = running_;
+  // Its own op in the frames: a rank on the ring instead fails at the first one.
+  const RingOp op_in_frames = running_.op;
   running_.op = RingOp::DirectAllReduce;
-  struct Restore {
-    RingFrame& to;
-    RingFrame was;
-    ~Restore() { to = was; }
-  } restore{running_, frame};
   // Every rank's buffers and size: also the entry barrier, since no rank
   // touches a peer's buffer before the peer has published it. A shared
   // buffer's record also says where it lies (fd, inode, segment size, offset).
@@ -544,19 +544,11 @@ bool RingProcessGroup::direct_all_reduce(const char* src, char* buf, DType dtype
   uint64_t words[kWords] = {reinterpret_cast<uintptr_t>(src), reinterpret_cast<uintptr_t>(buf),
                             static_cast<uint64_t>(count), 0};
   if (shared) {
-    const auto in = find_shared(src, bytes), out = find_shared(buf, bytes);
-    if (in && out) {
-      const uint64_t located[] = {1,
-                                  static_cast<uint64_t>(in->fd),
-                                  in->inode,
-                                  in->bytes,
-                                  in->offset,
-                                  static_cast<uint64_t>(out->fd),
-                                  out->inode,
-                                  out->bytes,
-                                  out->offset};
-      std::copy(std::begin(located), std::end(located), words + 3);
-    }
+    const SharedLocation& in = shared->in;
+    const SharedLocation& out = shared->out;
+    const uint64_t located[] = {1,         static_cast<uint64_t>(in.fd),  in.inode,  in.bytes, in.offset,
+                                static_cast<uint64_t>(out.fd), out.inode, out.bytes, out.offset};
+    std::copy(std::begin(located), std::end(located), words + 3);
   }
   auto* mine = reinterpret_cast<unsigned char*>(records.data()) + static_cast<size_t>(r) * kRecord;
   for (size_t w = 0; w < kWords; ++w) put_le(mine + w * 8, words[w], 8);
@@ -564,7 +556,7 @@ bool RingProcessGroup::direct_all_reduce(const char* src, char* buf, DType dtype
   auto word = [&](int i, size_t w) {
     return get_le(reinterpret_cast<const unsigned char*>(records.data()) + static_cast<size_t>(i) * kRecord + w * 8, 8);
   };
-  bool all_shared = shared;
+  bool all_shared = shared.has_value();
   for (int i = 0; i < n; ++i) {
     const auto theirs = static_cast<int64_t>(word(i, 2));
     TANDEM_CHECK(theirs == count,
@@ -593,7 +585,10 @@ bool RingProcessGroup::direct_all_reduce(const char* src, char* buf, DType dtype
     ring_barrier(what);  // nobody returns while a peer still writes into its output
     return true;
   }
-  if (!single_copy) return false;
+  if (!single_copy) {
+    running_.op = op_in_frames;  // the ring carries on under the op's own frames
+    return false;
+  }
   std::vector<SingleCopyPeer> peers;
   for (int i = 0; i < n; ++i) peers.push_back({pids_[static_cast<size_t>(i)], word(i, 0), word(i, 1)});
   single_copy_->reduce_own_segment(peers, src, buf, dtype, count, op, what);

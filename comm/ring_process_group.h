@@ -61,10 +61,12 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
 #include "comm/process_group.h"
+#include "comm/shared_buffers.h"
 #include "comm/ring_transfer.h"
 #include "comm/socket.h"
 #include "comm/store.h"
@@ -72,7 +74,6 @@
 namespace tandem::comm {
 
 class CudaStaging;
-class PeerSegments;
 class SingleCopy;
 
 // Auto's threshold for single copy, the huge page size: auto uses single
@@ -132,8 +133,12 @@ class RingProcessGroup final : public ProcessGroup {
   void ring_all_reduce(const char* src, char* buf, DType dtype, int64_t count, ReduceOp op, const std::string& what);
   // Shared buffers in place, else single copy (as the flags allow and every
   // rank's record says); false when neither applies and the ring must run.
-  bool direct_all_reduce(const char* src, char* buf, DType dtype, int64_t count, ReduceOp op, bool shared,
-                         bool single_copy, const std::string& what);
+  // `shared`: where src and buf lie when both are this rank's shared buffers.
+  struct SharedPair {
+    SharedLocation in, out;
+  };
+  bool direct_all_reduce(const char* src, char* buf, DType dtype, int64_t count, ReduceOp op,
+                         const std::optional<SharedPair>& shared, bool single_copy, const std::string& what);
   // Completes once every rank has entered it (an all-gather of one word per rank).
   void ring_barrier(const std::string& what);
   void ring_broadcast(char* buf, size_t bytes, int root, const std::string& what);

@@ -46,10 +46,7 @@ constexpr size_t kMaxPeerSegments = 64;
 }  // namespace
 
 Tensor shared_zeros(const std::vector<int64_t>& shape, DType dtype) {
-  size_t nbytes = 0;
-  TANDEM_CHECK(!__builtin_mul_overflow(static_cast<size_t>(shape_numel(shape)), dtype_size(dtype), &nbytes) &&
-                   nbytes <= static_cast<size_t>(PTRDIFF_MAX),
-               "shared buffer {} {}: more bytes than memory can hold", dtype_name(dtype), shape_str(shape));
+  const size_t nbytes = shape_bytes(shape, dtype);
   const size_t bytes = page_rounded(nbytes);
   const int fd = ::memfd_create("tandem-shared-buffer", MFD_CLOEXEC);
   TANDEM_CHECK(fd >= 0, "shared buffer of {} bytes: memfd_create failed: {}", nbytes, std::strerror(errno));

@@ -35,14 +35,6 @@ void check_shape(const Shape& shape) {
   for (int64_t d : shape) TANDEM_CHECK(d >= 0, "invalid shape {}: negative extent", shape_str(shape));
 }
 
-// The bytes of `shape` in `dtype`, checked: a wrapped count would allocate too little.
-size_t shape_bytes(const Shape& shape, DType dtype) {
-  size_t bytes = 0;
-  TANDEM_CHECK(!__builtin_mul_overflow(static_cast<size_t>(shape_numel(shape)), dtype_size(dtype), &bytes),
-               "{} {} has more bytes than a size_t can count", dtype_name(dtype), shape_str(shape));
-  return bytes;
-}
-
 void* current_stream_of(Device d) { return cuda::current_stream(d.index).handle(); }
 
 template <class V>
@@ -56,6 +48,13 @@ Tensor tensor_from_values(const V& values, const Shape& shape, DType dtype, DTyp
 }
 
 }  // namespace
+
+size_t shape_bytes(const Shape& shape, DType dtype) {
+  size_t bytes = 0;
+  TANDEM_CHECK(!__builtin_mul_overflow(static_cast<size_t>(shape_numel(shape)), dtype_size(dtype), &bytes),
+               "{} {} has more bytes than a size_t can count", dtype_name(dtype), shape_str(shape));
+  return bytes;
+}
 
 // --- creation -----------------------------------------------------------------
 

@@ -49,6 +49,10 @@ struct TensorImpl {
   std::string name;  // optional, for messages ("encoder.layers.0.attn.qkv.weight")
 };
 
+// The bytes of `shape` in `dtype`, overflow-checked (an Error naming both):
+// a wrapped count would allocate too little.
+size_t shape_bytes(const Shape& shape, DType dtype);
+
 class Tensor {
  public:
   Tensor() = default;  // undefined
