@@ -90,6 +90,14 @@ bool run(cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n, int64
       const uint64_t ws = kWorkspaceBytes;
       cublasStatus_t st =
           cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+      // Split-K partial sums are added in f32 or not at all. By default cuBLASLt may also add them in
+      // the output type (or in place in D): in f16 that rounded the weight and bias gradients of a
+      // long-k backward GEMM to 5-15 ulps off the f32-accumulated reference on an H200 (2026-11-27),
+      // where cublasGemmEx's path is within tolerance.
+      const uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+      if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes,
+                                                  sizeof(schemes));
       cublasLtMatmulHeuristicResult_t result{};
       int found = 0;
       if (st == CUBLAS_STATUS_SUCCESS)

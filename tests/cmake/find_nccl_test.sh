@@ -43,7 +43,11 @@ out=$(probe PYTHONPATH="$tmp/site" -- -DTANDEM_NVIDIA_SYSTEM_ROOTS=)
 expect "pip's wheel on the Python path, with only libnccl.so.2, is found" "$out" \
   "library=$tmp/site/nvidia/nccl/lib/libnccl.so.2 version=2.32.3"
 
-out=$(probe -- -DTANDEM_NVIDIA_SYSTEM_ROOTS=)
+# A Python whose sys.path holds no wheels: the machine's own Python may have pip's NCCL next to PyTorch.
+mkdir -p "$tmp/bare_site"
+printf '#!/bin/sh\necho "%s"\n' "$tmp/bare_site" >"$tmp/bare_python"
+chmod +x "$tmp/bare_python"
+out=$(probe -- -DTANDEM_NVIDIA_SYSTEM_ROOTS= -DTANDEM_PYTHON3="$tmp/bare_python")
 expect "without any NCCL it is not found" "$out" "found=FALSE"
 
 mkdir -p "$tmp/only_header/include" "$tmp/only_lib/lib"

@@ -275,7 +275,9 @@ TEST(DataLoader, StoppingEarlyNeitherHangsNorLeaksIntoTheNextEpoch) {
 
 TEST(DataLoader, StuckWorkerIsReportedAfterTheTimeout) {
   std::atomic<bool> release{false};
+  std::atomic<int> first_two_batches{0};  // examples 0-7 filled
   auto source = std::make_shared<NumberSource>(16, 2, [&](int64_t x) {
+    if (x < 8) ++first_two_batches;
     if (x != 9) return;
     for (int i = 0; i < 20000 && !release.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   });
@@ -284,6 +286,11 @@ TEST(DataLoader, StuckWorkerIsReportedAfterTheTimeout) {
   auto done = std::async(std::launch::async, [&] {
     DataLoader loader(source, DistributedSampler(16, SamplerOptions{1, 0, false}), o);
     loader.start_epoch(0);
+    // Batches 0 and 1 must not be the ones that time out: on a loaded machine (ctest -j16) starting
+    // the workers alone took longer than 0.2 s. Wait until their examples are in, with time to spare.
+    for (int i = 0; i < 60000 && first_two_batches.load() < 8; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
     loader.next();
     loader.next();
     std::string message = error_of([&] { loader.next(); });  // batch 2 holds example 9

@@ -64,7 +64,9 @@ class TrainProfile : public ::testing::Test {
 
   JobRun train(int nproc, std::vector<std::string> extra = {}) {
     std::vector<std::string> cmd = {TANDEM_BINARY, "train", "--quiet"};
-    for (std::string kv : {"data.format=tsv", "per_device_train_batch_size=4", "per_device_eval_batch_size=8",
+    // The host-timed CPU profile: on a GPU machine device=auto would pick cuda, whose device phases
+    // are timed by events and whose batches are copied.
+    for (std::string kv : {"device=cpu", "data.format=tsv", "per_device_train_batch_size=4", "per_device_eval_batch_size=8",
                            "max_steps=6", "logging_steps=3", "eval_strategy=no", "save_steps=0",
                            "dataloader_num_workers=1", "model.d_model=16", "model.n_heads=2", "model.num_layers=1",
                            "model.dim_feedforward=32", "model.max_seq_len=8", "data.vocab_min_freq=1",
