@@ -329,6 +329,9 @@ MemoryStats stats(int device) {
   uint64_t reserved = 0;
   TANDEM_CUDA_CHECK(cudaMemPoolGetAttribute(pool_for(device), cudaMemPoolAttrReservedMemCurrent, &reserved));
   s.reserved = reserved;
+  uint64_t graphs = 0;  // every graph's on this device: a process that holds graphs is charged for them
+  TANDEM_CUDA_CHECK(cudaDeviceGetGraphMemAttribute(device, cudaGraphMemAttrUsedMemCurrent, &graphs));
+  s.graphs = graphs;
   return s;
 }
 

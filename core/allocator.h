@@ -23,6 +23,12 @@ struct MemoryStats {
   size_t peak_in_use = 0;  // high-water mark of in_use since the last reset
   size_t reserved = 0;     // bytes the allocator holds from the system, cached blocks included
   uint64_t allocations = 0;  // number of allocate calls that returned memory
+  // Device memory that CUDA graphs hold for the allocations they captured (a captured
+  // training step's activations): the graph owns it, not the pool, so it is not in
+  // in_use and a replay moves neither counter. 0 for host memory.
+  size_t graphs = 0;
+  // The peak to report: tensors' high-water mark plus what graphs hold.
+  size_t peak_with_graphs() const { return peak_in_use + graphs; }
 };
 
 namespace host_memory {

@@ -5,14 +5,18 @@
 #     tools/gpu-check.sh [PHASE...]        (default: probe build test)
 #
 #   probe     what the machine has (tools/gpu-probe.sh)                 ~10 s
-#   build     configure and build everything with CUDA, all cores       ~3 min
+#   build     configure and build everything with CUDA, all cores       ~2 min
 #   test      every test with TANDEM_REQUIRE_GPU=1 (a GPU test that would
-#             skip fails instead), the GPU tests first                   ~3 min
+#             skip fails instead), the GPU tests first                   ~1.5 min
 #   sanitize  compute-sanitizer memcheck, then racecheck, on the GPU tests
 #             of the kernel, attention and optimizer suites              ~5 min
-#   bench     each benchmark with --device cuda, each under a timeout    ~5 min
-#   compare   Tandem against PyTorch eager and torch.compile
-#             (bench/pytorch/compare.py; COMPARE_CONFIGS, default the demo)
+#   bench     each benchmark with --device cuda, each under a timeout    ~3 min
+#   compare   Tandem (one CUDA graph per step, and eager) against PyTorch
+#             eager and torch.compile, bf16, synthetic data (bench/pytorch/
+#             compare.py; COMPARE_CONFIGS, default ag_news_small
+#             ag_news_optimized)                                         ~2 min
+#   peers     PyTorch's side of the attention, kernel and optimizer
+#             benchmarks (bench/pytorch/*_bench.py) on the same GPU      ~2 min
 #
 # Each phase writes $OUT/<phase>.txt whose first lines are its summary
 # (passed / failed / skipped with reasons, sanitizer errors, the table), with
@@ -64,7 +68,11 @@ pack() {
 }
 
 configure() {
-  [ -f "$build/build.ninja" ] && return 0
+  # A build configured against the bundle needs its unpacked root/; a later device call that carries
+  # .dev again replaces the folder and drops root/ (seen 2026-11-27), so configure again (which unpacks).
+  local unpacked=1
+  [ -n "${OFFLINE_BUNDLE:-}" ] && [ ! -f "$OFFLINE_BUNDLE/root/.unpacked" ] && unpacked=0
+  [ -f "$build/build.ninja" ] && [ $unpacked -eq 1 ] && return 0
   local args=(-DCMAKE_BUILD_TYPE=Release -DTANDEM_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$arch")
   if [ -n "${OFFLINE_BUNDLE:-}" ]; then
     TANDEM_CONFIGURE_ONLY=1 scripts/offline-build.sh "$OFFLINE_BUNDLE" "$build" "${args[@]}"
@@ -210,21 +218,55 @@ phase_bench() {
   return $rc
 }
 
+# Issue #15's side by side: bf16 on one GPU, synthetic data of each config's shape, Tandem with one
+# CUDA graph per step (static_graph off: a graph step refuses it) against PyTorch eager and
+# torch.compile; then Tandem's eager steps on the same configs, so the graph's share is visible.
 phase_compare() {
-  local log="$res/compare.log" args=()
+  local log="$res/compare.log" args=() r
   : >"$log"
   build_targets "$log" tandem || { summary compare "build failed: see compare.log"; return 1; }
-  for c in ${COMPARE_CONFIGS:-configs/fortunes_demo.yaml}; do args+=(--config "$c"); done
-  python3 bench/pytorch/compare.py "${args[@]}" --set bf16=true --nproc 1 --tandem "$build/apps/tandem" \
-    --out "$res/compare" >>"$log" 2>&1
-  local r=$?
-  summary compare "exit $r" "$(cat "$res/compare/compare.md" 2>/dev/null || tail -20 "$log")"
+  for c in ${COMPARE_CONFIGS:-ag_news_small ag_news_optimized}; do
+    args+=(--config "configs/$c.yaml" --synthetic "$c")
+  done
+  local sets=(--set bf16=true --set device=cuda)
+  python3 bench/pytorch/compare.py "${args[@]}" "${sets[@]}" --set cuda_graph=true --set ddp_static_graph=false \
+    --nproc 1 --tandem "$build/apps/tandem" --out "$res/compare" >>"$log" 2>&1
+  r=$?
+  local eager=()
+  for c in ${COMPARE_CONFIGS:-ag_news_small ag_news_optimized}; do
+    echo "== tandem bench step $c, eager steps" >>"$log"
+    timeout 120 "$build/apps/tandem" bench step --config "configs/$c.yaml" --synthetic --precisions bf16 \
+      --warmup 5 --steps 30 --rounds 1 --set device=cuda --out "$res/compare_eager_$c" >"$res/compare_eager_$c.txt" 2>&1 || r=1
+    cat "$res/compare_eager_$c.txt" >>"$log"
+    eager+=("$c: $(grep -E '^ +bf16' "$res/compare_eager_$c.txt")")
+  done
+  summary compare "exit $r (Tandem with cuda_graph: true)" "$(cat "$res/compare/compare.md" 2>/dev/null || tail -20 "$log")" \
+    "" "Tandem's eager steps (samples/s, step ms, p10-p90, forward, backward, optimizer ms, peak MiB):" "${eager[@]}"
   return $r
+}
+
+# The PyTorch halves of the kernel, attention and optimizer benchmarks, on the same GPU, each
+# under a timeout: the peer numbers for the bench phase's tables.
+phase_peers() {
+  local log="$res/peers.log" rc=0 lines=()
+  : >"$log"
+  for b in "attention_bench.py --device cuda --dtype bf16" "ops_bench.py --device cuda" "optim_bench.py --device cuda"; do
+    local name=${b%%.py*}
+    echo "== bench/pytorch/$b" >>"$log"
+    # shellcheck disable=SC2086  # $b holds the script and its arguments
+    timeout 150 python3 bench/pytorch/$b >"$res/peers_$name.txt" 2>&1
+    local r=$?
+    cat "$res/peers_$name.txt" >>"$log"
+    lines+=("== PyTorch $name (exit $r)" "$(grep -vE '^(Warning|/)' "$res/peers_$name.txt" | head -40)")
+    [ $r -eq 0 ] || rc=1
+  done
+  summary peers "${lines[@]}"
+  return $rc
 }
 
 for p in "${phases[@]}"; do
   if ! declare -F "phase_$p" >/dev/null; then
-    echo "gpu-check: unknown phase '$p' (probe build test sanitize bench compare)" >&2
+    echo "gpu-check: unknown phase '$p' (probe build test sanitize bench compare peers)" >&2
     exit 2
   fi
 done

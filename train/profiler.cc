@@ -22,7 +22,7 @@ profile::StepProfilerOptions profiler_options(Device device, std::shared_ptr<pro
   o.device_timer = std::move(timer);
   if (device.is_cuda()) {
     const int index = device.index;
-    o.peak_memory = [index] { return cuda_memory::stats(index).peak_in_use; };
+    o.peak_memory = [index] { return cuda_memory::stats(index).peak_with_graphs(); };
     o.reset_peak_memory = [index] { cuda_memory::reset_peak(index); };
   } else {
     o.peak_memory = [] { return host_memory::stats().peak_in_use; };

@@ -285,7 +285,7 @@ std::vector<report::StepSample> StepRunner::run(const StepCase& c, int warmup, i
     report::StepSample sample = s.one_step();
     if (i >= warmup) out.push_back(sample);
   }
-  peak_memory_ = static_cast<int64_t>(s.device.is_cuda() ? cuda_memory::stats(s.device.index).peak_in_use
+  peak_memory_ = static_cast<int64_t>(s.device.is_cuda() ? cuda_memory::stats(s.device.index).peak_with_graphs()
                                                          : host_memory::stats().peak_in_use);
   s.bucket_bytes.clear();
   if (s.ddp)

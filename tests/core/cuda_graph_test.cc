@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/allocation_ledger.h"
+#include "core/allocator.h"
 #include "core/check.h"
 #include "core/tensor.h"
 #include "tests/testing/require_gpu.h"
@@ -28,6 +29,26 @@ TEST(CudaGraph, ReplaysWhatItCapturedReadingMemoryWhenItRuns) {
   x.fill_(-1.0);
   g.launch(cuda::current_stream(0));
   EXPECT_EQ(y.to_double_vector(), (std::vector<double>{-1, -1, -1, -1}));
+}
+
+TEST(CudaGraph, MemoryAllocatedInsideACaptureIsCountedAsTheGraphsAndInThePeak) {
+  // A replay allocates nothing from the pool: the graph owns what the capture allocated,
+  // so a peak that left it out would report a captured step's activations as free.
+  TANDEM_REQUIRE_GPU();
+  const Device gpu = Device::cuda(0);
+  Tensor y = Tensor::zeros({4}, DType::F32, gpu);
+  const size_t before = cuda_memory::stats(0).graphs;
+  constexpr int64_t n = int64_t{16} << 20;  // 64 MiB of f32, allocated and freed inside the capture
+  cuda::Graph g = cuda::Graph::capture(cuda::Stream::create(0), [&] {
+    Tensor scratch = Tensor::empty({n}, DType::F32, gpu);
+    scratch.fill_(2.0);
+    y.copy_(scratch.view_range(n - 4, {4}));
+  });
+  g.launch(cuda::current_stream(0));
+  EXPECT_EQ(y.to_double_vector(), (std::vector<double>{2, 2, 2, 2}));
+  const MemoryStats s = cuda_memory::stats(0);
+  EXPECT_GE(s.graphs, before + static_cast<size_t>(n) * sizeof(float));
+  EXPECT_EQ(s.peak_with_graphs(), s.peak_in_use + s.graphs);
 }
 
 TEST(CudaGraph, ACallCaptureForbidsFailsTheCaptureAndTheStreamStaysUsable) {
