@@ -11,7 +11,7 @@ echo "== nccl";      find / \( -name nccl.h -o -name 'libnccl.so*' \) -not -path
 echo "== cudnn";     find / \( -name cudnn_version.h -o -name 'libcudnn.so*' \) -not -path '/proc/*' 2>/dev/null | head -6
 echo "== wheels";    python3 -c 'import sys, os; [print(os.path.join(p, "nvidia", d)) for p in sys.path if os.path.isdir(os.path.join(p, "nvidia")) for d in sorted(os.listdir(os.path.join(p, "nvidia")))]' 2>&1 | head -30
 echo "== glibc";     ldd --version | head -1
-echo "== os";        (. /etc/os-release && echo "$PRETTY_NAME"); echo "kernel $(uname -r) (4.4.0: gVisor)"
+echo "== os";        (. /etc/os-release && echo "$PRETTY_NAME"); k=$(uname -r); echo "kernel $k$([ "$k" = 4.4.0 ] && echo ' (gVisor)')"
 echo "== compilers"; g++ --version | head -1; command -v clang++ || true
 echo "== build";     cmake --version 2>&1 | head -1; command -v ninja || echo "ninja: none"; command -v ccache || echo "ccache: none"
 echo "== unpack";    for t in dpkg-deb ar tar xz zstd; do command -v $t >/dev/null && echo "have $t" || echo "MISSING $t"; done
