@@ -232,16 +232,25 @@ phase_compare() {
   python3 bench/pytorch/compare.py "${args[@]}" "${sets[@]}" --set cuda_graph=true --set ddp_static_graph=false \
     --nproc 1 --tandem "$build/apps/tandem" --out "$res/compare" >>"$log" 2>&1
   r=$?
-  local eager=()
+  # Eager steps with the default kernels, then with the opt-in ones that passed their GPU parity
+  # tests on 2026-11-27 and were faster alone (the pipelined attention forward, cuBLASLt's bias
+  # epilogues): whether they pay in a whole step decides their defaults.
+  local eager=() variant
   for c in ${COMPARE_CONFIGS:-ag_news_small ag_news_optimized}; do
-    echo "== tandem bench step $c, eager steps" >>"$log"
-    timeout 120 "$build/apps/tandem" bench step --config "configs/$c.yaml" --synthetic --precisions bf16 \
-      --warmup 5 --steps 30 --rounds 1 --set device=cuda --out "$res/compare_eager_$c" >"$res/compare_eager_$c.txt" 2>&1 || r=1
-    cat "$res/compare_eager_$c.txt" >>"$log"
-    eager+=("$c: $(grep -E '^ +bf16' "$res/compare_eager_$c.txt")")
+    for variant in default opt_in; do
+      local envs=()
+      [ $variant = opt_in ] && envs=(TANDEM_ATTENTION_FORWARD=pipelined TANDEM_CUBLASLT_EPILOGUES=1)
+      local name="compare_eager_${c}_$variant"
+      echo "== tandem bench step $c, eager steps, $variant kernels ${envs[*]}" >>"$log"
+      env "${envs[@]}" timeout 120 "$build/apps/tandem" bench step --config "configs/$c.yaml" --synthetic \
+        --precisions bf16 --warmup 5 --steps 30 --rounds 2 --set device=cuda --out "$res/$name" >"$res/$name.txt" 2>&1 || r=1
+      cat "$res/$name.txt" >>"$log"
+      eager+=("$c, $variant kernels: $(grep -E '^ +bf16' "$res/$name.txt")")
+    done
   done
   summary compare "exit $r (Tandem with cuda_graph: true)" "$(cat "$res/compare/compare.md" 2>/dev/null || tail -20 "$log")" \
-    "" "Tandem's eager steps (samples/s, step ms, p10-p90, forward, backward, optimizer ms, peak MiB):" "${eager[@]}"
+    "" "Tandem's eager steps (samples/s, step ms, p10-p90, forward, backward, optimizer ms, peak MiB);" \
+    "opt_in = TANDEM_ATTENTION_FORWARD=pipelined TANDEM_CUBLASLT_EPILOGUES=1:" "${eager[@]}"
   return $r
 }
 

@@ -179,17 +179,22 @@ def main():
                      "samples_per_second_all": sps,
                      "step_ms_median": statistics.median(r["step_ms_median"] for r in results),
                      "peak_rss_bytes_median": statistics.median(r["peak_rss_bytes"] for r in results),
+                     # On a GPU, each side's own count of device memory (Tandem's pool and graphs;
+                     # torch.cuda.max_memory_allocated): what RSS cannot see.
+                     "peak_device_bytes_median": (statistics.median(r["peak_memory_bytes"] for r in results)
+                                                  if all(r.get("device") == "cuda" for r in results) else None),
                      "threads_per_rank": results[0].get("threads_per_rank"),
                      "load_1min_before": [r["load_1min_before"] for r in results],
                      "tandem_speedup": tandem_med / med if med else None, "runs": results})
     lines = ["| config | data | ranks | implementation | samples/s (median) | all repeats | step ms | "
-             "peak RSS MB (largest process) | load before each | Tandem ÷ this |",
-             "|---|---|---:|---|---:|---|---:|---:|---|---:|"]
+             "peak RSS MB (largest process) | peak device MiB | load before each | Tandem ÷ this |",
+             "|---|---|---:|---|---:|---|---:|---:|---:|---|---:|"]
     for r in rows:
+        dev = r["peak_device_bytes_median"]
         lines.append(f"| {r['config']} | {'synthetic' if r['synthetic_data'] else 'real'} | {r['nproc']} | "
                      f"{r['implementation']} | {r['samples_per_second_median']:.1f} | "
                      f"{', '.join(f'{x:.0f}' for x in r['samples_per_second_all'])} | {r['step_ms_median']:.1f} | "
-                     f"{r['peak_rss_bytes_median'] / 2**20:.0f} | "
+                     f"{r['peak_rss_bytes_median'] / 2**20:.0f} | {'-' if dev is None else f'{dev / 2**20:.1f}'} | "
                      f"{', '.join(f'{x:.1f}' for x in r['load_1min_before'])} | {r['tandem_speedup']:.2f} |")
     table = "\n".join(lines)
     print("\n" + table)

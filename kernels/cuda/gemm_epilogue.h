@@ -7,9 +7,10 @@
 // sums are never added in the output type (f16 lost 5-15 ulps that way).
 //
 // The switch: TANDEM_CUBLASLT_EPILOGUES=1 turns these on; unset or 0 keeps
-// the GemmEx + hand-written bias kernels. They are off by default because no
-// GPU has run them yet (issue #15: new kernels sit behind a switch that
-// defaults to the verified path). Each call returns false when cuBLASLt has no
+// the GemmEx + hand-written bias kernels. They are off by default (issue #15:
+// new kernels sit behind a switch that defaults to the verified path): on an
+// H200 they passed their parity tests and made the bf16 forward GEMM 1.42x
+// faster at 16384x3072x768, but no whole training step has been timed with them. Each call returns false when cuBLASLt has no
 // algorithm for the problem (its heuristic returns none), and linear then uses
 // the other path, so turning the switch on never makes a shape fail.
 #pragma once

@@ -13,9 +13,9 @@
 // kernels/cuda/column_sum.cuh (the layout gelu and layer_norm use): pass 1
 // reads dy once with 16-byte loads into per-slot f32 partial sums, pass 2 adds
 // the slots in a fixed order, so the bits depend only on the shape.
-// With TANDEM_CUBLASLT_EPILOGUES=1 (gemm_epilogue.h; off by default, not yet run on
-// a GPU) the bias rides in the forward GEMM's epilogue and db in dw's GEMM
-// (BGRADB), removing both separate passes.
+// With TANDEM_CUBLASLT_EPILOGUES=1 (gemm_epilogue.h; off by default until a whole
+// step is timed with it) the bias rides in the forward GEMM's epilogue and db in
+// dw's GEMM (BGRADB), removing both separate passes.
 #include "core/cuda_check.h"
 #include "core/element.h"
 #include "kernels/cuda/column_sum.cuh"
