@@ -214,6 +214,13 @@ phase_bench() {
     lines+=("== bench step cuda_graph=$graph (exit $r)" "$(grep -E '^\|' "$log" | tail -6)")
     [ $r -eq 0 ] || rc=1
   done
+  # Two ranks sharing the GPU (NCCL refuses two ranks on one device; the ring stages through pinned host memory).
+  echo "== tandem bench step: 2 ranks on one GPU over the ring (fp32)" >>"$log"
+  timeout 120 "$build/apps/tandem" bench step --config configs/fortunes_demo.yaml --synthetic --nproc 2 --precisions fp32 \
+    --warmup 3 --steps 20 --set device=cuda --set ddp_backend=ring --out "$res/bench_step_two_ranks_ring" >>"$log" 2>&1
+  local r2=$?
+  lines+=("== bench step, 2 ranks on one GPU over the ring (exit $r2)" "$(grep -E '^ +fp32' "$log" | tail -1)")
+  [ $r2 -eq 0 ] || rc=1
   summary bench "${lines[@]}"
   return $rc
 }
