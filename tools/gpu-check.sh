@@ -209,17 +209,22 @@ phase_bench() {
   for graph in false true; do
     echo "== tandem bench step cuda_graph=$graph (fp32, bf16; 1 rank)" >>"$log"
     timeout 120 "$build/apps/tandem" bench step --config configs/fortunes_demo.yaml --synthetic --precisions fp32,bf16 \
-      --warmup 5 --steps 30 --set device=cuda --set cuda_graph=$graph --out "$res/bench_step_graph_$graph" >>"$log" 2>&1
+      --warmup 5 --steps 30 --set device=cuda --set cuda_graph=$graph --out "$res/bench_step_graph_$graph" \
+      >"$res/bench_step_graph_$graph.txt" 2>&1
     local r=$?
-    lines+=("== bench step cuda_graph=$graph (exit $r)" "$(grep -E '^\|' "$log" | tail -6)")
+    cat "$res/bench_step_graph_$graph.txt" >>"$log"
+    lines+=("== bench step cuda_graph=$graph (exit $r)" "$(grep -E '^# precision|^ +(fp32|bf16) ' "$res/bench_step_graph_$graph.txt")")
     [ $r -eq 0 ] || rc=1
   done
   # Two ranks sharing the GPU (NCCL refuses two ranks on one device; the ring stages through pinned host memory).
   echo "== tandem bench step: 2 ranks on one GPU over the ring (fp32)" >>"$log"
   timeout 120 "$build/apps/tandem" bench step --config configs/fortunes_demo.yaml --synthetic --nproc 2 --precisions fp32 \
-    --warmup 3 --steps 20 --set device=cuda --set ddp_backend=ring --out "$res/bench_step_two_ranks_ring" >>"$log" 2>&1
+    --warmup 3 --steps 20 --set device=cuda --set ddp_backend=ring --out "$res/bench_step_two_ranks_ring" \
+    >"$res/bench_step_two_ranks_ring.txt" 2>&1
   local r2=$?
-  lines+=("== bench step, 2 ranks on one GPU over the ring (exit $r2)" "$(grep -E '^ +fp32' "$log" | tail -1)")
+  cat "$res/bench_step_two_ranks_ring.txt" >>"$log"
+  lines+=("== bench step, 2 ranks on one GPU over the ring (exit $r2)" \
+    "$(grep -E '^# precision|^ +fp32 ' "$res/bench_step_two_ranks_ring.txt")")
   [ $r2 -eq 0 ] || rc=1
   summary bench "${lines[@]}"
   return $rc
