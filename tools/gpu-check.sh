@@ -17,6 +17,8 @@
 #             ag_news_optimized)                                         ~2 min
 #   peers     PyTorch's side of the attention, kernel and optimizer
 #             benchmarks (bench/pytorch/*_bench.py) on the same GPU      ~2 min
+#   kprofile  GPU time by kernel in eager steps of ag_news_optimized and
+#             imdb (ncu, tools/kernel_profile.py; KPROFILE_CONFIGS)      ~2-4 min
 #
 # Each phase writes $OUT/<phase>.txt whose first lines are its summary
 # (passed / failed / skipped with reasons, sanitizer errors, the table), with
@@ -266,6 +268,29 @@ phase_compare() {
   return $r
 }
 
+# Where the GPU time of a training step goes, kernel by kernel: Nsight Compute times every kernel
+# of a short eager run (serialised, one metric, clocks left alone) and tools/kernel_profile.py sums
+# them by kernel name. The configs of issue #15's unmet goals by default (KPROFILE_CONFIGS).
+phase_kprofile() {
+  local log="$res/kprofile.log" rc=0 lines=()
+  : >"$log"
+  build_targets "$log" tandem || { summary kprofile "build failed: see kprofile.log"; return 1; }
+  command -v ncu >/dev/null || { summary kprofile "ncu is not on the PATH"; return 1; }
+  for c in ${KPROFILE_CONFIGS:-ag_news_optimized imdb}; do
+    echo "== ncu: tandem bench step $c" >>"$log"
+    timeout 200 ncu --clock-control none --target-processes all --metrics gpu__time_duration.sum --csv \
+      --log-file "$res/kprofile_$c.csv" "$build/apps/tandem" bench step --config "configs/$c.yaml" --synthetic \
+      --precisions bf16 --warmup 1 --steps 2 --rounds 1 --set device=cuda --out "$res/kprofile_step_$c" >>"$log" 2>&1
+    local r=$?
+    python3 tools/kernel_profile.py "$res/kprofile_$c.csv" --top 25 --json "$res/kprofile_$c.json" \
+      >"$res/kprofile_$c.txt" 2>&1 || r=1
+    lines+=("== $c, bf16, 3 eager steps and set-up: GPU time by kernel (ncu exit $r)" "$(cat "$res/kprofile_$c.txt")")
+    [ $r -eq 0 ] || rc=1
+  done
+  summary kprofile "${lines[@]}"
+  return $rc
+}
+
 # The PyTorch halves of the kernel, attention and optimizer benchmarks, on the same GPU, each
 # under a timeout: the peer numbers for the bench phase's tables.
 phase_peers() {
@@ -287,7 +312,7 @@ phase_peers() {
 
 for p in "${phases[@]}"; do
   if ! declare -F "phase_$p" >/dev/null; then
-    echo "gpu-check: unknown phase '$p' (probe build test sanitize bench compare peers)" >&2
+    echo "gpu-check: unknown phase '$p' (probe build test sanitize bench compare peers kprofile)" >&2
     exit 2
   fi
 done
