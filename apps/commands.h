@@ -22,6 +22,7 @@ void add_bench_allreduce_command(CLI::App& bench);  // under `tandem bench`: ncc
 void add_bench_buckets_command(CLI::App& bench);    // under `tandem bench`: step time per ddp_bucket_cap_mb
 void add_bench_scaling_command(CLI::App& bench);    // under `tandem bench`: samples/s, speedup, efficiency per world size
 void add_bench_step_command(CLI::App& bench);       // under `tandem bench`: step throughput and memory per precision
+void add_bench_ops_command(CLI::App& bench);        // under `tandem bench`: time per op of one rank's step
 void add_bench_export_data_command(CLI::App& bench);  // under `tandem bench`: tokenized data for the PyTorch twin
 void add_bench_predict_command(CLI::App& bench);     // under `tandem bench`: step time per cap and world size, modelled
 void add_bench_worker_command(CLI::App& bench);     // under `tandem bench`, hidden: one rank of a benchmark

@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   tandem::apps::add_bench_buckets_command(*bench);
   tandem::apps::add_bench_scaling_command(*bench);
   tandem::apps::add_bench_step_command(*bench);
+  tandem::apps::add_bench_ops_command(*bench);
   tandem::apps::add_bench_export_data_command(*bench);
   tandem::apps::add_bench_predict_command(*bench);
   tandem::apps::add_bench_worker_command(*bench);

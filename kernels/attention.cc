@@ -2,6 +2,7 @@
 
 #include "core/autograd/node.h"
 #include "core/check.h"
+#include "core/op_scope.h"
 #include "kernels/attention_params.h"
 #include "kernels/checks.h"
 #include "kernels/cpu/attention_cpu.h"
@@ -95,6 +96,7 @@ AttentionShape check_arguments(const Tensor& qkv, const Tensor& mask, int num_he
 
 Tensor attention(const Tensor& qkv, const Tensor& key_padding_mask, int num_heads, double dropout_p, uint64_t seed,
                  uint64_t offset, const int64_t* dropout_step) {
+  OpScope scope("attention");
   const AttentionShape s = check_arguments(qkv, key_padding_mask, num_heads, dropout_p);
   const AttentionDropout d{static_cast<float>(dropout_p), seed, offset, dropout_step};
   Tensor out = Tensor::empty({s.batch, s.seq, s.heads * s.head_dim}, qkv.dtype(), qkv.device());

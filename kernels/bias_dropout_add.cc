@@ -2,6 +2,7 @@
 
 #include "core/autograd/node.h"
 #include "core/check.h"
+#include "core/op_scope.h"
 #include "kernels/checks.h"
 #include "kernels/cpu/bias_dropout_add_cpu.h"
 #include "kernels/device_stream.h"
@@ -101,18 +102,21 @@ Rng make_rng(const char* op, double p, bool training, uint64_t seed, uint64_t su
 }  // namespace
 
 Tensor dropout(const Tensor& x, double p, bool training, uint64_t seed, uint64_t subsequence, const int64_t* step) {
+  OpScope scope("dropout");
   Rng rng = make_rng("dropout", p, training, seed, subsequence, step);
   if (rng.p == 0.0f) return x;
   return fused("dropout", x, Tensor(), Tensor(), rng);
 }
 
 Tensor add_bias(const Tensor& x, const Tensor& bias) {
+  OpScope scope("add_bias");
   TANDEM_CHECK(bias.defined(), "add_bias: bias is undefined");
   return fused("add_bias", x, bias, Tensor(), Rng{0.0f, 0, 0, nullptr});
 }
 
 Tensor bias_dropout_add(const Tensor& x, const Tensor& bias, const Tensor& residual, double p, bool training,
                         uint64_t seed, uint64_t subsequence, const int64_t* step) {
+  OpScope scope("bias_dropout_add");
   return fused("bias_dropout_add", x, bias, residual,
                make_rng("bias_dropout_add", p, training, seed, subsequence, step));
 }

@@ -4,6 +4,7 @@
 
 #include "core/autograd/node.h"
 #include "core/check.h"
+#include "core/op_scope.h"
 #include "kernels/acc_dtype.h"
 #include "kernels/checks.h"
 #include "kernels/cpu/cross_entropy_cpu.h"
@@ -83,6 +84,7 @@ void check_class_weights(const Tensor& logits, const Tensor& w) {
 }  // namespace
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& labels, double label_smoothing, const Tensor& class_weights) {
+  OpScope scope("cross_entropy");
   check_inputs("cross_entropy", logits, labels);
   TANDEM_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0,
                "cross_entropy: label_smoothing must be in [0, 1], got {}", label_smoothing);
@@ -134,6 +136,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& labels, double label_sm
 }
 
 Tensor accuracy_count(const Tensor& logits, const Tensor& labels) {
+  OpScope scope("accuracy_count");
   check_inputs("accuracy_count", logits, labels);
   const int64_t n = logits.size(0), classes = logits.size(1);
   if (logits.device().is_cpu()) {

@@ -3,6 +3,7 @@
 #include "core/autograd/grad_mode.h"
 #include "core/autograd/node.h"
 #include "core/check.h"
+#include "core/op_scope.h"
 #include "kernels/checks.h"
 #include "kernels/cpu/elementwise_cpu.h"
 #include "kernels/device_stream.h"
@@ -106,6 +107,7 @@ class CastBackward final : public Node {
 }  // namespace
 
 Tensor add(const Tensor& a, const Tensor& b) {
+  OpScope scope("add");
   check_same_device_and_dtype("add", {&a, &b});
   check_same_shape("add", a, b);
   Tensor out = binary(BinaryOp::Add, a, b);
@@ -114,6 +116,7 @@ Tensor add(const Tensor& a, const Tensor& b) {
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
+  OpScope scope("mul");
   check_same_device_and_dtype("mul", {&a, &b});
   check_same_shape("mul", a, b);
   Tensor out = binary(BinaryOp::Mul, a, b);
@@ -123,6 +126,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor scale(const Tensor& x, double alpha) {
+  OpScope scope("scale");
   check_same_device_and_dtype("scale", {&x});
   Tensor out = scaled(x, alpha);
   if (any_requires_grad({&x})) std::make_shared<ScaleBackward>(alpha)->connect({&x}, {&out});
@@ -130,6 +134,7 @@ Tensor scale(const Tensor& x, double alpha) {
 }
 
 Tensor relu(const Tensor& x) {
+  OpScope scope("relu");
   check_same_device_and_dtype("relu", {&x});
   Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
   if (x.device().is_cpu()) {
@@ -142,6 +147,7 @@ Tensor relu(const Tensor& x) {
 }
 
 Tensor cast(const Tensor& x, DType dtype) {
+  OpScope scope("cast");
   check_same_device_and_dtype("cast", {&x});
   TANDEM_CHECK(!x.requires_grad() || is_floating(dtype), "cast of {} to {}: gradients need a floating type", x.str(),
                dtype_name(dtype));

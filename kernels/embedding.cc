@@ -2,6 +2,7 @@
 
 #include "core/autograd/node.h"
 #include "core/check.h"
+#include "core/op_scope.h"
 #include "kernels/checks.h"
 #include "kernels/cpu/embedding_cpu.h"
 #include "kernels/cpu/index_range_cpu.h"
@@ -52,6 +53,7 @@ class EmbeddingBackward final : public Node {
 }  // namespace
 
 Tensor embedding(const Tensor& ids, const Tensor& tok_table, const Tensor& pos_table) {
+  OpScope scope("embedding");
   check_same_device_and_dtype("embedding", {&tok_table, &pos_table});
   TANDEM_CHECK(ids.defined(), "embedding: ids are undefined");
   TANDEM_CHECK(ids.dtype() == DType::I32 || ids.dtype() == DType::I64, "embedding: ids must be i32 or i64, got {}",

@@ -2,6 +2,7 @@
 
 #include "core/autograd/node.h"
 #include "core/check.h"
+#include "core/op_scope.h"
 #include "kernels/checks.h"
 #include "kernels/cpu/gelu_cpu.h"
 #include "kernels/device_stream.h"
@@ -69,6 +70,7 @@ class BiasGeluBackward final : public Node {
 }  // namespace
 
 Tensor gelu(const Tensor& x, GeluApproximation approx) {
+  OpScope scope("gelu");
   check_same_device_and_dtype("gelu", {&x});
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
   if (x.device().is_cpu()) {
@@ -81,6 +83,7 @@ Tensor gelu(const Tensor& x, GeluApproximation approx) {
 }
 
 Tensor bias_gelu(const Tensor& x, const Tensor& bias, GeluApproximation approx) {
+  OpScope scope("bias_gelu");
   check_same_device_and_dtype("bias_gelu", {&x, &bias});
   TANDEM_CHECK(x.dim() >= 1 && bias.dim() == 1 && bias.size(0) == x.size(-1) && bias.size(0) > 0,
                "bias_gelu: bias {} must be [D] for input {} [..., D] with D > 0", bias.str(), x.str());

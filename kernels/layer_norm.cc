@@ -2,6 +2,7 @@
 
 #include "core/autograd/node.h"
 #include "core/check.h"
+#include "core/op_scope.h"
 #include "kernels/acc_dtype.h"
 #include "kernels/checks.h"
 #include "kernels/cpu/layer_norm_cpu.h"
@@ -54,6 +55,7 @@ class LayerNormBackward final : public Node {
 }  // namespace
 
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
+  OpScope scope("layer_norm");
   check_same_device_and_dtype("layer_norm weight and bias", {&weight, &bias});
   TANDEM_CHECK(x.defined(), "layer_norm: input is undefined");
   TANDEM_CHECK(is_floating(x.dtype()), "layer_norm: input must be floating, got {}", x.str());

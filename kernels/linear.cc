@@ -2,6 +2,7 @@
 
 #include "core/autograd/node.h"
 #include "core/check.h"
+#include "core/op_scope.h"
 #include "kernels/checks.h"
 #include "kernels/cpu/linear_cpu.h"
 #include "kernels/device_stream.h"
@@ -57,6 +58,7 @@ class LinearBackward final : public Node {
 }  // namespace
 
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
+  OpScope scope("linear");
   if (b.defined()) check_same_device_and_dtype("linear", {&x, &w, &b});
   else check_same_device_and_dtype("linear", {&x, &w});
   TANDEM_CHECK(w.dim() == 2, "linear: weight must be [out, in], got {}", w.str());

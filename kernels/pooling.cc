@@ -2,6 +2,7 @@
 
 #include "core/autograd/node.h"
 #include "core/check.h"
+#include "core/op_scope.h"
 #include "kernels/acc_dtype.h"
 #include "kernels/checks.h"
 #include "kernels/cpu/pooling_cpu.h"
@@ -90,6 +91,7 @@ void check_states(const char* op, const Tensor& x) {
 }  // namespace
 
 Tensor masked_mean_pool(const Tensor& x, const Tensor& mask) {
+  OpScope scope("masked_mean_pool");
   check_states("masked_mean_pool", x);
   TANDEM_CHECK(mask.defined() && mask.dtype() == DType::U8, "masked_mean_pool: mask must be u8 (1 = real token), got {}",
                mask.defined() ? mask.str() : "undefined");
@@ -112,6 +114,7 @@ Tensor masked_mean_pool(const Tensor& x, const Tensor& mask) {
 }
 
 Tensor weighted_sum_pool(const Tensor& x, const Tensor& weights) {
+  OpScope scope("weighted_sum_pool");
   check_states("weighted_sum_pool", x);
   TANDEM_CHECK(weights.defined() && weights.dtype() == acc_dtype(x.dtype()),
                "weighted_sum_pool: weights must be {} for {} input, got {}", dtype_name(acc_dtype(x.dtype())),
@@ -134,6 +137,7 @@ Tensor weighted_sum_pool(const Tensor& x, const Tensor& weights) {
 }
 
 Tensor first_token_pool(const Tensor& x) {
+  OpScope scope("first_token_pool");
   check_states("first_token_pool", x);
   TANDEM_CHECK(x.size(1) >= 1, "first_token_pool: input {} has no tokens", x.str());
   const int64_t batch = x.size(0), seq = x.size(1), dim = x.size(2);

@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "core/autograd/node.h"
+#include "core/op_scope.h"
 #include "kernels/checks.h"
 #include "kernels/cpu/reduce_cpu.h"
 #include "kernels/device_stream.h"
@@ -57,9 +58,13 @@ Tensor reduce(const Tensor& x, double scale, const char* op, const char* node_na
 
 }  // namespace
 
-Tensor sum(const Tensor& x) { return reduce(x, 1.0, "sum", "SumBackward"); }
+Tensor sum(const Tensor& x) {
+  OpScope scope("sum");
+  return reduce(x, 1.0, "sum", "SumBackward");
+}
 
 Tensor mean(const Tensor& x) {
+  OpScope scope("mean");
   double scale = x.numel() > 0 ? 1.0 / static_cast<double>(x.numel()) : std::numeric_limits<double>::quiet_NaN();
   return reduce(x, scale, "mean", "MeanBackward");
 }

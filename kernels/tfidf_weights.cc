@@ -1,6 +1,7 @@
 #include "kernels/tfidf_weights.h"
 
 #include "core/check.h"
+#include "core/op_scope.h"
 #include "kernels/cpu/index_range_cpu.h"
 #include "kernels/cpu/tfidf_weights_cpu.h"
 #include "kernels/device_stream.h"
@@ -12,6 +13,7 @@
 namespace tandem::kernels {
 
 Tensor tfidf_weights(const Tensor& ids, const Tensor& mask, const Tensor& idf, bool sublinear_tf) {
+  OpScope scope("tfidf_weights");
   TANDEM_CHECK(ids.defined() && (ids.dtype() == DType::I32 || ids.dtype() == DType::I64) && ids.dim() == 2,
                "tfidf_weights: ids must be [batch, seq] i32 or i64, got {}", ids.defined() ? ids.str() : "undefined");
   TANDEM_CHECK(mask.defined() && mask.dtype() == DType::U8 && mask.shape() == ids.shape(),

@@ -2,6 +2,7 @@
 
 #include "core/autograd/node.h"
 #include "core/check.h"
+#include "core/op_scope.h"
 #include "kernels/checks.h"
 #include "kernels/cpu/transpose_cpu.h"
 #include "kernels/device_stream.h"
@@ -23,6 +24,7 @@ class TransposeBackward final : public Node {
 }  // namespace
 
 Tensor transpose(const Tensor& x) {
+  OpScope scope("transpose");
   TANDEM_CHECK(x.defined() && x.dim() == 2, "transpose: x must be a 2-D tensor, got {}",
                x.defined() ? x.str() : "undefined");
   const int64_t rows = x.size(0), cols = x.size(1);

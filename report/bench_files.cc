@@ -136,6 +136,8 @@ std::vector<Profile> profiles_from(const json& j, const std::string& where) {
 
 }  // namespace
 
+json to_json(const BenchMeta& m) { return meta_json(m); }
+
 BenchMeta current_meta(const std::string& command) {
   BenchMeta m;
   const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());

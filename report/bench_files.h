@@ -35,6 +35,7 @@ struct BenchMeta {
 
 // This machine, now, and the given command line.
 BenchMeta current_meta(const std::string& command);
+nlohmann::json to_json(const BenchMeta& m);
 
 struct BucketsBench {
   BenchMeta meta;

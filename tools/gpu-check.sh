@@ -18,7 +18,8 @@
 #   peers     PyTorch's side of the attention, kernel and optimizer
 #             benchmarks (bench/pytorch/*_bench.py) on the same GPU      ~2 min
 #   kprofile  GPU time by kernel in eager steps of ag_news_optimized and
-#             imdb (ncu, tools/kernel_profile.py; KPROFILE_CONFIGS)      ~2-4 min
+#             imdb (ncu, tools/kernel_profile.py; KPROFILE_CONFIGS), and
+#             by op (tandem bench ops)                                   ~2-4 min
 #
 # Each phase writes $OUT/<phase>.txt whose first lines are its summary
 # (passed / failed / skipped with reasons, sanitizer errors, the table), with
@@ -285,6 +286,12 @@ phase_kprofile() {
     python3 tools/kernel_profile.py "$res/kprofile_$c.csv" --top 25 --json "$res/kprofile_$c.json" \
       >"$res/kprofile_$c.txt" 2>&1 || r=1
     lines+=("== $c, bf16, 3 eager steps and set-up: GPU time by kernel (ncu exit $r)" "$(cat "$res/kprofile_$c.txt")")
+    [ $r -eq 0 ] || rc=1
+    # Tandem's own op table (CUDA events per op), without ncu: the same steps by op instead of by kernel.
+    timeout 120 "$build/apps/tandem" bench ops --config "configs/$c.yaml" --synthetic --precision bf16 --warmup 3 \
+      --steps 10 --set device=cuda --out "$res/ops_$c" >"$res/ops_$c.txt" 2>&1
+    r=$?
+    lines+=("== $c, bf16: tandem bench ops (exit $r)" "$(cat "$res/ops_$c.txt")")
     [ $r -eq 0 ] || rc=1
   done
   summary kprofile "${lines[@]}"

@@ -275,15 +275,24 @@ std::vector<report::StepSample> StepRunner::run(const StepCase& c, int warmup, i
   State& s = *s_;
   s.prepare(c);
   std::vector<report::StepSample> out;
+  // Installed for the timed steps only, and removed however the run ends.
+  struct ObserveOps {
+    profile::OpProfile* ops = nullptr;
+    ~ObserveOps() {
+      if (ops) set_op_observer(nullptr);
+    }
+  } observe;
   for (int i = 0; i < warmup + steps; ++i) {
     if (i == warmup) {
       if (s.device.is_cuda())
         cuda_memory::reset_peak(s.device.index);
       else
         host_memory::reset_peak();
+      if (s.options.ops) set_op_observer(observe.ops = s.options.ops);
     }
-    report::StepSample sample = s.one_step();
+    report::StepSample sample = s.one_step();  // on CUDA it ends synchronised, so the op events are complete
     if (i >= warmup) out.push_back(sample);
+    if (observe.ops) observe.ops->end_step();
   }
   peak_memory_ = static_cast<int64_t>(s.device.is_cuda() ? cuda_memory::stats(s.device.index).peak_with_graphs()
                                                          : host_memory::stats().peak_in_use);

@@ -22,6 +22,7 @@
 
 #include "train/config.h"
 #include "comm/process_group.h"
+#include "profile/op_profile.h"
 #include "report/profile.h"
 
 namespace tandem::train {
@@ -41,6 +42,8 @@ struct StepRunnerOptions {
   // Random full-length sequences (vocab data.vocab_max_size, 4 classes) instead
   // of the config's dataset: no data files needed, and the worst case for memory.
   bool synthetic = false;
+  // Observes the ops of every timed step (profile/op_profile.h), not the warm-up's; null: none.
+  profile::OpProfile* ops = nullptr;
 };
 
 class StepRunner {

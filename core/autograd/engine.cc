@@ -1,6 +1,7 @@
 #include "core/autograd/engine.h"
 
 #include <limits>
+#include <optional>
 #include <queue>
 #include <unordered_map>
 
@@ -8,6 +9,7 @@
 #include "core/autograd/node.h"
 #include "core/check.h"
 #include "core/copy_kernels.h"
+#include "core/op_scope.h"
 #include "core/stream.h"
 
 namespace tandem {
@@ -167,6 +169,8 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
     for (const Tensor& t : in) any = any || t.defined();
     std::vector<Tensor> out;
     if (any) {
+      std::optional<OpScope> scope;  // name() builds a string: only when someone observes
+      if (op_observer() != nullptr) scope.emplace(node->name(), /*backward=*/true);
       out = node->apply(std::move(in));
       validate_outputs(*node, out);
     }

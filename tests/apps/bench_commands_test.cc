@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "report/bench_files.h"
 #include "tests/report/xml_check.h"
 
@@ -276,6 +278,45 @@ TEST_F(BenchCommands, ZeroRoundsIsAnErrorNamingTheOption) {
   const CommandRun r = run("bench buckets --nproc 2 --config " + config_ + " --synthetic --rounds 0 --out " + dir_.string());
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.output.find("bench buckets: --rounds must be at least 1, got 0"), std::string::npos) << r.output;
+}
+
+// bench ops: the op table of one rank's step. The calls per step follow from the model's
+// structure (the reference): each encoder layer has 4 linears (QKV, output, two FFN), one
+// attention and 2 layer norms, and the classifier head is one more linear.
+TEST_F(BenchCommands, OpsCountsEachLayersOpsOncePerStepAndTheirTimeFitsInTheStep) {
+  const CommandRun r = run("bench ops --config " + config_ + " --set model.num_layers=3 --synthetic --warmup 1 " +
+                           "--steps 3 --out " + dir_.string());
+  ASSERT_EQ(r.status, 0) << r.output;
+  const nlohmann::json j = nlohmann::json::parse(read(dir_ / "ops.json"));
+  EXPECT_EQ(j.at("steps"), 3);
+  auto calls = [&](const std::string& op, const std::string& pass) {
+    for (const auto& row : j.at("ops"))
+      if (row.at("op") == op && row.at("pass") == pass) return row.at("calls_per_step").get<double>();
+    return -1.0;
+  };
+  EXPECT_EQ(calls("linear", "forward"), 3 * 4 + 1);
+  EXPECT_EQ(calls("LinearBackward", "backward"), 3 * 4 + 1);
+  EXPECT_EQ(calls("attention", "forward"), 3);
+  EXPECT_EQ(calls("AttentionBackward", "backward"), 3);
+  EXPECT_EQ(calls("layer_norm", "forward"), 3 * 2);
+  EXPECT_EQ(calls("embedding", "forward"), 1);
+  EXPECT_EQ(calls("cross_entropy", "forward"), 1);
+  // Op scopes are disjoint intervals inside each step on one thread, so their mean is at most the step's.
+  EXPECT_LE(j.at("ops_ms_per_step").get<double>(), j.at("step_ms_mean").get<double>()) << j.dump();
+  EXPECT_NE(r.output.find("LinearBackward"), std::string::npos) << r.output;
+}
+
+TEST_F(BenchCommands, OpsRefusesACudaGraphStepNamingTheKey) {
+  const CommandRun r = run("bench ops --config " + config_ + " --set cuda_graph=true --synthetic --out " + dir_.string());
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("cuda_graph"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(dir_ / "ops.json"));
+}
+
+TEST_F(BenchCommands, OpsRefusesAnUnknownPrecisionNamingIt) {
+  const CommandRun r = run("bench ops --config " + config_ + " --precision fp64 --synthetic --out " + dir_.string());
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("--precision must be fp32, bf16 or fp16, got 'fp64'"), std::string::npos) << r.output;
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 
 #include "profile/phase.h"
 #include "tests/comm/run_job.h"
+#include "tests/testing/require_gpu.h"
 
 namespace tandem::testing {
 namespace {
@@ -210,6 +211,25 @@ TEST_F(TrainProfile, OneProcessProfilesWithoutCommunication) {
     EXPECT_NE(e["name"], "comm_wait");
   }
   EXPECT_FALSE(fs::exists(run_dir() / "trace_rank0.json")) << "profile_dir, not output_dir";
+}
+
+TEST_F(TrainProfile, OnAGpuTheDevicePhasesAreTimedByEventsAndTheBatchIsCopied) {
+  // The H200 run of 2026-11-27 showed this path before the fixture pinned the CPU: device timing,
+  // a nonzero copy of each batch, and other_ms = step - the host's phase times (not the device's).
+  TANDEM_REQUIRE_GPU();
+  JobRun run = train(1, {"device=cuda", "profile_dir=" + (dir_ / "prof").string()});
+  ASSERT_EQ(run.result.exit_code, 0) << run.output();
+  const nlohmann::json profile = read_json(dir_ / "prof" / "profile_rank0.json");
+  const auto& steps = profile["steps"];
+  ASSERT_EQ(steps.size(), 3u) << profile.dump(1);
+  for (const auto& s : steps) {
+    EXPECT_EQ(s["timing"], "device") << s.dump();
+    EXPECT_GT(s["h2d_ms"].get<double>(), 0.0) << s.dump();
+    EXPECT_GT(s["forward_ms"].get<double>(), 0.0) << s.dump();
+    double host = 0;
+    for (const auto& [phase, ms] : s["host_ms"].items()) host += ms.get<double>();
+    EXPECT_NEAR(s["other_ms"].get<double>(), s["step_ms"].get<double>() - host, 1e-6) << s.dump();
+  }
 }
 
 }  // namespace
