@@ -109,11 +109,13 @@ void add_bench_ops_command(CLI::App& bench) {
   cmd->add_option("--config", a->config, "Training config (YAML)")->required();
   cmd->add_option("--set", a->overrides, "Override a config key");
   cmd->add_option("--precision", a->precision, "fp32, bf16 or fp16")->capture_default_str();
-  cmd->add_option("--warmup", a->warmup, "Untimed steps")->capture_default_str()->check(CLI::NonNegativeNumber);
-  cmd->add_option("--steps", a->steps, "Timed steps")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--warmup", a->warmup, "Untimed steps")->capture_default_str()->check(CLI::Range(0, 1000000));
+  cmd->add_option("--steps", a->steps, "Timed steps")->capture_default_str()->check(CLI::Range(1, 1000000));
   cmd->add_flag("--synthetic", a->synthetic, "Random full-length sequences instead of the config's data");
   cmd->add_option("--out", a->out, "Folder for ops.json")->capture_default_str();
-  cmd->add_option("--top", a->top, "Rows to print (all go to ops.json)")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--top", a->top, "Rows to print (all go to ops.json)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000000));
   cmd->callback([a] { run(*a); });
 }
 

@@ -313,6 +313,12 @@ TEST_F(BenchCommands, OpsRefusesACudaGraphStepNamingTheKey) {
   EXPECT_FALSE(fs::exists(dir_ / "ops.json"));
 }
 
+TEST_F(BenchCommands, OpsRefusesZeroTimedStepsNamingTheOption) {
+  const CommandRun r = run("bench ops --config " + config_ + " --steps 0 --synthetic --out " + dir_.string());
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("--steps: Value 0 not in range 1 to 1000000"), std::string::npos) << r.output;
+}
+
 TEST_F(BenchCommands, OpsRefusesAnUnknownPrecisionNamingIt) {
   const CommandRun r = run("bench ops --config " + config_ + " --precision fp64 --synthetic --out " + dir_.string());
   EXPECT_NE(r.status, 0);
