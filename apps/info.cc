@@ -28,6 +28,8 @@ void add_info_command(CLI::App& app) {
     fmt::print("cudnn: not found at build time\n");
 #endif
     fmt::print("cuda devices: {}\n", cuda::device_count());
+    if (cuda::built_with_cuda()) fmt::print("cuda: {}\n", cuda::cuda_versions());
+    for (int d = 0; d < cuda::device_count(); ++d) fmt::print("  cuda:{}: {}\n", d, cuda::device_description(d));
     // The CPU kernels' instruction set and intra-op threads, and why (TANDEM_CPU_ISA, TANDEM_NUM_THREADS).
     const CpuIsa isa = selected_cpu_isa();
     fmt::print("cpu isa: {} ({})\n", cpu_isa_name(isa),

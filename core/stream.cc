@@ -91,6 +91,22 @@ std::string device_uuid(int index) {
   return hex;
 }
 
+std::string device_description(int index) {
+  cudaDeviceProp prop{};
+  TANDEM_CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
+  return fmt::format("{}, {:.1f} GiB, compute capability {}.{}, {} multiprocessors, {} MiB L2", prop.name,
+                     static_cast<double>(prop.totalGlobalMem) / (1ull << 30), prop.major, prop.minor,
+                     prop.multiProcessorCount, prop.l2CacheSize >> 20);
+}
+
+std::string cuda_versions() {
+  int driver = 0, runtime = 0;
+  (void)cudaDriverGetVersion(&driver);
+  (void)cudaRuntimeGetVersion(&runtime);
+  const auto version = [](int v) { return fmt::format("{}.{}", v / 1000, (v % 1000) / 10); };
+  return fmt::format("driver {}, runtime {}", driver == 0 ? "none" : version(driver), version(runtime));
+}
+
 int current_device() {
   int d = 0;
   TANDEM_CUDA_CHECK(cudaGetDevice(&d));
@@ -194,6 +210,8 @@ void set_device(int) { no_cuda("set_device"); }
 DeviceGuard::DeviceGuard(int device) : previous_(-1), device_(device) { no_cuda("DeviceGuard"); }
 DeviceGuard::~DeviceGuard() = default;
 std::string device_uuid(int) { no_cuda("device_uuid"); }
+std::string device_description(int) { no_cuda("device_description"); }
+std::string cuda_versions() { no_cuda("cuda_versions"); }
 int current_device() { no_cuda("current_device"); }
 void device_synchronize() { no_cuda("device_synchronize"); }
 Stream Stream::create(int, bool) { no_cuda("Stream::create"); }

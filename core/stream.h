@@ -24,6 +24,10 @@ bool available();  // device_count() > 0
 // The device's UUID as hex ("GPU-" + 32 digits, as nvidia-smi -L prints it): the
 // same physical GPU under every CUDA_VISIBLE_DEVICES numbering.
 std::string device_uuid(int index);
+// One line for people: "NVIDIA H200, 140.4 GiB, compute capability 9.0, 132 multiprocessors, 60 MiB L2".
+std::string device_description(int index);
+// "driver 13.0, runtime 13.0": CUDA's versions ("driver none" where no NVIDIA driver is loaded).
+std::string cuda_versions();
 // Makes `index` this thread's device (and remembers that this thread chose one).
 void set_device(int index);
 int current_device();

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <regex>
 #include <thread>
 
 #include "core/check.h"
@@ -41,6 +42,15 @@ TEST(DeviceStart, ADriverOlderThanTheRuntimeIsAnErrorNamingBothVersions) {
 TEST(DeviceStart, ABrokenOrBusyDeviceIsAnError) {
   const std::string m = cuda::device_start_error(46, "cudaErrorDevicesUnavailable", "busy", 13000, 13000);
   EXPECT_NE(m.find("cudaErrorDevicesUnavailable (busy)"), std::string::npos) << m;
+}
+
+TEST(DeviceInfo, EachDeviceIsDescribedByNameMemoryComputeCapabilityAndMultiprocessors) {
+  TANDEM_REQUIRE_GPU();
+  const std::regex line(R"(.+, [0-9]+\.[0-9] GiB, compute capability [0-9]+\.[0-9]+, [0-9]+ multiprocessors, [0-9]+ MiB L2)");
+  for (int d = 0; d < cuda::device_count(); ++d)
+    EXPECT_TRUE(std::regex_match(cuda::device_description(d), line)) << cuda::device_description(d);
+  EXPECT_TRUE(std::regex_match(cuda::cuda_versions(), std::regex(R"(driver [0-9]+\.[0-9]+, runtime [0-9]+\.[0-9]+)")))
+      << cuda::cuda_versions();
 }
 
 TEST(Streams, GuardMakesAStreamCurrentForItsScope) {
