@@ -2,7 +2,10 @@
 //
 //   attention_bench [--device cpu|cuda] [--dtype f32|bf16|f16] [--dropout P] [--min-seconds T]
 //                   [--backend tandem|cudnn] [--forward tiled|pipelined] [--backward split|fused]
+//                   [--shape B,S,H,Dh]
 //
+// --shape times that one shape instead of the list (for a profiler, which
+// should see one shape's kernels).
 // --forward picks Tandem's CUDA forward kernel for bf16/f16 (the table's
 // fwd_kernel column): tiled (the default, as TANDEM_ATTENTION_FORWARD) or
 // pipelined (cp.async double buffering and ldmatrix,
@@ -27,6 +30,7 @@
 #include <chrono>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,7 +59,29 @@ struct Options {
   bool cudnn = false;  // --backend cudnn
   bool fused = false;  // --backward fused
   bool pipelined = false;  // --forward pipelined
+  std::optional<AttentionShape> shape;  // --shape: this one instead of the list
 };
+
+// "B,S,H,Dh", each a positive integer.
+AttentionShape parse_shape(const std::string& v) {
+  int64_t f[4] = {0, 0, 0, 0};
+  size_t pos = 0;
+  for (int k = 0; k < 4; ++k) {
+    const size_t end = k < 3 ? v.find(',', pos) : v.size();
+    const std::string part = end == std::string::npos ? std::string() : v.substr(pos, end - pos);
+    size_t used = 0;
+    try {
+      f[k] = std::stoll(part, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    TANDEM_CHECK(!part.empty() && used == part.size() && f[k] > 0 && f[k] <= (int64_t{1} << 20) &&
+                     (k < 3 || end == v.size()),
+                 "attention_bench: --shape must be B,S,H,Dh (four positive integers), got '{}'", v);
+    pos = end + 1;
+  }
+  return AttentionShape{f[0], f[1], f[2], f[3]};
+}
 
 Options parse(int argc, char** argv) {
   Options o;
@@ -73,13 +99,15 @@ Options parse(int argc, char** argv) {
     } else if (a == "--backward") {
       TANDEM_CHECK(v == "split" || v == "fused", "attention_bench: --backward must be split or fused, got '{}'", v);
       o.fused = v == "fused";
+    } else if (a == "--shape") {
+      o.shape = parse_shape(v);
     } else if (a == "--forward") {
       TANDEM_CHECK(v == "tiled" || v == "pipelined", "attention_bench: --forward must be tiled or pipelined, got '{}'",
                    v);
       o.pipelined = v == "pipelined";
     } else {
       TANDEM_FAIL("attention_bench: unknown option {} (--device, --dtype, --dropout, --min-seconds, --backend, "
-                  "--forward, --backward)",
+                  "--forward, --backward, --shape)",
                   a);
     }
   }
@@ -195,6 +223,7 @@ int main(int argc, char** argv) {
     std::vector<AttentionShape> sizes = {{32, 128, 12, 64}, {16, 256, 12, 64}, {8, 512, 12, 64},
                                          {8, 512, 16, 32},  {8, 512, 6, 128}};
     if (o.device.is_cuda()) sizes.push_back({64, 512, 12, 64});
+    if (o.shape) sizes = {*o.shape};
     fmt::print("{:>6} {:>7} {:>10} {:>8} {:>5} {:>6} {:>5} {:>6} {:>7} {:>8} {:>11} {:>10} {:>11} {:>10}\n", "device",
                "backend", "fwd_kernel", "backward", "dtype", "batch",
                "seq", "heads", "head_dim", "dropout", "fwd_ms", "fwd_TFLOPs", "bwd_ms", "bwd_TFLOPs");

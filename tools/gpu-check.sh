@@ -20,6 +20,8 @@
 #   kprofile  GPU time by kernel in eager steps of ag_news_optimized and
 #             imdb (ncu, tools/kernel_profile.py; KPROFILE_CONFIGS), and
 #             by op (tandem bench ops)                                   ~2-4 min
+#   kdetail   ncu's speed-of-light, occupancy and memory sections for the
+#             attention kernels, default and opt-in, at one bf16 shape   ~1-3 min
 #
 # Each phase writes $OUT/<phase>.txt whose first lines are its summary
 # (passed / failed / skipped with reasons, sanitizer errors, the table), with
@@ -298,6 +300,36 @@ phase_kprofile() {
   return $rc
 }
 
+# Why attention is slow (issue #15: 2.7-3.7x cuDNN's time on the first run): Nsight Compute's speed of
+# light, occupancy, launch and memory sections for the attention kernels of one bf16 shape
+# (8 x 512 x 12 x 64), the default kernels and the opt-in ones: the forward kernel of the second
+# call (after the warm-up call) and the three backward kernels of the second backward call
+# (rowdot, dK/dV, dQ; or rowdot, the fused kernel and the dQ reduction).
+phase_kdetail() {
+  local log="$res/kdetail.log" rc=0 lines=()
+  : >"$log"
+  build_targets "$log" attention_bench || { summary kdetail "build failed: see kdetail.log"; return 1; }
+  command -v ncu >/dev/null || { summary kdetail "ncu is not on the PATH"; return 1; }
+  local variant pass
+  for variant in "tiled split" "pipelined fused"; do
+    for pass in "forward regex:forward 1 1" "backward regex:rowdot|dkdv|dq_kernel|dq_reduce|fused_backward 3 3"; do
+      set -- $variant $pass
+      local name="kdetail_$1_$2_$3"
+      timeout 100 ncu --clock-control none --section SpeedOfLight --section Occupancy --section LaunchStats \
+        --section MemoryWorkloadAnalysis --kernel-name "$4" --launch-skip "$5" --launch-count "$6" \
+        "$build/bench/attention_bench" --device cuda --dtype bf16 --shape 8,512,12,64 --min-seconds 0.01 \
+        --forward "$1" --backward "$2" >"$res/$name.txt" 2>&1
+      local r=$?
+      cat "$res/$name.txt" >>"$log"
+      lines+=("== attention bf16 8x512x12x64, forward $1, backward $2: the $3 kernels (ncu exit $r)"
+        "$(grep -E '^  [A-Za-z_].*\(|Duration|Memory Throughput|DRAM Throughput|Compute \(SM\) Throughput|Registers Per Thread|Dynamic Shared Memory Per Block|Achieved Occupancy|Theoretical Occupancy|Block Limit' "$res/$name.txt")")
+      [ $r -eq 0 ] || rc=1
+    done
+  done
+  summary kdetail "${lines[@]}"
+  return $rc
+}
+
 # The PyTorch halves of the kernel, attention and optimizer benchmarks, on the same GPU, each
 # under a timeout: the peer numbers for the bench phase's tables.
 phase_peers() {
@@ -319,7 +351,7 @@ phase_peers() {
 
 for p in "${phases[@]}"; do
   if ! declare -F "phase_$p" >/dev/null; then
-    echo "gpu-check: unknown phase '$p' (probe build test sanitize bench compare peers kprofile)" >&2
+    echo "gpu-check: unknown phase '$p' (probe build test sanitize bench compare peers kprofile kdetail)" >&2
     exit 2
   fi
 done
