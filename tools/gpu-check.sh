@@ -115,6 +115,18 @@ ctest_summary() {
   grep -E "\(Skipped\)" "$1" | sed 's/^/skipped: /' | head -30
 }
 
+# capture NAME LIMIT CMD...: runs CMD under LIMIT seconds with its output in $res/NAME.txt, adds that
+# to the calling phase's $log under a header, and counts a failure in its rc. Returns CMD's status.
+capture() {
+  local name=$1 limit=$2 r
+  shift 2
+  timeout "$limit" "$@" >"$res/$name.txt" 2>&1
+  r=$?
+  { echo "== $name: $*"; cat "$res/$name.txt"; } >>"$log"
+  [ $r -eq 0 ] || rc=1
+  return $r
+}
+
 phase_probe() {
   tools/gpu-probe.sh >"$res/probe.log" 2>&1
   summary probe "$(cat "$res/probe.log")"
@@ -174,63 +186,46 @@ phase_sanitize() {
 }
 
 phase_bench() {
-  local log="$res/bench.log" rc=0 lines=()
+  local log="$res/bench.log" rc=0 lines=() r b spec graph
   : >"$log"
   build_targets "$log" optim_bench kernels_bench attention_bench classifier_bench tandem ||
     { summary bench "build failed: see bench.log"; return 1; }
   for b in kernels_bench optim_bench attention_bench classifier_bench; do
-    echo "== $b --device cuda" >>"$log"
-    timeout 120 "$build/bench/$b" --device cuda >"$res/bench_$b.txt" 2>&1
-    local r=$?
-    cat "$res/bench_$b.txt" >>"$log"
+    capture "bench_$b" 120 "$build/bench/$b" --device cuda
+    r=$?
     lines+=("== $b (exit $r$([ $r -eq 124 ] && echo ', timed out at 120 s'))" "$(grep -E '^\|' "$res/bench_$b.txt" | head -40)")
-    [ $r -eq 0 ] || rc=1
   done
   # Attention, bf16: the default kernels, the two opt-in paths together (the
   # pipelined forward, TANDEM_ATTENTION_FORWARD=pipelined, and the fused
   # backward, TANDEM_ATTENTION_BACKWARD=fused; the table names each column's
   # kernel), and the peer on the same machine, cuDNN's fused attention (when
   # built); then f32 with the split and the fused backward.
-  if [ -x "$build/bench/attention_bench" ]; then
-    echo "== attention_bench: bf16 tiled/split, pipelined/fused, cudnn; f32 split, fused" >>"$log"
-    ab() { local name=$1; shift; timeout 120 "$build/bench/attention_bench" --device cuda "$@" >"$res/bench_attention_$name.txt" 2>&1 || rc=1; }
-    ab bf16 --dtype bf16
-    ab bf16_pipelined_fused --dtype bf16 --forward pipelined --backward fused
-    ab cudnn --dtype bf16 --backend cudnn
-    ab f32 --dtype f32
-    ab f32_fused --dtype f32 --backward fused
-    local files=("$res"/bench_attention_{bf16,bf16_pipelined_fused,cudnn,f32,f32_fused}.txt)
-    cat "${files[@]}" >>"$log"
-    lines+=("== attention: Tandem's default and opt-in kernels vs cuDNN (bf16), split vs fused backward (f32)" "$(cat "${files[@]}")")
-  fi
-  # linear again with cuBLASLt's bias / bias-gradient epilogues (off by default until verified)
-  echo "== kernels_bench --device cuda, TANDEM_CUBLASLT_EPILOGUES=1" >>"$log"
-  TANDEM_CUBLASLT_EPILOGUES=1 timeout 120 "$build/bench/kernels_bench" --device cuda >"$res/bench_kernels_lt.txt" 2>&1 || rc=1
-  cat "$res/bench_kernels_lt.txt" >>"$log"
+  lines+=("== attention: Tandem's default and opt-in kernels vs cuDNN (bf16), split vs fused backward (f32)")
+  for spec in "bf16:--dtype bf16" "bf16_pipelined_fused:--dtype bf16 --forward pipelined --backward fused" \
+    "cudnn:--dtype bf16 --backend cudnn" "f32:--dtype f32" "f32_fused:--dtype f32 --backward fused"; do
+    # shellcheck disable=SC2086  # the options after the colon are words
+    capture "bench_attention_${spec%%:*}" 120 "$build/bench/attention_bench" --device cuda ${spec#*:}
+    lines+=("$(cat "$res/bench_attention_${spec%%:*}.txt")")
+  done
+  # linear again with cuBLASLt's bias / bias-gradient epilogues (opt-in, TANDEM_CUBLASLT_EPILOGUES)
+  capture bench_kernels_lt 120 env TANDEM_CUBLASLT_EPILOGUES=1 "$build/bench/kernels_bench" --device cuda
   lines+=("== kernels_bench, cuBLASLt epilogues" "$(grep -E '^\| *cuda *\| *linear' "$res/bench_kernels_lt.txt")")
-  echo "== tandem bench allreduce (nccl, 1 rank)" >>"$log"
-  timeout 60 "$build/apps/tandem" bench allreduce --backend nccl >>"$log" 2>&1 || rc=1
+  capture bench_allreduce_nccl 60 "$build/apps/tandem" bench allreduce --backend nccl
   # One CUDA graph per step (cuda_graph) against eager steps, same config and data.
   for graph in false true; do
-    echo "== tandem bench step cuda_graph=$graph (fp32, bf16; 1 rank)" >>"$log"
-    timeout 120 "$build/apps/tandem" bench step --config configs/fortunes_demo.yaml --synthetic --precisions fp32,bf16 \
-      --warmup 5 --steps 30 --set device=cuda --set cuda_graph=$graph --out "$res/bench_step_graph_$graph" \
-      >"$res/bench_step_graph_$graph.txt" 2>&1
-    local r=$?
-    cat "$res/bench_step_graph_$graph.txt" >>"$log"
+    capture "bench_step_graph_$graph" 120 "$build/apps/tandem" bench step --config configs/fortunes_demo.yaml \
+      --synthetic --precisions fp32,bf16 --warmup 5 --steps 30 --set device=cuda --set cuda_graph=$graph \
+      --out "$res/bench_step_graph_$graph"
+    r=$?
     lines+=("== bench step cuda_graph=$graph (exit $r)" "$(grep -E '^# precision|^ +(fp32|bf16) ' "$res/bench_step_graph_$graph.txt")")
-    [ $r -eq 0 ] || rc=1
   done
   # Two ranks sharing the GPU (NCCL refuses two ranks on one device; the ring stages through pinned host memory).
-  echo "== tandem bench step: 2 ranks on one GPU over the ring (fp32)" >>"$log"
-  timeout 120 "$build/apps/tandem" bench step --config configs/fortunes_demo.yaml --synthetic --nproc 2 --precisions fp32 \
-    --warmup 3 --steps 20 --set device=cuda --set ddp_backend=ring --out "$res/bench_step_two_ranks_ring" \
-    >"$res/bench_step_two_ranks_ring.txt" 2>&1
-  local r2=$?
-  cat "$res/bench_step_two_ranks_ring.txt" >>"$log"
-  lines+=("== bench step, 2 ranks on one GPU over the ring (exit $r2)" \
+  capture bench_step_two_ranks_ring 120 "$build/apps/tandem" bench step --config configs/fortunes_demo.yaml \
+    --synthetic --nproc 2 --precisions fp32 --warmup 3 --steps 20 --set device=cuda --set ddp_backend=ring \
+    --out "$res/bench_step_two_ranks_ring"
+  r=$?
+  lines+=("== bench step, 2 ranks on one GPU over the ring (exit $r)" \
     "$(grep -E '^# precision|^ +fp32 ' "$res/bench_step_two_ranks_ring.txt")")
-  [ $r2 -eq 0 ] || rc=1
   summary bench "${lines[@]}"
   return $rc
 }
@@ -239,7 +234,7 @@ phase_bench() {
 # CUDA graph per step (static_graph off: a graph step refuses it) against PyTorch eager and
 # torch.compile; then Tandem's eager steps on the same configs, so the graph's share is visible.
 phase_compare() {
-  local log="$res/compare.log" args=() r
+  local log="$res/compare.log" args=() rc=0
   : >"$log"
   build_targets "$log" tandem || { summary compare "build failed: see compare.log"; return 1; }
   for c in ${COMPARE_CONFIGS:-ag_news_small ag_news_optimized}; do
@@ -247,8 +242,7 @@ phase_compare() {
   done
   local sets=(--set bf16=true --set device=cuda)
   python3 bench/pytorch/compare.py "${args[@]}" "${sets[@]}" --set cuda_graph=true --set ddp_static_graph=false \
-    --nproc 1 --tandem "$build/apps/tandem" --out "$res/compare" >>"$log" 2>&1
-  r=$?
+    --nproc 1 --tandem "$build/apps/tandem" --out "$res/compare" >>"$log" 2>&1 || rc=1
   # Eager steps with the default kernels, then with the opt-in ones that passed their GPU parity
   # tests on 2026-11-27 and were faster alone (the pipelined attention forward, cuBLASLt's bias
   # epilogues): whether they pay in a whole step decides their defaults.
@@ -257,44 +251,39 @@ phase_compare() {
     for variant in default opt_in; do
       local envs=()
       [ $variant = opt_in ] && envs=(TANDEM_ATTENTION_FORWARD=pipelined TANDEM_CUBLASLT_EPILOGUES=1)
-      local name="compare_eager_${c}_$variant"
-      echo "== tandem bench step $c, eager steps, $variant kernels ${envs[*]}" >>"$log"
-      env "${envs[@]}" timeout 120 "$build/apps/tandem" bench step --config "configs/$c.yaml" --synthetic \
-        --precisions bf16 --warmup 5 --steps 30 --rounds 2 --set device=cuda --out "$res/$name" >"$res/$name.txt" 2>&1 || r=1
-      cat "$res/$name.txt" >>"$log"
-      eager+=("$c, $variant kernels: $(grep -E '^ +bf16' "$res/$name.txt")")
+      capture "compare_eager_${c}_$variant" 120 env "${envs[@]}" "$build/apps/tandem" bench step \
+        --config "configs/$c.yaml" --synthetic --precisions bf16 --warmup 5 --steps 30 --rounds 2 --set device=cuda \
+        --out "$res/compare_eager_${c}_$variant"
+      eager+=("$c, $variant kernels: $(grep -E '^ +bf16' "$res/compare_eager_${c}_$variant.txt")")
     done
   done
-  summary compare "exit $r (Tandem with cuda_graph: true)" "$(cat "$res/compare/compare.md" 2>/dev/null || tail -20 "$log")" \
+  summary compare "status $rc (compare.py with Tandem's cuda_graph: true, then Tandem's eager steps)" "$(cat "$res/compare/compare.md" 2>/dev/null || tail -20 "$log")" \
     "" "Tandem's eager steps (samples/s, step ms, p10-p90, forward, backward, optimizer ms, peak MiB);" \
     "opt_in = TANDEM_ATTENTION_FORWARD=pipelined TANDEM_CUBLASLT_EPILOGUES=1:" "${eager[@]}"
-  return $r
+  return $rc
 }
 
 # Where the GPU time of a training step goes, kernel by kernel: Nsight Compute times every kernel
 # of a short eager run (serialised, one metric, clocks left alone) and tools/kernel_profile.py sums
 # them by kernel name. The configs of issue #15's unmet goals by default (KPROFILE_CONFIGS).
 phase_kprofile() {
-  local log="$res/kprofile.log" rc=0 lines=()
+  local log="$res/kprofile.log" rc=0 lines=() r c
   : >"$log"
   build_targets "$log" tandem || { summary kprofile "build failed: see kprofile.log"; return 1; }
   command -v ncu >/dev/null || { summary kprofile "ncu is not on the PATH"; return 1; }
   for c in ${KPROFILE_CONFIGS:-ag_news_optimized imdb}; do
-    echo "== ncu: tandem bench step $c" >>"$log"
-    timeout 200 ncu --clock-control none --target-processes all --metrics gpu__time_duration.sum --csv \
-      --log-file "$res/kprofile_$c.csv" "$build/apps/tandem" bench step --config "configs/$c.yaml" --synthetic \
-      --precisions bf16 --warmup 1 --steps 2 --rounds 1 --set device=cuda --out "$res/kprofile_step_$c" >>"$log" 2>&1
-    local r=$?
-    python3 tools/kernel_profile.py "$res/kprofile_$c.csv" --top 25 --json "$res/kprofile_$c.json" \
-      >"$res/kprofile_$c.txt" 2>&1 || r=1
+    capture "kprofile_run_$c" 200 ncu --clock-control none --target-processes all --metrics gpu__time_duration.sum \
+      --csv --log-file "$res/kprofile_$c.csv" "$build/apps/tandem" bench step --config "configs/$c.yaml" \
+      --synthetic --precisions bf16 --warmup 1 --steps 2 --rounds 1 --set device=cuda --out "$res/kprofile_step_$c"
+    r=$?
+    capture "kprofile_$c" 60 python3 tools/kernel_profile.py "$res/kprofile_$c.csv" --top 25 \
+      --json "$res/kprofile_$c.json" || r=1
     lines+=("== $c, bf16, 3 eager steps and set-up: GPU time by kernel (ncu exit $r)" "$(cat "$res/kprofile_$c.txt")")
-    [ $r -eq 0 ] || rc=1
     # Tandem's own op table (CUDA events per op), without ncu: the same steps by op instead of by kernel.
-    timeout 120 "$build/apps/tandem" bench ops --config "configs/$c.yaml" --synthetic --precision bf16 --warmup 3 \
-      --steps 10 --set device=cuda --out "$res/ops_$c" >"$res/ops_$c.txt" 2>&1
+    capture "ops_$c" 120 "$build/apps/tandem" bench ops --config "configs/$c.yaml" --synthetic --precision bf16 \
+      --warmup 3 --steps 10 --set device=cuda --out "$res/ops_$c"
     r=$?
     lines+=("== $c, bf16: tandem bench ops (exit $r)" "$(cat "$res/ops_$c.txt")")
-    [ $r -eq 0 ] || rc=1
   done
   summary kprofile "${lines[@]}"
   return $rc
@@ -306,24 +295,21 @@ phase_kprofile() {
 # call (after the warm-up call) and the three backward kernels of the second backward call
 # (rowdot, dK/dV, dQ; or rowdot, the fused kernel and the dQ reduction).
 phase_kdetail() {
-  local log="$res/kdetail.log" rc=0 lines=()
+  local log="$res/kdetail.log" rc=0 lines=() r variant pass
   : >"$log"
   build_targets "$log" attention_bench || { summary kdetail "build failed: see kdetail.log"; return 1; }
   command -v ncu >/dev/null || { summary kdetail "ncu is not on the PATH"; return 1; }
-  local variant pass
   for variant in "tiled split" "pipelined fused"; do
     for pass in "forward regex:forward 1 1" "backward regex:rowdot|dkdv|dq_kernel|dq_reduce|fused_backward 3 3"; do
+      # shellcheck disable=SC2086  # both hold words
       set -- $variant $pass
-      local name="kdetail_$1_$2_$3"
-      timeout 100 ncu --clock-control none --section SpeedOfLight --section Occupancy --section LaunchStats \
-        --section MemoryWorkloadAnalysis --kernel-name "$4" --launch-skip "$5" --launch-count "$6" \
-        "$build/bench/attention_bench" --device cuda --dtype bf16 --shape 8,512,12,64 --min-seconds 0.01 \
-        --forward "$1" --backward "$2" >"$res/$name.txt" 2>&1
-      local r=$?
-      cat "$res/$name.txt" >>"$log"
+      capture "kdetail_$1_$2_$3" 100 ncu --clock-control none --section SpeedOfLight --section Occupancy \
+        --section LaunchStats --section MemoryWorkloadAnalysis --kernel-name "$4" --launch-skip "$5" \
+        --launch-count "$6" "$build/bench/attention_bench" --device cuda --dtype bf16 --shape 8,512,12,64 \
+        --min-seconds 0.01 --forward "$1" --backward "$2"
+      r=$?
       lines+=("== attention bf16 8x512x12x64, forward $1, backward $2: the $3 kernels (ncu exit $r)"
-        "$(grep -E '^  [A-Za-z_].*\(|Duration|Memory Throughput|DRAM Throughput|Compute \(SM\) Throughput|Registers Per Thread|Dynamic Shared Memory Per Block|Achieved Occupancy|Theoretical Occupancy|Block Limit' "$res/$name.txt")")
-      [ $r -eq 0 ] || rc=1
+        "$(grep -E '^  [A-Za-z_].*\(|Duration|Memory Throughput|DRAM Throughput|Compute \(SM\) Throughput|Registers Per Thread|Dynamic Shared Memory Per Block|Achieved Occupancy|Theoretical Occupancy|Block Limit' "$res/kdetail_$1_$2_$3.txt")")
     done
   done
   summary kdetail "${lines[@]}"
@@ -333,17 +319,13 @@ phase_kdetail() {
 # The PyTorch halves of the kernel, attention and optimizer benchmarks, on the same GPU, each
 # under a timeout: the peer numbers for the bench phase's tables.
 phase_peers() {
-  local log="$res/peers.log" rc=0 lines=()
+  local log="$res/peers.log" rc=0 lines=() r b
   : >"$log"
   for b in "attention_bench.py --device cuda --dtype bf16" "ops_bench.py --device cuda" "optim_bench.py --device cuda"; do
-    local name=${b%%.py*}
-    echo "== bench/pytorch/$b" >>"$log"
     # shellcheck disable=SC2086  # $b holds the script and its arguments
-    timeout 150 python3 bench/pytorch/$b >"$res/peers_$name.txt" 2>&1
-    local r=$?
-    cat "$res/peers_$name.txt" >>"$log"
-    lines+=("== PyTorch $name (exit $r)" "$(grep -vE '^(Warning|/)' "$res/peers_$name.txt" | head -40)")
-    [ $r -eq 0 ] || rc=1
+    capture "peers_${b%%.py*}" 150 python3 bench/pytorch/$b
+    r=$?
+    lines+=("== PyTorch ${b%%.py*} (exit $r)" "$(grep -vE '^(Warning|/)' "$res/peers_${b%%.py*}.txt" | head -40)")
   done
   summary peers "${lines[@]}"
   return $rc
@@ -358,7 +340,7 @@ done
 for p in "${phases[@]}"; do
   echo "==== phase $p (limit ${limit} s)"
   # Each phase in its own shell under a time limit, so one that hangs cannot eat the next one's time.
-  export -f summary configure build_targets gpu_test_regex ctest_summary "phase_$p"
+  export -f summary configure build_targets gpu_test_regex ctest_summary capture "phase_$p"
   export res build arch jobs
   timeout "$limit" bash -c "phase_$p"
   r=$?
