@@ -45,7 +45,7 @@ void run(const Args& a) {
                "bench ops: cuda_graph: true replays one CUDA graph per step, whose ops cannot be timed one by one; "
                "run with --set cuda_graph=false");
 
-  const Device device = train::select_device(config, 0);
+  const Device device = train::pick_device(config, 0);  // the runner makes it this thread's
   profile::OpProfileOptions po;
   if (device.is_cuda()) po.device_timer = std::make_shared<profile::DeviceTimer>(device.index);
   profile::OpProfile ops(po);

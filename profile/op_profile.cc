@@ -15,29 +15,31 @@ OpProfile::OpProfile(OpProfileOptions options) : options_(std::move(options)) {
 
 void OpProfile::begin(std::string_view name, bool backward) {
   TANDEM_CHECK(!open_, "op profile: '{}' began inside another op's scope", name);
-  auto it = totals_.try_emplace(Key{std::string(name), backward}).first;
-  Pending p{&it->first, 0.0, nullptr, nullptr};
+  Pending p;
+  p.entry = &*totals_.try_emplace(Key{std::string(name), backward}).first;
   if (options_.device_timer) p.begin = options_.device_timer->mark();
+  else open_since_ = options_.now();
   pending_.push_back(std::move(p));
   open_ = true;
-  open_since_ = options_.now();
 }
 
 void OpProfile::end() noexcept {
   if (!open_) return;
   open_ = false;
   Pending& p = pending_.back();
-  p.host_ms = milliseconds_between(open_since_, options_.now());
-  if (!options_.device_timer) return;
+  if (!options_.device_timer) {
+    p.host_ms = milliseconds_between(open_since_, options_.now());
+    return;
+  }
   try {
     p.end = options_.device_timer->mark();
   } catch (const std::exception& e) {
-    if (failure_.empty()) failure_ = fmt::format("recording the end of '{}' failed: {}", p.key->first, e.what());
+    if (failure_.empty()) failure_ = fmt::format("recording the end of '{}' failed: {}", p.entry->first.first, e.what());
   }
 }
 
 void OpProfile::end_step() {
-  TANDEM_CHECK(!open_, "op profile: the step ended inside '{}'", pending_.back().key->first);
+  TANDEM_CHECK(!open_, "op profile: the step ended inside '{}'", pending_.back().entry->first.first);
   if (!failure_.empty()) {
     const std::string f = failure_;
     failure_.clear();
@@ -49,12 +51,11 @@ void OpProfile::end_step() {
     if (options_.device_timer) {
       const std::optional<double> d = DeviceTimer::elapsed_ms(p.begin, p.end);
       TANDEM_CHECK(d.has_value(), "op profile: the events of '{}' have not completed (synchronise before end_step)",
-                   p.key->first);
+                   p.entry->first.first);
       ms = *d;
     }
-    Total& t = totals_[*p.key];
-    ++t.calls;
-    t.ms += ms;
+    ++p.entry->second.calls;
+    p.entry->second.ms += ms;
   }
   pending_.clear();
   ++steps_;
@@ -72,9 +73,10 @@ std::vector<OpRow> OpProfile::rows() const {
 }
 
 double OpProfile::ms_per_step() const {
+  if (steps_ == 0) return 0;
   double ms = 0;
-  for (const OpRow& r : rows()) ms += r.ms_per_step;
-  return ms;
+  for (const auto& [key, t] : totals_) ms += t.ms;
+  return ms / steps_;
 }
 
 }  // namespace tandem::profile

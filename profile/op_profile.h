@@ -58,14 +58,15 @@ class OpProfile final : public OpObserver {
 
  private:
   using Key = std::pair<std::string, bool>;
-  struct Pending {
-    const Key* key;
-    double host_ms;
-    DeviceTimer::Mark begin, end;
-  };
   struct Total {
     int64_t calls = 0;
     double ms = 0;
+  };
+  using Entry = std::map<Key, Total>::value_type;
+  struct Pending {
+    Entry* entry = nullptr;        // the op's totals (map nodes stay put)
+    double host_ms = 0;            // host timing
+    DeviceTimer::Mark begin, end;  // device timing
   };
   OpProfileOptions options_;
   std::map<Key, Total> totals_;
