@@ -205,10 +205,18 @@ void run(const Options& o, const AttentionShape& s) {
   const double fwd_flops = 4.0 * double(s.batch * s.heads) * double(s.seq) * double(s.seq) * double(s.head_dim);
   const char* fwd_kernel = o.device.is_cpu() ? "cpu" : o.cudnn ? "cudnn" : o.pipelined ? "pipelined" : "tiled";
   const char* backward_path = o.device.is_cpu() ? "cpu" : o.cudnn ? "cudnn" : o.fused ? "fused" : "split";
-  fmt::print("{:>6} {:>7} {:>10} {:>8} {:>5} {:>6} {:>5} {:>6} {:>7} {:>8} {:>11.3f} {:>10.3f} {:>11.3f} {:>10.3f}\n",
-             o.device.str(), o.cudnn ? "cudnn" : "tandem", fwd_kernel, backward_path, dtype_name(o.dtype), s.batch,
-             s.seq, s.heads, s.head_dim, o.dropout, 1e3 * fwd, fwd_flops / fwd / 1e12, 1e3 * bwd,
-             2.5 * fwd_flops / bwd / 1e12);
+  // Blocks of Tandem's forward kernel resident per multiprocessor ("-" where it is not ours).
+  std::string fwd_blocks = "-";
+#if TANDEM_WITH_CUDA
+  if (o.device.is_cuda() && !o.cudnn)
+    fwd_blocks = std::to_string(attention_forward_blocks_per_sm(
+        s.head_dim, o.dtype, o.pipelined ? AttentionForwardKernel::Pipelined : AttentionForwardKernel::Tiled));
+#endif
+  fmt::print(
+      "{:>6} {:>7} {:>10} {:>8} {:>5} {:>6} {:>5} {:>6} {:>7} {:>8} {:>11.3f} {:>10.3f} {:>10} {:>11.3f} {:>10.3f}\n",
+      o.device.str(), o.cudnn ? "cudnn" : "tandem", fwd_kernel, backward_path, dtype_name(o.dtype), s.batch, s.seq,
+      s.heads, s.head_dim, o.dropout, 1e3 * fwd, fwd_flops / fwd / 1e12, fwd_blocks, 1e3 * bwd,
+      2.5 * fwd_flops / bwd / 1e12);
 }
 
 }  // namespace
@@ -224,9 +232,9 @@ int main(int argc, char** argv) {
                                          {8, 512, 16, 32},  {8, 512, 6, 128}};
     if (o.device.is_cuda()) sizes.push_back({64, 512, 12, 64});
     if (o.shape) sizes = {*o.shape};
-    fmt::print("{:>6} {:>7} {:>10} {:>8} {:>5} {:>6} {:>5} {:>6} {:>7} {:>8} {:>11} {:>10} {:>11} {:>10}\n", "device",
-               "backend", "fwd_kernel", "backward", "dtype", "batch",
-               "seq", "heads", "head_dim", "dropout", "fwd_ms", "fwd_TFLOPs", "bwd_ms", "bwd_TFLOPs");
+    fmt::print("{:>6} {:>7} {:>10} {:>8} {:>5} {:>6} {:>5} {:>6} {:>7} {:>8} {:>11} {:>10} {:>10} {:>11} {:>10}\n",
+               "device", "backend", "fwd_kernel", "backward", "dtype", "batch", "seq", "heads", "head_dim", "dropout",
+               "fwd_ms", "fwd_TFLOPs", "fwd_blk/SM", "bwd_ms", "bwd_TFLOPs");
     for (const AttentionShape& s : sizes) run(o, s);
   } catch (const std::exception& e) {
     fmt::print(stderr, "attention_bench: {}\n", e.what());

@@ -78,8 +78,8 @@
 //   forward     32   235        171                   27,712     15,424
 //   forward     64   249        188                   52,288     27,712
 //   forward    128   222        209                  101,440     52,288
-//   pipelined   32   -          178                        -      25,728
-//   pipelined   64   -          172                        -      46,208
+//   pipelined   32   -          127 (4 blocks/SM)          -      25,728
+//   pipelined   64   -          126 (4 blocks/SM)          -      46,208
 //   pipelined  128   -          204                        -      87,168
 //   dkdv        32   254        223                   37,376     20,992
 //   dkdv        64   255        255                   70,144     37,376
@@ -89,8 +89,9 @@
 //   dq         128   254        239                  135,232     69,696
 //   rowdot       -   32         26-31                      0          0
 //
-// So two blocks (8 warps) per SM at most, one for f32 at DP = 128 (the pipelined
-// forward's 87 KB at DP = 128 still allow two). The device
+// So two blocks (8 warps) per SM at most, one for f32 at DP = 128, except the pipelined
+// forward, compiled for four at DP <= 64 (kPipelinedBlocksPerSm: 172-178 registers before,
+// two blocks); its 87 KB at DP = 128 still allow two. The device
 // code lives in attention_kernels.cuh and attention_forward_pipelined.cuh
 // (shared with the CPU warp emulator that tests it); this file adds the
 // tensor-core, cp.async and ldmatrix instructions and the launches.
@@ -179,6 +180,32 @@ dim3 dims(Grid g) { return dim3(g.x, g.y); }
 
 }  // namespace
 
+namespace {
+
+// Calls f(kernel, shared-memory bytes) with the forward kernel `which` picks for T and DP, after
+// setting the attributes it launches with (so a launch and an occupancy query see the same).
+template <class T, int DP, class F>
+void with_forward_kernel(AttentionForwardKernel which, F&& f) {
+  if constexpr (sizeof(T) == 2) {
+    if (which == AttentionForwardKernel::Pipelined) {
+      // Its blocks per SM (kPipelinedBlocksPerSm) need most of the SM's 228 KB as shared
+      // memory; the carveout is the driver's choice unless asked (it costs L1, which
+      // cp.async.cg bypasses anyway).
+      auto kernel = forward_pipelined_kernel<T, DP>;
+      TANDEM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                             cudaSharedmemCarveoutMaxShared));
+      allow_shared_memory(kernel, forward_pipelined_smem_bytes<T, DP>());
+      f(kernel, forward_pipelined_smem_bytes<T, DP>());
+      return;
+    }
+  }
+  auto kernel = forward_kernel<T, DP>;
+  allow_shared_memory(kernel, forward_smem_bytes<T, DP>());
+  f(kernel, forward_smem_bytes<T, DP>());
+}
+
+}  // namespace
+
 void attention_forward_cuda(const void* qkv, const uint8_t* mask, void* out, float* lse, const AttentionShape& s,
                             const AttentionDropout& d, DType t, void* stream, AttentionForwardKernel which) {
   if (s.batch * s.seq * s.heads == 0) return;
@@ -187,22 +214,27 @@ void attention_forward_cuda(const void* qkv, const uint8_t* mask, void* out, flo
   TANDEM_DISPATCH_FLOAT_NO_F64(t, "attention_forward_cuda", [&] {
     using T = scalar_t;
     with_padded_dim(s.head_dim, [&](auto dp) {
-      constexpr int DP = decltype(dp)::value;
-      const auto launch = [&](auto kernel, size_t smem) {
-        allow_shared_memory(kernel, smem);
+      with_forward_kernel<T, decltype(dp)::value>(which, [&](auto kernel, size_t smem) {
         kernel<<<dims(grid_for(s)), kThreads, smem, st>>>(static_cast<const T*>(qkv), mask, static_cast<T*>(out),
                                                           lse, params, vector_loads<T>(qkv, s.head_dim));
         TANDEM_CUDA_CHECK_LAUNCH();
-      };
-      if constexpr (sizeof(T) == 2) {
-        if (which == AttentionForwardKernel::Pipelined) {
-          launch(forward_pipelined_kernel<T, DP>, forward_pipelined_smem_bytes<T, DP>());
-          return;
-        }
-      }
-      launch(forward_kernel<T, DP>, forward_smem_bytes<T, DP>());
+      });
     });
   });
+}
+
+int attention_forward_blocks_per_sm(int64_t head_dim, DType t, AttentionForwardKernel which) {
+  TANDEM_CHECK(head_dim >= 1 && head_dim <= kAttentionMaxHeadDimCuda,
+               "attention_forward_blocks_per_sm: head_dim must be 1..{}, got {}", kAttentionMaxHeadDimCuda, head_dim);
+  int blocks = 0;
+  TANDEM_DISPATCH_FLOAT_NO_F64(t, "attention_forward_blocks_per_sm", [&] {
+    with_padded_dim(head_dim, [&](auto dp) {
+      with_forward_kernel<scalar_t, decltype(dp)::value>(which, [&](auto kernel, size_t smem) {
+        TANDEM_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kThreads, smem));
+      });
+    });
+  });
+  return blocks;
 }
 
 namespace {

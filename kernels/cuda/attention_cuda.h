@@ -25,6 +25,12 @@ void attention_forward_cuda(const void* qkv, const uint8_t* mask, void* out, flo
                             const AttentionDropout& d, DType t, void* stream,
                             AttentionForwardKernel kernel = AttentionForwardKernel::Tiled);
 
+// Thread blocks of the forward kernel `kernel` picks (as above) that fit one multiprocessor of
+// the current device at once (its registers and shared memory; cudaOccupancyMaxActiveBlocksPerMultiprocessor):
+// the occupancy a bench reports beside the kernel's speed. Throws Error for head_dim > 128.
+int attention_forward_blocks_per_sm(int64_t head_dim, DType t,
+                                    AttentionForwardKernel kernel = AttentionForwardKernel::Tiled);
+
 // `out` is the forward's output (the backward needs rowsum(dout * out)). Runs attention_backward_path().
 void attention_backward_cuda(const void* qkv, const uint8_t* mask, const void* out, const float* lse,
                              const void* dout, void* dqkv, const AttentionShape& s, const AttentionDropout& d,

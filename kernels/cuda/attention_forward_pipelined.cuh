@@ -109,8 +109,17 @@ __device__ __forceinline__ void load_tile_async(T* dst, const T* src, int64_t st
   }
 }
 
+// Blocks per SM the kernel is compiled for (the second __launch_bounds__ argument, which caps
+// registers at 65536 / (128 * blocks)). The first GPU run found this kernel at 172 registers,
+// two blocks (8 warps) per SM, with the tensor cores mostly waiting: four blocks fit 128
+// registers with no spills at DP <= 64 (126-127 registers, nvcc 13.0) and their shared memory
+// (4 x 46 KB at DP = 64) fits an SM's 227 KB; at DP = 128 four blocks spill and three do not
+// fit the shared memory, so it stays at two.
+template <int DP>
+constexpr int kPipelinedBlocksPerSm = DP <= 64 ? 4 : 2;
+
 template <class T, int DP>
-__global__ void __launch_bounds__(kThreads, 2)
+__global__ void __launch_bounds__(kThreads, kPipelinedBlocksPerSm<DP>)
     forward_pipelined_kernel(const T* __restrict__ qkv, const uint8_t* __restrict__ mask, T* __restrict__ out,
                              float* __restrict__ lse, Params P, bool vec) {
   static_assert(sizeof(T) == 2, "f16/bf16 only: tensor cores and ldmatrix.b16 (f32 runs forward_kernel)");
