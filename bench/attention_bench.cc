@@ -23,7 +23,9 @@
 // backward 2.5x that (five S x S x Dh products), whatever the kernel actually
 // recomputes. Each size runs once to warm up, then repeats until --min-seconds
 // have passed (at least 3 times); the mean per call is reported. GPU times come
-// from CUDA events on the current stream.
+// from CUDA events on the current stream. fwd_blk/SM and bwd_blk/SM are how many thread blocks of the
+// forward kernel and of the backward's main kernel (dkdv or fused) fit one multiprocessor
+// (cudaOccupancyMaxActiveBlocksPerMultiprocessor): 128 threads each.
 // bench/pytorch/attention_bench.py prints the same table for PyTorch's SDPA.
 #include <fmt/format.h>
 
@@ -205,18 +207,23 @@ void run(const Options& o, const AttentionShape& s) {
   const double fwd_flops = 4.0 * double(s.batch * s.heads) * double(s.seq) * double(s.seq) * double(s.head_dim);
   const char* fwd_kernel = o.device.is_cpu() ? "cpu" : o.cudnn ? "cudnn" : o.pipelined ? "pipelined" : "tiled";
   const char* backward_path = o.device.is_cpu() ? "cpu" : o.cudnn ? "cudnn" : o.fused ? "fused" : "split";
-  // Blocks of Tandem's forward kernel resident per multiprocessor ("-" where it is not ours).
-  std::string fwd_blocks = "-";
+  // Blocks of Tandem's forward kernel and of its backward's main kernel resident per multiprocessor
+  // ("-" where they are not ours).
+  std::string fwd_blocks = "-", bwd_blocks = "-";
 #if TANDEM_WITH_CUDA
-  if (o.device.is_cuda() && !o.cudnn)
+  if (o.device.is_cuda() && !o.cudnn) {
     fwd_blocks = std::to_string(attention_forward_blocks_per_sm(
         s.head_dim, o.dtype, o.pipelined ? AttentionForwardKernel::Pipelined : AttentionForwardKernel::Tiled));
+    bwd_blocks = std::to_string(attention_backward_blocks_per_sm(
+        s.head_dim, o.dtype, o.fused ? AttentionBackwardPath::Fused : AttentionBackwardPath::Split));
+  }
 #endif
   fmt::print(
-      "{:>6} {:>7} {:>10} {:>8} {:>5} {:>6} {:>5} {:>6} {:>7} {:>8} {:>11.3f} {:>10.3f} {:>10} {:>11.3f} {:>10.3f}\n",
+      "{:>6} {:>7} {:>10} {:>8} {:>5} {:>6} {:>5} {:>6} {:>7} {:>8} {:>11.3f} {:>10.3f} {:>10} {:>11.3f} {:>10.3f} "
+      "{:>10}\n",
       o.device.str(), o.cudnn ? "cudnn" : "tandem", fwd_kernel, backward_path, dtype_name(o.dtype), s.batch, s.seq,
       s.heads, s.head_dim, o.dropout, 1e3 * fwd, fwd_flops / fwd / 1e12, fwd_blocks, 1e3 * bwd,
-      2.5 * fwd_flops / bwd / 1e12);
+      2.5 * fwd_flops / bwd / 1e12, bwd_blocks);
 }
 
 }  // namespace
@@ -232,9 +239,9 @@ int main(int argc, char** argv) {
                                          {8, 512, 16, 32},  {8, 512, 6, 128}};
     if (o.device.is_cuda()) sizes.push_back({64, 512, 12, 64});
     if (o.shape) sizes = {*o.shape};
-    fmt::print("{:>6} {:>7} {:>10} {:>8} {:>5} {:>6} {:>5} {:>6} {:>7} {:>8} {:>11} {:>10} {:>10} {:>11} {:>10}\n",
+    fmt::print("{:>6} {:>7} {:>10} {:>8} {:>5} {:>6} {:>5} {:>6} {:>7} {:>8} {:>11} {:>10} {:>10} {:>11} {:>10} {:>10}\n",
                "device", "backend", "fwd_kernel", "backward", "dtype", "batch", "seq", "heads", "head_dim", "dropout",
-               "fwd_ms", "fwd_TFLOPs", "fwd_blk/SM", "bwd_ms", "bwd_TFLOPs");
+               "fwd_ms", "fwd_TFLOPs", "fwd_blk/SM", "bwd_ms", "bwd_TFLOPs", "bwd_blk/SM");
     for (const AttentionShape& s : sizes) run(o, s);
   } catch (const std::exception& e) {
     fmt::print(stderr, "attention_bench: {}\n", e.what());

@@ -223,15 +223,52 @@ void attention_forward_cuda(const void* qkv, const uint8_t* mask, void* out, flo
   });
 }
 
+namespace {
+
+// Blocks of `kernel` (kThreads threads, `smem` bytes of dynamic shared memory, its attributes set) that fit
+// one multiprocessor of the current device.
+template <class Kernel>
+int blocks_per_sm(Kernel kernel, size_t smem) {
+  int blocks = 0;
+  TANDEM_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kThreads, smem));
+  return blocks;
+}
+
+void check_occupancy_head_dim(const char* what, int64_t head_dim) {
+  TANDEM_CHECK(head_dim >= 1 && head_dim <= kAttentionMaxHeadDimCuda, "{}: head_dim must be 1..{}, got {}", what,
+               kAttentionMaxHeadDimCuda, head_dim);
+}
+
+}  // namespace
+
 int attention_forward_blocks_per_sm(int64_t head_dim, DType t, AttentionForwardKernel which) {
-  TANDEM_CHECK(head_dim >= 1 && head_dim <= kAttentionMaxHeadDimCuda,
-               "attention_forward_blocks_per_sm: head_dim must be 1..{}, got {}", kAttentionMaxHeadDimCuda, head_dim);
+  check_occupancy_head_dim("attention_forward_blocks_per_sm", head_dim);
   int blocks = 0;
   TANDEM_DISPATCH_FLOAT_NO_F64(t, "attention_forward_blocks_per_sm", [&] {
     with_padded_dim(head_dim, [&](auto dp) {
-      with_forward_kernel<scalar_t, decltype(dp)::value>(which, [&](auto kernel, size_t smem) {
-        TANDEM_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kThreads, smem));
-      });
+      with_forward_kernel<scalar_t, decltype(dp)::value>(
+          which, [&](auto kernel, size_t smem) { blocks = blocks_per_sm(kernel, smem); });
+    });
+  });
+  return blocks;
+}
+
+int attention_backward_blocks_per_sm(int64_t head_dim, DType t, AttentionBackwardPath path) {
+  check_occupancy_head_dim("attention_backward_blocks_per_sm", head_dim);
+  int blocks = 0;
+  TANDEM_DISPATCH_FLOAT_NO_F64(t, "attention_backward_blocks_per_sm", [&] {
+    using T = scalar_t;
+    with_padded_dim(head_dim, [&](auto dp) {
+      constexpr int DP = decltype(dp)::value;
+      if (path == AttentionBackwardPath::Fused) {
+        auto kernel = fused_backward_kernel<T, DP, kFusedQueryTile<T, DP>>;
+        allow_shared_memory(kernel, fused_backward_smem_bytes<T, DP>());
+        blocks = blocks_per_sm(kernel, fused_backward_smem_bytes<T, DP>());
+      } else {
+        auto kernel = dkdv_kernel<T, DP, kDkdvQueryTile<DP>>;
+        allow_shared_memory(kernel, dkdv_smem_bytes<T, DP>());
+        blocks = blocks_per_sm(kernel, dkdv_smem_bytes<T, DP>());
+      }
     });
   });
   return blocks;
@@ -292,7 +329,7 @@ void backward_fused(const void* qkv, const uint8_t* mask, const void* out, const
     with_padded_dim(s.head_dim, [&](auto dp) {
       constexpr int DP = decltype(dp)::value;
       constexpr size_t smem = fused_backward_smem_bytes<T, DP>();
-      auto fused = fused_backward_kernel<T, DP, kFusedQueryTile<DP>>;
+      auto fused = fused_backward_kernel<T, DP, kFusedQueryTile<T, DP>>;
       allow_shared_memory(fused, smem);
       for (int64_t bh0 = 0; bh0 < heads; bh0 += plan.heads_per_launch) {
         const int64_t n = std::min(plan.heads_per_launch, heads - bh0);

@@ -38,7 +38,7 @@
 // the chunks), so the buffer is bounded whatever the batch. A guess to tune
 // on a GPU: smaller chunks keep the partials nearer L2-sized (50 MB on H100)
 // for the reduction's read, larger ones give more blocks per launch (at S =
-// 512, Dh = 64: 64 (b, h), 512 blocks, two waves at 2 blocks per SM on 132
+// 512, Dh = 64: 64 (b, h), 512 blocks, 1.3 waves at 3 blocks per SM on 132
 // SMs). If a single (b, h) needs more than the limit (S * ceil(S/64) * Dh >
 // 16 Mi elements, e.g. S >= 4097 at Dh = 64), the split path runs instead.
 //
@@ -64,21 +64,24 @@
 // adds the tiles' sums: dQ agrees to f32 rounding (bit-identical for S <= 64),
 // and after the one rounding to T to that plus one unit in T's last place.
 //
-// Resources (nvcc 13.0.88, -O3 -arch=sm_90 -Xptxas -v, __launch_bounds__(128, 2)
-// caps registers at 255): registers per thread, spill stores/loads in bytes
-// (none unless noted), dynamic shared memory per 128-thread block, BQ the
-// query tile (kFusedQueryTile):
+// Resources (nvcc 13.0.88, -O3 -arch=sm_90 -Xptxas -v; __launch_bounds__(128,
+// kFusedBlocksPerSm): 3 blocks cap registers at 168, 2 at 255): registers per
+// thread, spill stores/loads in bytes (none unless noted), dynamic shared
+// memory per 128-thread block, BQ the query tile (kFusedQueryTile), which
+// differs between f32 and 16 bits at DP <= 64:
 //
-//   kernel      DP   BQ   f32 regs           f16/bf16 regs   f32 smem   f16/bf16 smem
-//   fused       32   64   254                233-234           54,784          30,208
-//   fused       64   64   254                255               87,552          46,592
-//   fused      128   16   255 (spill 56/64)  255               88,960          45,952
-//   dq_reduce    -    -   40                 40                     0               0
+//   kernel      DP   BQ f32/16-bit  f32 regs           f16/bf16 regs     f32 smem   f16/bf16 smem
+//   fused       32   64 / 16        254                168 (3 blocks)      54,784          15,232
+//   fused       64   64 / 32        254                168 (3 blocks)      87,552          32,512
+//   fused      128   16 / 16        255 (spill 56/64)  255                 88,960          45,952
+//   dq_reduce    -    -             40                 40                       0               0
 //
-// At DP = 128, BQ = 32 (dkdv_kernel's) spills 40/56 bytes in 16 bits and
-// 100/120 in f32; 16 removes the 16-bit spills (dK and dV do not depend on
-// BQ). In f32 the dK/dV part alone spills 24/32 bytes here (dkdv_kernel: 24/24
-// with this nvcc), the dQ step the rest. Two blocks per SM fit in every case.
+// Before kFusedBlocksPerSm, 16 bits at DP <= 64 ran BQ = 64 at 233-255
+// registers, two blocks per SM. Three blocks at BQ = 64 spill, and so does
+// BQ = 32 at DP = 32 (24 bytes). At DP = 128, BQ = 32 (dkdv_kernel's) spills
+// 40/56 bytes in 16 bits and 100/120 in f32; 16 removes the 16-bit spills
+// (dK and dV do not depend on BQ). In f32 the dK/dV part alone spills 24/32
+// bytes here (dkdv_kernel: 24/24 with this nvcc), the dQ step the rest.
 #pragma once
 
 #include <algorithm>
@@ -133,11 +136,26 @@ __device__ __forceinline__ T round_to(float v) {
 template <class T>
 constexpr int kDsLd = kRows + 16 / static_cast<int>(sizeof(T));
 
+// Blocks per SM the kernel is compiled for (the second __launch_bounds__ argument: at most
+// 65536 / (128 * blocks) registers). The first GPU run had it at 255 registers, two blocks per SM
+// (8 warps: at S = 512, Dh = 64, B*H = 64, two waves over 132 SMs). In 16 bits at DP <= 64, three
+// blocks fit 168 registers with no spills once the query tile below shrinks (nvcc 13.0: 32 at
+// DP = 64, 16 at DP = 32; 32 at DP = 32 spills 24 bytes); f32 and DP = 128 stay at two.
+template <class T, int DP>
+constexpr int kFusedBlocksPerSm = sizeof(T) == 2 && DP <= 64 ? 3 : 2;
+
+// Queries per inner tile: fewer live registers next to the dK, dV accumulators, which do not depend on
+// it (both paths add the queries' terms in the same order, 16 per tensor-core step). At DP = 128, 16
+// (not dkdv_kernel's 32) frees the registers the dQ step needs (no spills in 16 bits); at DP <= 64, 64
+// for two blocks per SM and 32 (DP = 64) or 16 (DP = 32) for three.
+template <class T, int DP>
+constexpr int kFusedQueryTile = DP > 64 ? 16 : kFusedBlocksPerSm<T, DP> == 2 ? 64 : DP == 64 ? 32 : 16;
+
 // dK and dV for 64 keys per block, streaming BQ queries at a time (dkdv_kernel's steps), plus this key tile's
 // share of dQ for every query, unscaled, into dq_partial[(blockIdx.x, blockIdx.y, query, 0..Dh)] (f32).
 // Block (x, y) is head bh0 + x, key tile y.
 template <class T, int DP, int BQ>
-__global__ void __launch_bounds__(kThreads, 2)
+__global__ void __launch_bounds__(kThreads, kFusedBlocksPerSm<T, DP>)
     fused_backward_kernel(const T* __restrict__ qkv, const uint8_t* __restrict__ mask, const float* __restrict__ lse,
                           const float* __restrict__ rowdot, const T* __restrict__ dout, T* __restrict__ dqkv,
                           float* __restrict__ dq_partial, int bh0, Params P, bool vec_qkv, bool vec_dout) {
@@ -257,15 +275,9 @@ inline FusedBackwardPlan plan_fused_backward(const AttentionShape& s, size_t lim
   return {per_launch, static_cast<size_t>(per_launch) * per_head};
 }
 
-// Queries per inner tile: at DP = 128, 16 (not dkdv_kernel's 32) frees the registers the dQ step needs next
-// to the dK, dV accumulators (no spills in 16 bits). dK and dV do not depend on it: both paths add the
-// queries' terms in the same order, 16 per tensor-core step.
-template <int DP>
-constexpr int kFusedQueryTile = DP > 64 ? 16 : 64;
-
 template <class T, int DP>
 constexpr size_t fused_backward_smem_bytes() {
-  constexpr int BQ = kFusedQueryTile<DP>;
+  constexpr int BQ = kFusedQueryTile<T, DP>;
   return (2 * kRows + 2 * BQ) * kLd<T, DP> * sizeof(T) + BQ * kDsLd<T> * sizeof(T) + 2 * BQ * sizeof(float);
 }
 

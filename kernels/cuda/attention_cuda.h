@@ -31,6 +31,9 @@ void attention_forward_cuda(const void* qkv, const uint8_t* mask, void* out, flo
 int attention_forward_blocks_per_sm(int64_t head_dim, DType t,
                                     AttentionForwardKernel kernel = AttentionForwardKernel::Tiled);
 
+// The same for the backward path's main kernel: dkdv_kernel (split) or fused_backward_kernel (fused).
+int attention_backward_blocks_per_sm(int64_t head_dim, DType t, AttentionBackwardPath path);
+
 // `out` is the forward's output (the backward needs rowsum(dout * out)). Runs attention_backward_path().
 void attention_backward_cuda(const void* qkv, const uint8_t* mask, const void* out, const float* lse,
                              const void* dout, void* dqkv, const AttentionShape& s, const AttentionDropout& d,

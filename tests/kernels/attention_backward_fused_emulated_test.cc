@@ -61,7 +61,7 @@ void emulated_fused(const Problem& p, Tensor& dqkv, size_t scratch_limit) {
       const int64_t n = std::min(plan.heads_per_launch, heads - bh0);
       warp_emulator::launch(static_cast<unsigned>(n), grid_for(p.s).y, kThreads, fused_backward_smem_bytes<T, DP>(),
                             [&] {
-                              fused_backward_kernel<T, DP, kFusedQueryTile<DP>>(
+                              fused_backward_kernel<T, DP, kFusedQueryTile<T, DP>>(
                                   p.qkv.data<T>(), mask_ptr(p.mask), p.lse.data<float>(), rowdot.data(),
                                   p.dout.data<T>(), dqkv.data<T>(), partial.data(), static_cast<int>(bh0), params,
                                   vec_qkv, vec_dout);

@@ -24,9 +24,6 @@
 #include "tests/testing/gradcheck.h"
 
 #if TANDEM_WITH_CUDA
-#include <cuda_runtime.h>
-
-#include "core/cuda_check.h"
 #include "core/stream.h"
 #include "kernels/cuda/attention_cuda.h"
 #include "kernels/cuda/attention_switches.h"
@@ -101,34 +98,6 @@ TEST_P(PipelinedForwardCuda, MatchesTheTiledKernelToOneRounding) {
   }
   EXPECT_TRUE(all_close(out[1].to(Device::cpu()), out[0].to(Device::cpu()), one_rounding(t), one_rounding(t)));
   EXPECT_TRUE(same_lse(lse[1].to(Device::cpu()), lse[0].to(Device::cpu())));
-}
-
-// kPipelinedBlocksPerSm's promise: compiled for four blocks per SM at head dims up to 64, the
-// pipelined forward fits four on an sm_90 GPU (registers and its carveout both allow them);
-// at 128 it keeps two. The first GPU run measured the pipelined
-// kernel at two blocks (172 registers).
-TEST(PipelinedForwardOccupancy, FourBlocksPerSmAtHeadDimsUpTo64AndTwoAt128) {
-  TANDEM_REQUIRE_GPU();
-  int major = 0;
-  TANDEM_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
-  if (major != 9) GTEST_SKIP() << "the launch bounds are sized for sm_90's 228 KB of shared memory per SM";
-  for (DType t : {DType::BF16, DType::F16}) {
-    for (int64_t dh : {32, 64}) {
-      EXPECT_EQ(attention_forward_blocks_per_sm(dh, t, AttentionForwardKernel::Pipelined), 4)
-          << dtype_name(t) << " head_dim " << dh;
-    }
-    EXPECT_EQ(attention_forward_blocks_per_sm(128, t, AttentionForwardKernel::Pipelined), 2) << dtype_name(t);
-  }
-}
-
-TEST(PipelinedForwardOccupancy, AHeadDimPast128IsAnErrorNamingIt) {
-  TANDEM_REQUIRE_GPU();
-  try {
-    attention_forward_blocks_per_sm(129, DType::BF16, AttentionForwardKernel::Pipelined);
-    ADD_FAILURE() << "head_dim 129 was accepted";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("head_dim must be 1..128, got 129"), std::string::npos) << e.what();
-  }
 }
 
 const Case kCases[] = {
