@@ -245,12 +245,18 @@ phase_compare() {
     --nproc 1 --tandem "$build/apps/tandem" --out "$res/compare" >>"$log" 2>&1 || rc=1
   # Eager steps with the default kernels, then with the opt-in ones that passed their GPU parity
   # tests on 2026-11-27 and were faster alone (the pipelined attention forward, cuBLASLt's bias
-  # epilogues): whether they pay in a whole step decides their defaults.
+  # epilogues), then those plus the fused attention backward (slower than split at 8 x 512 x 12
+  # on that run, since compiled for three blocks per SM instead of two): whether they pay in a
+  # whole step decides their defaults.
   local eager=() variant
   for c in ${COMPARE_CONFIGS:-ag_news_small ag_news_optimized}; do
-    for variant in default opt_in; do
+    for variant in default opt_in opt_in_fused; do
       local envs=()
-      [ $variant = opt_in ] && envs=(TANDEM_ATTENTION_FORWARD=pipelined TANDEM_CUBLASLT_EPILOGUES=1)
+      case $variant in
+        opt_in) envs=(TANDEM_ATTENTION_FORWARD=pipelined TANDEM_CUBLASLT_EPILOGUES=1) ;;
+        opt_in_fused) envs=(TANDEM_ATTENTION_FORWARD=pipelined TANDEM_CUBLASLT_EPILOGUES=1
+          TANDEM_ATTENTION_BACKWARD=fused) ;;
+      esac
       capture "compare_eager_${c}_$variant" 120 env "${envs[@]}" "$build/apps/tandem" bench step \
         --config "configs/$c.yaml" --synthetic --precisions bf16 --warmup 5 --steps 30 --rounds 2 --set device=cuda \
         --out "$res/compare_eager_${c}_$variant"
@@ -259,7 +265,8 @@ phase_compare() {
   done
   summary compare "status $rc (compare.py with Tandem's cuda_graph: true, then Tandem's eager steps)" "$(cat "$res/compare/compare.md" 2>/dev/null || tail -20 "$log")" \
     "" "Tandem's eager steps (samples/s, step ms, p10-p90, forward, backward, optimizer ms, peak MiB);" \
-    "opt_in = TANDEM_ATTENTION_FORWARD=pipelined TANDEM_CUBLASLT_EPILOGUES=1:" "${eager[@]}"
+    "opt_in = TANDEM_ATTENTION_FORWARD=pipelined TANDEM_CUBLASLT_EPILOGUES=1;" \
+    "opt_in_fused = those and TANDEM_ATTENTION_BACKWARD=fused:" "${eager[@]}"
   return $rc
 }
 
