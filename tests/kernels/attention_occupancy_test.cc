@@ -9,7 +9,9 @@
 // whose shared memory per SM differs.
 #include <gtest/gtest.h>
 
+#include <initializer_list>
 #include <string>
+#include <utility>
 
 #include "core/check.h"
 #include "tests/testing/require_gpu.h"
@@ -35,24 +37,26 @@ namespace {
     if (major != 9) GTEST_SKIP() << "the launch bounds are sized for sm_90's 228 KB per SM";     \
   } while (0)
 
+// Expects blocks(head_dim, t) == blocks_per_sm for each (head_dim, blocks_per_sm), in bf16 and f16.
+template <class F>
+void expect_blocks_in_16_bits(F blocks, std::initializer_list<std::pair<int64_t, int>> expected) {
+  for (DType t : {DType::BF16, DType::F16})
+    for (const auto& [head_dim, per_sm] : expected)
+      EXPECT_EQ(blocks(head_dim, t), per_sm) << dtype_name(t) << " head_dim " << head_dim;
+}
+
 TEST(AttentionOccupancy, ThePipelinedForwardFitsFourBlocksAtHeadDimsUpTo64AndTwoAt128) {
   REQUIRE_SM90();
-  for (DType t : {DType::BF16, DType::F16}) {
-    for (int64_t dh : {32, 64})
-      EXPECT_EQ(attention_forward_blocks_per_sm(dh, t, AttentionForwardKernel::Pipelined), 4)
-          << dtype_name(t) << " head_dim " << dh;
-    EXPECT_EQ(attention_forward_blocks_per_sm(128, t, AttentionForwardKernel::Pipelined), 2) << dtype_name(t);
-  }
+  expect_blocks_in_16_bits(
+      [](int64_t dh, DType t) { return attention_forward_blocks_per_sm(dh, t, AttentionForwardKernel::Pipelined); },
+      {{32, 4}, {64, 4}, {128, 2}});
 }
 
 TEST(AttentionOccupancy, TheFusedBackwardFitsThreeBlocksIn16BitsAtHeadDimsUpTo64) {
   REQUIRE_SM90();
-  for (DType t : {DType::BF16, DType::F16}) {
-    for (int64_t dh : {32, 64})
-      EXPECT_EQ(attention_backward_blocks_per_sm(dh, t, AttentionBackwardPath::Fused), 3)
-          << dtype_name(t) << " head_dim " << dh;
-    EXPECT_EQ(attention_backward_blocks_per_sm(128, t, AttentionBackwardPath::Fused), 2) << dtype_name(t);
-  }
+  expect_blocks_in_16_bits(
+      [](int64_t dh, DType t) { return attention_backward_blocks_per_sm(dh, t, AttentionBackwardPath::Fused); },
+      {{32, 3}, {64, 3}, {128, 2}});
   EXPECT_EQ(attention_backward_blocks_per_sm(64, DType::F32, AttentionBackwardPath::Fused), 2);
 }
 
