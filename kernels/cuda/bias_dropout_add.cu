@@ -138,7 +138,7 @@ void bias_dropout_add_backward_cuda(const void* dy, void* dx, void* dbias, DType
   if (dim == 0) return;
   auto s = static_cast<cudaStream_t>(stream);
   const Mask m{p, dropout_scale(p), seed, subsequence, step};
-  const int64_t slots = column_sum_slots(rows);
+  const int64_t slots = column_sum_slots(rows, dim);
   PartialSums partial(device, dbias && rows > 0 ? slots : 0, dim, 1, s);
   TANDEM_DISPATCH_FLOAT_NO_F64(t, "bias_dropout_add_backward_cuda", [&] {
     if (rows > 0) {

@@ -5,24 +5,20 @@
 // (slot s takes rows s, s + slots, s + 2 slots, ...), and each slot's f32 sum
 // of its rows is written to partial[s, :]. Pass 2 (column_sum_finish): 16 lanes
 // per column sum the slots lane-strided, then lane sums are added in lane order.
-// The slot count depends only on the number of rows, so the order of additions
-// for every column, and hence the result bits, depend only on the shape: not
-// on the vector width, the GPU or the run. Extra traffic: 2 * slots * dim * 4
-// bytes, a few percent of the op's pass at training sizes.
+// The slot count (kernels/column_sum_slots.h) depends only on the shape, so the
+// order of additions for every column, and hence the result bits, depend only
+// on the shape: not on the vector width, the GPU or the run. Extra traffic:
+// 2 * slots * dim * 4 bytes.
 #pragma once
 
 #include <cstdint>
 
 #include "core/cuda_check.h"
+#include "kernels/column_sum_slots.h"
 #include "kernels/cuda/row_vectors.cuh"
 #include "kernels/cuda/scratch.cuh"
 
 namespace tandem::kernels {
-
-inline int64_t column_sum_slots(int64_t rows) {
-  int64_t s = (rows + 31) / 32;
-  return s < 1 ? 1 : (s > 1024 ? 1024 : s);
-}
 
 template <class Out>
 __global__ void column_sum_finish_kernel(const float* __restrict__ partial, int64_t slots, int64_t dim,

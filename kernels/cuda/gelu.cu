@@ -154,7 +154,7 @@ void bias_gelu_backward_cuda(const void* dy, const void* x, const void* bias, vo
                              int64_t rows, int64_t dim, GeluApproximation approx, int device, void* stream) {
   if (dim == 0) return;
   auto s = static_cast<cudaStream_t>(stream);
-  const int64_t slots = column_sum_slots(rows);
+  const int64_t slots = column_sum_slots(rows, dim);
   PartialSums partial(device, dbias && rows > 0 ? slots : 0, dim, 1, s);
   TANDEM_DISPATCH_FLOAT_NO_F64(t, "bias_gelu_backward_cuda", [&] {
     if (rows > 0) {

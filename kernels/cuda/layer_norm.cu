@@ -266,7 +266,7 @@ void layer_norm_backward_cuda(const void* dy, const void* x, const void* weight,
                               int device, void* stream) {
   auto s = static_cast<cudaStream_t>(stream);
   const bool w_f32 = wt == DType::F32;
-  const int64_t slots = column_sum_slots(rows);
+  const int64_t slots = column_sum_slots(rows, dim);
   PartialSums partial(device, (dweight || dbias) && rows > 0 ? slots : 0, dim, 2, s);
   float* pw = dweight ? partial.get(0) : nullptr;
   float* pb = dbias ? partial.get(1) : nullptr;

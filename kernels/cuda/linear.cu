@@ -122,7 +122,7 @@ void linear_backward_cuda(const void* dy, const void* x, const void* w, void* dx
         TANDEM_CUDA_CHECK(cudaMemsetAsync(db, 0, static_cast<size_t>(out) * es, s));
         return;
       }
-      const int64_t slots = column_sum_slots(rows);
+      const int64_t slots = column_sum_slots(rows, out);
       PartialSums partial(device, slots, out, 1, s);
       with_width<scalar_t>(rows_vectorizable(out, sizeof(scalar_t), {dy}), [&]<int V>() {
         const dim3 block = column_block(out / V, rows);
