@@ -3,8 +3,9 @@
 // Layout: a group of Tx threads (a multiple of 32) owns one row and keeps it in
 // registers: each thread holds C vectors of V elements (V * C <= 16), so the
 // row is read from memory once; a block holds Ty groups. Row statistics are
-// group-wide f32 sums (warp shuffles, then the warps' partials added in a fixed
-// order through shared memory), two-pass: the mean, then sum((x - mean)^2).
+// group-wide f32 sums (warp shuffles, then, for a group of several warps, the
+// warps' partials added in a fixed order through shared memory; a one-warp
+// group needs no barrier), two-pass: the mean, then sum((x - mean)^2).
 //
 // Forward traffic: read x, write y (+ 8 bytes/row of mean/rstd); weight and
 // bias are re-read per row from L1/L2. Backward traffic: read x and dy, write
@@ -33,6 +34,12 @@ constexpr int kMaxGroups = kMaxThreads / 32;  // Ty
 __device__ __forceinline__ float2 group_sum2(float2 v, float (*scratch)[2][32]) {
   v.x = warp_sum(v.x);
   v.y = warp_sum(v.y);
+  // A row of one warp (Tx = 32: up to 256 elements in 16 bits, 128 in f32, e.g. d_model 256) has
+  // its sum now; skipping the two block-wide barriers lets the block's Ty rows proceed on their
+  // own instead of each waiting for the slowest row's loads. (Tx is the same for the whole block,
+  // so either every thread skips the barriers or none does.) 0 + v keeps the bits of the path
+  // below, which starts its sum at 0 (so a -0 sum becomes +0 in both).
+  if (blockDim.x == 32) return make_float2(0.0f + v.x, 0.0f + v.y);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   if (lane == 0) {
     scratch[threadIdx.y][0][warp] = v.x;
