@@ -12,7 +12,12 @@
 // CPU: steady_clock around each run, 1 warm-up run, at least 3 runs (about 1 s). CUDA: events around each
 // run on the current stream after 5 warm-up runs, 50 runs.
 //
-//   kernels_bench [--device cpu|cuda|all] [--rows N] [--reps N]
+//   kernels_bench [--device cpu|cuda|all] [--rows N] [--d-model D] [--reps N]
+//
+// --rows is batch x sequence (a multiple of the sequence: 128 on the CPU, 512
+// on a GPU); --d-model the width of the rows (default 768, BERT-base's; the
+// feed-forward is 4x that). configs/ag_news_optimized.yaml trains at
+// --rows 32768 --d-model 256, where a row is one warp of 16-bit vectors.
 #include <fmt/format.h>
 
 #if defined(__x86_64__)
@@ -26,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "core/check.h"
 #include "core/copy_kernels.h"
 #include "core/elapsed.h"
 #include "core/random.h"
@@ -56,8 +62,12 @@ namespace {
 struct Options {
   std::string device = "all";
   int64_t rows = 0;  // 0: the device's default (CPU 8192 = 64 x 128 tokens, CUDA 16384 = 32 x 512)
+  int64_t d_model = 768;
   int reps = 0;      // 0: CPU adaptive (>= 3 runs, ~1 s), CUDA 50
 };
+
+// Tokens per sequence of the embedding case: --rows must be a multiple of it.
+int64_t sequence_length(bool gpu) { return gpu ? 512 : 128; }
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -192,10 +202,10 @@ struct Suite {
   std::vector<Case> cases;
 };
 
-Suite make_suite(Device dev, DType t, int64_t rows, int cuda_device) {
+Suite make_suite(Device dev, DType t, int64_t rows, int64_t d, int cuda_device) {
   const bool gpu = dev.is_cuda();
   const double es = static_cast<double>(dtype_size(t));
-  const int64_t seq = gpu ? 512 : 128, batch = rows / seq, d = 768, ffn = 3072, vocab = 30522, classes = 4;
+  const int64_t seq = sequence_length(gpu), batch = rows / seq, ffn = 4 * d, vocab = 30522, classes = 4;
   Buffers B{dev, t, {}};
   std::vector<Case> cases;
   const std::string rd = fmt::format("{}x{}", rows, d), rf = fmt::format("{}x{}", rows, ffn);
@@ -325,7 +335,7 @@ Suite make_suite(Device dev, DType t, int64_t rows, int cuda_device) {
     cases.push_back({"accumulate", rf, "dst+=src", 3.0 * n * es, 0,
                      ON(accumulate_host(acc, g, t, n), accumulate_cuda(acc, g, t, n, stream))});
   }
-  // linear: the feed-forward up-projection [rows, 768] x [3072, 768]^T
+  // linear: the feed-forward up-projection [rows, d] x [4d, d]^T
   {
     void *x = B.f({rows, d}), *w = B.f({ffn, d}), *b = B.f({ffn}), *y = B.raw({rows, ffn}, t);
     void *dx = B.raw({rows, d}, t), *dw = B.raw({ffn, d}, t), *db = B.raw({ffn}, t);
@@ -375,6 +385,8 @@ void run_device(Device dev, const Options& o) {
   const bool gpu = dev.is_cuda();
   const int reps = o.reps ? o.reps : (gpu ? 50 : 0);
   const int64_t rows = o.rows ? o.rows : (gpu ? 16384 : 8192);
+  TANDEM_CHECK(rows % sequence_length(gpu) == 0, "kernels_bench: --rows must be a multiple of {} on the {} (batch x sequence), got {}",
+               sequence_length(gpu), gpu ? "GPU" : "CPU", rows);
   Ceilings ceil;
   std::vector<DType> types = gpu ? std::vector<DType>{DType::F32, DType::BF16} : std::vector<DType>{DType::F32};
   if (gpu) {
@@ -400,7 +412,7 @@ void run_device(Device dev, const Options& o) {
   fmt::print("\n| device | op | dtype | shape | dir | time (us) | achieved | % of ceiling |\n");
   fmt::print("|---|---|---|---|---|---:|---:|---:|\n");
   for (DType t : types) {
-    Suite suite = make_suite(dev, t, rows, 0);
+    Suite suite = make_suite(dev, t, rows, o.d_model, 0);
     for (const Case& c : suite.cases) {
       double ms = gpu ? time_cuda_ms(c.run, reps) : time_cpu_ms(c.run, reps);
       std::string achieved, pct;
@@ -440,11 +452,13 @@ int main(int argc, char** argv) {
     try {
       if (a == "--device") o.device = value();
       else if (a == "--rows") o.rows = std::stoll(value());
+      else if (a == "--d-model") o.d_model = std::stoll(value());
       else if (a == "--reps") o.reps = std::stoi(value());
       else {
-        fmt::print(stderr, "usage: kernels_bench [--device cpu|cuda|all] [--rows N] [--reps N]\n");
+        fmt::print(stderr, "usage: kernels_bench [--device cpu|cuda|all] [--rows N] [--d-model D] [--reps N]\n");
         return 2;
       }
+      if (o.rows < 0 || o.d_model < 1 || o.reps < 0) throw std::invalid_argument("must be positive");
     } catch (const std::exception& e) {
       fmt::print(stderr, "kernels_bench: bad value for {}: {}\n", a, e.what());
       return 2;

@@ -207,6 +207,12 @@ phase_bench() {
     capture "bench_attention_${spec%%:*}" 120 "$build/bench/attention_bench" --device cuda ${spec#*:}
     lines+=("$(cat "$res/bench_attention_${spec%%:*}.txt")")
   done
+  # The memory-bound ops at configs/ag_news_optimized.yaml's training shape (128 x 256 tokens of 256:
+  # a row is one warp of 16-bit vectors), where the column-sum slots and the one-warp layer norm of
+  # 2026-11-27 (docs/device.md) matter most.
+  capture bench_kernels_training 120 "$build/bench/kernels_bench" --device cuda --rows 32768 --d-model 256
+  lines+=("== kernels_bench at ag_news_optimized's shape (32768 x 256)" \
+    "$(grep -E '^\| *cuda' "$res/bench_kernels_training.txt" | grep -v ' linear ')")
   # linear again with cuBLASLt's bias / bias-gradient epilogues (opt-in, TANDEM_CUBLASLT_EPILOGUES)
   capture bench_kernels_lt 120 env TANDEM_CUBLASLT_EPILOGUES=1 "$build/bench/kernels_bench" --device cuda
   lines+=("== kernels_bench, cuBLASLt epilogues" "$(grep -E '^\| *cuda *\| *linear' "$res/bench_kernels_lt.txt")")
