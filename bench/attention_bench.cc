@@ -85,6 +85,19 @@ AttentionShape parse_shape(const std::string& v) {
   return AttentionShape{f[0], f[1], f[2], f[3]};
 }
 
+// The number an option's value spells, whole (no trailing characters); Error naming the option otherwise.
+double parse_number(const std::string& option, const std::string& v) {
+  size_t used = 0;
+  double x = 0;
+  try {
+    x = std::stod(v, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  TANDEM_CHECK(!v.empty() && used == v.size(), "attention_bench: {} needs a number, got '{}'", option, v);
+  return x;
+}
+
 Options parse(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
@@ -93,8 +106,14 @@ Options parse(int argc, char** argv) {
     const std::string v = argv[++i];
     if (a == "--device") o.device = parse_device(v);
     else if (a == "--dtype") o.dtype = parse_dtype(v);
-    else if (a == "--dropout") o.dropout = std::stod(v);
-    else if (a == "--min-seconds") o.min_seconds = std::stod(v);
+    else if (a == "--dropout") {
+      o.dropout = parse_number(a, v);
+      TANDEM_CHECK(o.dropout >= 0 && o.dropout < 1, "attention_bench: --dropout must be in [0, 1), got {}", v);
+    } else if (a == "--min-seconds") {
+      o.min_seconds = parse_number(a, v);
+      TANDEM_CHECK(o.min_seconds >= 0 && o.min_seconds <= 3600,
+                   "attention_bench: --min-seconds must be 0 to 3600, got {}", v);
+    }
     else if (a == "--backend") {
       TANDEM_CHECK(v == "tandem" || v == "cudnn", "attention_bench: --backend must be tandem or cudnn, got '{}'", v);
       o.cudnn = v == "cudnn";

@@ -450,10 +450,26 @@ int main(int argc, char** argv) {
       return std::string(argv[++i]);
     };
     try {
-      if (a == "--device") o.device = value();
-      else if (a == "--rows") o.rows = std::stoll(value());
-      else if (a == "--d-model") o.d_model = std::stoll(value());
-      else if (a == "--reps") o.reps = std::stoi(value());
+      // A whole integer: std::stoll alone would read "10x" as 10.
+      const auto integer = [&] {
+        const std::string v = value();
+        size_t used = 0;
+        long long x = 0;
+        try {
+          x = std::stoll(v, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (v.empty() || used != v.size()) throw std::invalid_argument("'" + v + "' is not an integer");
+        return static_cast<int64_t>(x);
+      };
+      if (a == "--device") {
+        o.device = value();
+        if (o.device != "cpu" && o.device != "cuda" && o.device != "all")
+          throw std::invalid_argument("'" + o.device + "' is not cpu, cuda or all");
+      } else if (a == "--rows") o.rows = integer();
+      else if (a == "--d-model") o.d_model = integer();
+      else if (a == "--reps") o.reps = static_cast<int>(std::min<int64_t>(integer(), 1 << 20));
       else {
         fmt::print(stderr, "usage: kernels_bench [--device cpu|cuda|all] [--rows N] [--d-model D] [--reps N]\n");
         return 2;
