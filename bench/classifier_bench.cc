@@ -131,16 +131,21 @@ int main(int argc, char** argv) {
   CLI::App app{"TextClassifier forward/backward benchmark"};
   std::string device = "all", config = "all";
   int64_t batch = 0;
-  app.add_option("--device", device, "cpu, cuda or all");
-  app.add_option("--config", config, "demo, small, optimized, imdb or all");
-  app.add_option("--batch", batch, "override the per-device batch");
+  app.add_option("--device", device, "cpu, cuda or all")->check(CLI::IsMember({"cpu", "cuda", "all"}));
+  app.add_option("--config", config, "demo, small, optimized, imdb or all")
+      ->check(CLI::IsMember({"demo", "small", "optimized", "imdb", "all"}));
+  app.add_option("--batch", batch, "override the per-device batch")->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
   CLI11_PARSE(app, argc, argv);
   try {
-    fmt::print("{:<10} {:<6} {:<5} {:>5} {:>5} {:>9} {:>11} {:>10} {:>11} {:>9} {:>9}\n", "config", "device", "dtype",
-               "batch", "seq", "fwd ms", "fwd+bwd ms", "samples/s", "tokens/s", "fwd GF/s", "f+b GF/s");
     std::vector<Device> devices;
     if (device != "cuda") devices.push_back(Device::cpu());
     if (device != "cpu" && cuda::available()) devices.push_back(Device::cuda(0));
+    if (device == "cuda" && devices.empty()) {
+      fmt::print(stderr, "classifier_bench: --device cuda, but no CUDA device is available\n");
+      return 1;
+    }
+    fmt::print("{:<10} {:<6} {:<5} {:>5} {:>5} {:>9} {:>11} {:>10} {:>11} {:>9} {:>9}\n", "config", "device", "dtype",
+               "batch", "seq", "fwd ms", "fwd+bwd ms", "samples/s", "tokens/s", "fwd GF/s", "f+b GF/s");
     for (const Device& d : devices) {
       for (const auto& s : kShapes) {
         if (config != "all" && config != s.name) continue;

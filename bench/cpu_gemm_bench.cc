@@ -55,9 +55,17 @@ double median_ms(F&& f, int reps) {
 
 int main(int argc, char** argv) {
   int threads = 1, reps = 7;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--threads")) threads = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--reps")) reps = std::atoi(argv[i + 1]);
+  for (int i = 1; i < argc; i += 2) {
+    const bool known = !std::strcmp(argv[i], "--threads") || !std::strcmp(argv[i], "--reps");
+    char* end = nullptr;
+    const long v = i + 1 < argc ? std::strtol(argv[i + 1], &end, 10) : 0;
+    if (!known || i + 1 >= argc || *end != '\0' || end == argv[i + 1] || v < 1 || v > 1024) {
+      fmt::print(stderr, "cpu_gemm_bench: {}: usage: cpu_gemm_bench [--threads 1..1024] [--reps 1..1024]\n",
+                 !known ? fmt::format("unknown option {}", argv[i])
+                        : fmt::format("{} needs a value from 1 to 1024, got '{}'", argv[i], i + 1 < argc ? argv[i + 1] : ""));
+      return 2;
+    }
+    (std::strcmp(argv[i], "--threads") ? reps : threads) = static_cast<int>(v);
   }
   set_intra_op_threads(threads);
 #if TANDEM_BENCH_OPENBLAS
