@@ -16,6 +16,7 @@
 #include "apps/bench_ranks.h"
 #include "apps/commands.h"
 #include "core/check.h"
+#include "core/parse_number.h"
 #include "report/bench_files.h"
 #include "report/diagnosis.h"
 #include "report/report.h"
@@ -43,13 +44,9 @@ train::StepCase parse_cap(const std::string& text, const train::TrainConfig& con
     c.label = "one bucket";
     return c;
   }
-  try {
-    size_t used = 0;
-    c.bucket_cap_mb = std::stod(text, &used);
-    TANDEM_CHECK(used == text.size() && c.bucket_cap_mb > 0, "");
-  } catch (const std::exception&) {
-    TANDEM_FAIL("--caps: '{}' is not a positive size in MB (or 'one')", text);
-  }
+  const std::optional<double> mb = parse_double(text);
+  TANDEM_CHECK(mb && *mb > 0, "--caps: '{}' is not a positive size in MB (or 'one')", text);
+  c.bucket_cap_mb = *mb;
   c.label = fmt::format("{:g}", c.bucket_cap_mb);
   return c;
 }

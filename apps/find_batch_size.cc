@@ -27,6 +27,7 @@
 #include "train/step_runner.h"
 #include "comm/launcher.h"
 #include "core/check.h"
+#include "core/parse_number.h"
 #include "core/stream.h"
 #include "report/bench_files.h"
 
@@ -68,13 +69,7 @@ int64_t parse_bytes(const std::string& text) {
       default: break;
     }
   }
-  double v = -1;
-  try {
-    size_t used = 0;
-    v = std::stod(digits, &used);
-    if (used != digits.size()) v = -1;
-  } catch (const std::exception&) {
-  }
+  const double v = parse_double(digits).value_or(-1);
   TANDEM_CHECK(v > 0 && std::isfinite(v), "--memory-limit: '{}' is not a size (like 512M, 8G)", text);
   // Past int64 the conversion is undefined (it came out negative, and the limit was silently dropped).
   TANDEM_CHECK(v * unit <= 0x1p62, "--memory-limit: '{}' is more than 4 EiB", text);

@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "core/check.h"
+#include "core/parse_number.h"
 
 namespace tandem::apps {
 
@@ -202,15 +203,9 @@ Calibration scale_to_world(const Calibration& c, int world, int cores) {
 
 CapCase parse_cap_case(const std::string& text, double first_cap_mb) {
   if (text == "one" || text == "inf") return {"one bucket", ddp::BucketCaps::from_mb(1e9, 1e9)};
-  double mb = 0;
-  try {
-    size_t used = 0;
-    mb = std::stod(text, &used);
-    TANDEM_CHECK(used == text.size() && mb > 0, "");
-  } catch (const std::exception&) {
-    TANDEM_FAIL("--caps: '{}' is not a positive size in MB (or 'one')", text);
-  }
-  return {fmt::format("{:g}", mb), ddp::BucketCaps::from_mb(first_cap_mb, mb)};
+  const std::optional<double> mb = parse_double(text);
+  TANDEM_CHECK(mb && *mb > 0, "--caps: '{}' is not a positive size in MB (or 'one')", text);
+  return {fmt::format("{:g}", *mb), ddp::BucketCaps::from_mb(first_cap_mb, *mb)};
 }
 
 PredictionRow predict_row(const Calibration& c, const ddp::LinkFit& link, const CapCase& cap) {

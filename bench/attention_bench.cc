@@ -38,6 +38,7 @@
 
 #include "core/check.h"
 #include "core/elapsed.h"
+#include "core/parse_number.h"
 #include "core/random.h"
 #include "core/stream.h"
 #include "core/tensor.h"
@@ -71,14 +72,8 @@ AttentionShape parse_shape(const std::string& v) {
   for (int k = 0; k < 4; ++k) {
     const size_t end = k < 3 ? v.find(',', pos) : v.size();
     const std::string part = end == std::string::npos ? std::string() : v.substr(pos, end - pos);
-    size_t used = 0;
-    try {
-      f[k] = std::stoll(part, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    TANDEM_CHECK(!part.empty() && used == part.size() && f[k] > 0 && f[k] <= (int64_t{1} << 20) &&
-                     (k < 3 || end == v.size()),
+    f[k] = parse_int64(part).value_or(0);
+    TANDEM_CHECK(f[k] > 0 && f[k] <= (int64_t{1} << 20) && (k < 3 || end == v.size()),
                  "attention_bench: --shape must be B,S,H,Dh (four positive integers), got '{}'", v);
     pos = end + 1;
   }
@@ -87,15 +82,9 @@ AttentionShape parse_shape(const std::string& v) {
 
 // The number an option's value spells, whole (no trailing characters); Error naming the option otherwise.
 double parse_number(const std::string& option, const std::string& v) {
-  size_t used = 0;
-  double x = 0;
-  try {
-    x = std::stod(v, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  TANDEM_CHECK(!v.empty() && used == v.size(), "attention_bench: {} needs a number, got '{}'", option, v);
-  return x;
+  const std::optional<double> x = parse_double(v);
+  TANDEM_CHECK(x, "attention_bench: {} needs a number, got '{}'", option, v);
+  return *x;
 }
 
 Options parse(int argc, char** argv) {

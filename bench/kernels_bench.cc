@@ -34,6 +34,7 @@
 #include "core/check.h"
 #include "core/copy_kernels.h"
 #include "core/elapsed.h"
+#include "core/parse_number.h"
 #include "core/random.h"
 #include "core/stream.h"
 #include "core/tensor.h"
@@ -453,15 +454,9 @@ int main(int argc, char** argv) {
       // A whole integer: std::stoll alone would read "10x" as 10.
       const auto integer = [&] {
         const std::string v = value();
-        size_t used = 0;
-        long long x = 0;
-        try {
-          x = std::stoll(v, &used);
-        } catch (const std::exception&) {
-          used = 0;
-        }
-        if (v.empty() || used != v.size()) throw std::invalid_argument("'" + v + "' is not an integer");
-        return static_cast<int64_t>(x);
+        const std::optional<int64_t> x = parse_int64(v);
+        if (!x) throw std::invalid_argument("'" + v + "' is not an integer");
+        return *x;
       };
       if (a == "--device") {
         o.device = value();

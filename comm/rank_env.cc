@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "core/check.h"
+#include "core/parse_number.h"
 
 namespace tandem::comm {
 
@@ -22,17 +23,11 @@ class Env {
   }
   int integer(const char* name) const {
     TANDEM_CHECK(has(name), "environment variable {} is not set (needed to find this process's rank)", name);
-    std::string text = str(name);
-    size_t used = 0;
-    long long v = 0;
-    try {
-      v = std::stoll(text, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    TANDEM_CHECK(used == text.size() && v >= -(1LL << 31) && v < (1LL << 31),
+    const std::string text = str(name);
+    const std::optional<int64_t> v = parse_int64(text);
+    TANDEM_CHECK(v && *v >= -(int64_t{1} << 31) && *v < (int64_t{1} << 31),
                  "environment variable {}='{}' is not an integer", name, text);
-    return static_cast<int>(v);
+    return static_cast<int>(*v);
   }
   int integer_or(const char* name, int fallback) const { return has(name) ? integer(name) : fallback; }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/parse_number.h"
 
 namespace tandem::comm {
 
@@ -181,15 +182,10 @@ void Session::handle() {
       int64_t v = 0;
       auto found = data.find(key);
       if (found != data.end()) {
-        size_t used = 0;
-        bool ok = !found->second.empty();
-        try {
-          v = std::stoll(found->second, &used);
-        } catch (const std::exception&) {
-          ok = false;
-        }
-        if (!ok || used != found->second.size())
+        const std::optional<int64_t> stored = parse_int64(found->second);
+        if (!stored)
           return reply(w.u8(static_cast<uint8_t>(Status::BadRequest)).bytes("value of '" + key + "' is not an integer"));
+        v = *stored;
       }
       v += delta;
       data[key] = std::to_string(v);

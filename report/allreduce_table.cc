@@ -5,19 +5,16 @@
 #include <sstream>
 
 #include "core/check.h"
+#include "core/parse_number.h"
 
 namespace tandem::report {
 
 namespace {
 
 bool parse_number(const std::string& token, double& out) {
-  try {
-    size_t used = 0;
-    out = std::stod(token, &used);
-    return used == token.size();
-  } catch (const std::exception&) {
-    return false;
-  }
+  const std::optional<double> v = parse_double(token);
+  if (v) out = *v;
+  return v.has_value();
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "core/check.h"
+#include "core/parse_number.h"
 #include "data/csv.h"
 
 namespace tandem::report {
@@ -23,12 +24,7 @@ std::string read_text(const fs::path& p) {
 }
 
 double to_number(const std::string& field, const fs::path& file, int64_t line, const std::string& column) {
-  try {
-    size_t used = 0;
-    double v = std::stod(field, &used);
-    if (used == field.size()) return v;
-  } catch (const std::exception&) {
-  }
+  if (const std::optional<double> v = parse_double(field)) return *v;
   TANDEM_FAIL("{}:{}: column {}: '{}' is not a number", file.string(), line, column, field);
 }
 }  // namespace
