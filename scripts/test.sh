@@ -43,9 +43,11 @@ if [ "${TANDEM_SANITIZE:-1}" != "0" ]; then
       -DTANDEM_CUDA=OFF -DTANDEM_SANITIZE=ON -DTANDEM_BUILD_BENCH=OFF >/dev/null
     cmake --build build-asan -j"$jobs"
     bundle_lib=$(cd build-offline-bundle/root && pwd)
-    ldd build-asan/tests/report_tests | grep -q "libxml2.so.2 => $bundle_lib" ||
+    # grep without -q: -q exits at the first match, and a writer still writing then dies of SIGPIPE,
+    # which pipefail turns into a failed check (seen in a CI rehearsal on 2026-11-27).
+    ldd build-asan/tests/report_tests | grep "libxml2.so.2 => $bundle_lib" >/dev/null ||
       { echo "offline build: report_tests does not load the bundle'"'"'s libxml2"; ldd build-asan/tests/report_tests; exit 1; }
-    build-asan/apps/tandem data fortunes | grep -q startrek ||
+    build-asan/apps/tandem data fortunes | grep startrek >/dev/null ||
       { echo "offline build: the fortunes data of the bundle is not found"; exit 1; }
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
       ctest --test-dir build-asan --output-on-failure -j"$jobs" --timeout 900'

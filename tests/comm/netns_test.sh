@@ -37,7 +37,7 @@ ip link set "$veth_a" netns "$ns_a" && ip link set "$veth_b" netns "$ns_b" || ex
 ip -n "$ns_a" addr add 10.213.0.1/24 dev "$veth_a" && ip -n "$ns_a" link set "$veth_a" up && ip -n "$ns_a" link set lo up
 ip -n "$ns_b" addr add 10.213.0.2/24 dev "$veth_b" && ip -n "$ns_b" link set "$veth_b" up && ip -n "$ns_b" link set lo up
 # Host B reaches host A's address only over the veth link, never loopback.
-ip -n "$ns_b" route get 10.213.0.1 | grep -q "dev $veth_b" || { echo "FAIL: no route from B to A over $veth_b"; exit 1; }
+ip -n "$ns_b" route get 10.213.0.1 | grep "dev $veth_b" >/dev/null || { echo "FAIL: no route from B to A over $veth_b"; exit 1; }
 
 export TANDEM_STORE_TOKEN="netns-$id-$RANDOM$RANDOM"
 common=(--nnodes 2 --nproc-per-node 2 --master-addr 10.213.0.1 --master-port 29877 --prefix-output --timeout 150)
