@@ -5,6 +5,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
@@ -13,6 +15,7 @@
 #include <mutex>
 
 #include "comm/host_reduce.h"
+#include "comm/memfd.h"
 #include "comm/ring_split.h"
 #include "core/allocator.h"
 #include "core/check.h"
@@ -48,23 +51,13 @@ constexpr size_t kMaxPeerSegments = 64;
 Tensor shared_zeros(const std::vector<int64_t>& shape, DType dtype) {
   const size_t nbytes = shape_bytes(shape, dtype);
   const size_t bytes = page_rounded(nbytes);
-  const int fd = ::memfd_create("tandem-shared-buffer", MFD_CLOEXEC);
-  TANDEM_CHECK(fd >= 0, "shared buffer of {} bytes: memfd_create failed: {}", nbytes, std::strerror(errno));
-  struct stat st {};
-  if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0 || ::fstat(fd, &st) != 0) {
-    const int e = errno;
-    ::close(fd);
-    TANDEM_FAIL("shared buffer of {} bytes: sizing its memfd failed: {}", nbytes, std::strerror(e));
-  }
-  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (p == MAP_FAILED) {
-    const int e = errno;
-    ::close(fd);
-    TANDEM_FAIL("shared buffer of {} bytes: mmap failed: {}", nbytes, std::strerror(e));
-  }
+  const MappedMemfd m =
+      create_mapped_memfd("tandem-shared-buffer", bytes, false, fmt::format("shared buffer of {} bytes", nbytes));
+  void* p = m.data;
+  const int fd = m.fd;
   {
     std::lock_guard<std::mutex> lock(registry_mutex);
-    registry()[reinterpret_cast<uintptr_t>(p)] = Segment{fd, static_cast<uint64_t>(st.st_ino), bytes};
+    registry()[reinterpret_cast<uintptr_t>(p)] = Segment{fd, m.inode, bytes};
   }
   host_memory::count_foreign(bytes);
   auto release = [p, fd, bytes] {

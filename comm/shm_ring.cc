@@ -6,11 +6,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <new>
 
+#include "comm/memfd.h"
 #include "core/check.h"
 
 namespace tandem::comm {
@@ -73,17 +76,14 @@ std::shared_ptr<ShmRing> ShmRing::create(size_t capacity) {
   TANDEM_CHECK(capacity >= 64 && capacity % 8 == 0, "shared-memory ring capacity {} must be a multiple of 8, >= 64",
                capacity);
   std::shared_ptr<ShmRing> ring(new ShmRing());
-  ring->fds_.memory = ::memfd_create("tandem-ring", MFD_CLOEXEC);
-  TANDEM_CHECK(ring->fds_.memory >= 0, "memfd_create: {}", std::strerror(errno));
   ring->map_bytes_ = kDataOffset + page_round(capacity);
-  TANDEM_CHECK(::ftruncate(ring->fds_.memory, static_cast<off_t>(ring->map_bytes_)) == 0,
-               "ftruncate of a {}-byte shared-memory ring: {}", ring->map_bytes_, std::strerror(errno));
+  const MappedMemfd m = create_mapped_memfd("tandem-ring", ring->map_bytes_, true,
+                                            fmt::format("a {}-byte shared-memory ring", ring->map_bytes_));
+  ring->fds_.memory = m.fd;
+  ring->map_ = m.data;
   ring->fds_.data = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   ring->fds_.room = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   TANDEM_CHECK(ring->fds_.data >= 0 && ring->fds_.room >= 0, "eventfd: {}", std::strerror(errno));
-  ring->map_ = ::mmap(nullptr, ring->map_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE,
-                      ring->fds_.memory, 0);
-  TANDEM_CHECK(ring->map_ != MAP_FAILED, "mmap of a shared-memory ring: {}", std::strerror(errno));
   ring->control_ = new (ring->map_) Control{kRingMagic, capacity, {0}, {0}, {0}, {0}};
   ring->data_ = static_cast<char*>(ring->map_) + kDataOffset;
   ring->capacity_ = capacity;
