@@ -93,9 +93,13 @@ Options parse(int argc, char** argv) {
     const std::string a = argv[i];
     TANDEM_CHECK(i + 1 < argc, "attention_bench: option {} needs a value", a);
     const std::string v = argv[++i];
-    if (a == "--device") o.device = parse_device(v);
-    else if (a == "--dtype") o.dtype = parse_dtype(v);
-    else if (a == "--dropout") {
+    if (a == "--device") {
+      o.device = parse_device(v);
+      TANDEM_CHECK(!o.device.is_cuda() || cuda::available(),
+                   "attention_bench: --device {}, but no CUDA device is available", v);
+    } else if (a == "--dtype") {
+      o.dtype = parse_dtype(v);
+    } else if (a == "--dropout") {
       o.dropout = parse_number(a, v);
       TANDEM_CHECK(o.dropout >= 0 && o.dropout < 1, "attention_bench: --dropout must be in [0, 1), got {}", v);
     } else if (a == "--min-seconds") {

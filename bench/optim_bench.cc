@@ -23,12 +23,14 @@
 #include <cmath>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "core/check.h"
 #include "core/elapsed.h"
+#include "core/parse_number.h"
 #include "core/random.h"
 #include "core/stream.h"
 #include "core/tensor.h"
@@ -60,15 +62,24 @@ Options parse(int argc, char** argv) {
     const std::string v = argv[++i];
     if (a == "--device") {
       o.device = parse_device(v);
+      TANDEM_CHECK(!o.device.is_cuda() || cuda::available(), "optim_bench: --device {}, but no CUDA device is available",
+                   v);
     } else if (a == "--params") {
       o.params.clear();
-      for (const std::string& n : split(v)) o.params.push_back(std::stod(n));
+      for (const std::string& n : split(v)) {
+        const std::optional<double> count = parse_double(n);
+        TANDEM_CHECK(count && *count >= 1 && *count <= 1e10,
+                     "optim_bench: --params takes parameter counts from 1 to 1e10, got '{}'", n);
+        o.params.push_back(*count);
+      }
     } else if (a == "--optim") {
       o.optimizers = split(v);
       for (const std::string& n : o.optimizers)
         TANDEM_CHECK(n == "adamw" || n == "sgd", "optim_bench: unknown optimizer '{}' (adamw, sgd)", n);
     } else if (a == "--min-seconds") {
-      o.min_seconds = std::stod(v);
+      const std::optional<double> t = parse_double(v);
+      TANDEM_CHECK(t && *t >= 0 && *t <= 3600, "optim_bench: --min-seconds must be 0 to 3600, got '{}'", v);
+      o.min_seconds = *t;
     } else {
       TANDEM_FAIL("optim_bench: unknown option {} (--device, --params, --optim, --min-seconds)", a);
     }
