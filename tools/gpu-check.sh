@@ -334,11 +334,13 @@ phase_kdetail() {
 phase_peers() {
   local log="$res/peers.log" rc=0 lines=() r b
   : >"$log"
-  for b in "attention_bench.py --device cuda --dtype bf16" "ops_bench.py --device cuda" "optim_bench.py --device cuda"; do
-    # shellcheck disable=SC2086  # $b holds the script and its arguments
-    capture "peers_${b%%.py*}" 150 python3 bench/pytorch/$b
+  # name:script and arguments; ops_training is kernels_bench's second run (ag_news_optimized's shape).
+  for b in "attention:attention_bench.py --device cuda --dtype bf16" "ops:ops_bench.py --device cuda" \
+    "ops_training:ops_bench.py --device cuda --rows 32768 --d-model 256" "optim:optim_bench.py --device cuda"; do
+    # shellcheck disable=SC2086  # the part after the colon is the script and its arguments
+    capture "peers_${b%%:*}" 150 python3 bench/pytorch/${b#*:}
     r=$?
-    lines+=("== PyTorch ${b%%.py*} (exit $r)" "$(grep -vE '^(Warning|/)' "$res/peers_${b%%.py*}.txt" | head -40)")
+    lines+=("== PyTorch ${b%%:*} (exit $r)" "$(grep -vE '^(Warning|/)' "$res/peers_${b%%:*}.txt" | head -40)")
   done
   summary peers "${lines[@]}"
   return $rc

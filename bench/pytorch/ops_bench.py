@@ -6,7 +6,10 @@ gradient (retain_graph, so only the backward kernels run). CPU: median of >= 3 r
 warm-up, on --threads threads (default 1: Tandem's CPU reference is single-threaded). CUDA: CUDA
 events around each run after 5 warm-ups, median of 50.
 
-    python3 bench/pytorch/ops_bench.py [--device cpu|cuda|all] [--rows N] [--threads N]
+    python3 bench/pytorch/ops_bench.py [--device cpu|cuda|all] [--rows N] [--d-model D] [--threads N]
+
+--rows and --d-model as in kernels_bench (rows: a multiple of the sequence, 128 on the CPU and 512 on
+a GPU; d-model 768 by default, the feed-forward 4x that).
 """
 import argparse
 import statistics
@@ -40,11 +43,11 @@ def time_cuda_ms(f, reps=50):
     return statistics.median(a.elapsed_time(b) for a, b in events)
 
 
-def cases(device, dtype, rows):
+def cases(device, dtype, rows, d):
     gpu = device.type == "cuda"
     es = torch.tensor([], dtype=dtype).element_size()
     seq = 512 if gpu else 128
-    batch, d, ffn, vocab, classes = rows // seq, 768, 3072, 30522, 4
+    batch, ffn, vocab, classes = rows // seq, 4 * d, 30522, 4
     g = torch.Generator(device="cpu").manual_seed(0)
 
     def rand(*shape, dt=dtype, grad=True):
@@ -100,13 +103,13 @@ def cases(device, dtype, rows):
         out, (xl, wl, bl), dy, retain_graph=True)
 
 
-def run(device, rows, dtypes):
+def run(device, rows, d, dtypes):
     gpu = device.type == "cuda"
     timer = time_cuda_ms if gpu else time_cpu_ms
     print(f"\n| device | op | dtype | shape | dir | time (us) | achieved |")
     print("|---|---|---|---|---|---:|---:|")
     for dtype in dtypes:
-        for name, shape, direction, nbytes, flops, f in cases(device, dtype, rows):
+        for name, shape, direction, nbytes, flops, f in cases(device, dtype, rows, d):
             ms = timer(f)
             if flops:
                 rate = flops / (ms * 1e9)
@@ -122,15 +125,18 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default="all", choices=["cpu", "cuda", "all"])
     p.add_argument("--rows", type=int, default=0, help="tokens per batch (default: CPU 8192, CUDA 16384)")
+    p.add_argument("--d-model", type=int, default=768, help="row width (the feed-forward is 4x)")
     p.add_argument("--threads", type=int, default=1)
     a = p.parse_args()
+    if a.rows < 0 or a.d_model < 1 or a.threads < 1:
+        p.error("--rows must be >= 0, --d-model and --threads >= 1")
     torch.set_num_threads(a.threads)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} CPU thread(s)")
     if a.device in ("cpu", "all"):
-        run(torch.device("cpu"), a.rows or 8192, [torch.float32])
+        run(torch.device("cpu"), a.rows or 8192, a.d_model, [torch.float32])
     if a.device in ("cuda", "all"):
         if torch.cuda.is_available():
-            run(torch.device("cuda"), a.rows or 16384, [torch.float32, torch.bfloat16])
+            run(torch.device("cuda"), a.rows or 16384, a.d_model, [torch.float32, torch.bfloat16])
         else:
             print("\n(no CUDA device: CUDA not measured)")
 
