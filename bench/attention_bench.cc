@@ -1,16 +1,18 @@
 // Times the attention kernels, forward and backward, and prints achieved TFLOP/s.
 //
 //   attention_bench [--device cpu|cuda] [--dtype f32|bf16|f16] [--dropout P] [--min-seconds T]
-//                   [--backend tandem|cudnn] [--forward tiled|pipelined] [--backward split|fused]
+//                   [--backend tandem|cudnn] [--forward tiled|pipelined|pipelined_wide]
+//                   [--backward split|fused]
 //                   [--shape B,S,H,Dh]
 //
 // --shape times that one shape instead of the list (for a profiler, which
 // should see one shape's kernels).
 // --forward picks Tandem's CUDA forward kernel for bf16/f16 (the table's
-// fwd_kernel column): tiled (the default, as TANDEM_ATTENTION_FORWARD) or
+// fwd_kernel column): tiled (the default, as TANDEM_ATTENTION_FORWARD),
 // pipelined (cp.async double buffering and ldmatrix,
-// kernels/cuda/attention_forward_pipelined.cuh). f32 always runs tiled, and
-// the backward is the same kernels either way.
+// kernels/cuda/attention_forward_pipelined.cuh) or pipelined_wide (the same
+// with 32 query rows per warp). f32 always runs tiled, and the backward is the
+// same kernels either way.
 // --backend cudnn times cuDNN's fused attention on the same buffers instead of
 // Tandem's kernels (a build with the cuDNN attention back-end; bf16/f16, no dropout):
 // the peer our kernels are measured against on the same machine.
@@ -61,7 +63,7 @@ struct Options {
   double min_seconds = 0.5;
   bool cudnn = false;  // --backend cudnn
   bool fused = false;  // --backward fused
-  bool pipelined = false;  // --forward pipelined
+  std::string forward = "tiled";  // --forward: tiled, pipelined or pipelined_wide
   std::optional<AttentionShape> shape;  // --shape: this one instead of the list
 };
 
@@ -116,9 +118,9 @@ Options parse(int argc, char** argv) {
     } else if (a == "--shape") {
       o.shape = parse_shape(v);
     } else if (a == "--forward") {
-      TANDEM_CHECK(v == "tiled" || v == "pipelined", "attention_bench: --forward must be tiled or pipelined, got '{}'",
-                   v);
-      o.pipelined = v == "pipelined";
+      TANDEM_CHECK(v == "tiled" || v == "pipelined" || v == "pipelined_wide",
+                   "attention_bench: --forward must be tiled, pipelined or pipelined_wide, got '{}'", v);
+      o.forward = v;
     } else {
       TANDEM_FAIL("attention_bench: unknown option {} (--device, --dtype, --dropout, --min-seconds, --backend, "
                   "--forward, --backward, --shape)",
@@ -133,11 +135,21 @@ Options parse(int argc, char** argv) {
   TANDEM_CHECK(!o.cudnn || o.dropout == 0, "attention_bench: --backend cudnn runs without dropout (--dropout 0)");
   TANDEM_CHECK(!o.fused || (o.device.is_cuda() && !o.cudnn),
                "attention_bench: --backward fused is a path of Tandem's CUDA kernels (--device cuda, --backend tandem)");
-  TANDEM_CHECK(!o.pipelined || (o.device.is_cuda() && !o.cudnn && (o.dtype == DType::BF16 || o.dtype == DType::F16)),
-               "attention_bench: --forward pipelined is Tandem's CUDA forward for bf16/f16 (--device cuda, "
-               "--backend tandem, --dtype bf16|f16)");
+  TANDEM_CHECK(o.forward == "tiled" ||
+                   (o.device.is_cuda() && !o.cudnn && (o.dtype == DType::BF16 || o.dtype == DType::F16)),
+               "attention_bench: --forward {} is Tandem's CUDA forward for bf16/f16 (--device cuda, "
+               "--backend tandem, --dtype bf16|f16)",
+               o.forward);
   return o;
 }
+
+#if TANDEM_WITH_CUDA
+AttentionForwardKernel forward_kernel(const Options& o) {
+  return o.forward == "pipelined"        ? AttentionForwardKernel::Pipelined
+         : o.forward == "pipelined_wide" ? AttentionForwardKernel::PipelinedWide
+                                         : AttentionForwardKernel::Tiled;
+}
+#endif
 
 // Mean seconds per call of f: one warm-up call, then repeats until min_seconds (at least 3 calls).
 double time_per_call(const Options& o, const std::function<void()>& f) {
@@ -200,7 +212,7 @@ void run(const Options& o, const AttentionShape& s) {
   } else {
 #if TANDEM_WITH_CUDA
     void* stream = cuda::current_stream(o.device.index).handle();
-    const auto kernel = o.pipelined ? AttentionForwardKernel::Pipelined : AttentionForwardKernel::Tiled;
+    const AttentionForwardKernel kernel = forward_kernel(o);
     forward = [&, stream, kernel] {
       attention_forward_cuda(qkv.data_ptr(), nullptr, out.data_ptr(), lse.data<float>(), s, d, o.dtype, stream,
                              kernel);
@@ -217,21 +229,20 @@ void run(const Options& o, const AttentionShape& s) {
   const double fwd = time_per_call(o, forward);
   const double bwd = time_per_call(o, backward);  // out and lse hold the forward's results
   const double fwd_flops = 4.0 * double(s.batch * s.heads) * double(s.seq) * double(s.seq) * double(s.head_dim);
-  const char* fwd_kernel = o.device.is_cpu() ? "cpu" : o.cudnn ? "cudnn" : o.pipelined ? "pipelined" : "tiled";
+  const std::string fwd_kernel = o.device.is_cpu() ? "cpu" : o.cudnn ? "cudnn" : o.forward;
   const char* backward_path = o.device.is_cpu() ? "cpu" : o.cudnn ? "cudnn" : o.fused ? "fused" : "split";
   // Blocks of Tandem's forward kernel and of its backward's main kernel resident per multiprocessor
   // ("-" where they are not ours).
   std::string fwd_blocks = "-", bwd_blocks = "-";
 #if TANDEM_WITH_CUDA
   if (o.device.is_cuda() && !o.cudnn) {
-    fwd_blocks = std::to_string(attention_forward_blocks_per_sm(
-        s.head_dim, o.dtype, o.pipelined ? AttentionForwardKernel::Pipelined : AttentionForwardKernel::Tiled));
+    fwd_blocks = std::to_string(attention_forward_blocks_per_sm(s.head_dim, o.dtype, forward_kernel(o)));
     bwd_blocks = std::to_string(attention_backward_blocks_per_sm(
         s.head_dim, o.dtype, o.fused ? AttentionBackwardPath::Fused : AttentionBackwardPath::Split));
   }
 #endif
   fmt::print(
-      "{:>6} {:>7} {:>10} {:>8} {:>5} {:>6} {:>5} {:>6} {:>7} {:>8} {:>11.3f} {:>10.3f} {:>10} {:>11.3f} {:>10.3f} "
+      "{:>6} {:>7} {:>14} {:>8} {:>5} {:>6} {:>5} {:>6} {:>7} {:>8} {:>11.3f} {:>10.3f} {:>10} {:>11.3f} {:>10.3f} "
       "{:>10}\n",
       o.device.str(), o.cudnn ? "cudnn" : "tandem", fwd_kernel, backward_path, dtype_name(o.dtype), s.batch, s.seq,
       s.heads, s.head_dim, o.dropout, 1e3 * fwd, fwd_flops / fwd / 1e12, fwd_blocks, 1e3 * bwd,
@@ -251,7 +262,7 @@ int main(int argc, char** argv) {
                                          {8, 512, 16, 32},  {8, 512, 6, 128}};
     if (o.device.is_cuda()) sizes.push_back({64, 512, 12, 64});
     if (o.shape) sizes = {*o.shape};
-    fmt::print("{:>6} {:>7} {:>10} {:>8} {:>5} {:>6} {:>5} {:>6} {:>7} {:>8} {:>11} {:>10} {:>10} {:>11} {:>10} {:>10}\n",
+    fmt::print("{:>6} {:>7} {:>14} {:>8} {:>5} {:>6} {:>5} {:>6} {:>7} {:>8} {:>11} {:>10} {:>10} {:>11} {:>10} {:>10}\n",
                "device", "backend", "fwd_kernel", "backward", "dtype", "batch", "seq", "heads", "head_dim", "dropout",
                "fwd_ms", "fwd_TFLOPs", "fwd_blk/SM", "bwd_ms", "bwd_TFLOPs", "bwd_blk/SM");
     for (const AttentionShape& s : sizes) run(o, s);

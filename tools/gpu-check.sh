@@ -198,10 +198,13 @@ phase_bench() {
   # Attention, bf16: the default kernels, the two opt-in paths together (the
   # pipelined forward, TANDEM_ATTENTION_FORWARD=pipelined, and the fused
   # backward, TANDEM_ATTENTION_BACKWARD=fused; the table names each column's
-  # kernel), and the peer on the same machine, cuDNN's fused attention (when
-  # built); then f32 with the split and the fused backward.
+  # kernel), the wide pipelined forward (pipelined_wide: 32 query rows per warp,
+  # two blocks per SM, against pipelined's 16 and four), and the peer on the
+  # same machine, cuDNN's fused attention (when built); then f32 with the split
+  # and the fused backward.
   lines+=("== attention: Tandem's default and opt-in kernels vs cuDNN (bf16), split vs fused backward (f32)")
   for spec in "bf16:--dtype bf16" "bf16_pipelined_fused:--dtype bf16 --forward pipelined --backward fused" \
+    "bf16_wide:--dtype bf16 --forward pipelined_wide" \
     "cudnn:--dtype bf16 --backend cudnn" "f32:--dtype f32" "f32_fused:--dtype f32 --backward fused"; do
     # shellcheck disable=SC2086  # the options after the colon are words
     capture "bench_attention_${spec%%:*}" 120 "$build/bench/attention_bench" --device cuda ${spec#*:}

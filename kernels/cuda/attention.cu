@@ -19,8 +19,9 @@
 // Nothing S x S ever reaches global memory.
 //
 // Pipelined forward (forward_pipelined_kernel, attention_forward_pipelined.cuh;
-// f16/bf16, chosen by TANDEM_ATTENTION_FORWARD=pipelined, default tiled until
-// a GPU has run it): the same algorithm and results, with K/V tiles
+// f16/bf16, chosen by TANDEM_ATTENTION_FORWARD=pipelined, or pipelined_wide for
+// 32 query rows per warp and 128 per block at head dims up to 64; default tiled
+// until a whole step has confirmed it): the same algorithm and results, with K/V tiles
 // double-buffered by cp.async (tile j + 1 streams in while tile j is
 // computed; one __syncthreads per tile) and operand fragments read by
 // ldmatrix.x4 (.trans for V) instead of 32-bit and 16-bit shared loads.
@@ -81,6 +82,8 @@
 //   pipelined   32   -          127 (4 blocks/SM)          -      25,728
 //   pipelined   64   -          126 (4 blocks/SM)          -      46,208
 //   pipelined  128   -          204                        -      87,168
+//   wide        32   -          212 (2 blocks/SM)          -      30,848
+//   wide        64   -          238 (2 blocks/SM)          -      55,424
 //   dkdv        32   254        223                   37,376     20,992
 //   dkdv        64   255        255                   70,144     37,376
 //   dkdv       128   255 (spill 24/24) 255 (spill 8/8) 101,632     52,480
@@ -91,7 +94,9 @@
 //
 // So two blocks (8 warps) per SM at most, one for f32 at DP = 128, except the pipelined
 // forward, compiled for four at DP <= 64 (kPipelinedBlocksPerSm: 172-178 registers before,
-// two blocks); its 87 KB at DP = 128 still allow two. The device
+// two blocks); its 87 KB at DP = 128 still allow two. The wide pipelined forward (two row
+// tiles per warp, TANDEM_ATTENTION_FORWARD=pipelined_wide) runs the one-tile kernel at DP =
+// 128. The device
 // code lives in attention_kernels.cuh and attention_forward_pipelined.cuh
 // (shared with the CPU warp emulator that tests it); this file adds the
 // tensor-core, cp.async and ldmatrix instructions and the launches.
@@ -178,24 +183,29 @@ void allow_shared_memory(Kernel kernel, size_t bytes) {
 
 dim3 dims(Grid g) { return dim3(g.x, g.y); }
 
-// Calls f(kernel, shared-memory bytes) with the forward kernel `which` picks for T and DP, after
-// setting the attributes it launches with (so a launch and an occupancy query see the same).
+// Calls f(kernel, shared-memory bytes, query blocks) with the forward kernel `which` picks for T
+// and DP, after setting the attributes it launches with (so a launch and an occupancy query see
+// the same); the grid is B*H x query blocks.
 template <class T, int DP, class F>
-void with_forward_kernel(AttentionForwardKernel which, F&& f) {
+void with_forward_kernel(AttentionForwardKernel which, int64_t seq, F&& f) {
   if constexpr (sizeof(T) == 2) {
-    if (which == AttentionForwardKernel::Pipelined) {
-      // Its four blocks per SM (kPipelinedBlocksPerSm) need 185 KB of the SM's 228 KB as shared
-      // memory at DP = 64: the driver sizes the carveout so that shared memory does not limit
-      // occupancy (CUDA programming guide, compute capability 9.0), so no preference is set.
-      auto kernel = forward_pipelined_kernel<T, DP>;
-      allow_shared_memory(kernel, forward_pipelined_smem_bytes<T, DP>());
-      f(kernel, forward_pipelined_smem_bytes<T, DP>());
-      return;
-    }
+    // The pipelined kernel's blocks per SM (kPipelinedBlocksPerSm: four at DP <= 64 for one row
+    // tile) need up to 185 KB of the SM's 228 KB as shared memory: the driver sizes the carveout
+    // so that shared memory does not limit occupancy (CUDA programming guide, compute capability
+    // 9.0), so no preference is set.
+    const auto pipelined = [&](auto mt) {
+      constexpr int MT = decltype(mt)::value;
+      auto kernel = forward_pipelined_kernel<T, DP, MT>;
+      allow_shared_memory(kernel, forward_pipelined_smem_bytes<T, DP, MT>());
+      f(kernel, forward_pipelined_smem_bytes<T, DP, MT>(), pipelined_query_blocks(seq, MT));
+    };
+    if (which == AttentionForwardKernel::Pipelined) return pipelined(std::integral_constant<int, 1>{});
+    if (which == AttentionForwardKernel::PipelinedWide)
+      return pipelined(std::integral_constant<int, kWideRowTiles<DP>>{});
   }
   auto kernel = forward_kernel<T, DP>;
   allow_shared_memory(kernel, forward_smem_bytes<T, DP>());
-  f(kernel, forward_smem_bytes<T, DP>());
+  f(kernel, forward_smem_bytes<T, DP>(), static_cast<unsigned>((seq + kRows - 1) / kRows));
 }
 
 }  // namespace
@@ -208,9 +218,10 @@ void attention_forward_cuda(const void* qkv, const uint8_t* mask, void* out, flo
   TANDEM_DISPATCH_FLOAT_NO_F64(t, "attention_forward_cuda", [&] {
     using T = scalar_t;
     with_padded_dim(s.head_dim, [&](auto dp) {
-      with_forward_kernel<T, decltype(dp)::value>(which, [&](auto kernel, size_t smem) {
-        kernel<<<dims(grid_for(s)), kThreads, smem, st>>>(static_cast<const T*>(qkv), mask, static_cast<T*>(out),
-                                                          lse, params, vector_loads<T>(qkv, s.head_dim));
+      with_forward_kernel<T, decltype(dp)::value>(which, s.seq, [&](auto kernel, size_t smem, unsigned blocks) {
+        kernel<<<dim3(grid_for(s).x, blocks), kThreads, smem, st>>>(static_cast<const T*>(qkv), mask,
+                                                                    static_cast<T*>(out), lse, params,
+                                                                    vector_loads<T>(qkv, s.head_dim));
         TANDEM_CUDA_CHECK_LAUNCH();
       });
     });
@@ -241,7 +252,7 @@ int attention_forward_blocks_per_sm(int64_t head_dim, DType t, AttentionForwardK
   TANDEM_DISPATCH_FLOAT_NO_F64(t, "attention_forward_blocks_per_sm", [&] {
     with_padded_dim(head_dim, [&](auto dp) {
       with_forward_kernel<scalar_t, decltype(dp)::value>(
-          which, [&](auto kernel, size_t smem) { blocks = blocks_per_sm(kernel, smem); });
+          which, 1, [&](auto kernel, size_t smem, unsigned) { blocks = blocks_per_sm(kernel, smem); });
     });
   });
   return blocks;

@@ -1,7 +1,8 @@
 // The pipelined attention forward for 16-bit inputs (f16, bf16): forward_kernel's
 // algorithm (kernels/cuda/attention.cu describes it: 64 queries per block, 16
 // per warp, 64-key tiles, online softmax, P V from the score registers), with
-// two changes in how the tiles reach the tensor cores.
+// two changes in how the tiles reach the tensor cores, and optionally a third
+// in how much each warp does.
 //
 // 1. K/V tiles are double-buffered and loaded with cp.async (16 bytes per
 //    instruction, global to shared without a register round trip): while the
@@ -24,12 +25,21 @@
 //    for free). forward_kernel issues one 32-bit shared load per Q and K
 //    register and two 16-bit loads per V register.
 //
+// 3. MT row tiles of 16 queries per warp (kWideRowTiles): MT = 1 is
+//    TANDEM_ATTENTION_FORWARD=pipelined; pipelined_wide runs MT = 2 at DP <= 64
+//    (128 queries per block, FlashAttention-2's geometry at head dim 64): each
+//    K and V fragment from shared memory feeds two products, and the two tiles'
+//    work is independent, so a warp has more to issue while one waits. Each
+//    tile's rows see exactly the MT = 1 operations.
+//
 // Memory traffic: forward_kernel's bytes (Q and O once, K and V once per
 // query tile), but a warp no longer waits for its global loads before
 // computing, and shared-memory load instructions drop from 1 (Q, K) or 2 (V)
 // per fragment register to 1 per 4 registers.
-// Shared memory: Q, two K and two V tiles of 64 x (DP + 8) elements, and two
-// tiles' key flags: 5/3 of forward_kernel's (resource table in attention.cu).
+// Shared memory: Q (MT tiles), two K and two V tiles of 64 x (DP + 8) elements,
+// and two tiles' key flags: 5/3 of forward_kernel's at MT = 1 (resource table
+// in attention.cu). With MT = 2, K and V are read from global memory half as
+// often (once per 128 queries).
 // Numerics: forward_kernel's, operation for operation (the same products in
 // the same order, the same online_softmax_tile and store_forward_rows), so the
 // two agree bit for bit under the warp emulator.
@@ -44,12 +54,14 @@
 
 namespace tandem::kernels::attention_detail {
 
-// C[16 x 8NT] += A[16 x K] . B[8NT x K]^T as mma_abt, fragments by ldmatrix.x4. Lane l names
-// row l % 8 of matrix l / 8. For A, matrices 0-3 are (rows 0-7 | 8-15) x (columns k..k+7 | k+8..)
-// in the order of the A registers a[0..3]; for B, they are (rows 8n..8n+7 | 8n+8..) x
-// (columns k.. | k+8..) in the order b[n][0], b[n][1], b[n+1][0], b[n+1][1].
-template <int NT, int K, class T>
-__device__ __forceinline__ void mma_abt_ldmatrix(float (&c)[NT][4], const T* a, const T* b, int ld) {
+// C[mt][16 x 8NT] += A[mt][16 x K] . B[8NT x K]^T for MT row tiles of A (tile mt at rows 16mt..
+// of a), each as mma_abt, fragments by ldmatrix.x4: every B fragment loaded serves all MT tiles.
+// Lane l names row l % 8 of matrix l / 8. For A, matrices 0-3 are (rows 0-7 | 8-15) x (columns
+// k..k+7 | k+8..) in the order of the A registers a[0..3]; for B, they are (rows 8n..8n+7 |
+// 8n+8..) x (columns k.. | k+8..) in the order b[n][0], b[n][1], b[n+1][0], b[n+1][1]. Each
+// accumulator sees the same products in the same order whatever MT is.
+template <int MT, int NT, int K, class T>
+__device__ __forceinline__ void mma_abt_ldmatrix(float (&c)[MT][NT][4], const T* a, const T* b, int ld) {
   static_assert(NT % 2 == 0, "B fragments come in pairs of 8-row blocks");
   const int lane = threadIdx.x & 31;
   const T* a_row = a + ((lane & 7) + 8 * ((lane >> 3) & 1)) * ld + 8 * (lane >> 4);
@@ -57,39 +69,49 @@ __device__ __forceinline__ void mma_abt_ldmatrix(float (&c)[NT][4], const T* a, 
   // Rolled k loop, as in mma_abt: unrolled, the fragments of every step would be live at once.
 #pragma unroll 1
   for (int k = 0; k < K; k += 16) {
-    uint32_t af[4];
-    ldmatrix_x4(af, a_row + k);
+    uint32_t af[MT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) ldmatrix_x4(af[mt], a_row + 16 * mt * ld + k);
 #pragma unroll
     for (int n = 0; n < NT; n += 2) {
       uint32_t bf[4];
       ldmatrix_x4(bf, b_row + 8 * n * ld + k);
       const uint32_t b0[2] = {bf[0], bf[1]}, b1[2] = {bf[2], bf[3]};
-      mma16816<T>(c[n], af, b0);
-      mma16816<T>(c[n + 1], af, b1);
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        mma16816<T>(c[mt][n], af[mt], b0);
+        mma16816<T>(c[mt][n + 1], af[mt], b1);
+      }
     }
   }
 }
 
-// C[16 x 8NT] += P[16 x 8KT] . V[8KT x 8NT] as mma_pb (P a register tile in the C layout, rounded
-// to T), V's fragments by ldmatrix.x4.trans. Lane l names row l % 8 of matrix l / 8; the matrices
-// are (keys 16kc..+7 | 16kc+8..+15) x (columns 8n.. | 8n+8..), in the order b[n][0], b[n][1],
-// b[n+1][0], b[n+1][1]: transposed, lane 4g + w gets keys 2w, 2w + 1 of column g, the B layout.
-template <int NT, int KT, class T>
-__device__ __forceinline__ void mma_pv_ldmatrix(float (&c)[NT][4], const float (&p)[KT][4], const T* v, int ld) {
+// C[mt][16 x 8NT] += P[mt][16 x 8KT] . V[8KT x 8NT] for MT row tiles, each as mma_pb (P a register
+// tile in the C layout, rounded to T), V's fragments by ldmatrix.x4.trans, each serving all MT
+// tiles. Lane l names row l % 8 of matrix l / 8; the matrices are (keys 16kc..+7 | 16kc+8..+15) x
+// (columns 8n.. | 8n+8..), in the order b[n][0], b[n][1], b[n+1][0], b[n+1][1]: transposed, lane
+// 4g + w gets keys 2w, 2w + 1 of column g, the B layout.
+template <int MT, int NT, int KT, class T>
+__device__ __forceinline__ void mma_pv_ldmatrix(float (&c)[MT][NT][4], const float (&p)[MT][KT][4], const T* v,
+                                                int ld) {
   static_assert(NT % 2 == 0 && KT % 2 == 0, "whole 16-key steps and pairs of 8-column blocks");
   const int lane = threadIdx.x & 31;
   const T* v_row = v + ((lane & 7) + 8 * ((lane >> 3) & 1)) * ld + 8 * (lane >> 4);
 #pragma unroll
   for (int kc = 0; kc < KT / 2; ++kc) {
-    uint32_t af[4];
-    a_fragment_of<T>(p, kc, af);
+    uint32_t af[MT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) a_fragment_of<T>(p[mt], kc, af[mt]);
 #pragma unroll
     for (int n = 0; n < NT; n += 2) {
       uint32_t bf[4];
       ldmatrix_x4_trans(bf, v_row + 16 * kc * ld + 8 * n);
       const uint32_t b0[2] = {bf[0], bf[1]}, b1[2] = {bf[2], bf[3]};
-      mma16816<T>(c[n], af, b0);
-      mma16816<T>(c[n + 1], af, b1);
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        mma16816<T>(c[mt][n], af[mt], b0);
+        mma16816<T>(c[mt][n + 1], af[mt], b1);
+      }
     }
   }
 }
@@ -109,31 +131,42 @@ __device__ __forceinline__ void load_tile_async(T* dst, const T* src, int64_t st
   }
 }
 
-// Blocks per SM the kernel is compiled for (the second __launch_bounds__ argument, which caps
-// registers at 65536 / (128 * blocks)). The first GPU run found this kernel at 172 registers,
-// two blocks (8 warps) per SM, with the tensor cores mostly waiting: four blocks fit 128
-// registers with no spills at DP <= 64 (126-127 registers, nvcc 13.0) and their shared memory
-// (4 x 46 KB at DP = 64) fits an SM's 227 KB; at DP = 128 four blocks spill and three do not
-// fit the shared memory, so it stays at two.
+// Row tiles of 16 queries per warp: 1 (a block's 64 queries, as forward_kernel), or 2 for the wide
+// variant (TANDEM_ATTENTION_FORWARD=pipelined_wide: 128 queries per block, FlashAttention-2's
+// geometry at head dim 64), where each K and V fragment a warp loads from shared memory feeds
+// two tensor-core products instead of one and the two tiles' softmax and products give the
+// scheduler independent work. Only at DP <= 64 (at 128 the two output tiles alone would fill
+// the registers); DP = 128 runs one tile.
 template <int DP>
-constexpr int kPipelinedBlocksPerSm = DP <= 64 ? 4 : 2;
+constexpr int kWideRowTiles = DP <= 64 ? 2 : 1;
 
-template <class T, int DP>
-__global__ void __launch_bounds__(kThreads, kPipelinedBlocksPerSm<DP>)
+// Blocks per SM the kernel is compiled for (the second __launch_bounds__ argument, which caps
+// registers at 65536 / (128 * blocks)). The first GPU run found the one-tile kernel at 172
+// registers, two blocks (8 warps) per SM, with the tensor cores mostly waiting: four blocks fit
+// 128 registers with no spills at DP <= 64 (126-127 registers, nvcc 13.0) and their shared memory
+// (4 x 46 KB at DP = 64) fits an SM's 227 KB; at DP = 128 four blocks spill and three do not fit
+// the shared memory, so it stays at two; two row tiles keep two blocks (their accumulators need
+// the registers).
+template <int DP, int MT>
+constexpr int kPipelinedBlocksPerSm = MT == 1 && DP <= 64 ? 4 : 2;
+
+template <class T, int DP, int MT>
+__global__ void __launch_bounds__(kThreads, kPipelinedBlocksPerSm<DP, MT>)
     forward_pipelined_kernel(const T* __restrict__ qkv, const uint8_t* __restrict__ mask, T* __restrict__ out,
                              float* __restrict__ lse, Params P, bool vec) {
   static_assert(sizeof(T) == 2, "f16/bf16 only: tensor cores and ldmatrix.b16 (f32 runs forward_kernel)");
   constexpr int ld = kLd<T, DP>;
   constexpr int NC = kRows / 8;        // 8-column blocks of a 64-key tile
-  constexpr int kTile = kRows * ld;    // elements of one Q, K or V tile
+  constexpr int kTile = kRows * ld;    // elements of one 64-row Q, K or V tile
+  constexpr int kBlockRows = MT * kRows;  // queries per block
   ATTENTION_SHARED_MEMORY(smem);
-  T* q_s = reinterpret_cast<T*>(smem);
-  T* k_s = q_s + kTile;                // buffers 0 and 1: k_s + buf * kTile
+  T* q_s = reinterpret_cast<T*>(smem);  // MT tiles
+  T* k_s = q_s + MT * kTile;            // buffers 0 and 1: k_s + buf * kTile
   T* v_s = k_s + 2 * kTile;
   uint8_t* real_s = reinterpret_cast<uint8_t*>(v_s + 2 * kTile);  // 2 x kRows key flags
 
   const int bh = blockIdx.x, b = bh / P.heads, h = bh % P.heads;
-  const int q0 = blockIdx.y * kRows;
+  const int q0 = blockIdx.y * kBlockRows;
   const int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
   const HeadRows<T> src = head_rows(qkv, P, b, h);
 
@@ -154,15 +187,18 @@ __global__ void __launch_bounds__(kThreads, kPipelinedBlocksPerSm<DP>)
     return threadIdx.x < kRows && real_key(mask, b, P.seq, k0 + static_cast<int>(threadIdx.x));
   };
 
-  if (vec) load_tile_async<kRows, DP>(q_s, src.q, src.stride, q0, P.seq, P.dh);
-  else load_tile<kRows, DP>(q_s, src.q, src.stride, q0, P.seq, P.dh, false);
+  if (vec) load_tile_async<kBlockRows, DP>(q_s, src.q, src.stride, q0, P.seq, P.dh);
+  else load_tile<kBlockRows, DP>(q_s, src.q, src.stride, q0, P.seq, P.dh, false);
   load_kv(0, 0);  // Q joins the first tile's group
   if (threadIdx.x < kRows) real_s[threadIdx.x] = key_flag(0);
-  const T* q_w = q_s + warp * 16 * ld;
+  // Warp w owns rows 16 MT w .. 16 MT w + 16 MT - 1 of the block: row tile mt from row0 + 16 mt.
+  const T* q_w = q_s + warp * 16 * MT * ld;
+  const int row0 = q0 + warp * 16 * MT + g;
 
-  float o[DP / 8][4] = {};
-  float m[2] = {-INFINITY, -INFINITY};  // running max (log2 units) of rows g and g+8
-  float l[2] = {0.0f, 0.0f};            // this lane's part of the running denominators
+  float o[MT][DP / 8][4] = {};
+  float m[MT][2], l[MT][2];  // running max (log2 units) and this lane's part of the denominators
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) m[mt][0] = m[mt][1] = -INFINITY, l[mt][0] = l[mt][1] = 0.0f;
 
   const int tiles = (P.seq + kRows - 1) / kRows;
   for (int j = 0; j < tiles; ++j) {
@@ -176,18 +212,27 @@ __global__ void __launch_bounds__(kThreads, kPipelinedBlocksPerSm<DP>)
       next_flag = key_flag((j + 1) * kRows);
     }
 
-    float s[NC][4] = {};
-    mma_abt_ldmatrix<NC, DP>(s, q_w, k_s + buf * kTile, ld);
-    online_softmax_tile(s, o, m, l, real_s + buf * kRows, P, bh, q0 + warp * 16 + g, j * kRows, t);
-    mma_pv_ldmatrix<DP / 8, NC>(o, s, v_s + buf * kTile, ld);
+    float s[MT][NC][4] = {};
+    mma_abt_ldmatrix<MT, NC, DP>(s, q_w, k_s + buf * kTile, ld);
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+      online_softmax_tile(s[mt], o[mt], m[mt], l[mt], real_s + buf * kRows, P, bh, row0 + 16 * mt, j * kRows, t);
+    mma_pv_ldmatrix<MT, DP / 8, NC>(o, s, v_s + buf * kTile, ld);
     if (more && threadIdx.x < kRows) real_s[(buf ^ 1) * kRows + threadIdx.x] = next_flag;
   }
-  store_forward_rows<T>(o, m, l, out, lse, P, bh, q0 + warp * 16 + g, t);
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) store_forward_rows<T>(o[mt], m[mt], l[mt], out, lse, P, bh, row0 + 16 * mt, t);
 }
 
-template <class T, int DP>
+// Q (MT tiles), two K and two V tiles, two tiles' key flags.
+template <class T, int DP, int MT>
 constexpr size_t forward_pipelined_smem_bytes() {
-  return 5 * kRows * kLd<T, DP> * sizeof(T) + 2 * kRows;
+  return (MT + 4) * kRows * kLd<T, DP> * sizeof(T) + 2 * kRows;
+}
+
+// Blocks along the queries: ceil(S / (64 MT)).
+inline unsigned pipelined_query_blocks(int64_t seq, int mt) {
+  return static_cast<unsigned>((seq + kRows * mt - 1) / (kRows * mt));
 }
 
 }  // namespace tandem::kernels::attention_detail

@@ -7,8 +7,10 @@ namespace tandem::kernels {
 
 namespace {
 
-constinit EnvSwitch<AttentionForwardKernel, 2> g_forward{
-    "TANDEM_ATTENTION_FORWARD", {{"tiled", AttentionForwardKernel::Tiled}, {"pipelined", AttentionForwardKernel::Pipelined}}};
+constinit EnvSwitch<AttentionForwardKernel, 3> g_forward{"TANDEM_ATTENTION_FORWARD",
+                                                          {{"tiled", AttentionForwardKernel::Tiled},
+                                                           {"pipelined", AttentionForwardKernel::Pipelined},
+                                                           {"pipelined_wide", AttentionForwardKernel::PipelinedWide}}};
 
 constinit EnvSwitch<AttentionBackwardPath, 2> g_backward{
     "TANDEM_ATTENTION_BACKWARD", {{"split", AttentionBackwardPath::Split}, {"fused", AttentionBackwardPath::Fused}}};

@@ -4,10 +4,12 @@
 // New kernels sit behind a switch that defaults to the verified path (issue
 // #15) until a GPU has run them.
 //
-//   TANDEM_ATTENTION_FORWARD=tiled|pipelined  the forward kernel for f16/bf16:
-//     Tiled (forward_kernel, the default) or Pipelined
+//   TANDEM_ATTENTION_FORWARD=tiled|pipelined|pipelined_wide  the forward kernel for f16/bf16:
+//     Tiled (forward_kernel, the default), Pipelined
 //     (kernels/cuda/attention_forward_pipelined.cuh: cp.async double buffering
-//     and ldmatrix). f32 always runs Tiled.
+//     and ldmatrix; 16 query rows per warp, four blocks per SM at head dims up
+//     to 64) or PipelinedWide (the same kernel with 32 query rows per warp at
+//     head dims up to 64, two blocks per SM; 16 at 128). f32 always runs Tiled.
 //   TANDEM_ATTENTION_BACKWARD=split|fused  the backward path (kernels/cuda/attention_cuda.h):
 //     Split (the default) or Fused (kernels/cuda/attention_backward_fused.cuh).
 #pragma once
@@ -16,7 +18,7 @@
 
 namespace tandem::kernels {
 
-enum class AttentionForwardKernel { Tiled, Pipelined };
+enum class AttentionForwardKernel { Tiled, Pipelined, PipelinedWide };
 
 // TANDEM_ATTENTION_FORWARD's kernel, unless a test has overridden it.
 AttentionForwardKernel attention_forward_kernel();

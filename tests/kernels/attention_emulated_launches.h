@@ -1,6 +1,6 @@
 // The CUDA attention kernels' launches as kernels/cuda/attention.cu makes them
 // (the same grids, shared memory and operands), run on the CPU by
-// tests/testing/warp_emulator.h: the forward (tiled or pipelined) and the
+// tests/testing/warp_emulator.h: the forward (tiled, pipelined or pipelined wide) and the
 // split backward (rowdot, dK/dV, dQ). For the emulated tests, which include
 // this header first: it brings in the emulator before the device code, and
 // counts the dropout's Philox blocks (attention_kernels.cuh's hook) in
@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "tests/testing/warp_emulator.h"  // first: CUDA keywords and built-ins for the device code
@@ -42,12 +43,16 @@ void emulated_forward(const Tensor& qkv, const Tensor& mask, Tensor& out, Tensor
     const auto* q = static_cast<const T*>(qkv.data_ptr());
     auto* o = static_cast<T*>(out.data_ptr());
     if constexpr (sizeof(T) == 2) {
-      if (which == AttentionForwardKernel::Pipelined) {
+      const auto pipelined = [&](auto mt) {
+        constexpr int MT = decltype(mt)::value;
         warp_emulator::launch(
-            grid.x, grid.y, kThreads, forward_pipelined_smem_bytes<T, DP>(),
-            [&] { forward_pipelined_kernel<T, DP>(q, mask_ptr(mask), o, lse.data<float>(), params, vec); }, schedule);
-        return;
-      }
+            grid.x, pipelined_query_blocks(s.seq, MT), kThreads, forward_pipelined_smem_bytes<T, DP, MT>(),
+            [&] { forward_pipelined_kernel<T, DP, MT>(q, mask_ptr(mask), o, lse.data<float>(), params, vec); },
+            schedule);
+      };
+      if (which == AttentionForwardKernel::Pipelined) return pipelined(std::integral_constant<int, 1>{});
+      if (which == AttentionForwardKernel::PipelinedWide)
+        return pipelined(std::integral_constant<int, kWideRowTiles<DP>>{});
     }
     warp_emulator::launch(
         grid.x, grid.y, kThreads, forward_smem_bytes<T, DP>(),

@@ -1,7 +1,9 @@
 // The pipelined attention forward (kernels/cuda/attention_forward_pipelined.cuh),
-// its own device code run on the CPU under tests/testing/warp_emulator.h with
-// attention.cu's launch geometry: against the CPU reference (output, lse), and
-// bit for bit against the tiled forward_kernel, for f16 and bf16, every padded
+// with one row tile per warp (TANDEM_ATTENTION_FORWARD=pipelined) and two
+// (pipelined_wide, one at DP = 128), its own device code run on the CPU under
+// tests/testing/warp_emulator.h with attention.cu's launch geometry: against
+// the CPU reference (output, lse), and bit for bit against the tiled
+// forward_kernel, for f16 and bf16, every padded
 // head width DP 32/64/128 (16-byte copies with zero-filled columns, and plain
 // loads where Dh is not a multiple of 8), S from 1 to 200 (one partial tile,
 // several tiles, so both buffers are reused), padding with an all-padding row,
@@ -44,8 +46,9 @@ struct Results {
   int64_t philox_blocks = 0;
 };
 
-class EmulatedPipelinedForward : public ::testing::TestWithParam<std::tuple<DType, Case>> {
+class EmulatedPipelinedForward : public ::testing::TestWithParam<std::tuple<DType, Case, AttentionForwardKernel>> {
  protected:
+  AttentionForwardKernel kernel() const { return std::get<2>(GetParam()); }
   AttentionShape shape() const {
     const Case& c = std::get<1>(GetParam());
     return {c.batch, c.seq, c.heads, c.head_dim};
@@ -81,7 +84,7 @@ TEST_P(EmulatedPipelinedForward, MatchesTheCpuReference) {
   Tensor lse_ref = Tensor::empty({s.batch, s.heads, s.seq}, DType::F32);
   attention_forward_cpu(qkv.data_ptr(), mask_ptr(mask), out_ref.data_ptr(), lse_ref.data_ptr(), s, dropout(), dtype());
 
-  const Results got = run(AttentionForwardKernel::Pipelined, qkv, mask);
+  const Results got = run(kernel(), qkv, mask);
   const testing::Tolerance tol = attention_output_tolerance(dtype());
   EXPECT_TRUE(all_close(got.out, out_ref, tol.atol, tol.rtol));
   EXPECT_TRUE(same_lse(got.lse, lse_ref));
@@ -90,7 +93,7 @@ TEST_P(EmulatedPipelinedForward, MatchesTheCpuReference) {
 TEST_P(EmulatedPipelinedForward, MatchesTheTiledForwardBitForBit) {
   const Tensor qkv = this->qkv(), mask = this->mask();
   const Results tiled = run(AttentionForwardKernel::Tiled, qkv, mask);
-  const Results pipelined = run(AttentionForwardKernel::Pipelined, qkv, mask);
+  const Results pipelined = run(kernel(), qkv, mask);
   EXPECT_TRUE(same_bits(pipelined.out, tiled.out)) << "output";
   EXPECT_TRUE(same_bits(pipelined.lse, tiled.lse)) << "lse";
   EXPECT_EQ(pipelined.philox_blocks, tiled.philox_blocks);  // dropout recomputed once per decision, as before
@@ -100,9 +103,9 @@ TEST_P(EmulatedPipelinedForward, MatchesTheTiledForwardBitForBit) {
 // prefetch issued before every warp is done with the buffer it overwrites poisons their reads.
 TEST_P(EmulatedPipelinedForward, GivesTheSameBitsWithWarpsSkewedEitherWay) {
   const Tensor qkv = this->qkv(), mask = this->mask();
-  const Results together = run(AttentionForwardKernel::Pipelined, qkv, mask);
+  const Results together = run(kernel(), qkv, mask);
   for (auto schedule : {warp_emulator::Schedule::WarpByWarp, warp_emulator::Schedule::WarpByWarpReversed}) {
-    const Results skewed = run(AttentionForwardKernel::Pipelined, qkv, mask, schedule);
+    const Results skewed = run(kernel(), qkv, mask, schedule);
     EXPECT_TRUE(same_bits(skewed.out, together.out)) << "output, schedule " << static_cast<int>(schedule);
     EXPECT_TRUE(same_bits(skewed.lse, together.lse)) << "lse, schedule " << static_cast<int>(schedule);
   }
@@ -117,11 +120,14 @@ const Case kCases[] = {
     {1, 200, 1, 40, {150}, 0.3},         // four tiles (each buffer used twice); columns 40-63 zero-filled
     {1, 129, 1, 128, {100}, 0.3},        // three tiles, the largest head dim, dropout
     {2, 100, 2, 20, {100, 61}, 0.5},     // Dh = 20: plain loads, DP = 32, several heads, dropout
+    {1, 300, 2, 64, {300}, 0.1},         // three 128-query blocks of the wide kernel, the last partial
 };
 
 INSTANTIATE_TEST_SUITE_P(Cases, EmulatedPipelinedForward,
-                         ::testing::Combine(::testing::Values(DType::BF16, DType::F16), ::testing::ValuesIn(kCases)),
-                         testing::dtype_and_case_name);
+                         ::testing::Combine(::testing::Values(DType::BF16, DType::F16), ::testing::ValuesIn(kCases),
+                                            ::testing::Values(AttentionForwardKernel::Pipelined,
+                                                              AttentionForwardKernel::PipelinedWide)),
+                         testing::pipelined_dtype_and_case_name);
 
 TEST(EmulatedPipelinedForward, UsesPlainLoadsForAnUnalignedBaseAndStillMatches) {
   // Dh = 64 allows 16-byte copies, but qkv starting 2 bytes into its buffer does not.

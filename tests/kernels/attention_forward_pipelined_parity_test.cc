@@ -1,5 +1,6 @@
-// The pipelined CUDA attention forward (kernels/cuda/attention_forward_pipelined.cuh)
-// on a GPU, and the switch that selects it (TANDEM_ATTENTION_FORWARD).
+// The pipelined CUDA attention forward (kernels/cuda/attention_forward_pipelined.cuh),
+// with one and with two row tiles per warp (pipelined, pipelined_wide), on a GPU,
+// and the switch that selects it (TANDEM_ATTENTION_FORWARD).
 //
 // On a GPU, for f16 and bf16 at the sizes of attention_parity_test.cc (S 1 to
 // 512, odd head dims, every padded width, padding with an all-padding row,
@@ -42,19 +43,21 @@ using testing::rejects_naming_variable_and_value;
 using testing::same_lse;
 using Case = testing::AttentionCase;
 
-TEST(AttentionForwardSwitch, IsTiledUnlessSetToPipelinedAndNamesTheVariableAndValueOnABadValue) {
+TEST(AttentionForwardSwitch, IsTiledUnlessSetToAPipelinedKernelAndNamesTheVariableAndValueOnABadValue) {
   EXPECT_EQ(parse_attention_forward(nullptr), AttentionForwardKernel::Tiled);
   EXPECT_EQ(parse_attention_forward(""), AttentionForwardKernel::Tiled);
   EXPECT_EQ(parse_attention_forward("tiled"), AttentionForwardKernel::Tiled);
   EXPECT_EQ(parse_attention_forward("pipelined"), AttentionForwardKernel::Pipelined);
-  for (const char* bad : {"Pipelined", "1", "pipelined "})
+  EXPECT_EQ(parse_attention_forward("pipelined_wide"), AttentionForwardKernel::PipelinedWide);
+  for (const char* bad : {"Pipelined", "1", "pipelined ", "wide"})
     EXPECT_TRUE(rejects_naming_variable_and_value(parse_attention_forward, "TANDEM_ATTENTION_FORWARD", bad));
 }
 
 TEST(AttentionForwardSwitch, ATestOverrideWinsUntilItIsCleared) {
   const AttentionForwardKernel from_environment = parse_attention_forward(std::getenv("TANDEM_ATTENTION_FORWARD"));
   EXPECT_EQ(attention_forward_kernel(), from_environment);
-  for (AttentionForwardKernel k : {AttentionForwardKernel::Pipelined, AttentionForwardKernel::Tiled}) {
+  for (AttentionForwardKernel k :
+       {AttentionForwardKernel::Pipelined, AttentionForwardKernel::PipelinedWide, AttentionForwardKernel::Tiled}) {
     set_attention_forward_for_testing(k);
     EXPECT_EQ(attention_forward_kernel(), k);
   }
@@ -65,15 +68,15 @@ TEST(AttentionForwardSwitch, ATestOverrideWinsUntilItIsCleared) {
 // One rounding of the 16-bit type, relative to values of size O(1).
 double one_rounding(DType t) { return t == DType::BF16 ? 0x1p-8 : 0x1p-11; }
 
-class PipelinedForwardCuda : public ::testing::TestWithParam<std::tuple<DType, Case>> {
+class PipelinedForwardCuda : public ::testing::TestWithParam<std::tuple<DType, Case, AttentionForwardKernel>> {
  protected:
   void SetUp() override { TANDEM_REQUIRE_GPU(); }
   void TearDown() override { set_attention_forward_for_testing(std::nullopt); }
 };
 
 TEST_P(PipelinedForwardCuda, AttentionWithTheSwitchOnMatchesTheCpuReference) {
-  const auto& [t, c] = GetParam();
-  set_attention_forward_for_testing(AttentionForwardKernel::Pipelined);
+  const auto& [t, c, kernel] = GetParam();
+  set_attention_forward_for_testing(kernel);
   const testing::GpuAndCpuResults r = testing::attention_on_gpu_and_cpu(c, t);
   const testing::Tolerance fo = attention_output_tolerance(t), go = testing::attention_gradient_tolerance(t);
   EXPECT_TRUE(all_close(r.out_gpu, r.out_cpu, fo.atol, fo.rtol)) << "forward";
@@ -81,7 +84,7 @@ TEST_P(PipelinedForwardCuda, AttentionWithTheSwitchOnMatchesTheCpuReference) {
 }
 
 TEST_P(PipelinedForwardCuda, MatchesTheTiledKernelToOneRounding) {
-  const auto& [t, c] = GetParam();
+  const auto& [t, c, kernel] = GetParam();
   const AttentionShape s{c.batch, c.seq, c.heads, c.head_dim};
   const AttentionDropout d{static_cast<float>(c.dropout), 31, 4};
   const Device gpu = Device::cuda(0);
@@ -94,7 +97,7 @@ TEST_P(PipelinedForwardCuda, MatchesTheTiledKernelToOneRounding) {
     out[k] = Tensor::full({s.batch, s.seq, s.heads * s.head_dim}, std::nan(""), t, gpu);
     lse[k] = Tensor::full({s.batch, s.heads, s.seq}, std::nan(""), DType::F32, gpu);
     attention_forward_cuda(qkv.data_ptr(), m, out[k].data_ptr(), lse[k].data<float>(), s, d, t, stream,
-                           k == 0 ? AttentionForwardKernel::Tiled : AttentionForwardKernel::Pipelined);
+                           k == 0 ? AttentionForwardKernel::Tiled : kernel);
   }
   EXPECT_TRUE(all_close(out[1].to(Device::cpu()), out[0].to(Device::cpu()), one_rounding(t), one_rounding(t)));
   EXPECT_TRUE(same_lse(lse[1].to(Device::cpu()), lse[0].to(Device::cpu())));
@@ -114,8 +117,10 @@ const Case kCases[] = {
 };
 
 INSTANTIATE_TEST_SUITE_P(Cases, PipelinedForwardCuda,
-                         ::testing::Combine(::testing::Values(DType::BF16, DType::F16), ::testing::ValuesIn(kCases)),
-                         testing::dtype_and_case_name);
+                         ::testing::Combine(::testing::Values(DType::BF16, DType::F16), ::testing::ValuesIn(kCases),
+                                            ::testing::Values(AttentionForwardKernel::Pipelined,
+                                                              AttentionForwardKernel::PipelinedWide)),
+                         testing::pipelined_dtype_and_case_name);
 
 #endif  // TANDEM_WITH_CUDA
 

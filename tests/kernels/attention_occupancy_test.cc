@@ -52,6 +52,13 @@ TEST(AttentionOccupancy, ThePipelinedForwardFitsFourBlocksAtHeadDimsUpTo64AndTwo
       {{32, 4}, {64, 4}, {128, 2}});
 }
 
+TEST(AttentionOccupancy, TheWidePipelinedForwardFitsTwoBlocksAtEveryHeadDim) {
+  REQUIRE_SM90();
+  expect_blocks_in_16_bits(
+      [](int64_t dh, DType t) { return attention_forward_blocks_per_sm(dh, t, AttentionForwardKernel::PipelinedWide); },
+      {{32, 2}, {64, 2}, {128, 2}});
+}
+
 TEST(AttentionOccupancy, TheFusedBackwardFitsThreeBlocksIn16BitsAtHeadDimsUpTo64) {
   REQUIRE_SM90();
   expect_blocks_in_16_bits(

@@ -20,6 +20,7 @@
 #include "kernels/attention.h"
 #include "kernels/attention_params.h"
 #include "kernels/cpu/attention_cpu.h"
+#include "kernels/cuda/attention_switches.h"
 #include "tests/testing/gradcheck.h"
 
 namespace tandem::testing {
@@ -54,6 +55,14 @@ inline void PrintTo(const AttentionCase& c, std::ostream* os) { *os << case_name
 // The name of a (dtype, case) parameterised test: "bf16_B2_S7_H3_Dh20_padded".
 inline std::string dtype_and_case_name(const ::testing::TestParamInfo<std::tuple<DType, AttentionCase>>& info) {
   return std::string(dtype_name(std::get<0>(info.param))) + "_" + case_name(std::get<1>(info.param));
+}
+
+// The same for (dtype, case, pipelined forward kernel): "wide_bf16_B2_S7_H3_Dh20_padded" for PipelinedWide.
+inline std::string pipelined_dtype_and_case_name(
+    const ::testing::TestParamInfo<std::tuple<DType, AttentionCase, kernels::AttentionForwardKernel>>& info) {
+  const bool wide = std::get<2>(info.param) == kernels::AttentionForwardKernel::PipelinedWide;
+  return std::string(wide ? "wide_" : "") + std::string(dtype_name(std::get<0>(info.param))) + "_" +
+         case_name(std::get<1>(info.param));
 }
 
 // One problem on the CPU: random inputs (qkv seed 1, dout seed 2), the mask, and the CPU reference's
