@@ -13,12 +13,12 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
-#include <cstring>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "core/parse_number.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/isa/cpu_kernels.h"
 
@@ -56,16 +56,17 @@ double median_ms(F&& f, int reps) {
 int main(int argc, char** argv) {
   int threads = 1, reps = 7;
   for (int i = 1; i < argc; i += 2) {
-    const bool known = !std::strcmp(argv[i], "--threads") || !std::strcmp(argv[i], "--reps");
-    char* end = nullptr;
-    const long v = i + 1 < argc ? std::strtol(argv[i + 1], &end, 10) : 0;
-    if (!known || i + 1 >= argc || *end != '\0' || end == argv[i + 1] || v < 1 || v > 1024) {
+    const std::string option = argv[i];
+    int* target = option == "--threads" ? &threads : option == "--reps" ? &reps : nullptr;
+    const std::optional<int64_t> v = i + 1 < argc ? tandem::parse_int64(argv[i + 1]) : std::nullopt;
+    if (target == nullptr || !v || *v < 1 || *v > 1024) {
       fmt::print(stderr, "cpu_gemm_bench: {}: usage: cpu_gemm_bench [--threads 1..1024] [--reps 1..1024]\n",
-                 !known ? fmt::format("unknown option {}", argv[i])
-                        : fmt::format("{} needs a value from 1 to 1024, got '{}'", argv[i], i + 1 < argc ? argv[i + 1] : ""));
+                 target == nullptr ? "unknown option " + option
+                                   : fmt::format("{} needs a value from 1 to 1024, got '{}'", option,
+                                                 i + 1 < argc ? argv[i + 1] : ""));
       return 2;
     }
-    (std::strcmp(argv[i], "--threads") ? reps : threads) = static_cast<int>(v);
+    *target = static_cast<int>(*v);
   }
   set_intra_op_threads(threads);
 #if TANDEM_BENCH_OPENBLAS

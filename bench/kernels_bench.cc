@@ -464,7 +464,11 @@ int main(int argc, char** argv) {
           throw std::invalid_argument("'" + o.device + "' is not cpu, cuda or all");
       } else if (a == "--rows") o.rows = integer();
       else if (a == "--d-model") o.d_model = integer();
-      else if (a == "--reps") o.reps = static_cast<int>(std::min<int64_t>(integer(), 1 << 20));
+      else if (a == "--reps") {
+        const int64_t reps = integer();
+        if (reps > 1 << 20) throw std::invalid_argument("more than 2^20 repetitions");
+        o.reps = static_cast<int>(reps);
+      }
       else {
         fmt::print(stderr, "usage: kernels_bench [--device cpu|cuda|all] [--rows N] [--d-model D] [--reps N]\n");
         return 2;

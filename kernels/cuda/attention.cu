@@ -199,9 +199,8 @@ void with_forward_kernel(AttentionForwardKernel which, int64_t seq, F&& f) {
       allow_shared_memory(kernel, forward_pipelined_smem_bytes<T, DP, MT>());
       f(kernel, forward_pipelined_smem_bytes<T, DP, MT>(), pipelined_query_blocks(seq, MT));
     };
-    if (which == AttentionForwardKernel::Pipelined) return pipelined(std::integral_constant<int, 1>{});
-    if (which == AttentionForwardKernel::PipelinedWide)
-      return pipelined(std::integral_constant<int, kWideRowTiles<DP>>{});
+    if (which != AttentionForwardKernel::Tiled)
+      return with_row_tiles<DP>(which == AttentionForwardKernel::PipelinedWide, pipelined);
   }
   auto kernel = forward_kernel<T, DP>;
   allow_shared_memory(kernel, forward_smem_bytes<T, DP>());

@@ -140,6 +140,14 @@ __device__ __forceinline__ void load_tile_async(T* dst, const T* src, int64_t st
 template <int DP>
 constexpr int kWideRowTiles = DP <= 64 ? 2 : 1;
 
+// Calls f(std::integral_constant<int, MT>) with the row tiles per warp of the pipelined kernel at DP:
+// kWideRowTiles<DP> for the wide variant, else 1. attention.cu's launch and the emulated tests' share it.
+template <int DP, class F>
+void with_row_tiles(bool wide, F&& f) {
+  if (wide) f(std::integral_constant<int, kWideRowTiles<DP>>{});
+  else f(std::integral_constant<int, 1>{});
+}
+
 // Blocks per SM the kernel is compiled for (the second __launch_bounds__ argument, which caps
 // registers at 65536 / (128 * blocks)). The first GPU run found the one-tile kernel at 172
 // registers, two blocks (8 warps) per SM, with the tensor cores mostly waiting: four blocks fit

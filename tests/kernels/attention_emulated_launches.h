@@ -9,7 +9,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <type_traits>
 #include <vector>
 
 #include "tests/testing/warp_emulator.h"  // first: CUDA keywords and built-ins for the device code
@@ -50,9 +49,8 @@ void emulated_forward(const Tensor& qkv, const Tensor& mask, Tensor& out, Tensor
             [&] { forward_pipelined_kernel<T, DP, MT>(q, mask_ptr(mask), o, lse.data<float>(), params, vec); },
             schedule);
       };
-      if (which == AttentionForwardKernel::Pipelined) return pipelined(std::integral_constant<int, 1>{});
-      if (which == AttentionForwardKernel::PipelinedWide)
-        return pipelined(std::integral_constant<int, kWideRowTiles<DP>>{});
+      if (which != AttentionForwardKernel::Tiled)
+        return with_row_tiles<DP>(which == AttentionForwardKernel::PipelinedWide, pipelined);
     }
     warp_emulator::launch(
         grid.x, grid.y, kThreads, forward_smem_bytes<T, DP>(),
