@@ -27,7 +27,8 @@
 //
 // 3. MT row tiles of 16 queries per warp (kWideRowTiles): MT = 1 is
 //    TANDEM_ATTENTION_FORWARD=pipelined; pipelined_wide runs MT = 2 at DP <= 64
-//    (128 queries per block, FlashAttention-2's geometry at head dim 64): each
+//    (128 queries per block of four warps, as FlashAttention-2 at head dim 64,
+//    whose key tiles are 128 where these stay 64): each
 //    K and V fragment from shared memory feeds two products, and the two tiles'
 //    work is independent, so a warp has more to issue while one waits. Each
 //    tile's rows see exactly the MT = 1 operations.
@@ -132,8 +133,8 @@ __device__ __forceinline__ void load_tile_async(T* dst, const T* src, int64_t st
 }
 
 // Row tiles of 16 queries per warp: 1 (a block's 64 queries, as forward_kernel), or 2 for the wide
-// variant (TANDEM_ATTENTION_FORWARD=pipelined_wide: 128 queries per block, FlashAttention-2's
-// geometry at head dim 64), where each K and V fragment a warp loads from shared memory feeds
+// variant (TANDEM_ATTENTION_FORWARD=pipelined_wide: 128 queries per block of four warps, as
+// FlashAttention-2 at head dim 64), where each K and V fragment a warp loads from shared memory feeds
 // two tensor-core products instead of one and the two tiles' softmax and products give the
 // scheduler independent work. Only at DP <= 64 (at 128 the two output tiles alone would fill
 // the registers); DP = 128 runs one tile.
