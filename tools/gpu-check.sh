@@ -166,8 +166,11 @@ phase_sanitize() {
   build_targets "$log" kernels_tests ops_tests attention_tests optim_tests ||
     { summary sanitize "build failed: see sanitize.log"; return 1; }
   regex=$(gpu_test_regex)
+  # gtest names a parameterized test Prefix/Suite.Test/param, so each Suite.Test from the
+  # sources becomes four patterns (plain, typed or value-parameterized, both).
   local filter
-  filter=$(sed -E 's/^\(|\)$//g; s/\\\././g; s/\|/:/g' <<<"$regex")
+  filter=$(sed -E 's/^\(|\)$//g; s/\\\././g' <<<"$regex" | tr '|' '\n' |
+    sed -E 's#.*#&:*/&:&/*:*/&/*#' | paste -sd:)
   for tool in memcheck racecheck; do
     for t in kernels_tests ops_tests attention_tests optim_tests; do
       local tlog="$res/sanitize_${tool}_$t.log"
