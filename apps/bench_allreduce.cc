@@ -319,11 +319,16 @@ void add_bench_allreduce_command(CLI::App& bench) {
     po.ring_single_copy = comm::parse_ring_single_copy(o->ring_single_copy, "--ring-single-copy");
     po.ring_shared_buffers = comm::parse_ring_shared_buffers(o->ring_shared_buffers, "--ring-shared-buffers");
     Device device = parse_device(o->device);
+    // NCCL only reduces device memory; without this the header printed and the first
+    // collective failed on a CPU tensor (the GPU check's first run of it did).
+    TANDEM_CHECK(o->backend != "nccl" || device.is_cuda(), "--backend nccl reduces GPU tensors only: add --device cuda");
     if (device.is_cuda()) {
       device = Device::cuda(info.local_rank % std::max(1, cuda::device_count()));
       cuda::set_device(device.index);
     }
     auto pg = comm::init_process_group(o->backend, info, po);
+    TANDEM_CHECK(pg->backend_name() != "nccl" || device.is_cuda(),
+                 "--backend {} chose nccl, which reduces GPU tensors only: add --device cuda", o->backend);
     Bench(*pg, *o, device).run();
   });
 }

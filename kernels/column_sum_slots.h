@@ -9,18 +9,18 @@
 // only on the shape (rows, dim), never on the vector width, the GPU or the run,
 // so the bits of a column sum depend only on the shape.
 //
-// The rule: aim for slots x dim = kColumnSumTargetElements (about one wave of
-// full occupancy on an H100/H200 in 16-bit vectors, two in f32), within 8 to
-// 32 rows per slot (fewer than 8 and the partials cost over a quarter of a
-// 16-bit pass's traffic; more than 32 and a narrow row leaves the GPU idle),
-// at most kColumnSumMaxSlots slots and 16 MiB of partials.
+// The rule: one slot per 32 rows, at most kColumnSumMaxSlots (1024) slots and
+// 16 MiB of partials.
 //
-// Why not the earlier rows / 32 (at most 1024): the first GPU run measured the
-// 16-bit kernels that use it at 27-56 % of the copy bandwidth against 51-89 %
-// in f32, the signature of too few threads in flight. At 16384 rows of 768 it
-// gave 512 slots, 49k threads (370 per SM) in 16 bits; at the training shape
-// of configs/ag_news_optimized.yaml (32768 rows of 256) 1024 slots, 33k threads.
-// This rule gives 2048 and 4096 slots there. Not yet timed on a GPU.
+// Measured (docs/results/gpu.md, second run): a rule of 8 to 32 rows per slot
+// aiming at 2M slot elements (2048 slots at 16384 x 768) made every op that
+// uses it slower on the H200, not faster: the layer-norm backward 66 -> 77 us
+// in bf16 and 70 -> 92 us in f32, bias_dropout_add's backward 31 -> 37 and
+// 42 -> 49 us. The likely reason is pass 2 (column_sum.cuh's finish kernel):
+// it has one block per 32 columns (24 blocks at dim 768 on 132 SMs) and each
+// thread adds slots / 16 partials one after the other, so more slots lengthen a
+// pass that has too few threads. More slots only pay once pass 2 is parallel
+// across slots too.
 #pragma once
 
 #include <algorithm>
@@ -28,18 +28,13 @@
 
 namespace tandem::kernels {
 
-inline constexpr int64_t kColumnSumTargetElements = int64_t{1} << 21;
+inline constexpr int64_t kColumnSumRowsPerSlot = 32;
+inline constexpr int64_t kColumnSumMaxSlots = 1024;
 inline constexpr int64_t kColumnSumMaxPartialElements = int64_t{1} << 22;  // 16 MiB of f32
-inline constexpr int64_t kColumnSumMaxSlots = 8192;
-inline constexpr int64_t kColumnSumMinRowsPerSlot = 8;
-inline constexpr int64_t kColumnSumMaxRowsPerSlot = 32;
 
 inline int64_t column_sum_slots(int64_t rows, int64_t dim) {
-  const auto ceil_div = [](int64_t a, int64_t b) { return (a + b - 1) / b; };
-  const int64_t d = std::max<int64_t>(dim, 1);
-  const int64_t fewest = ceil_div(rows, kColumnSumMaxRowsPerSlot), most = ceil_div(rows, kColumnSumMinRowsPerSlot);
-  const int64_t wanted = std::clamp(ceil_div(kColumnSumTargetElements, d), fewest, most);
-  const int64_t capped = std::min({wanted, kColumnSumMaxSlots, kColumnSumMaxPartialElements / d});
+  const int64_t wanted = (rows + kColumnSumRowsPerSlot - 1) / kColumnSumRowsPerSlot;
+  const int64_t capped = std::min({wanted, kColumnSumMaxSlots, kColumnSumMaxPartialElements / std::max<int64_t>(dim, 1)});
   return std::max<int64_t>(capped, 1);
 }
 

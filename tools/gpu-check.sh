@@ -222,7 +222,7 @@ phase_bench() {
   # linear again with cuBLASLt's bias / bias-gradient epilogues (opt-in, TANDEM_CUBLASLT_EPILOGUES)
   capture bench_kernels_lt 120 env TANDEM_CUBLASLT_EPILOGUES=1 "$build/bench/kernels_bench" --device cuda
   lines+=("== kernels_bench, cuBLASLt epilogues" "$(grep -E '^\| *cuda *\| *linear' "$res/bench_kernels_lt.txt")")
-  capture bench_allreduce_nccl 60 "$build/apps/tandem" bench allreduce --backend nccl
+  capture bench_allreduce_nccl 60 "$build/apps/tandem" bench allreduce --backend nccl --device cuda
   # One CUDA graph per step (cuda_graph) against eager steps, same config and data.
   for graph in false true; do
     capture "bench_step_graph_$graph" 120 "$build/apps/tandem" bench step --config configs/fortunes_demo.yaml \

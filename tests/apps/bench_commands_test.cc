@@ -254,6 +254,13 @@ TEST_F(BenchCommands, AnUnknownCollectiveIsNamedInTheError) {
   EXPECT_NE(r.output.find("broadcast"), std::string::npos) << r.output;
 }
 
+TEST_F(BenchCommands, NcclOnTheCpuIsAnErrorNamingDeviceCudaBeforeAnyTable) {
+  const CommandRun r = run("bench allreduce --backend nccl");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("--backend nccl reduces GPU tensors only: add --device cuda"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("# tandem bench allreduce"), std::string::npos) << r.output;
+}
+
 TEST_F(BenchCommands, BadCapIsAnErrorBeforeAnyRankStarts) {
   const CommandRun r = run("bench buckets --nproc 2 --caps 1,big " + common());
   EXPECT_NE(r.status, 0);
