@@ -105,7 +105,7 @@ TEST_P(CudaParity, LinearWithBias) {
 }
 
 TEST_P(CudaParity, LinearWithBiasOnManyRowsTakesTheVectorPaths) {
-  // 16-byte rows and more rows than one column-sum slot holds (8 to 32): the
+  // 16-byte rows and more rows than one column-sum slot holds (32): the
   // vectorised bias add and the two-pass bias gradient with many slots.
   check([](const auto& in) { return linear(in[0], in[1], in[2]); },
         {cpu_input({1000, 64}, 14), cpu_input({256, 64}, 15), cpu_input({256}, 16)});
