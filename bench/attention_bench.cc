@@ -8,7 +8,8 @@
 // --shape times that one shape instead of the list (for a profiler, which
 // should see one shape's kernels).
 // --forward picks Tandem's CUDA forward kernel for bf16/f16 (the table's
-// fwd_kernel column): tiled (the default, as TANDEM_ATTENTION_FORWARD),
+// fwd_kernel column): tiled (the bench's default, the baseline; the library's
+// default, TANDEM_ATTENTION_FORWARD unset, is pipelined),
 // pipelined (cp.async double buffering and ldmatrix,
 // kernels/cuda/attention_forward_pipelined.cuh) or pipelined_wide (the same
 // with 32 query rows per warp). f32 always runs tiled, and the backward is the
@@ -17,8 +18,9 @@
 // Tandem's kernels (a build with the cuDNN attention back-end; bf16/f16, no dropout):
 // the peer our kernels are measured against on the same machine.
 // --backward picks the CUDA backward path (kernels/cuda/attention_cuda.h): split
-// (rowdot, dK/dV, dQ: seven S x S x Dh products; the default) or fused (five,
-// dQ through f32 scratch); the table's `backward` column names it.
+// (rowdot, dK/dV, dQ: seven S x S x Dh products; the bench's default) or fused
+// (five, dQ through f32 scratch); the table's `backward` column names it. The
+// library's default (auto) is fused in f32 and with dropout, split otherwise.
 // Calls the raw kernels (kernels/cpu/attention_cpu.h, kernels/cuda/attention_cuda.h)
 // on random qkv without padding, so autograd bookkeeping is not timed. FLOPs are
 // counted the way FlashAttention reports them: forward 4*B*H*S^2*Dh (QK^T and PV),

@@ -198,16 +198,19 @@ phase_bench() {
     r=$?
     lines+=("== $b (exit $r$([ $r -eq 124 ] && echo ', timed out at 120 s'))" "$(grep -E '^\|' "$res/bench_$b.txt" | head -40)")
   done
-  # Attention, bf16: the default kernels, the two opt-in paths together (the
-  # pipelined forward, TANDEM_ATTENTION_FORWARD=pipelined, and the fused
-  # backward, TANDEM_ATTENTION_BACKWARD=fused; the table names each column's
-  # kernel), the wide pipelined forward (pipelined_wide: 32 query rows per warp,
-  # two blocks per SM, against pipelined's 16 and four), and the peer on the
-  # same machine, cuDNN's fused attention (when built); then f32 with the split
-  # and the fused backward.
-  lines+=("== attention: Tandem's default and opt-in kernels vs cuDNN (bf16), split vs fused backward (f32)")
+  # Attention, bf16: the first kernels (tiled forward, split backward: the bench's
+  # defaults), the pipelined forward (the library's default) with the fused
+  # backward, the wide pipelined forward (pipelined_wide: 32 query rows per warp,
+  # two blocks per SM, against pipelined's 16 and four), split against fused with
+  # dropout 0.1 (TANDEM_ATTENTION_BACKWARD=auto picks fused there on the strength
+  # of one whole step: this checks it kernel by kernel), and the peer on the same
+  # machine, cuDNN's fused attention (when built); then f32 with the split and the
+  # fused backward. The table names each column's kernel.
+  lines+=("== attention: Tandem's kernels vs cuDNN (bf16), split vs fused backward (bf16 with dropout, f32)")
   for spec in "bf16:--dtype bf16" "bf16_pipelined_fused:--dtype bf16 --forward pipelined --backward fused" \
     "bf16_wide:--dtype bf16 --forward pipelined_wide" \
+    "bf16_dropout_split:--dtype bf16 --forward pipelined --dropout 0.1" \
+    "bf16_dropout_fused:--dtype bf16 --forward pipelined --backward fused --dropout 0.1" \
     "cudnn:--dtype bf16 --backend cudnn" "f32:--dtype f32" "f32_fused:--dtype f32 --backward fused"; do
     # shellcheck disable=SC2086  # the options after the colon are words
     capture "bench_attention_${spec%%:*}" 120 "$build/bench/attention_bench" --device cuda ${spec#*:}
@@ -219,9 +222,12 @@ phase_bench() {
   capture bench_kernels_training 120 "$build/bench/kernels_bench" --device cuda --rows 32768 --d-model 256
   lines+=("== kernels_bench at ag_news_optimized's shape (32768 x 256)" \
     "$(grep -E '^\| *cuda' "$res/bench_kernels_training.txt" | grep -v ' linear ')")
-  # linear again with cuBLASLt's bias / bias-gradient epilogues (opt-in, TANDEM_CUBLASLT_EPILOGUES)
-  capture bench_kernels_lt 120 env TANDEM_CUBLASLT_EPILOGUES=1 "$build/bench/kernels_bench" --device cuda
-  lines+=("== kernels_bench, cuBLASLt epilogues" "$(grep -E '^\| *cuda *\| *linear' "$res/bench_kernels_lt.txt")")
+  # linear again with both cuBLASLt epilogues (TANDEM_CUBLASLT_EPILOGUES=1: bias and bias gradient)
+  # and with neither (0); the default, above, has the forward's bias epilogue only.
+  for lt in 1 0; do
+    capture "bench_kernels_lt$lt" 120 env TANDEM_CUBLASLT_EPILOGUES=$lt "$build/bench/kernels_bench" --device cuda
+    lines+=("== kernels_bench, TANDEM_CUBLASLT_EPILOGUES=$lt" "$(grep -E '^\| *cuda *\| *linear' "$res/bench_kernels_lt$lt.txt")")
+  done
   capture bench_allreduce_nccl 60 "$build/apps/tandem" bench allreduce --backend nccl --device cuda
   # One CUDA graph per step (cuda_graph) against eager steps, same config and data.
   for graph in false true; do
@@ -255,19 +261,19 @@ phase_compare() {
   local sets=(--set bf16=true --set device=cuda)
   python3 bench/pytorch/compare.py "${args[@]}" "${sets[@]}" --set cuda_graph=true --set ddp_static_graph=false \
     --nproc 1 --tandem "$build/apps/tandem" --out "$res/compare" >>"$log" 2>&1 || rc=1
-  # Eager steps with the default kernels, then with the opt-in ones that passed their GPU parity
-  # tests on 2026-11-27 and were faster alone (the pipelined attention forward, cuBLASLt's bias
-  # epilogues), then those plus the fused attention backward (slower than split at 8 x 512 x 12
-  # on that run, since compiled for three blocks per SM instead of two): whether they pay in a
-  # whole step decides their defaults.
+  # Eager steps with the default kernels (chosen from the second GPU run: the pipelined attention
+  # forward, the fused backward with dropout, cuBLASLt's forward bias epilogue), with the first
+  # run's defaults (tiled forward, split backward, no epilogues), and with each remaining
+  # alternative alone: the wide pipelined forward, both epilogues, the split backward.
   local eager=() variant
   for c in ${COMPARE_CONFIGS:-ag_news_small ag_news_optimized}; do
-    for variant in default opt_in opt_in_fused; do
+    for variant in default first wide lt_all split; do
       local envs=()
       case $variant in
-        opt_in) envs=(TANDEM_ATTENTION_FORWARD=pipelined TANDEM_CUBLASLT_EPILOGUES=1) ;;
-        opt_in_fused) envs=(TANDEM_ATTENTION_FORWARD=pipelined TANDEM_CUBLASLT_EPILOGUES=1
-          TANDEM_ATTENTION_BACKWARD=fused) ;;
+        first) envs=(TANDEM_ATTENTION_FORWARD=tiled TANDEM_ATTENTION_BACKWARD=split TANDEM_CUBLASLT_EPILOGUES=0) ;;
+        wide) envs=(TANDEM_ATTENTION_FORWARD=pipelined_wide) ;;
+        lt_all) envs=(TANDEM_CUBLASLT_EPILOGUES=1) ;;
+        split) envs=(TANDEM_ATTENTION_BACKWARD=split) ;;
       esac
       capture "compare_eager_${c}_$variant" 120 env "${envs[@]}" "$build/apps/tandem" bench step \
         --config "configs/$c.yaml" --synthetic --precisions bf16 --warmup 5 --steps 30 --rounds 2 --set device=cuda \
@@ -277,8 +283,9 @@ phase_compare() {
   done
   summary compare "status $rc (compare.py with Tandem's cuda_graph: true, then Tandem's eager steps)" "$(cat "$res/compare/compare.md" 2>/dev/null || tail -20 "$log")" \
     "" "Tandem's eager steps (samples/s, step ms, p10-p90, forward, backward, optimizer ms, peak MiB);" \
-    "opt_in = TANDEM_ATTENTION_FORWARD=pipelined TANDEM_CUBLASLT_EPILOGUES=1;" \
-    "opt_in_fused = those and TANDEM_ATTENTION_BACKWARD=fused:" "${eager[@]}"
+    "first = TANDEM_ATTENTION_FORWARD=tiled TANDEM_ATTENTION_BACKWARD=split TANDEM_CUBLASLT_EPILOGUES=0;" \
+    "wide = TANDEM_ATTENTION_FORWARD=pipelined_wide; lt_all = TANDEM_CUBLASLT_EPILOGUES=1;" \
+    "split = TANDEM_ATTENTION_BACKWARD=split:" "${eager[@]}"
   return $rc
 }
 

@@ -264,7 +264,7 @@ int attention_backward_blocks_per_sm(int64_t head_dim, DType t, AttentionBackwar
     using T = scalar_t;
     with_padded_dim(head_dim, [&](auto dp) {
       constexpr int DP = decltype(dp)::value;
-      if (path == AttentionBackwardPath::Fused) {
+      if (resolve_attention_backward(path, t == DType::F32, false) == AttentionBackwardPath::Fused) {
         auto kernel = fused_backward_kernel<T, DP, kFusedQueryTile<T, DP>>;
         allow_shared_memory(kernel, fused_backward_smem_bytes<T, DP>());
         blocks = blocks_per_sm(kernel, fused_backward_smem_bytes<T, DP>());
@@ -363,6 +363,7 @@ void attention_backward_cuda(const void* qkv, const uint8_t* mask, const void* o
                              DType t, int device, void* stream, AttentionBackwardPath path) {
   if (s.batch * s.seq * s.heads == 0) return;
   auto st = static_cast<cudaStream_t>(stream);
+  path = resolve_attention_backward(path, t == DType::F32, d.active());
   if (path == AttentionBackwardPath::Fused) {
     const FusedBackwardPlan plan = plan_fused_backward(s);
     if (plan.heads_per_launch > 0) return backward_fused(qkv, mask, out, lse, dout, dqkv, s, d, t, device, st, plan);

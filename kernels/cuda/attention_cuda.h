@@ -4,11 +4,11 @@
 // any sequence length. Queued on `stream` (a cudaStream_t).
 //
 // Two backward paths, both deterministic (bit-identical run to run):
-//   split  rowdot, dK/dV, then a separate dQ pass: seven S x S x Dh products (the default);
+//   split  rowdot, dK/dV, then a separate dQ pass: seven S x S x Dh products;
 //   fused  rowdot, dK/dV with each key tile's share of dQ into f32 scratch, then a
 //          fixed-order sum of the shares: five products (kernels/cuda/attention_backward_fused.cuh).
-// TANDEM_ATTENTION_BACKWARD=split|fused picks one (kernels/cuda/attention_switches.h); fused stays
-// opt-in until a GPU has run it.
+// TANDEM_ATTENTION_BACKWARD=auto|split|fused picks one (kernels/cuda/attention_switches.h); auto,
+// the default, is fused in f32 and with dropout, split otherwise (resolve_attention_backward).
 #pragma once
 
 #include <cstdint>
@@ -31,14 +31,15 @@ void attention_forward_cuda(const void* qkv, const uint8_t* mask, void* out, flo
 int attention_forward_blocks_per_sm(int64_t head_dim, DType t,
                                     AttentionForwardKernel kernel = AttentionForwardKernel::Tiled);
 
-// The same for the backward path's main kernel: dkdv_kernel (split) or fused_backward_kernel (fused).
+// The same for the backward path's main kernel: dkdv_kernel (split) or fused_backward_kernel (fused;
+// auto as without dropout).
 int attention_backward_blocks_per_sm(int64_t head_dim, DType t, AttentionBackwardPath path);
 
 // `out` is the forward's output (the backward needs rowsum(dout * out)). Runs attention_backward_path().
 void attention_backward_cuda(const void* qkv, const uint8_t* mask, const void* out, const float* lse,
                              const void* dout, void* dqkv, const AttentionShape& s, const AttentionDropout& d,
                              DType t, int device, void* stream);
-// The same on a given path. Fused falls back to split when one (b, h)'s dQ partials alone would exceed
+// The same on a given path (auto: resolve_attention_backward with t and d). Fused falls back to split when one (b, h)'s dQ partials alone would exceed
 // the scratch limit (attention_backward_fused.cuh: S * ceil(S/64) * Dh > 16 Mi).
 void attention_backward_cuda(const void* qkv, const uint8_t* mask, const void* out, const float* lse,
                              const void* dout, void* dqkv, const AttentionShape& s, const AttentionDropout& d,

@@ -8,12 +8,14 @@ namespace tandem::kernels {
 namespace {
 
 constinit EnvSwitch<AttentionForwardKernel, 3> g_forward{"TANDEM_ATTENTION_FORWARD",
-                                                          {{"tiled", AttentionForwardKernel::Tiled},
-                                                           {"pipelined", AttentionForwardKernel::Pipelined},
+                                                          {{"pipelined", AttentionForwardKernel::Pipelined},
+                                                           {"tiled", AttentionForwardKernel::Tiled},
                                                            {"pipelined_wide", AttentionForwardKernel::PipelinedWide}}};
 
-constinit EnvSwitch<AttentionBackwardPath, 2> g_backward{
-    "TANDEM_ATTENTION_BACKWARD", {{"split", AttentionBackwardPath::Split}, {"fused", AttentionBackwardPath::Fused}}};
+constinit EnvSwitch<AttentionBackwardPath, 3> g_backward{"TANDEM_ATTENTION_BACKWARD",
+                                                         {{"auto", AttentionBackwardPath::Auto},
+                                                          {"split", AttentionBackwardPath::Split},
+                                                          {"fused", AttentionBackwardPath::Fused}}};
 
 }  // namespace
 
@@ -29,5 +31,10 @@ void set_attention_backward_path_for_testing(std::optional<AttentionBackwardPath
   g_backward.force_for_testing(path);
 }
 const char* attention_backward_path_name(AttentionBackwardPath path) { return g_backward.name(path); }
+
+AttentionBackwardPath resolve_attention_backward(AttentionBackwardPath path, bool is_f32, bool dropout) {
+  if (path != AttentionBackwardPath::Auto) return path;
+  return is_f32 || dropout ? AttentionBackwardPath::Fused : AttentionBackwardPath::Split;
+}
 
 }  // namespace tandem::kernels

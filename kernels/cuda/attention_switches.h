@@ -1,41 +1,52 @@
 // The two switches of the CUDA attention op, each an environment variable read
-// once (core/env_switch.h): unset or empty is the verified default, anything
-// other than the two names is an Error naming the variable and the value.
-// New kernels sit behind a switch that defaults to the verified path (issue
-// #15) until a GPU has run them.
+// once (core/env_switch.h): unset or empty is the default, anything other than
+// the names below is an Error naming the variable and the value. A new kernel
+// sits behind a switch that defaults to the verified path (issue #15) until a
+// GPU has run it; the defaults below are what two GPU runs measured fastest
+// (docs/results/gpu.md).
 //
-//   TANDEM_ATTENTION_FORWARD=tiled|pipelined|pipelined_wide  the forward kernel for f16/bf16:
-//     Tiled (forward_kernel, the default), Pipelined
-//     (kernels/cuda/attention_forward_pipelined.cuh: cp.async double buffering
-//     and ldmatrix; 16 query rows per warp, four blocks per SM at head dims up
-//     to 64) or PipelinedWide (the same kernel with 32 query rows per warp at
-//     head dims up to 64, two blocks per SM; 16 at 128). f32 always runs Tiled.
-//   TANDEM_ATTENTION_BACKWARD=split|fused  the backward path (kernels/cuda/attention_cuda.h):
-//     Split (the default) or Fused (kernels/cuda/attention_backward_fused.cuh).
+//   TANDEM_ATTENTION_FORWARD=pipelined|tiled|pipelined_wide  the forward kernel for f16/bf16:
+//     Pipelined (the default; kernels/cuda/attention_forward_pipelined.cuh:
+//     cp.async double buffering and ldmatrix; 16 query rows per warp, four
+//     blocks per SM at head dims up to 64; 1.2-1.9x the tiled kernel on the
+//     H200 at every bench shape), Tiled (forward_kernel) or PipelinedWide (the
+//     same kernel with 32 query rows per warp at head dims up to 64, two blocks
+//     per SM; 16 at 128: 5 % faster than Pipelined at 64 x 512 x 12 heads,
+//     slower at the smaller shapes). f32 always runs Tiled.
+//   TANDEM_ATTENTION_BACKWARD=auto|split|fused  the backward path (kernels/cuda/attention_cuda.h):
+//     Auto (the default) runs Fused (kernels/cuda/attention_backward_fused.cuh)
+//     where it was measured faster, Split elsewhere (resolve_attention_backward).
 #pragma once
 
 #include <optional>
 
 namespace tandem::kernels {
 
-enum class AttentionForwardKernel { Tiled, Pipelined, PipelinedWide };
+enum class AttentionForwardKernel { Pipelined, Tiled, PipelinedWide };
 
 // TANDEM_ATTENTION_FORWARD's kernel, unless a test has overridden it.
 AttentionForwardKernel attention_forward_kernel();
-// The kernel an environment string names (null or empty: Tiled); throws Error naming the variable.
+// The kernel an environment string names (null or empty: Pipelined); throws Error naming the variable.
 AttentionForwardKernel parse_attention_forward(const char* value);
 // Tests force a kernel; nullopt returns to the environment's choice.
 void set_attention_forward_for_testing(std::optional<AttentionForwardKernel> kernel);
 
-enum class AttentionBackwardPath { Split, Fused };
+enum class AttentionBackwardPath { Auto, Split, Fused };
 
 // TANDEM_ATTENTION_BACKWARD's path, unless a test has overridden it.
 AttentionBackwardPath attention_backward_path();
-// The path an environment string names (null or empty: Split); throws Error naming the variable.
+// The path an environment string names (null or empty: Auto); throws Error naming the variable.
 AttentionBackwardPath parse_attention_backward_path(const char* value);
 // Tests force a path; nullopt returns to the environment's value.
 void set_attention_backward_path_for_testing(std::optional<AttentionBackwardPath> path);
-// "split" or "fused".
+// "auto", "split" or "fused".
 const char* attention_backward_path_name(AttentionBackwardPath path);
+
+// The path Auto stands for; Split and Fused stand for themselves. Fused where a GPU run measured
+// it faster: in f32 (the H200 bench: 0.80-0.97x split's time at 5 of 6 shapes, 1.03x at the
+// sixth) and with attention dropout (a whole bf16 training step of configs/ag_news_optimized.yaml,
+// dropout 0.1: 8.29 against 8.88 ms, fused regenerating each keep decision once where split does
+// twice); Split for 16-bit without dropout (split 1.05-1.4x faster there at every bench shape).
+AttentionBackwardPath resolve_attention_backward(AttentionBackwardPath path, bool is_f32, bool dropout);
 
 }  // namespace tandem::kernels

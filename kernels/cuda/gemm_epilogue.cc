@@ -28,7 +28,9 @@ namespace {
 
 constexpr size_t kWorkspaceBytes = size_t{4} << 20;  // what PyTorch gives cuBLASLt by default on Hopper-class GPUs
 
-constinit EnvSwitch<bool, 2> g_switch{"TANDEM_CUBLASLT_EPILOGUES", {{"0", false}, {"1", true}}};
+constinit EnvSwitch<CublasLtEpilogues, 3> g_switch{
+    "TANDEM_CUBLASLT_EPILOGUES",
+    {{"forward", CublasLtEpilogues::Forward}, {"0", CublasLtEpilogues::Off}, {"1", CublasLtEpilogues::All}}};
 
 // Owns the descriptors of one problem.
 struct LtProblem {
@@ -120,9 +122,11 @@ bool run(cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n, int64
 
 }  // namespace
 
-bool parse_cublaslt_epilogues(const char* v) { return g_switch.parse(v); }
-bool cublaslt_epilogues_enabled() { return g_switch.value(); }
-void set_cublaslt_epilogues_for_testing(std::optional<bool> on) { g_switch.force_for_testing(on); }
+CublasLtEpilogues parse_cublaslt_epilogues(const char* v) { return g_switch.parse(v); }
+CublasLtEpilogues cublaslt_epilogues() { return g_switch.value(); }
+void set_cublaslt_epilogues_for_testing(std::optional<CublasLtEpilogues> epilogues) {
+  g_switch.force_for_testing(epilogues);
+}
 
 bool gemm_bias_lt(const void* x, const void* w, const void* b, void* y, int64_t rows, int64_t in, int64_t out,
                   DType t, int device, cudaStream_t stream) {

@@ -6,13 +6,16 @@
 // Both compute in f32 with no TF32, like the cublasGemmEx path in linear.cu, and split-K partial
 // sums are never added in the output type (f16 lost 5-15 ulps that way).
 //
-// The switch: TANDEM_CUBLASLT_EPILOGUES=1 turns these on; unset or 0 keeps
-// the GemmEx + hand-written bias kernels. They are off by default (issue #15:
-// new kernels sit behind a switch that defaults to the verified path): on an
-// H200 they passed their parity tests and made the bf16 forward GEMM 1.42x
-// faster at 16384x3072x768, but no whole training step has been timed with them. Each call returns false when cuBLASLt has no
-// algorithm for the problem (its heuristic returns none), and linear then uses
-// the other path, so turning the switch on never makes a shape fail.
+// The switch, TANDEM_CUBLASLT_EPILOGUES: `forward` (the default) puts the bias in
+// the forward GEMM's epilogue and keeps the hand-written bias-gradient pass; `1`
+// uses both epilogues; `0` neither (the GemmEx + hand-written bias kernels). The
+// default is what the H200 measured (docs/results/gpu.md, both runs): the bias
+// epilogue made the bf16 forward GEMM 1.42x faster at 16384x3072x768 (f32
+// 1.06x), while BGRADB left the bf16 backward level (600 against 611 TFLOP/s)
+// and made the f32 one 1.22x slower. Both passed their parity tests there. Each
+// call returns false when cuBLASLt has no algorithm for the problem (its
+// heuristic returns none), and linear then uses the other path, so no setting
+// makes a shape fail.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -24,13 +27,15 @@
 
 namespace tandem::kernels {
 
-// TANDEM_CUBLASLT_EPILOGUES, read once ("0" or "1"; anything else is an Error naming the variable),
-// unless a test has overridden it.
-bool cublaslt_epilogues_enabled();
-// The switch's value for an environment string (null or empty: off); throws Error naming the variable.
-bool parse_cublaslt_epilogues(const char* value);
-// Tests force the switch on or off; nullopt returns to the environment's value.
-void set_cublaslt_epilogues_for_testing(std::optional<bool> on);
+enum class CublasLtEpilogues { Forward, Off, All };
+
+// TANDEM_CUBLASLT_EPILOGUES, read once ("forward", "0" or "1"; anything else is an Error naming the
+// variable), unless a test has overridden it.
+CublasLtEpilogues cublaslt_epilogues();
+// The switch's value for an environment string (null or empty: Forward); throws Error naming the variable.
+CublasLtEpilogues parse_cublaslt_epilogues(const char* value);
+// Tests force the switch; nullopt returns to the environment's value.
+void set_cublaslt_epilogues_for_testing(std::optional<CublasLtEpilogues> epilogues);
 
 // y[rows, out] = x[rows, in] . w[out, in]^T + b[out] (row-major), on `stream`. False: not run.
 bool gemm_bias_lt(const void* x, const void* w, const void* b, void* y, int64_t rows, int64_t in, int64_t out,

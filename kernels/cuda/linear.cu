@@ -13,9 +13,9 @@
 // kernels/cuda/column_sum.cuh (the layout gelu and layer_norm use): pass 1
 // reads dy once with 16-byte loads into per-slot f32 partial sums, pass 2 adds
 // the slots in a fixed order, so the bits depend only on the shape.
-// With TANDEM_CUBLASLT_EPILOGUES=1 (gemm_epilogue.h; off by default until a whole
-// step is timed with it) the bias rides in the forward GEMM's epilogue and db in
-// dw's GEMM (BGRADB), removing both separate passes.
+// TANDEM_CUBLASLT_EPILOGUES (gemm_epilogue.h): by default the bias rides in the
+// forward GEMM's epilogue, removing the separate bias pass; set to 1, db also
+// rides in dw's GEMM (BGRADB); set to 0, neither.
 #include "core/cuda_check.h"
 #include "core/element.h"
 #include "kernels/cuda/column_sum.cuh"
@@ -80,7 +80,8 @@ void linear_forward_cuda(const void* x, const void* w, const void* b, void* y, i
                          int64_t out, DType t, int device, void* stream) {
   if (rows == 0 || out == 0) return;
   auto s = static_cast<cudaStream_t>(stream);
-  if (b && in > 0 && cublaslt_epilogues_enabled() && gemm_bias_lt(x, w, b, y, rows, in, out, t, device, s)) return;
+  if (b && in > 0 && cublaslt_epilogues() != CublasLtEpilogues::Off &&
+      gemm_bias_lt(x, w, b, y, rows, in, out, t, device, s)) return;
   cublasHandle_t h = cublas_handle(device, s);
   if (in == 0) {
     TANDEM_CUDA_CHECK(cudaMemsetAsync(y, 0, static_cast<size_t>(rows * out) * dtype_size(t), s));
@@ -109,7 +110,7 @@ void linear_backward_cuda(const void* dy, const void* x, const void* w, void* dx
     if (out == 0) TANDEM_CUDA_CHECK(cudaMemsetAsync(dx, 0, static_cast<size_t>(rows * in) * es, s));
     else gemm(h, CUBLAS_OP_N, CUBLAS_OP_N, in, rows, out, w, in, dy, out, dx, in, t);
   }
-  if (dw && db && rows > 0 && in > 0 && out > 0 && cublaslt_epilogues_enabled() &&
+  if (dw && db && rows > 0 && in > 0 && out > 0 && cublaslt_epilogues() == CublasLtEpilogues::All &&
       gemm_weight_bias_grad_lt(dy, x, dw, db, rows, in, out, t, device, s))
     return;
   if (dw && out * in > 0) {

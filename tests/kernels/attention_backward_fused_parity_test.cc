@@ -38,13 +38,32 @@ using testing::random_tensor;
 using testing::rejects_naming_variable_and_value;
 using Case = testing::AttentionCase;
 
-TEST(AttentionBackwardSwitch, IsSplitUnlessSetToFusedAndNamesTheVariableAndValueOnABadOne) {
-  EXPECT_EQ(parse_attention_backward_path(nullptr), AttentionBackwardPath::Split);
-  EXPECT_EQ(parse_attention_backward_path(""), AttentionBackwardPath::Split);
+TEST(AttentionBackwardSwitch, IsAutoUnlessSetAndNamesTheVariableAndValueOnABadOne) {
+  EXPECT_EQ(parse_attention_backward_path(nullptr), AttentionBackwardPath::Auto);
+  EXPECT_EQ(parse_attention_backward_path(""), AttentionBackwardPath::Auto);
+  EXPECT_EQ(parse_attention_backward_path("auto"), AttentionBackwardPath::Auto);
   EXPECT_EQ(parse_attention_backward_path("split"), AttentionBackwardPath::Split);
   EXPECT_EQ(parse_attention_backward_path("fused"), AttentionBackwardPath::Fused);
   for (const char* bad : {"Fused", "1", "fused "})
     EXPECT_TRUE(rejects_naming_variable_and_value(parse_attention_backward_path, "TANDEM_ATTENTION_BACKWARD", bad));
+}
+
+TEST(AttentionBackwardSwitch, AutoIsFusedInF32OrWithDropoutAndSplitForSixteenBitsWithout) {
+  const auto resolve = [](bool is_f32, bool dropout) {
+    return resolve_attention_backward(AttentionBackwardPath::Auto, is_f32, dropout);
+  };
+  EXPECT_EQ(resolve(true, false), AttentionBackwardPath::Fused);
+  EXPECT_EQ(resolve(true, true), AttentionBackwardPath::Fused);
+  EXPECT_EQ(resolve(false, true), AttentionBackwardPath::Fused);
+  EXPECT_EQ(resolve(false, false), AttentionBackwardPath::Split);
+}
+
+TEST(AttentionBackwardSwitch, SplitAndFusedStandForThemselves) {
+  for (bool is_f32 : {false, true})
+    for (bool dropout : {false, true}) {
+      EXPECT_EQ(resolve_attention_backward(AttentionBackwardPath::Split, is_f32, dropout), AttentionBackwardPath::Split);
+      EXPECT_EQ(resolve_attention_backward(AttentionBackwardPath::Fused, is_f32, dropout), AttentionBackwardPath::Fused);
+    }
 }
 
 TEST(AttentionBackwardSwitch, TestsCanForceEitherPath) {

@@ -43,9 +43,9 @@ using testing::rejects_naming_variable_and_value;
 using testing::same_lse;
 using Case = testing::AttentionCase;
 
-TEST(AttentionForwardSwitch, IsTiledUnlessSetToAPipelinedKernelAndNamesTheVariableAndValueOnABadValue) {
-  EXPECT_EQ(parse_attention_forward(nullptr), AttentionForwardKernel::Tiled);
-  EXPECT_EQ(parse_attention_forward(""), AttentionForwardKernel::Tiled);
+TEST(AttentionForwardSwitch, IsPipelinedUnlessSetAndNamesTheVariableAndValueOnABadValue) {
+  EXPECT_EQ(parse_attention_forward(nullptr), AttentionForwardKernel::Pipelined);
+  EXPECT_EQ(parse_attention_forward(""), AttentionForwardKernel::Pipelined);
   EXPECT_EQ(parse_attention_forward("tiled"), AttentionForwardKernel::Tiled);
   EXPECT_EQ(parse_attention_forward("pipelined"), AttentionForwardKernel::Pipelined);
   EXPECT_EQ(parse_attention_forward("pipelined_wide"), AttentionForwardKernel::PipelinedWide);

@@ -112,15 +112,25 @@ TEST_P(CudaParity, LinearWithBiasOnManyRowsTakesTheVectorPaths) {
 }
 
 #if TANDEM_WITH_CUDA
-// The cuBLASLt epilogue path (TANDEM_CUBLASLT_EPILOGUES=1), forced on for the test.
-class CublasLtEpilogues {
+// TANDEM_CUBLASLT_EPILOGUES forced to one setting for the lifetime of the guard.
+class ForcedEpilogues {
  public:
-  CublasLtEpilogues() { set_cublaslt_epilogues_for_testing(true); }
-  ~CublasLtEpilogues() { set_cublaslt_epilogues_for_testing(std::nullopt); }
+  explicit ForcedEpilogues(CublasLtEpilogues e) { set_cublaslt_epilogues_for_testing(e); }
+  ~ForcedEpilogues() { set_cublaslt_epilogues_for_testing(std::nullopt); }
 };
 
+// The hand-written bias add and two-pass bias gradient (TANDEM_CUBLASLT_EPILOGUES=0), which the
+// default (the forward epilogue) leaves to the backward only.
+TEST_P(CudaParity, LinearWithoutCublasLtEpiloguesMatchesTheCpuReference) {
+  ForcedEpilogues off(CublasLtEpilogues::Off);
+  check([](const auto& in) { return linear(in[0], in[1], in[2]); },
+        {cpu_input({1000, 64}, 14), cpu_input({256, 64}, 15), cpu_input({256}, 16)});
+  check([](const auto& in) { return linear(in[0], in[1], in[2]); },
+        {cpu_input({37, 29}, 8), cpu_input({19, 29}, 9), cpu_input({19}, 10)});
+}
+
 TEST_P(CudaParity, LinearWithCublasLtEpiloguesMatchesTheCpuReference) {
-  CublasLtEpilogues on;
+  ForcedEpilogues all(CublasLtEpilogues::All);
   check([](const auto& in) { return linear(in[0], in[1], in[2]); },
         {cpu_input({1000, 64}, 14), cpu_input({256, 64}, 15), cpu_input({256}, 16)});
   check([](const auto& in) { return linear(in[0], in[1], in[2]); },
@@ -175,11 +185,12 @@ TEST_P(CudaParity, SumIsDeterministic) {
 }
 
 #if TANDEM_WITH_CUDA
-TEST(CublasLtSwitch, IsOffUnlessSetToOneAndNamesTheVariableOnABadValue) {
-  EXPECT_FALSE(parse_cublaslt_epilogues(nullptr));
-  EXPECT_FALSE(parse_cublaslt_epilogues(""));
-  EXPECT_FALSE(parse_cublaslt_epilogues("0"));
-  EXPECT_TRUE(parse_cublaslt_epilogues("1"));
+TEST(CublasLtSwitch, IsTheForwardEpilogueUnlessSetAndNamesTheVariableOnABadValue) {
+  EXPECT_EQ(parse_cublaslt_epilogues(nullptr), CublasLtEpilogues::Forward);
+  EXPECT_EQ(parse_cublaslt_epilogues(""), CublasLtEpilogues::Forward);
+  EXPECT_EQ(parse_cublaslt_epilogues("forward"), CublasLtEpilogues::Forward);
+  EXPECT_EQ(parse_cublaslt_epilogues("0"), CublasLtEpilogues::Off);
+  EXPECT_EQ(parse_cublaslt_epilogues("1"), CublasLtEpilogues::All);
   try {
     parse_cublaslt_epilogues("yes");
     ADD_FAILURE() << "no error";
