@@ -104,7 +104,10 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <mutex>
+#include <set>
 #include <type_traits>
+#include <utility>
 
 #include "core/allocator.h"
 #include "core/cuda_check.h"
@@ -174,11 +177,24 @@ namespace {
 
 using namespace attention_detail;
 
+// Lets `kernel` launch with `bytes` of dynamic shared memory (above 48 KB that needs the
+// attribute). The attribute belongs to the function on a device and each kernel here always asks
+// for the same size, so it is set once per (kernel, device), not per launch: a driver call on
+// every launch cost host time in launch-bound steps and was recorded again into every captured
+// graph. (A cudaDeviceReset would drop it; Tandem never resets a device.)
 template <class Kernel>
 void allow_shared_memory(Kernel kernel, size_t bytes) {
-  if (bytes > 48 * 1024)
-    TANDEM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           static_cast<int>(bytes)));
+  if (bytes <= 48 * 1024) return;
+  static std::mutex mutex;
+  static std::set<std::pair<const void*, int>> done;  // one per Kernel type: keyed by function
+  int device = 0;
+  TANDEM_CUDA_CHECK(cudaGetDevice(&device));
+  const std::pair<const void*, int> key{reinterpret_cast<const void*>(kernel), device};
+  std::lock_guard<std::mutex> lock(mutex);
+  if (done.count(key)) return;
+  TANDEM_CUDA_CHECK(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  done.insert(key);
 }
 
 dim3 dims(Grid g) { return dim3(g.x, g.y); }
