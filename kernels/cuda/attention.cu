@@ -16,15 +16,19 @@
 // 16 x 16 square holds that lane's 8 decisions), and accumulates O += P V
 // with P reused straight from the S registers as the A operand. At the end
 // O /= l, and lse = m + log l is saved for backward.
-// Nothing S x S ever reaches global memory.
+// Nothing S x S ever reaches global memory. In 16 bits, every kernel here reads its
+// tensor-core operands from shared memory by ldmatrix (mma_abt: .x4 for the A
+// fragment and two 8-row B blocks; mma_pb: .x2.trans per B fragment of a k-major
+// tile), one instruction where 32-bit and 16-bit shared loads took two to four;
+// the fragments and so the results are the same bits (the emulated tests).
+
 //
 // Pipelined forward (forward_pipelined_kernel, attention_forward_pipelined.cuh;
-// f16/bf16, chosen by TANDEM_ATTENTION_FORWARD=pipelined, or pipelined_wide for
-// 32 query rows per warp and 128 per block at head dims up to 64; default tiled
-// until a whole step has confirmed it): the same algorithm and results, with K/V tiles
-// double-buffered by cp.async (tile j + 1 streams in while tile j is
-// computed; one __syncthreads per tile) and operand fragments read by
-// ldmatrix.x4 (.trans for V) instead of 32-bit and 16-bit shared loads.
+// f16/bf16, the default (TANDEM_ATTENTION_FORWARD=pipelined), or pipelined_wide for
+// 32 query rows per warp and 128 per block at head dims up to 64): the same algorithm
+// and results, with K/V tiles double-buffered by cp.async (tile j + 1 streams in while
+// tile j is computed; one __syncthreads per tile) and V's fragments read by
+// ldmatrix.x4.trans, two 8-column blocks per instruction.
 //   Traffic per (b, h): Q, O once (2 * S * Dh elements) plus K, V once per
 //   query tile: 2 * S * Dh * ceil(S/64) elements; for S <= 512 that is at most
 //   8x K/V re-reads, served mostly from L2. FLOPs: 4 * S^2 * Dh.
@@ -76,22 +80,25 @@
 // (none unless noted), dynamic shared memory per 128-thread block:
 //
 //   kernel      DP   f32 regs   f16/bf16 regs         f32 smem   f16/bf16 smem
-//   forward     32   235        171                   27,712     15,424
-//   forward     64   249        188                   52,288     27,712
-//   forward    128   222        209                  101,440     52,288
+//   forward     32   235        155                   27,712     15,424
+//   forward     64   249        174                   52,288     27,712
+//   forward    128   222        192                  101,440     52,288
 //   pipelined   32   -          127 (4 blocks/SM)          -      25,728
 //   pipelined   64   -          126 (4 blocks/SM)          -      46,208
 //   pipelined  128   -          204                        -      87,168
 //   wide        32   -          212 (2 blocks/SM)          -      30,848
 //   wide        64   -          238 (2 blocks/SM)          -      55,424
-//   dkdv        32   254        223                   37,376     20,992
-//   dkdv        64   255        255                   70,144     37,376
+//   dkdv        32   254        231                   37,376     20,992
+//   dkdv        64   255        254 (spill 8/8)       70,144     37,376
 //   dkdv       128   255 (spill 24/24) 255 (spill 8/8) 101,632     52,480
-//   dq          32   253        192-194               36,928     20,544
-//   dq          64   255        205                   69,696     36,928
-//   dq         128   254        239                  135,232     69,696
+//   dq          32   253        201-203               36,928     20,544
+//   dq          64   255        214                   69,696     36,928
+//   dq         128   254        254                  135,232     69,696
 //   rowdot       -   32         26-31                      0          0
 //
+// (ldmatrix cost dkdv an 8-byte spill at DP = 64 in 16 bits, where its scalar loads fit in
+// 255 registers: its 16-query query tile of 32 instead of 64 removes it, at 219 registers,
+// for twice the query-tile barriers; which is faster is for a GPU to say.)
 // So two blocks (8 warps) per SM at most, one for f32 at DP = 128, except the pipelined
 // forward, compiled for four at DP <= 64 (kPipelinedBlocksPerSm: 172-178 registers before,
 // two blocks); its 87 KB at DP = 128 still allow two. The wide pipelined forward (two row
@@ -155,6 +162,10 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* row) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(a));
+}
+__device__ __forceinline__ void ldmatrix_x2_trans(uint32_t (&r)[2], const void* row) {
+  const auto a = static_cast<unsigned>(__cvta_generic_to_shared(row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(a));
 }
 __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* row) {
   const auto a = static_cast<unsigned>(__cvta_generic_to_shared(row));

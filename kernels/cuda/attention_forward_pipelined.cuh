@@ -22,8 +22,8 @@
 //    one gives the B fragments of two 8-key blocks of K; for P V, one
 //    ldmatrix.x4.trans gives the B fragments of two 8-column blocks of V (V is
 //    stored key-major and the mma wants it column-major: ldmatrix transposes
-//    for free). forward_kernel issues one 32-bit shared load per Q and K
-//    register and two 16-bit loads per V register.
+//    for free). forward_kernel reads Q and K the same way (mma_abt) and V
+//    one fragment per ldmatrix.x2.trans (mma_pb).
 //
 // 3. MT row tiles of 16 queries per warp (kWideRowTiles): MT = 1 is
 //    TANDEM_ATTENTION_FORWARD=pipelined; pipelined_wide runs MT = 2 at DP <= 64
@@ -35,8 +35,8 @@
 //
 // Memory traffic: forward_kernel's bytes (Q and O once, K and V once per
 // query tile), but a warp no longer waits for its global loads before
-// computing, and shared-memory load instructions drop from 1 (Q, K) or 2 (V)
-// per fragment register to 1 per 4 registers.
+// computing, and V's shared-memory loads take one instruction per 4 registers
+// instead of forward_kernel's one per 2.
 // Shared memory: Q (MT tiles), two K and two V tiles of 64 x (DP + 8) elements,
 // and two tiles' key flags: 5/3 of forward_kernel's at MT = 1 (resource table
 // in attention.cu). With MT = 2, K and V are read from global memory half as
@@ -46,76 +46,15 @@
 // two agree bit for bit under the warp emulator.
 //
 // Besides attention_kernels.cuh's requirements, the includer supplies
-// cp_async_16(dst, src, src_bytes), cp_async_commit_group(),
-// cp_async_wait_group<N>(), ldmatrix_x4(regs, row) and ldmatrix_x4_trans:
-// inline PTX in attention.cu, CPU versions in tests/testing/warp_emulator.h.
+// cp_async_16(dst, src, src_bytes), cp_async_commit_group() and
+// cp_async_wait_group<N>(): inline PTX in attention.cu, CPU versions in
+// tests/testing/warp_emulator.h. Its ldmatrix products (mma_abt_ldmatrix,
+// mma_pv_ldmatrix) are attention_kernels.cuh's.
 #pragma once
 
 #include "kernels/cuda/attention_kernels.cuh"
 
 namespace tandem::kernels::attention_detail {
-
-// C[mt][16 x 8NT] += A[mt][16 x K] . B[8NT x K]^T for MT row tiles of A (tile mt at rows 16mt..
-// of a), each as mma_abt, fragments by ldmatrix.x4: every B fragment loaded serves all MT tiles.
-// Lane l names row l % 8 of matrix l / 8. For A, matrices 0-3 are (rows 0-7 | 8-15) x (columns
-// k..k+7 | k+8..) in the order of the A registers a[0..3]; for B, they are (rows 8n..8n+7 |
-// 8n+8..) x (columns k.. | k+8..) in the order b[n][0], b[n][1], b[n+1][0], b[n+1][1]. Each
-// accumulator sees the same products in the same order whatever MT is.
-template <int MT, int NT, int K, class T>
-__device__ __forceinline__ void mma_abt_ldmatrix(float (&c)[MT][NT][4], const T* a, const T* b, int ld) {
-  static_assert(NT % 2 == 0, "B fragments come in pairs of 8-row blocks");
-  const int lane = threadIdx.x & 31;
-  const T* a_row = a + ((lane & 7) + 8 * ((lane >> 3) & 1)) * ld + 8 * (lane >> 4);
-  const T* b_row = b + ((lane & 7) + 8 * (lane >> 4)) * ld + 8 * ((lane >> 3) & 1);
-  // Rolled k loop, as in mma_abt: unrolled, the fragments of every step would be live at once.
-#pragma unroll 1
-  for (int k = 0; k < K; k += 16) {
-    uint32_t af[MT][4];
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt) ldmatrix_x4(af[mt], a_row + 16 * mt * ld + k);
-#pragma unroll
-    for (int n = 0; n < NT; n += 2) {
-      uint32_t bf[4];
-      ldmatrix_x4(bf, b_row + 8 * n * ld + k);
-      const uint32_t b0[2] = {bf[0], bf[1]}, b1[2] = {bf[2], bf[3]};
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt) {
-        mma16816<T>(c[mt][n], af[mt], b0);
-        mma16816<T>(c[mt][n + 1], af[mt], b1);
-      }
-    }
-  }
-}
-
-// C[mt][16 x 8NT] += P[mt][16 x 8KT] . V[8KT x 8NT] for MT row tiles, each as mma_pb (P a register
-// tile in the C layout, rounded to T), V's fragments by ldmatrix.x4.trans, each serving all MT
-// tiles. Lane l names row l % 8 of matrix l / 8; the matrices are (keys 16kc..+7 | 16kc+8..+15) x
-// (columns 8n.. | 8n+8..), in the order b[n][0], b[n][1], b[n+1][0], b[n+1][1]: transposed, lane
-// 4g + w gets keys 2w, 2w + 1 of column g, the B layout.
-template <int MT, int NT, int KT, class T>
-__device__ __forceinline__ void mma_pv_ldmatrix(float (&c)[MT][NT][4], const float (&p)[MT][KT][4], const T* v,
-                                                int ld) {
-  static_assert(NT % 2 == 0 && KT % 2 == 0, "whole 16-key steps and pairs of 8-column blocks");
-  const int lane = threadIdx.x & 31;
-  const T* v_row = v + ((lane & 7) + 8 * ((lane >> 3) & 1)) * ld + 8 * (lane >> 4);
-#pragma unroll
-  for (int kc = 0; kc < KT / 2; ++kc) {
-    uint32_t af[MT][4];
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt) a_fragment_of<T>(p[mt], kc, af[mt]);
-#pragma unroll
-    for (int n = 0; n < NT; n += 2) {
-      uint32_t bf[4];
-      ldmatrix_x4_trans(bf, v_row + 16 * kc * ld + 8 * n);
-      const uint32_t b0[2] = {bf[0], bf[1]}, b1[2] = {bf[2], bf[3]};
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt) {
-        mma16816<T>(c[mt][n], af[mt], b0);
-        mma16816<T>(c[mt][n + 1], af[mt], b1);
-      }
-    }
-  }
-}
 
 // load_tile's vector case by cp.async, not yet committed: rows [row0, row0 + R) of a matrix with
 // `seq` rows of stride `stride`, columns [0, dh), into an R x DP shared tile. 16-byte pieces past

@@ -51,8 +51,10 @@ constexpr int kLd = DP + 16 / static_cast<int>(sizeof(T));
 // Warp-level tile products. A warp holds a 16 x (8*NT) f32 tile "C" in the
 // accumulator layout of mma.m16n8k16: lane = 4*g + t holds, for each 8-column
 // block n, c[n][0..1] = C[g][8n + 2t + {0,1}] and c[n][2..3] = C[g+8][8n + 2t + {0,1}].
-// 16-bit operands use tensor cores (mma16816<T>, defined by the includer);
-// f32 computes the same elements with FMAs.
+// 16-bit operands use tensor cores (mma16816<T>) and read their fragments with
+// ldmatrix_x4, ldmatrix_x4_trans and ldmatrix_x2_trans, all defined by the
+// includer (inline PTX in attention.cu, CPU versions in
+// tests/testing/warp_emulator.h); f32 computes the same elements with FMAs.
 // ---------------------------------------------------------------------------
 
 template <class T>
@@ -104,35 +106,6 @@ __device__ __forceinline__ void b_fragment_of_k_rows(const T* b0, int ld, uint32
   bf[1] = pack_bits(b0[8 * ld], b0[9 * ld]);
 }
 
-// C[16 x 8NT] += A[16 x K] . B[8NT x K]^T, with A's and B's rows in shared memory (row stride ld).
-template <int NT, int K, class T>
-__device__ __forceinline__ void mma_abt(float (&c)[NT][4], const T* a, const T* b, int ld) {
-  const int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
-  // Rolled k loops: fully unrolled, the compiler hoists every operand load and runs out of registers.
-  if constexpr (std::is_same_v<T, float>) {
-#pragma unroll 2
-    for (int k = 0; k < K; ++k) {
-      const float a0 = a[g * ld + k], a1 = a[(g + 8) * ld + k];
-#pragma unroll
-      for (int n = 0; n < NT; ++n)
-        fma_2x2(c[n], a0, a1, b[(8 * n + 2 * t) * ld + k], b[(8 * n + 2 * t + 1) * ld + k]);
-    }
-  } else {
-#pragma unroll 1
-    for (int k = 0; k < K; k += 16) {
-      uint32_t af[4];
-      a_fragment_at(a, ld, k, g, t, af);
-#pragma unroll
-      for (int n = 0; n < NT; ++n) {
-        uint32_t bf[2];
-        bf[0] = load_pair(b + (8 * n + g) * ld + k + 2 * t);
-        bf[1] = load_pair(b + (8 * n + g) * ld + k + 2 * t + 8);
-        mma16816<T>(c[n], af, bf);
-      }
-    }
-  }
-}
-
 // The A fragment of 16-column step kc of a register tile p in the C layout, rounded to T: the C
 // layout of two adjacent 8-column blocks is exactly the A layout of one 16-column step.
 template <class T, int KT>
@@ -141,6 +114,87 @@ __device__ __forceinline__ void a_fragment_of(const float (&p)[KT][4], int kc, u
   af[1] = pack2<T>(p[2 * kc][2], p[2 * kc][3]);
   af[2] = pack2<T>(p[2 * kc + 1][0], p[2 * kc + 1][1]);
   af[3] = pack2<T>(p[2 * kc + 1][2], p[2 * kc + 1][3]);
+}
+
+// C[mt][16 x 8NT] += A[mt][16 x K] . B[8NT x K]^T for MT row tiles of A (tile mt at rows 16mt..
+// of a), each as mma_abt, fragments by ldmatrix.x4: every B fragment loaded serves all MT tiles.
+// Lane l names row l % 8 of matrix l / 8. For A, matrices 0-3 are (rows 0-7 | 8-15) x (columns
+// k..k+7 | k+8..) in the order of the A registers a[0..3]; for B, they are (rows 8n..8n+7 |
+// 8n+8..) x (columns k.. | k+8..) in the order b[n][0], b[n][1], b[n+1][0], b[n+1][1]. Each
+// accumulator sees the same products in the same order whatever MT is.
+template <int MT, int NT, int K, class T>
+__device__ __forceinline__ void mma_abt_ldmatrix(float (&c)[MT][NT][4], const T* a, const T* b, int ld) {
+  static_assert(NT % 2 == 0, "B fragments come in pairs of 8-row blocks");
+  const int lane = threadIdx.x & 31;
+  const T* a_row = a + ((lane & 7) + 8 * ((lane >> 3) & 1)) * ld + 8 * (lane >> 4);
+  const T* b_row = b + ((lane & 7) + 8 * (lane >> 4)) * ld + 8 * ((lane >> 3) & 1);
+  // Rolled k loop, as in mma_abt: unrolled, the fragments of every step would be live at once.
+#pragma unroll 1
+  for (int k = 0; k < K; k += 16) {
+    uint32_t af[MT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) ldmatrix_x4(af[mt], a_row + 16 * mt * ld + k);
+#pragma unroll
+    for (int n = 0; n < NT; n += 2) {
+      uint32_t bf[4];
+      ldmatrix_x4(bf, b_row + 8 * n * ld + k);
+      const uint32_t b0[2] = {bf[0], bf[1]}, b1[2] = {bf[2], bf[3]};
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        mma16816<T>(c[mt][n], af[mt], b0);
+        mma16816<T>(c[mt][n + 1], af[mt], b1);
+      }
+    }
+  }
+}
+
+// C[mt][16 x 8NT] += P[mt][16 x 8KT] . V[8KT x 8NT] for MT row tiles, each as mma_pb (P a register
+// tile in the C layout, rounded to T), V's fragments by ldmatrix.x4.trans, each serving all MT
+// tiles. Lane l names row l % 8 of matrix l / 8; the matrices are (keys 16kc..+7 | 16kc+8..+15) x
+// (columns 8n.. | 8n+8..), in the order b[n][0], b[n][1], b[n+1][0], b[n+1][1]: transposed, lane
+// 4g + w gets keys 2w, 2w + 1 of column g, the B layout.
+template <int MT, int NT, int KT, class T>
+__device__ __forceinline__ void mma_pv_ldmatrix(float (&c)[MT][NT][4], const float (&p)[MT][KT][4], const T* v,
+                                                int ld) {
+  static_assert(NT % 2 == 0 && KT % 2 == 0, "whole 16-key steps and pairs of 8-column blocks");
+  const int lane = threadIdx.x & 31;
+  const T* v_row = v + ((lane & 7) + 8 * ((lane >> 3) & 1)) * ld + 8 * (lane >> 4);
+#pragma unroll
+  for (int kc = 0; kc < KT / 2; ++kc) {
+    uint32_t af[MT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) a_fragment_of<T>(p[mt], kc, af[mt]);
+#pragma unroll
+    for (int n = 0; n < NT; n += 2) {
+      uint32_t bf[4];
+      ldmatrix_x4_trans(bf, v_row + 16 * kc * ld + 8 * n);
+      const uint32_t b0[2] = {bf[0], bf[1]}, b1[2] = {bf[2], bf[3]};
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        mma16816<T>(c[mt][n], af[mt], b0);
+        mma16816<T>(c[mt][n + 1], af[mt], b1);
+      }
+    }
+  }
+}
+
+// C[16 x 8NT] += A[16 x K] . B[8NT x K]^T, with A's and B's rows in shared memory (row stride ld).
+// 16-bit: tensor cores, fragments by ldmatrix (mma_abt_ldmatrix, one row tile).
+template <int NT, int K, class T>
+__device__ __forceinline__ void mma_abt(float (&c)[NT][4], const T* a, const T* b, int ld) {
+  if constexpr (std::is_same_v<T, float>) {
+    const int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+    // Rolled k loop: fully unrolled, the compiler hoists every operand load and runs out of registers.
+#pragma unroll 2
+    for (int k = 0; k < K; ++k) {
+      const float a0 = a[g * ld + k], a1 = a[(g + 8) * ld + k];
+#pragma unroll
+      for (int n = 0; n < NT; ++n)
+        fma_2x2(c[n], a0, a1, b[(8 * n + 2 * t) * ld + k], b[(8 * n + 2 * t + 1) * ld + k]);
+    }
+  } else {
+    mma_abt_ldmatrix<1, NT, K>(reinterpret_cast<float(&)[1][NT][4]>(c), a, b, ld);
+  }
 }
 
 // C[16 x 8NT] += P[16 x 8KT] . B[8KT x 8NT]: P is a register tile in the C
@@ -166,15 +220,21 @@ __device__ __forceinline__ void mma_pb(float (&c)[NT][4], const float (&p)[KT][4
       }
     }
   } else {
+    // B's fragments by ldmatrix.x2.trans (B is stored k-major; the mma wants it column-major):
+    // lane l names key row l % 16 of the step at column 8n, so registers 0 and 1 are keys 2t, 2t + 1
+    // and 2t + 8, 2t + 9 of column g: one instruction where b_fragment_of_k_rows takes four 16-bit
+    // loads and two packs. x2, not mma_pv_ldmatrix's x4: one fragment live at a time, because
+    // dkdv_kernel is at 255 registers at DP = 64 and x4 makes it spill.
+    const int lane = threadIdx.x & 31;
+    const T* b_row = b + (lane & 15) * ld;
 #pragma unroll
     for (int kc = 0; kc < KT / 2; ++kc) {
       uint32_t af[4];
       a_fragment_of<T>(p, kc, af);
-      const T* b0 = b + (16 * kc + 2 * t) * ld + g;
 #pragma unroll
       for (int n = 0; n < NT; ++n) {
         uint32_t bf[2];
-        b_fragment_of_k_rows(b0 + 8 * n, ld, bf);
+        ldmatrix_x2_trans(bf, b_row + 16 * kc * ld + 8 * n);
         mma16816<T>(c[n], af, bf);
       }
     }

@@ -189,3 +189,4 @@ TEST(WarpEmulator, ShufflesExchangeWithinAWarpOnly) {
 
 }  // namespace
 }  // namespace tandem::kernels
+
