@@ -52,6 +52,11 @@ class CudaParity : public ::testing::TestWithParam<DType> {
     if (c.requires_grad()) g.set_requires_grad(true);
     return g;
   }
+  // linear(x[rows, in], w[out, in], b[out]) through check; seeds seed, seed + 1, seed + 2.
+  void check_linear(int64_t rows, int64_t in, int64_t out, uint64_t seed) const {
+    check([](const auto& x) { return linear(x[0], x[1], x[2]); },
+          {cpu_input({rows, in}, seed), cpu_input({out, in}, seed + 1), cpu_input({out}, seed + 2)});
+  }
   // Runs op on CPU and GPU copies of the inputs, backpropagates the same random
   // output gradient through both and compares outputs and input gradients.
   void check(const std::function<Tensor(const std::vector<Tensor>&)>& op, const std::vector<Tensor>& cpu_in) const {
@@ -99,16 +104,13 @@ TEST_P(CudaParity, ElementwiseOnAnUnalignedView) {
 }
 
 TEST_P(CudaParity, LinearWithBias) {
-  // Odd sizes: nothing is a multiple of 8 or 32.
-  check([](const auto& in) { return linear(in[0], in[1], in[2]); },
-        {cpu_input({37, 29}, 8), cpu_input({19, 29}, 9), cpu_input({19}, 10)});
+  check_linear(37, 29, 19, 8);  // odd sizes: nothing is a multiple of 8 or 32
 }
 
 TEST_P(CudaParity, LinearWithBiasOnManyRowsTakesTheVectorPaths) {
   // 16-byte rows and more rows than one column-sum slot holds (32): the
   // vectorised bias add and the two-pass bias gradient with many slots.
-  check([](const auto& in) { return linear(in[0], in[1], in[2]); },
-        {cpu_input({1000, 64}, 14), cpu_input({256, 64}, 15), cpu_input({256}, 16)});
+  check_linear(1000, 64, 256, 14);
 }
 
 #if TANDEM_WITH_CUDA
@@ -123,18 +125,14 @@ class ForcedEpilogues {
 // default (the forward epilogue) leaves to the backward only.
 TEST_P(CudaParity, LinearWithoutCublasLtEpiloguesMatchesTheCpuReference) {
   ForcedEpilogues off(CublasLtEpilogues::Off);
-  check([](const auto& in) { return linear(in[0], in[1], in[2]); },
-        {cpu_input({1000, 64}, 14), cpu_input({256, 64}, 15), cpu_input({256}, 16)});
-  check([](const auto& in) { return linear(in[0], in[1], in[2]); },
-        {cpu_input({37, 29}, 8), cpu_input({19, 29}, 9), cpu_input({19}, 10)});
+  check_linear(1000, 64, 256, 14);
+  check_linear(37, 29, 19, 8);
 }
 
 TEST_P(CudaParity, LinearWithCublasLtEpiloguesMatchesTheCpuReference) {
   ForcedEpilogues all(CublasLtEpilogues::All);
-  check([](const auto& in) { return linear(in[0], in[1], in[2]); },
-        {cpu_input({1000, 64}, 14), cpu_input({256, 64}, 15), cpu_input({256}, 16)});
-  check([](const auto& in) { return linear(in[0], in[1], in[2]); },
-        {cpu_input({37, 32}, 8), cpu_input({24, 32}, 9), cpu_input({24}, 10)});
+  check_linear(1000, 64, 256, 14);
+  check_linear(37, 32, 24, 8);
 }
 
 // Called directly, so a silent fallback to the GemmEx path cannot pass for the epilogue.
