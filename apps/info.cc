@@ -8,6 +8,10 @@
 #include "core/stream.h"
 #include "core/thread_pool.h"
 
+#if TANDEM_WITH_CUDA
+#include "kernels/cuda/attention_switches.h"
+#include "kernels/cuda/gemm_epilogue.h"
+#endif
 #if TANDEM_WITH_CUDNN
 #include <cudnn.h>
 #endif
@@ -30,6 +34,14 @@ void add_info_command(CLI::App& app) {
     fmt::print("cuda devices: {}\n", cuda::device_count());
     if (cuda::built_with_cuda()) fmt::print("cuda: {}\n", cuda::cuda_versions());
     for (int d = 0; d < cuda::device_count(); ++d) fmt::print("  cuda:{}: {}\n", d, cuda::device_description(d));
+#if TANDEM_WITH_CUDA
+    // The CUDA kernel switches (docs/kernels.md), as the environment sets them or by default: what a
+    // run's numbers were measured with. A bad value is an error naming the variable.
+    fmt::print("cuda kernels: TANDEM_ATTENTION_FORWARD={} TANDEM_ATTENTION_BACKWARD={} TANDEM_CUBLASLT_EPILOGUES={}\n",
+               kernels::attention_forward_kernel_name(kernels::attention_forward_kernel()),
+               kernels::attention_backward_path_name(kernels::attention_backward_path()),
+               kernels::cublaslt_epilogues_name(kernels::cublaslt_epilogues()));
+#endif
     // The CPU kernels' instruction set and intra-op threads, and why (TANDEM_CPU_ISA, TANDEM_NUM_THREADS).
     const CpuIsa isa = selected_cpu_isa();
     fmt::print("cpu isa: {} ({})\n", cpu_isa_name(isa),

@@ -25,6 +25,8 @@ void set_attention_forward_for_testing(std::optional<AttentionForwardKernel> ker
   g_forward.force_for_testing(kernel);
 }
 
+const char* attention_forward_kernel_name(AttentionForwardKernel kernel) { return g_forward.name(kernel); }
+
 AttentionBackwardPath attention_backward_path() { return g_backward.value(); }
 AttentionBackwardPath parse_attention_backward_path(const char* v) { return g_backward.parse(v); }
 void set_attention_backward_path_for_testing(std::optional<AttentionBackwardPath> path) {

@@ -30,6 +30,8 @@ AttentionForwardKernel attention_forward_kernel();
 AttentionForwardKernel parse_attention_forward(const char* value);
 // Tests force a kernel; nullopt returns to the environment's choice.
 void set_attention_forward_for_testing(std::optional<AttentionForwardKernel> kernel);
+// "pipelined", "tiled" or "pipelined_wide".
+const char* attention_forward_kernel_name(AttentionForwardKernel kernel);
 
 enum class AttentionBackwardPath { Auto, Split, Fused };
 

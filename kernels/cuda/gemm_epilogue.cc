@@ -124,6 +124,7 @@ bool run(cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n, int64
 
 CublasLtEpilogues parse_cublaslt_epilogues(const char* v) { return g_switch.parse(v); }
 CublasLtEpilogues cublaslt_epilogues() { return g_switch.value(); }
+const char* cublaslt_epilogues_name(CublasLtEpilogues epilogues) { return g_switch.name(epilogues); }
 void set_cublaslt_epilogues_for_testing(std::optional<CublasLtEpilogues> epilogues) {
   g_switch.force_for_testing(epilogues);
 }

@@ -36,6 +36,8 @@ CublasLtEpilogues cublaslt_epilogues();
 CublasLtEpilogues parse_cublaslt_epilogues(const char* value);
 // Tests force the switch; nullopt returns to the environment's value.
 void set_cublaslt_epilogues_for_testing(std::optional<CublasLtEpilogues> epilogues);
+// "forward", "0" or "1".
+const char* cublaslt_epilogues_name(CublasLtEpilogues epilogues);
 
 // y[rows, out] = x[rows, in] . w[out, in]^T + b[out] (row-major), on `stream`. False: not run.
 bool gemm_bias_lt(const void* x, const void* w, const void* b, void* y, int64_t rows, int64_t in, int64_t out,
