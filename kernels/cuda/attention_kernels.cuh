@@ -224,7 +224,7 @@ __device__ __forceinline__ void mma_pb(float (&c)[NT][4], const float (&p)[KT][4
     // lane l names key row l % 16 of the step at column 8n, so registers 0 and 1 are keys 2t, 2t + 1
     // and 2t + 8, 2t + 9 of column g: one instruction where b_fragment_of_k_rows takes four 16-bit
     // loads and two packs. x2, not mma_pv_ldmatrix's x4: one fragment live at a time, because
-    // dkdv_kernel is at 255 registers at DP = 64 and x4 makes it spill.
+    // dkdv_kernel is at the 255-register limit at DP = 64 (it spills 8 bytes either way).
     const int lane = threadIdx.x & 31;
     const T* b_row = b + (lane & 15) * ld;
 #pragma unroll
