@@ -2,7 +2,7 @@
 //
 //   attention_bench [--device cpu|cuda] [--dtype f32|bf16|f16] [--dropout P] [--min-seconds T]
 //                   [--backend tandem|cudnn] [--forward tiled|pipelined|pipelined_wide]
-//                   [--backward split|fused]
+//                   [--backward split|fused|split_pipelined]
 //                   [--shape B,S,H,Dh]
 //
 // --shape times that one shape instead of the list (for a profiler, which
@@ -21,6 +21,8 @@
 // (rowdot, dK/dV, dQ: seven S x S x Dh products; the bench's default) or fused
 // (five, dQ through f32 scratch); the table's `backward` column names it. The
 // library's default (auto) is fused in f32 and with dropout, split otherwise.
+// split_pipelined is split with the dK/dV pass's query tiles double-buffered by
+// cp.async (kernels/cuda/attention_backward_pipelined.cuh; bf16/f16).
 // Calls the raw kernels (kernels/cpu/attention_cpu.h, kernels/cuda/attention_cuda.h)
 // on random qkv without padding, so autograd bookkeeping is not timed. FLOPs are
 // counted the way FlashAttention reports them: forward 4*B*H*S^2*Dh (QK^T and PV),
@@ -64,7 +66,7 @@ struct Options {
   double dropout = 0.0;
   double min_seconds = 0.5;
   bool cudnn = false;  // --backend cudnn
-  bool fused = false;  // --backward fused
+  std::string backward = "split";  // --backward: split, fused or split_pipelined
   std::string forward = "tiled";  // --forward: tiled, pipelined or pipelined_wide
   std::optional<AttentionShape> shape;  // --shape: this one instead of the list
 };
@@ -115,8 +117,9 @@ Options parse(int argc, char** argv) {
       TANDEM_CHECK(v == "tandem" || v == "cudnn", "attention_bench: --backend must be tandem or cudnn, got '{}'", v);
       o.cudnn = v == "cudnn";
     } else if (a == "--backward") {
-      TANDEM_CHECK(v == "split" || v == "fused", "attention_bench: --backward must be split or fused, got '{}'", v);
-      o.fused = v == "fused";
+      TANDEM_CHECK(v == "split" || v == "fused" || v == "split_pipelined",
+                   "attention_bench: --backward must be split, fused or split_pipelined, got '{}'", v);
+      o.backward = v;
     } else if (a == "--shape") {
       o.shape = parse_shape(v);
     } else if (a == "--forward") {
@@ -135,8 +138,11 @@ Options parse(int argc, char** argv) {
 #endif
   TANDEM_CHECK(!o.cudnn || o.device.is_cuda(), "attention_bench: --backend cudnn needs --device cuda");
   TANDEM_CHECK(!o.cudnn || o.dropout == 0, "attention_bench: --backend cudnn runs without dropout (--dropout 0)");
-  TANDEM_CHECK(!o.fused || (o.device.is_cuda() && !o.cudnn),
-               "attention_bench: --backward fused is a path of Tandem's CUDA kernels (--device cuda, --backend tandem)");
+  TANDEM_CHECK(o.backward == "split" || (o.device.is_cuda() && !o.cudnn),
+               "attention_bench: --backward {} is a path of Tandem's CUDA kernels (--device cuda, --backend tandem)",
+               o.backward);
+  TANDEM_CHECK(o.backward != "split_pipelined" || o.dtype == DType::BF16 || o.dtype == DType::F16,
+               "attention_bench: --backward split_pipelined is for bf16/f16 (--dtype bf16|f16)");
   TANDEM_CHECK(o.forward == "tiled" ||
                    (o.device.is_cuda() && !o.cudnn && (o.dtype == DType::BF16 || o.dtype == DType::F16)),
                "attention_bench: --forward {} is Tandem's CUDA forward for bf16/f16 (--device cuda, "
@@ -150,6 +156,11 @@ AttentionForwardKernel forward_kernel(const Options& o) {
   return o.forward == "pipelined"        ? AttentionForwardKernel::Pipelined
          : o.forward == "pipelined_wide" ? AttentionForwardKernel::PipelinedWide
                                          : AttentionForwardKernel::Tiled;
+}
+AttentionBackwardPath backward_path(const Options& o) {
+  return o.backward == "fused"             ? AttentionBackwardPath::Fused
+         : o.backward == "split_pipelined" ? AttentionBackwardPath::SplitPipelined
+                                           : AttentionBackwardPath::Split;
 }
 #endif
 
@@ -219,7 +230,7 @@ void run(const Options& o, const AttentionShape& s) {
       attention_forward_cuda(qkv.data_ptr(), nullptr, out.data_ptr(), lse.data<float>(), s, d, o.dtype, stream,
                              kernel);
     };
-    const AttentionBackwardPath path = o.fused ? AttentionBackwardPath::Fused : AttentionBackwardPath::Split;
+    const AttentionBackwardPath path = backward_path(o);
     backward = [&, stream, path] {
       attention_backward_cuda(qkv.data_ptr(), nullptr, out.data_ptr(), lse.data<float>(), dout.data_ptr(),
                               dqkv.data_ptr(), s, d, o.dtype, o.device.index, stream, path);
@@ -232,21 +243,20 @@ void run(const Options& o, const AttentionShape& s) {
   const double bwd = time_per_call(o, backward);  // out and lse hold the forward's results
   const double fwd_flops = 4.0 * double(s.batch * s.heads) * double(s.seq) * double(s.seq) * double(s.head_dim);
   const std::string fwd_kernel = o.device.is_cpu() ? "cpu" : o.cudnn ? "cudnn" : o.forward;
-  const char* backward_path = o.device.is_cpu() ? "cpu" : o.cudnn ? "cudnn" : o.fused ? "fused" : "split";
+  const std::string backward_name = o.device.is_cpu() ? "cpu" : o.cudnn ? "cudnn" : o.backward;
   // Blocks of Tandem's forward kernel and of its backward's main kernel resident per multiprocessor
   // ("-" where they are not ours).
   std::string fwd_blocks = "-", bwd_blocks = "-";
 #if TANDEM_WITH_CUDA
   if (o.device.is_cuda() && !o.cudnn) {
     fwd_blocks = std::to_string(attention_forward_blocks_per_sm(s.head_dim, o.dtype, forward_kernel(o)));
-    bwd_blocks = std::to_string(attention_backward_blocks_per_sm(
-        s.head_dim, o.dtype, o.fused ? AttentionBackwardPath::Fused : AttentionBackwardPath::Split));
+    bwd_blocks = std::to_string(attention_backward_blocks_per_sm(s.head_dim, o.dtype, backward_path(o)));
   }
 #endif
   fmt::print(
-      "{:>6} {:>7} {:>14} {:>8} {:>5} {:>6} {:>5} {:>6} {:>7} {:>8} {:>11.3f} {:>10.3f} {:>10} {:>11.3f} {:>10.3f} "
+      "{:>6} {:>7} {:>14} {:>15} {:>5} {:>6} {:>5} {:>6} {:>7} {:>8} {:>11.3f} {:>10.3f} {:>10} {:>11.3f} {:>10.3f} "
       "{:>10}\n",
-      o.device.str(), o.cudnn ? "cudnn" : "tandem", fwd_kernel, backward_path, dtype_name(o.dtype), s.batch, s.seq,
+      o.device.str(), o.cudnn ? "cudnn" : "tandem", fwd_kernel, backward_name, dtype_name(o.dtype), s.batch, s.seq,
       s.heads, s.head_dim, o.dropout, 1e3 * fwd, fwd_flops / fwd / 1e12, fwd_blocks, 1e3 * bwd,
       2.5 * fwd_flops / bwd / 1e12, bwd_blocks);
 }
@@ -264,7 +274,7 @@ int main(int argc, char** argv) {
                                          {8, 512, 16, 32},  {8, 512, 6, 128}};
     if (o.device.is_cuda()) sizes.push_back({64, 512, 12, 64});
     if (o.shape) sizes = {*o.shape};
-    fmt::print("{:>6} {:>7} {:>14} {:>8} {:>5} {:>6} {:>5} {:>6} {:>7} {:>8} {:>11} {:>10} {:>10} {:>11} {:>10} {:>10}\n",
+    fmt::print("{:>6} {:>7} {:>14} {:>15} {:>5} {:>6} {:>5} {:>6} {:>7} {:>8} {:>11} {:>10} {:>10} {:>11} {:>10} {:>10}\n",
                "device", "backend", "fwd_kernel", "backward", "dtype", "batch", "seq", "heads", "head_dim", "dropout",
                "fwd_ms", "fwd_TFLOPs", "fwd_blk/SM", "bwd_ms", "bwd_TFLOPs", "bwd_blk/SM");
     for (const AttentionShape& s : sizes) run(o, s);

@@ -205,12 +205,14 @@ phase_bench() {
   # dropout 0.1 (TANDEM_ATTENTION_BACKWARD=auto picks fused there on the strength
   # of one whole step: this checks it kernel by kernel), and the peer on the same
   # machine, cuDNN's fused attention (when built); then f32 with the split and the
-  # fused backward. The table names each column's kernel.
+  # fused backward; and the split backward with its dK/dV pass pipelined (split_pipelined, opt-in).
+  # The table names each column's kernel.
   lines+=("== attention: Tandem's kernels vs cuDNN (bf16), split vs fused backward (bf16 with dropout, f32)")
   for spec in "bf16:--dtype bf16" "bf16_pipelined_fused:--dtype bf16 --forward pipelined --backward fused" \
     "bf16_wide:--dtype bf16 --forward pipelined_wide" \
     "bf16_dropout_split:--dtype bf16 --forward pipelined --dropout 0.1" \
     "bf16_dropout_fused:--dtype bf16 --forward pipelined --backward fused --dropout 0.1" \
+    "bf16_split_pipelined:--dtype bf16 --forward pipelined --backward split_pipelined" \
     "cudnn:--dtype bf16 --backend cudnn" "f32:--dtype f32" "f32_fused:--dtype f32 --backward fused"; do
     # shellcheck disable=SC2086  # the options after the colon are words
     capture "bench_attention_${spec%%:*}" 120 "$build/bench/attention_bench" --device cuda ${spec#*:}
@@ -264,16 +266,18 @@ phase_compare() {
   # Eager steps with the default kernels (chosen from the second GPU run: the pipelined attention
   # forward, the fused backward with dropout, cuBLASLt's forward bias epilogue), with the first
   # run's defaults (tiled forward, split backward, no epilogues), and with each remaining
-  # alternative alone: the wide pipelined forward, both epilogues, the split backward.
+  # alternative alone: the wide pipelined forward, both epilogues, the split backward, the split
+  # backward with the pipelined dK/dV pass.
   local eager=() variant
   for c in ${COMPARE_CONFIGS:-ag_news_small ag_news_optimized}; do
-    for variant in default first wide lt_all split; do
+    for variant in default first wide lt_all split split_pipelined; do
       local envs=()
       case $variant in
         first) envs=(TANDEM_ATTENTION_FORWARD=tiled TANDEM_ATTENTION_BACKWARD=split TANDEM_CUBLASLT_EPILOGUES=0) ;;
         wide) envs=(TANDEM_ATTENTION_FORWARD=pipelined_wide) ;;
         lt_all) envs=(TANDEM_CUBLASLT_EPILOGUES=1) ;;
         split) envs=(TANDEM_ATTENTION_BACKWARD=split) ;;
+        split_pipelined) envs=(TANDEM_ATTENTION_BACKWARD=split_pipelined) ;;
       esac
       capture "compare_eager_${c}_$variant" 120 env "${envs[@]}" "$build/apps/tandem" bench step \
         --config "configs/$c.yaml" --synthetic --precisions bf16 --warmup 5 --steps 30 --rounds 2 --set device=cuda \
@@ -285,7 +289,8 @@ phase_compare() {
     "" "Tandem's eager steps (samples/s, step ms, p10-p90, forward, backward, optimizer ms, peak MiB);" \
     "first = TANDEM_ATTENTION_FORWARD=tiled TANDEM_ATTENTION_BACKWARD=split TANDEM_CUBLASLT_EPILOGUES=0;" \
     "wide = TANDEM_ATTENTION_FORWARD=pipelined_wide; lt_all = TANDEM_CUBLASLT_EPILOGUES=1;" \
-    "split = TANDEM_ATTENTION_BACKWARD=split:" "${eager[@]}"
+    "split = TANDEM_ATTENTION_BACKWARD=split; split_pipelined = TANDEM_ATTENTION_BACKWARD=split_pipelined:" \
+    "${eager[@]}"
   return $rc
 }
 

@@ -47,7 +47,9 @@
 //   Splitting dQ from dK/dV (instead of FlashAttention-2's atomicAdd on dQ)
 //   costs two extra S x S x Dh products (7 instead of 5) but makes every
 //   gradient a fixed-order sum, bit-reproducible run to run.
-//   TANDEM_ATTENTION_BACKWARD=fused runs the five-product alternative instead,
+//   TANDEM_ATTENTION_BACKWARD=split_pipelined runs dkdv_pipelined_kernel for pass 2
+//   (attention_backward_pipelined.cuh: the query tiles double-buffered by cp.async;
+//   the same bits). TANDEM_ATTENTION_BACKWARD=fused runs the five-product alternative instead,
 //   as deterministic: the dK/dV block also writes its key tile's share of dQ
 //   to f32 scratch, and a second kernel sums the shares in key-tile order
 //   (kernels/cuda/attention_backward_fused.cuh: design, traffic, resources).
@@ -91,6 +93,9 @@
 //   dkdv        32   254        231                   37,376     20,992
 //   dkdv        64   255        254 (spill 8/8)       70,144     37,376
 //   dkdv       128   255 (spill 24/24) 255 (spill 8/8) 101,632     52,480
+//   dkdv_pipe   32   -          216                        -      31,744
+//   dkdv_pipe   64   -          243                        -      56,320
+//   dkdv_pipe  128   -          255                        -      70,144
 //   dq          32   253        201-203               36,928     20,544
 //   dq          64   255        214                   69,696     36,928
 //   dq         128   254        254                  135,232     69,696
@@ -180,6 +185,7 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* 
 #include "kernels/cuda/attention_kernels.cuh"
 #include "kernels/cuda/attention_backward_fused.cuh"
 #include "kernels/cuda/attention_forward_pipelined.cuh"
+#include "kernels/cuda/attention_backward_pipelined.cuh"
 #include "kernels/cuda/scratch.cuh"
 
 namespace tandem::kernels {
@@ -291,14 +297,18 @@ int attention_backward_blocks_per_sm(int64_t head_dim, DType t, AttentionBackwar
     using T = scalar_t;
     with_padded_dim(head_dim, [&](auto dp) {
       constexpr int DP = decltype(dp)::value;
-      if (resolve_attention_backward(path, t == DType::F32, false) == AttentionBackwardPath::Fused) {
-        auto kernel = fused_backward_kernel<T, DP, kFusedQueryTile<T, DP>>;
-        allow_shared_memory(kernel, fused_backward_smem_bytes<T, DP>());
-        blocks = blocks_per_sm(kernel, fused_backward_smem_bytes<T, DP>());
+      const auto occupancy = [&](auto kernel, size_t smem) {
+        allow_shared_memory(kernel, smem);
+        blocks = blocks_per_sm(kernel, smem);
+      };
+      const AttentionBackwardPath runs = resolve_attention_backward(path, t == DType::F32, false);
+      if (runs == AttentionBackwardPath::Fused) {
+        occupancy(fused_backward_kernel<T, DP, kFusedQueryTile<T, DP>>, fused_backward_smem_bytes<T, DP>());
+      } else if (runs == AttentionBackwardPath::SplitPipelined) {
+        if constexpr (sizeof(T) == 2)  // resolve_attention_backward runs Split in f32
+          occupancy(dkdv_pipelined_kernel<T, DP, kDkdvQueryTile<DP>>, dkdv_pipelined_smem_bytes<T, DP>());
       } else {
-        auto kernel = dkdv_kernel<T, DP, kDkdvQueryTile<DP>>;
-        allow_shared_memory(kernel, dkdv_smem_bytes<T, DP>());
-        blocks = blocks_per_sm(kernel, dkdv_smem_bytes<T, DP>());
+        occupancy(dkdv_kernel<T, DP, kDkdvQueryTile<DP>>, dkdv_smem_bytes<T, DP>());
       }
     });
   });
@@ -307,9 +317,10 @@ int attention_backward_blocks_per_sm(int64_t head_dim, DType t, AttentionBackwar
 
 namespace {
 
+// With `pipelined` (16 bits only), the dK/dV pass is dkdv_pipelined_kernel.
 void backward_split(const void* qkv, const uint8_t* mask, const void* out, const float* lse, const void* dout,
                     void* dqkv, const AttentionShape& s, const AttentionDropout& d, DType t, int device,
-                    cudaStream_t st) {
+                    cudaStream_t st, bool pipelined) {
   const Params params = make_params(s, d);
   const int64_t rows = s.batch * s.seq * s.heads;
   const size_t rowdot_bytes = sizeof(float) * static_cast<size_t>(rows);
@@ -322,13 +333,20 @@ void backward_split(const void* qkv, const uint8_t* mask, const void* out, const
     TANDEM_CUDA_CHECK_LAUNCH();
     with_padded_dim(s.head_dim, [&](auto dp) {
       constexpr int DP = decltype(dp)::value;
-      constexpr size_t dkdv_smem = dkdv_smem_bytes<T, DP>(), dq_smem = dq_smem_bytes<T, DP>();
-      auto dkdv = dkdv_kernel<T, DP, kDkdvQueryTile<DP>>;
-      allow_shared_memory(dkdv, dkdv_smem);
-      dkdv<<<dims(grid_for(s)), kThreads, dkdv_smem, st>>>(static_cast<const T*>(qkv), mask, lse, rowdot,
-                                                           static_cast<const T*>(dout), static_cast<T*>(dqkv), params,
-                                                           vec_qkv, vec_dout);
-      TANDEM_CUDA_CHECK_LAUNCH();
+      constexpr size_t dq_smem = dq_smem_bytes<T, DP>();
+      const auto launch_dkdv = [&](auto dkdv, size_t dkdv_smem) {
+        allow_shared_memory(dkdv, dkdv_smem);
+        dkdv<<<dims(grid_for(s)), kThreads, dkdv_smem, st>>>(static_cast<const T*>(qkv), mask, lse, rowdot,
+                                                             static_cast<const T*>(dout), static_cast<T*>(dqkv),
+                                                             params, vec_qkv, vec_dout);
+        TANDEM_CUDA_CHECK_LAUNCH();
+      };
+      if constexpr (sizeof(T) == 2) {
+        if (pipelined) launch_dkdv(dkdv_pipelined_kernel<T, DP, kDkdvQueryTile<DP>>, dkdv_pipelined_smem_bytes<T, DP>());
+        else launch_dkdv(dkdv_kernel<T, DP, kDkdvQueryTile<DP>>, dkdv_smem_bytes<T, DP>());
+      } else {
+        launch_dkdv(dkdv_kernel<T, DP, kDkdvQueryTile<DP>>, dkdv_smem_bytes<T, DP>());
+      }
       auto dq = dq_kernel<T, DP>;
       allow_shared_memory(dq, dq_smem);
       dq<<<dims(grid_for(s)), kThreads, dq_smem, st>>>(static_cast<const T*>(qkv), mask, lse, rowdot,
@@ -395,7 +413,7 @@ void attention_backward_cuda(const void* qkv, const uint8_t* mask, const void* o
     const FusedBackwardPlan plan = plan_fused_backward(s);
     if (plan.heads_per_launch > 0) return backward_fused(qkv, mask, out, lse, dout, dqkv, s, d, t, device, st, plan);
   }
-  backward_split(qkv, mask, out, lse, dout, dqkv, s, d, t, device, st);
+  backward_split(qkv, mask, out, lse, dout, dqkv, s, d, t, device, st, path == AttentionBackwardPath::SplitPipelined);
 }
 
 }  // namespace tandem::kernels

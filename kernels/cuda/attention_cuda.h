@@ -6,8 +6,10 @@
 // Two backward paths, both deterministic (bit-identical run to run):
 //   split  rowdot, dK/dV, then a separate dQ pass: seven S x S x Dh products;
 //   fused  rowdot, dK/dV with each key tile's share of dQ into f32 scratch, then a
-//          fixed-order sum of the shares: five products (kernels/cuda/attention_backward_fused.cuh).
-// TANDEM_ATTENTION_BACKWARD=auto|split|fused picks one (kernels/cuda/attention_switches.h); auto,
+//          fixed-order sum of the shares: five products (kernels/cuda/attention_backward_fused.cuh);
+//   split_pipelined  split with the dK/dV pass's query tiles double-buffered by cp.async
+//          (kernels/cuda/attention_backward_pipelined.cuh; 16 bits; the same bits as split).
+// TANDEM_ATTENTION_BACKWARD=auto|split|fused|split_pipelined picks one (kernels/cuda/attention_switches.h); auto,
 // the default, is fused in f32 and with dropout, split otherwise (resolve_attention_backward).
 #pragma once
 
@@ -31,8 +33,8 @@ void attention_forward_cuda(const void* qkv, const uint8_t* mask, void* out, flo
 int attention_forward_blocks_per_sm(int64_t head_dim, DType t,
                                     AttentionForwardKernel kernel = AttentionForwardKernel::Tiled);
 
-// The same for the backward path's main kernel: dkdv_kernel (split) or fused_backward_kernel (fused;
-// auto as without dropout).
+// The same for the backward path's main kernel: dkdv_kernel (split), dkdv_pipelined_kernel
+// (split_pipelined) or fused_backward_kernel (fused; auto as without dropout).
 int attention_backward_blocks_per_sm(int64_t head_dim, DType t, AttentionBackwardPath path);
 
 // `out` is the forward's output (the backward needs rowsum(dout * out)). Runs attention_backward_path().

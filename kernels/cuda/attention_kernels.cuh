@@ -202,8 +202,9 @@ __device__ __forceinline__ void mma_abt(float (&c)[NT][4], const T* a, const T* 
 template <int NT, int KT, class T>
 __device__ __forceinline__ void mma_pb(float (&c)[NT][4], const float (&p)[KT][4], const T* b, int ld) {
   static_assert(KT % 2 == 0, "P must span whole 16-column steps");
-  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int lane = threadIdx.x & 31;
   if constexpr (std::is_same_v<T, float>) {
+    const int t = lane & 3;
     // Row g's P values are spread over the 4 lanes of this quad: lane 4g + src holds columns 2src, 2src+1.
 #pragma unroll
     for (int kt = 0; kt < KT; ++kt) {
@@ -225,7 +226,6 @@ __device__ __forceinline__ void mma_pb(float (&c)[NT][4], const float (&p)[KT][4
     // and 2t + 8, 2t + 9 of column g: one instruction where b_fragment_of_k_rows takes four 16-bit
     // loads and two packs. x2, not mma_pv_ldmatrix's x4: one fragment live at a time, because
     // dkdv_kernel is at the 255-register limit at DP = 64 (it spills 8 bytes either way).
-    const int lane = threadIdx.x & 31;
     const T* b_row = b + (lane & 15) * ld;
 #pragma unroll
     for (int kc = 0; kc < KT / 2; ++kc) {

@@ -12,10 +12,11 @@ constinit EnvSwitch<AttentionForwardKernel, 3> g_forward{"TANDEM_ATTENTION_FORWA
                                                            {"tiled", AttentionForwardKernel::Tiled},
                                                            {"pipelined_wide", AttentionForwardKernel::PipelinedWide}}};
 
-constinit EnvSwitch<AttentionBackwardPath, 3> g_backward{"TANDEM_ATTENTION_BACKWARD",
+constinit EnvSwitch<AttentionBackwardPath, 4> g_backward{"TANDEM_ATTENTION_BACKWARD",
                                                          {{"auto", AttentionBackwardPath::Auto},
                                                           {"split", AttentionBackwardPath::Split},
-                                                          {"fused", AttentionBackwardPath::Fused}}};
+                                                          {"fused", AttentionBackwardPath::Fused},
+                                                          {"split_pipelined", AttentionBackwardPath::SplitPipelined}}};
 
 }  // namespace
 
@@ -35,6 +36,7 @@ void set_attention_backward_path_for_testing(std::optional<AttentionBackwardPath
 const char* attention_backward_path_name(AttentionBackwardPath path) { return g_backward.name(path); }
 
 AttentionBackwardPath resolve_attention_backward(AttentionBackwardPath path, bool is_f32, bool dropout) {
+  if (path == AttentionBackwardPath::SplitPipelined && is_f32) return AttentionBackwardPath::Split;
   if (path != AttentionBackwardPath::Auto) return path;
   return is_f32 || dropout ? AttentionBackwardPath::Fused : AttentionBackwardPath::Split;
 }

@@ -32,6 +32,7 @@ namespace {
 
 using testing::all_close;
 using testing::dq_agrees_to_f32_rounding;
+using testing::gpu_backward;
 using testing::dqkv_part;
 using testing::padding_mask;
 using testing::random_tensor;
@@ -44,7 +45,8 @@ TEST(AttentionBackwardSwitch, IsAutoUnlessSetAndNamesTheVariableAndValueOnABadOn
   EXPECT_EQ(parse_attention_backward_path("auto"), AttentionBackwardPath::Auto);
   EXPECT_EQ(parse_attention_backward_path("split"), AttentionBackwardPath::Split);
   EXPECT_EQ(parse_attention_backward_path("fused"), AttentionBackwardPath::Fused);
-  for (const char* bad : {"Fused", "1", "fused "})
+  EXPECT_EQ(parse_attention_backward_path("split_pipelined"), AttentionBackwardPath::SplitPipelined);
+  for (const char* bad : {"Fused", "1", "fused ", "pipelined"})
     EXPECT_TRUE(rejects_naming_variable_and_value(parse_attention_backward_path, "TANDEM_ATTENTION_BACKWARD", bad));
 }
 
@@ -64,6 +66,15 @@ TEST(AttentionBackwardSwitch, SplitAndFusedStandForThemselves) {
       EXPECT_EQ(resolve_attention_backward(AttentionBackwardPath::Split, is_f32, dropout), AttentionBackwardPath::Split);
       EXPECT_EQ(resolve_attention_backward(AttentionBackwardPath::Fused, is_f32, dropout), AttentionBackwardPath::Fused);
     }
+}
+
+TEST(AttentionBackwardSwitch, SplitPipelinedIsSplitInF32) {
+  for (bool dropout : {false, true}) {
+    EXPECT_EQ(resolve_attention_backward(AttentionBackwardPath::SplitPipelined, false, dropout),
+              AttentionBackwardPath::SplitPipelined);
+    EXPECT_EQ(resolve_attention_backward(AttentionBackwardPath::SplitPipelined, true, dropout),
+              AttentionBackwardPath::Split);
+  }
 }
 
 TEST(AttentionBackwardSwitch, TestsCanForceEitherPath) {
@@ -107,24 +118,6 @@ INSTANTIATE_TEST_SUITE_P(Cases, AttentionFusedBackwardParity,
                          ::testing::Combine(::testing::Values(DType::F32, DType::BF16, DType::F16),
                                             ::testing::ValuesIn(kCases)),
                          testing::dtype_and_case_name);
-
-// dqkv from attention_backward_cuda on `path`, after the GPU forward, for fixed inputs.
-std::vector<double> gpu_backward(const Case& c, DType t, AttentionBackwardPath path) {
-  const AttentionShape s{c.batch, c.seq, c.heads, c.head_dim};
-  const AttentionDropout d{static_cast<float>(c.dropout), 7, 3};
-  const Device gpu = Device::cuda(0);
-  Tensor qkv = random_tensor({s.batch, s.seq, 3 * s.heads * s.head_dim}, 5, t, gpu);
-  Tensor dout = random_tensor({s.batch, s.seq, s.heads * s.head_dim}, 6, t, gpu);
-  Tensor mask = c.lengths.empty() ? Tensor() : padding_mask(c.lengths, c.seq, gpu);
-  const uint8_t* m = testing::mask_ptr(mask);
-  Tensor out = Tensor::empty(dout.shape(), t, gpu), lse = Tensor::empty({s.batch, s.heads, s.seq}, DType::F32, gpu);
-  Tensor dqkv = Tensor::empty(qkv.shape(), t, gpu);
-  void* stream = cuda::current_stream(0).handle();
-  attention_forward_cuda(qkv.data_ptr(), m, out.data_ptr(), lse.data<float>(), s, d, t, stream);
-  attention_backward_cuda(qkv.data_ptr(), m, out.data_ptr(), lse.data<float>(), dout.data_ptr(), dqkv.data_ptr(), s, d,
-                          t, 0, stream, path);
-  return dqkv.to_double_vector();
-}
 
 class AttentionFusedVersusSplit : public ::testing::TestWithParam<std::tuple<DType, Case>> {
  protected:

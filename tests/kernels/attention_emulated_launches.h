@@ -1,7 +1,7 @@
 // The CUDA attention kernels' launches as kernels/cuda/attention.cu makes them
 // (the same grids, shared memory and operands), run on the CPU by
 // tests/testing/warp_emulator.h: the forward (tiled, pipelined or pipelined wide) and the
-// split backward (rowdot, dK/dV, dQ). For the emulated tests, which include
+// split backward (rowdot, dK/dV plain or pipelined, dQ). For the emulated tests, which include
 // this header first: it brings in the emulator before the device code, and
 // counts the dropout's Philox blocks (attention_kernels.cuh's hook) in
 // philox_blocks_computed.
@@ -18,6 +18,7 @@ inline int64_t philox_blocks_computed = 0;
 #define ATTENTION_COUNT_PHILOX() (++::philox_blocks_computed)
 
 #include "core/tensor.h"
+#include "kernels/cuda/attention_backward_pipelined.cuh"
 #include "kernels/cuda/attention_forward_pipelined.cuh"
 #include "kernels/cuda/attention_kernels.cuh"
 #include "kernels/cuda/attention_switches.h"
@@ -70,10 +71,13 @@ std::vector<float> emulated_rowdot(const Tensor& out, const Tensor& dout, const 
   return rowdot;
 }
 
-// The split backward's launches (attention.cu's backward_split): rowdot, dK/dV, dQ, into dqkv.
+// The split backward's launches (attention.cu's backward_split): rowdot, dK/dV, dQ, into dqkv; with
+// `pipelined` (16 bits), the dK/dV pass is dkdv_pipelined_kernel, its warps interleaved by `schedule`.
 template <class T>
 void emulated_split_backward(const Tensor& qkv, const Tensor& mask, const Tensor& out, const Tensor& lse,
-                             const Tensor& dout, Tensor& dqkv, const AttentionShape& s, const AttentionDropout& d) {
+                             const Tensor& dout, Tensor& dqkv, const AttentionShape& s, const AttentionDropout& d,
+                             bool pipelined = false,
+                             warp_emulator::Schedule schedule = warp_emulator::Schedule::RoundRobin) {
   using testing::mask_ptr;
   const Params params = make_params(s, d);
   const Grid grid = grid_for(s);
@@ -85,10 +89,23 @@ void emulated_split_backward(const Tensor& qkv, const Tensor& mask, const Tensor
   auto* dq = static_cast<T*>(dqkv.data_ptr());
   with_padded_dim(s.head_dim, [&](auto dp) {
     constexpr int DP = decltype(dp)::value;
-    warp_emulator::launch(grid.x, grid.y, kThreads, dkdv_smem_bytes<T, DP>(), [&] {
-      dkdv_kernel<T, DP, kDkdvQueryTile<DP>>(q, mask_ptr(mask), lse.data<float>(), rowdot.data(), go, dq, params,
-                                             vec_qkv, vec_dout);
-    });
+    if constexpr (sizeof(T) == 2) {
+      if (pipelined) {
+        warp_emulator::launch(
+            grid.x, grid.y, kThreads, dkdv_pipelined_smem_bytes<T, DP>(),
+            [&] {
+              dkdv_pipelined_kernel<T, DP, kDkdvQueryTile<DP>>(q, mask_ptr(mask), lse.data<float>(), rowdot.data(), go,
+                                                               dq, params, vec_qkv, vec_dout);
+            },
+            schedule);
+      }
+    }
+    if (!pipelined || sizeof(T) != 2) {
+      warp_emulator::launch(grid.x, grid.y, kThreads, dkdv_smem_bytes<T, DP>(), [&] {
+        dkdv_kernel<T, DP, kDkdvQueryTile<DP>>(q, mask_ptr(mask), lse.data<float>(), rowdot.data(), go, dq, params,
+                                               vec_qkv, vec_dout);
+      });
+    }
     warp_emulator::launch(grid.x, grid.y, kThreads, dq_smem_bytes<T, DP>(), [&] {
       dq_kernel<T, DP>(q, mask_ptr(mask), lse.data<float>(), rowdot.data(), go, dq, params, vec_qkv, vec_dout);
     });

@@ -1,8 +1,9 @@
 // Shared by the attention tests: the test cases and their names, padding
 // masks from sequence lengths, one problem's inputs and CPU reference, the
 // tolerances against that reference (attention_parity_test.cc says why they
-// are what they are), the comparisons of a forward's results, and the check
-// of an environment switch's error.
+// are what they are), the comparisons of a forward's results, the check of
+// an environment switch's error, and (CUDA builds) one backward path's dqkv on
+// a GPU.
 #pragma once
 
 #include <fmt/format.h>
@@ -16,12 +17,17 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/stream.h"
 #include "core/tensor.h"
 #include "kernels/attention.h"
 #include "kernels/attention_params.h"
 #include "kernels/cpu/attention_cpu.h"
 #include "kernels/cuda/attention_switches.h"
 #include "tests/testing/gradcheck.h"
+
+#if TANDEM_WITH_CUDA
+#include "kernels/cuda/attention_cuda.h"
+#endif
 
 namespace tandem::testing {
 
@@ -113,6 +119,27 @@ inline GpuAndCpuResults attention_on_gpu_and_cpu(const AttentionCase& c, DType t
   out_gpu.backward(dout.to(Device::cuda(0)));
   return {out_gpu, out_cpu, qkv_gpu.grad(), qkv_cpu.grad()};
 }
+
+#if TANDEM_WITH_CUDA
+// dqkv from attention_backward_cuda on `path`, after the GPU forward (the tiled kernel), for fixed inputs
+// (qkv seed 5, dout seed 6, dropout seeds 7, 3).
+inline std::vector<double> gpu_backward(const AttentionCase& c, DType t, kernels::AttentionBackwardPath path) {
+  const kernels::AttentionShape s{c.batch, c.seq, c.heads, c.head_dim};
+  const kernels::AttentionDropout d{static_cast<float>(c.dropout), 7, 3};
+  const Device gpu = Device::cuda(0);
+  Tensor qkv = random_tensor({s.batch, s.seq, 3 * s.heads * s.head_dim}, 5, t, gpu);
+  Tensor dout = random_tensor({s.batch, s.seq, s.heads * s.head_dim}, 6, t, gpu);
+  Tensor mask = c.lengths.empty() ? Tensor() : padding_mask(c.lengths, c.seq, gpu);
+  const uint8_t* m = mask_ptr(mask);
+  Tensor out = Tensor::empty(dout.shape(), t, gpu), lse = Tensor::empty({s.batch, s.heads, s.seq}, DType::F32, gpu);
+  Tensor dqkv = Tensor::empty(qkv.shape(), t, gpu);
+  void* stream = cuda::current_stream(0).handle();
+  kernels::attention_forward_cuda(qkv.data_ptr(), m, out.data_ptr(), lse.data<float>(), s, d, t, stream);
+  kernels::attention_backward_cuda(qkv.data_ptr(), m, out.data_ptr(), lse.data<float>(), dout.data_ptr(),
+                                   dqkv.data_ptr(), s, d, t, 0, stream, path);
+  return dqkv.to_double_vector();
+}
+#endif
 
 // A kernel's forward output against the CPU reference: the reference computes in f32 from the same
 // inputs and rounds once; the kernels round P to the 16-bit type before P V (about one ulp more).

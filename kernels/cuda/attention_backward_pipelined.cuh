@@ -1,0 +1,106 @@
+// The pipelined dK/dV pass for 16-bit inputs (f16, bf16): dkdv_kernel's algorithm
+// (attention.cu describes it: a block owns 64 keys, keeps K, V in shared memory
+// and dK, dV in registers, and streams query tiles of Q, dO, lse and D), with the
+// query tiles double-buffered: TANDEM_ATTENTION_BACKWARD=split_pipelined runs it
+// in place of dkdv_kernel in the split path (the dQ pass is unchanged).
+//
+// Pipelining, as forward_pipelined_kernel does for its K/V tiles: Q and dO of
+// query tile i + 1 are copied global to shared by cp.async (16 bytes per
+// instruction, no register round trip) while tile i is computed from the other
+// buffer. One __syncthreads per tile instead of dkdv_kernel's two: before it
+// each thread waits for its own copies of tile i (cp.async.wait_group 0), after
+// it everyone's have landed and every warp is done with tile i - 1, whose
+// buffer tile i + 1's copies and its lse and D (plain loads, they need scaling
+// and padding) then overwrite. Rows past S are zero-filled by cp.async's
+// src-size operand and get lse = +inf, D = 0 (P = 0), as in dkdv_kernel. Where
+// 16-byte copies are impossible (Dh not a multiple of 8, or an unaligned base)
+// load_tile's plain loads fill the same buffers: same results, less overlap.
+//
+// Memory traffic: dkdv_kernel's (K, V once; Q, dO, lse, D once per key block).
+// Shared memory: K, V and two buffers of Q and dO: (128 + 4 BQ) x (DP + 8)
+// elements plus 4 BQ floats, 1.5x dkdv_kernel's at BQ = 64 (55 KB at DP = 64,
+// still two blocks per SM).
+// Numerics: dkdv_kernel's, operation for operation (the same dkdv_query_tile on
+// the same values, the same store_dkdv_rows), so the two agree bit for bit
+// (under the warp emulator, and on a GPU: AttentionSplitPipelined.*).
+//
+// Besides attention_kernels.cuh's requirements, the includer supplies
+// cp_async_16, cp_async_commit_group() and cp_async_wait_group<N>()
+// (attention_forward_pipelined.cuh says where), and includes that header first
+// (load_tile_async).
+#pragma once
+
+#include "kernels/cuda/attention_forward_pipelined.cuh"
+#include "kernels/cuda/attention_kernels.cuh"
+
+namespace tandem::kernels::attention_detail {
+
+template <class T, int DP, int BQ>
+__global__ void __launch_bounds__(kThreads, 2)
+    dkdv_pipelined_kernel(const T* __restrict__ qkv, const uint8_t* __restrict__ mask, const float* __restrict__ lse,
+                          const float* __restrict__ rowdot, const T* __restrict__ dout, T* __restrict__ dqkv,
+                          Params P, bool vec_qkv, bool vec_dout) {
+  static_assert(sizeof(T) == 2, "f16/bf16 only: cp.async of 8 elements (f32 runs dkdv_kernel)");
+  constexpr int ld = kLd<T, DP>;
+  constexpr int NQ = BQ / 8;
+  constexpr int kQueryTile = BQ * ld;  // elements of one Q or dO buffer
+  ATTENTION_SHARED_MEMORY(smem);
+  T* k_s = reinterpret_cast<T*>(smem);
+  T* v_s = k_s + kRows * ld;
+  T* q_s = v_s + kRows * ld;           // buffers 0 and 1: q_s + buf * kQueryTile
+  T* do_s = q_s + 2 * kQueryTile;      // likewise
+  float* lse_s = reinterpret_cast<float*>(do_s + 2 * kQueryTile);  // 2 x BQ, log2 units
+  float* rowdot_s = lse_s + 2 * BQ;                                  // 2 x BQ
+
+  const int bh = blockIdx.x, b = bh / P.heads, h = bh % P.heads;
+  const int k0 = blockIdx.y * kRows;
+  const int warp = threadIdx.x >> 5, t = threadIdx.x & 3;
+  const HeadRows<T> src = head_rows(qkv, P, b, h);
+  const T* do_g = dout + int64_t{b} * P.seq * src.out_stride + int64_t{h} * P.dh;
+
+  // Starts query tile q0's Q and dO copies into buffer buf as one cp.async group, and stores its
+  // lse (log2 units) and D there; rows past S: P = 0.
+  const auto load_queries = [&](int q0, int buf) {
+    T* q = q_s + buf * kQueryTile;
+    T* d = do_s + buf * kQueryTile;
+    if (vec_qkv) load_tile_async<BQ, DP>(q, src.q, src.stride, q0, P.seq, P.dh);
+    else load_tile<BQ, DP>(q, src.q, src.stride, q0, P.seq, P.dh, false);
+    if (vec_dout) load_tile_async<BQ, DP>(d, do_g, src.out_stride, q0, P.seq, P.dh);
+    else load_tile<BQ, DP>(d, do_g, src.out_stride, q0, P.seq, P.dh, false);
+    cp_async_commit_group();
+    for (int i = threadIdx.x; i < BQ; i += kThreads) {
+      const bool in = q0 + i < P.seq;
+      lse_s[buf * BQ + i] = in ? lse[int64_t{bh} * P.seq + q0 + i] * kLog2e : INFINITY;
+      rowdot_s[buf * BQ + i] = in ? rowdot[int64_t{bh} * P.seq + q0 + i] : 0.0f;
+    }
+  };
+
+  int key[2];
+  bool real[2];
+  load_key_tile<DP>(k_s, v_s, src, mask, P, b, k0, vec_qkv, key, real);  // visible after the first barrier
+  load_queries(0, 0);
+  const T* k_w = k_s + warp * 16 * ld;
+  const T* v_w = v_s + warp * 16 * ld;
+
+  float dk[DP / 8][4] = {}, dv[DP / 8][4] = {};
+  const int tiles = (P.seq + BQ - 1) / BQ;
+  for (int i = 0; i < tiles; ++i) {
+    const int buf = i & 1;
+    cp_async_wait_group<0>();  // this thread's copies of tile i (the only group in flight) have landed
+    __syncthreads();           // everyone's have, and every warp is done with tile i - 1's buffer
+    if (i + 1 < tiles) load_queries((i + 1) * BQ, buf ^ 1);
+    float dst[NQ][4];
+    dkdv_query_tile<DP>(dk, dv, dst, k_w, v_w, q_s + buf * kQueryTile, do_s + buf * kQueryTile, lse_s + buf * BQ,
+                        rowdot_s + buf * BQ, key, real, P, bh, i * BQ, t);
+  }
+  store_dkdv_rows<DP>(dk, dv, dqkv, src, key, P, b, h, t);
+}
+
+// K, V, two buffers of Q and dO, two tiles' lse and D.
+template <class T, int DP>
+constexpr size_t dkdv_pipelined_smem_bytes() {
+  constexpr int BQ = kDkdvQueryTile<DP>;
+  return (2 * kRows + 4 * BQ) * kLd<T, DP> * sizeof(T) + 4 * BQ * sizeof(float);
+}
+
+}  // namespace tandem::kernels::attention_detail
