@@ -21,7 +21,7 @@
 // (rowdot, dK/dV, dQ: seven S x S x Dh products; the bench's default) or fused
 // (five, dQ through f32 scratch); the table's `backward` column names it. The
 // library's default (auto) is fused in f32 and with dropout, split otherwise.
-// split_pipelined is split with the dK/dV pass's query tiles double-buffered by
+// split_pipelined is split with both passes' streamed tiles double-buffered by
 // cp.async (kernels/cuda/attention_backward_pipelined.cuh; bf16/f16).
 // Calls the raw kernels (kernels/cpu/attention_cpu.h, kernels/cuda/attention_cuda.h)
 // on random qkv without padding, so autograd bookkeeping is not timed. FLOPs are

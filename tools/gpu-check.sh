@@ -205,7 +205,7 @@ phase_bench() {
   # dropout 0.1 (TANDEM_ATTENTION_BACKWARD=auto picks fused there on the strength
   # of one whole step: this checks it kernel by kernel), and the peer on the same
   # machine, cuDNN's fused attention (when built); then f32 with the split and the
-  # fused backward; and the split backward with its dK/dV pass pipelined (split_pipelined, opt-in).
+  # fused backward; and the split backward with both passes pipelined (split_pipelined, opt-in).
   # The table names each column's kernel.
   lines+=("== attention: Tandem's kernels vs cuDNN (bf16), split vs fused backward (bf16 with dropout, f32)")
   for spec in "bf16:--dtype bf16" "bf16_pipelined_fused:--dtype bf16 --forward pipelined --backward fused" \
@@ -267,7 +267,7 @@ phase_compare() {
   # forward, the fused backward with dropout, cuBLASLt's forward bias epilogue), with the first
   # run's defaults (tiled forward, split backward, no epilogues), and with each remaining
   # alternative alone: the wide pipelined forward, both epilogues, the split backward, the split
-  # backward with the pipelined dK/dV pass.
+  # backward with both passes pipelined.
   local eager=() variant
   for c in ${COMPARE_CONFIGS:-ag_news_small ag_news_optimized}; do
     for variant in default first wide lt_all split split_pipelined; do

@@ -47,9 +47,9 @@
 //   Splitting dQ from dK/dV (instead of FlashAttention-2's atomicAdd on dQ)
 //   costs two extra S x S x Dh products (7 instead of 5) but makes every
 //   gradient a fixed-order sum, bit-reproducible run to run.
-//   TANDEM_ATTENTION_BACKWARD=split_pipelined runs dkdv_pipelined_kernel for pass 2
-//   (attention_backward_pipelined.cuh: the query tiles double-buffered by cp.async;
-//   the same bits). TANDEM_ATTENTION_BACKWARD=fused runs the five-product alternative instead,
+//   TANDEM_ATTENTION_BACKWARD=split_pipelined runs dkdv_pipelined_kernel and
+//   dq_pipelined_kernel for passes 2 and 3 (attention_backward_pipelined.cuh: the
+//   streamed tiles double-buffered by cp.async; the same bits). TANDEM_ATTENTION_BACKWARD=fused runs the five-product alternative instead,
 //   as deterministic: the dK/dV block also writes its key tile's share of dQ
 //   to f32 scratch, and a second kernel sums the shares in key-tile order
 //   (kernels/cuda/attention_backward_fused.cuh: design, traffic, resources).
@@ -96,6 +96,9 @@
 //   dkdv_pipe   32   -          216                        -      31,744
 //   dkdv_pipe   64   -          243                        -      56,320
 //   dkdv_pipe  128   -          255                        -      70,144
+//   dq_pipe     32   -          202                        -      30,848
+//   dq_pipe     64   -          216                        -      55,424
+//   dq_pipe    128   -          251                        -     104,576
 //   dq          32   253        201-203               36,928     20,544
 //   dq          64   255        214                   69,696     36,928
 //   dq         128   254        254                  135,232     69,696
@@ -317,7 +320,7 @@ int attention_backward_blocks_per_sm(int64_t head_dim, DType t, AttentionBackwar
 
 namespace {
 
-// With `pipelined` (16 bits only), the dK/dV pass is dkdv_pipelined_kernel.
+// With `pipelined` (16 bits only), the passes are dkdv_pipelined_kernel and dq_pipelined_kernel.
 void backward_split(const void* qkv, const uint8_t* mask, const void* out, const float* lse, const void* dout,
                     void* dqkv, const AttentionShape& s, const AttentionDropout& d, DType t, int device,
                     cudaStream_t st, bool pipelined) {
@@ -333,26 +336,23 @@ void backward_split(const void* qkv, const uint8_t* mask, const void* out, const
     TANDEM_CUDA_CHECK_LAUNCH();
     with_padded_dim(s.head_dim, [&](auto dp) {
       constexpr int DP = decltype(dp)::value;
-      constexpr size_t dq_smem = dq_smem_bytes<T, DP>();
-      const auto launch_dkdv = [&](auto dkdv, size_t dkdv_smem) {
-        allow_shared_memory(dkdv, dkdv_smem);
-        dkdv<<<dims(grid_for(s)), kThreads, dkdv_smem, st>>>(static_cast<const T*>(qkv), mask, lse, rowdot,
-                                                             static_cast<const T*>(dout), static_cast<T*>(dqkv),
-                                                             params, vec_qkv, vec_dout);
+      // Each pass's kernel with its shared memory, on the grid of every attention kernel.
+      const auto launch = [&](auto kernel, size_t smem) {
+        allow_shared_memory(kernel, smem);
+        kernel<<<dims(grid_for(s)), kThreads, smem, st>>>(static_cast<const T*>(qkv), mask, lse, rowdot,
+                                                          static_cast<const T*>(dout), static_cast<T*>(dqkv), params,
+                                                          vec_qkv, vec_dout);
         TANDEM_CUDA_CHECK_LAUNCH();
       };
       if constexpr (sizeof(T) == 2) {
-        if (pipelined) launch_dkdv(dkdv_pipelined_kernel<T, DP, kDkdvQueryTile<DP>>, dkdv_pipelined_smem_bytes<T, DP>());
-        else launch_dkdv(dkdv_kernel<T, DP, kDkdvQueryTile<DP>>, dkdv_smem_bytes<T, DP>());
-      } else {
-        launch_dkdv(dkdv_kernel<T, DP, kDkdvQueryTile<DP>>, dkdv_smem_bytes<T, DP>());
+        if (pipelined) {
+          launch(dkdv_pipelined_kernel<T, DP, kDkdvQueryTile<DP>>, dkdv_pipelined_smem_bytes<T, DP>());
+          launch(dq_pipelined_kernel<T, DP>, dq_pipelined_smem_bytes<T, DP>());
+          return;
+        }
       }
-      auto dq = dq_kernel<T, DP>;
-      allow_shared_memory(dq, dq_smem);
-      dq<<<dims(grid_for(s)), kThreads, dq_smem, st>>>(static_cast<const T*>(qkv), mask, lse, rowdot,
-                                                       static_cast<const T*>(dout), static_cast<T*>(dqkv), params,
-                                                       vec_qkv, vec_dout);
-      TANDEM_CUDA_CHECK_LAUNCH();
+      launch(dkdv_kernel<T, DP, kDkdvQueryTile<DP>>, dkdv_smem_bytes<T, DP>());
+      launch(dq_kernel<T, DP>, dq_smem_bytes<T, DP>());
     });
   });
   cuda_memory::deallocate(device, rowdot, rowdot_bytes, st);

@@ -1,8 +1,11 @@
-// The pipelined dK/dV pass for 16-bit inputs (f16, bf16): dkdv_kernel's algorithm
-// (attention.cu describes it: a block owns 64 keys, keeps K, V in shared memory
-// and dK, dV in registers, and streams query tiles of Q, dO, lse and D), with the
-// query tiles double-buffered: TANDEM_ATTENTION_BACKWARD=split_pipelined runs it
-// in place of dkdv_kernel in the split path (the dQ pass is unchanged).
+// The pipelined split backward for 16-bit inputs (f16, bf16), which
+// TANDEM_ATTENTION_BACKWARD=split_pipelined runs in place of the split path's
+// two passes: dkdv_pipelined_kernel has dkdv_kernel's algorithm (attention.cu
+// describes it: a block owns 64 keys, keeps K, V in shared memory and dK, dV in
+// registers, and streams query tiles of Q, dO, lse and D) with the query tiles
+// double-buffered; dq_pipelined_kernel has dq_kernel's (a block owns 64
+// queries and streams 64-key tiles of K, V) with the K/V tiles double-buffered,
+// as forward_pipelined_kernel does.
 //
 // Pipelining, as forward_pipelined_kernel does for its K/V tiles: Q and dO of
 // query tile i + 1 are copied global to shared by cp.async (16 bytes per
@@ -16,13 +19,16 @@
 // 16-byte copies are impossible (Dh not a multiple of 8, or an unaligned base)
 // load_tile's plain loads fill the same buffers: same results, less overlap.
 //
-// Memory traffic: dkdv_kernel's (K, V once; Q, dO, lse, D once per key block).
-// Shared memory: K, V and two buffers of Q and dO: (128 + 4 BQ) x (DP + 8)
-// elements plus 4 BQ floats, 1.5x dkdv_kernel's at BQ = 64 (55 KB at DP = 64,
-// still two blocks per SM).
-// Numerics: dkdv_kernel's, operation for operation (the same dkdv_query_tile on
-// the same values, the same store_dkdv_rows), so the two agree bit for bit
-// (under the warp emulator, and on a GPU: AttentionSplitPipelined.*).
+// Memory traffic: the plain kernels' (dK/dV: K, V once, Q, dO, lse, D once per
+// key block; dQ: Q, dO once, K, V once per query block).
+// Shared memory: dK/dV: K, V and two buffers of Q and dO, (128 + 4 BQ) x (DP +
+// 8) elements plus 4 BQ floats, 1.5x dkdv_kernel's at BQ = 64 (55 KB at DP =
+// 64); dQ: Q, dO and two buffers of K and V, 1.5x dq_kernel's (102 KB at DP =
+// 128); still two blocks per SM.
+// Numerics: the plain kernels', operation for operation (the same
+// dkdv_query_tile and dq_key_tile on the same values, the same stores), so the
+// two paths agree bit for bit (under the warp emulator, and on a GPU:
+// AttentionSplitPipelined.*).
 //
 // Besides attention_kernels.cuh's requirements, the includer supplies
 // cp_async_16, cp_async_commit_group() and cp_async_wait_group<N>()
@@ -94,6 +100,85 @@ __global__ void __launch_bounds__(kThreads, 2)
                         rowdot_s + buf * BQ, key, real, P, bh, i * BQ, t);
   }
   store_dkdv_rows<DP>(dk, dv, dqkv, src, key, P, b, h, t);
+}
+
+// dQ as dq_kernel (the same dq_key_tile on the same values: the same bits), with the 64-key K/V
+// tiles double-buffered by cp.async exactly as forward_pipelined_kernel does it: tile j + 1's K and
+// V stream into the other buffer while tile j is computed, one __syncthreads per tile, and tile
+// j + 1's key flags are read into a register after the barrier and stored once tile j is done.
+template <class T, int DP>
+__global__ void __launch_bounds__(kThreads, 2)
+    dq_pipelined_kernel(const T* __restrict__ qkv, const uint8_t* __restrict__ mask, const float* __restrict__ lse,
+                        const float* __restrict__ rowdot, const T* __restrict__ dout, T* __restrict__ dqkv, Params P,
+                        bool vec_qkv, bool vec_dout) {
+  static_assert(sizeof(T) == 2, "f16/bf16 only: cp.async of 8 elements (f32 runs dq_kernel)");
+  constexpr int ld = kLd<T, DP>;
+  constexpr int kTile = kRows * ld;  // elements of one 64-row tile
+  ATTENTION_SHARED_MEMORY(smem);
+  T* q_s = reinterpret_cast<T*>(smem);
+  T* do_s = q_s + kTile;
+  T* k_s = do_s + kTile;  // buffers 0 and 1: k_s + buf * kTile
+  T* v_s = k_s + 2 * kTile;
+  uint8_t* real_s = reinterpret_cast<uint8_t*>(v_s + 2 * kTile);  // 2 x kRows key flags
+
+  const int bh = blockIdx.x, b = bh / P.heads, h = bh % P.heads;
+  const int q0 = blockIdx.y * kRows;
+  const int warp = threadIdx.x >> 5, t = threadIdx.x & 3;
+  const HeadRows<T> src = head_rows(qkv, P, b, h);
+  const T* do_g = dout + int64_t{b} * P.seq * src.out_stride + int64_t{h} * P.dh;
+
+  // Starts the loads of the 64-key tile at k0 into buffer buf, as one cp.async group.
+  const auto load_kv = [&](int k0, int buf) {
+    if (vec_qkv) {
+      load_tile_async<kRows, DP>(k_s + buf * kTile, src.k, src.stride, k0, P.seq, P.dh);
+      load_tile_async<kRows, DP>(v_s + buf * kTile, src.v, src.stride, k0, P.seq, P.dh);
+    } else {
+      load_tile<kRows, DP>(k_s + buf * kTile, src.k, src.stride, k0, P.seq, P.dh, false);
+      load_tile<kRows, DP>(v_s + buf * kTile, src.v, src.stride, k0, P.seq, P.dh, false);
+    }
+    cp_async_commit_group();
+  };
+  static_assert(kThreads >= kRows, "one key flag per thread");
+  const auto key_flag = [&](int k0) -> uint8_t {
+    return threadIdx.x < kRows && real_key(mask, b, P.seq, k0 + static_cast<int>(threadIdx.x));
+  };
+
+  // Q and dO join the first K/V tile's group.
+  if (vec_qkv) load_tile_async<kRows, DP>(q_s, src.q, src.stride, q0, P.seq, P.dh);
+  else load_tile<kRows, DP>(q_s, src.q, src.stride, q0, P.seq, P.dh, false);
+  if (vec_dout) load_tile_async<kRows, DP>(do_s, do_g, src.out_stride, q0, P.seq, P.dh);
+  else load_tile<kRows, DP>(do_s, do_g, src.out_stride, q0, P.seq, P.dh, false);
+  load_kv(0, 0);
+  if (threadIdx.x < kRows) real_s[threadIdx.x] = key_flag(0);
+  const T* q_w = q_s + warp * 16 * ld;
+  const T* do_w = do_s + warp * 16 * ld;
+  int query[2];
+  float lse2[2], rd[2];
+  dq_rows<T>(lse, rowdot, P, bh, q0, query, lse2, rd);
+
+  float dq[DP / 8][4] = {};
+  const int tiles = (P.seq + kRows - 1) / kRows;
+  for (int j = 0; j < tiles; ++j) {
+    const int buf = j & 1;
+    cp_async_wait_group<0>();  // this thread's copies of tile j (the only group in flight) have landed
+    __syncthreads();           // everyone's have, and every warp is done with tile j - 1's buffer
+    const bool more = j + 1 < tiles;
+    uint8_t next_flag = 0;
+    if (more) {
+      load_kv((j + 1) * kRows, buf ^ 1);
+      next_flag = key_flag((j + 1) * kRows);
+    }
+    dq_key_tile<DP>(dq, q_w, do_w, k_s + buf * kTile, v_s + buf * kTile, real_s + buf * kRows, lse2, rd, query, P,
+                    bh, j * kRows, t);
+    if (more && threadIdx.x < kRows) real_s[(buf ^ 1) * kRows + threadIdx.x] = next_flag;
+  }
+  store_dq_rows<DP>(dq, dqkv, src, query, P, b, h, t);
+}
+
+// Q, dO, two K and two V tiles, two tiles' key flags.
+template <class T, int DP>
+constexpr size_t dq_pipelined_smem_bytes() {
+  return 6 * kRows * kLd<T, DP> * sizeof(T) + 2 * kRows;
 }
 
 // K, V, two buffers of Q and dO, two tiles' lse and D.

@@ -7,7 +7,7 @@
 //   split  rowdot, dK/dV, then a separate dQ pass: seven S x S x Dh products;
 //   fused  rowdot, dK/dV with each key tile's share of dQ into f32 scratch, then a
 //          fixed-order sum of the shares: five products (kernels/cuda/attention_backward_fused.cuh);
-//   split_pipelined  split with the dK/dV pass's query tiles double-buffered by cp.async
+//   split_pipelined  split with both passes' streamed tiles double-buffered by cp.async
 //          (kernels/cuda/attention_backward_pipelined.cuh; 16 bits; the same bits as split).
 // TANDEM_ATTENTION_BACKWARD=auto|split|fused|split_pipelined picks one (kernels/cuda/attention_switches.h); auto,
 // the default, is fused in f32 and with dropout, split otherwise (resolve_attention_backward).

@@ -645,33 +645,41 @@ __global__ void __launch_bounds__(kThreads, 2)
   store_dkdv_rows<DP>(dk, dv, dqkv, src, key, P, b, h, t);
 }
 
-// dQ for 64 queries per block, streaming 64 keys at a time.
-template <class T, int DP>
-__global__ void __launch_bounds__(kThreads, 2)
-    dq_kernel(const T* __restrict__ qkv, const uint8_t* __restrict__ mask, const float* __restrict__ lse,
-              const float* __restrict__ rowdot, const T* __restrict__ dout, T* __restrict__ dqkv, Params P,
-              bool vec_qkv, bool vec_dout) {
+// One 64-key tile of the dQ pass for this warp's 16 queries (q_w, do_w: their Q and dO rows; lse2,
+// rd: its lane's two rows' lse in log2 units and D): S = Q K^T, dP = dO V^T, P, dS = P (dP * drop - D),
+// dQ += dS K (before the 1/sqrt(Dh)). real_s: the tile's key flags.
+template <int DP, class T>
+__device__ __forceinline__ void dq_key_tile(float (&dq)[DP / 8][4], const T* q_w, const T* do_w, const T* k_s,
+                                            const T* v_s, const uint8_t* real_s, const float (&lse2)[2],
+                                            const float (&rd)[2], const int (&query)[2], const Params& P, int bh,
+                                            int k0, int t) {
   constexpr int ld = kLd<T, DP>;
   constexpr int NC = kRows / 8;
-  ATTENTION_SHARED_MEMORY(smem);
-  T* q_s = reinterpret_cast<T*>(smem);
-  T* do_s = q_s + kRows * ld;
-  T* k_s = do_s + kRows * ld;
-  T* v_s = k_s + kRows * ld;
-  uint8_t* real_s = reinterpret_cast<uint8_t*>(v_s + kRows * ld);
+  float s[NC][4] = {}, dp[NC][4] = {};
+  mma_abt<NC, DP>(s, q_w, k_s, ld);
+  mma_abt<NC, DP>(dp, do_w, v_s, ld);
+  uint32_t keep[2] = {~0u, ~0u};
+  if (P.drop.active()) keep_bits_along_keys<NC>(P, bh, query[0], k0, t, keep);
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+#pragma unroll
+    for (int n = 0; n < NC; ++n)
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        const int e = 2 * r + c;
+        const float p = real_s[8 * n + 2 * t + c] ? exp2f(s[n][e] * P.score_scale - lse2[r]) : 0.0f;
+        const float f = (keep[r] >> (2 * n + c)) & 1u ? P.drop_scale : 0.0f;  // drop_scale = 1 without dropout
+        s[n][e] = p * (dp[n][e] * f - rd[r]);  // dS (before the 1/sqrt(Dh) of dQ)
+      }
+  }
+  mma_pb<DP / 8, NC>(dq, s, k_s, ld);
+}
 
-  const int bh = blockIdx.x, b = bh / P.heads, h = bh % P.heads;
-  const int q0 = blockIdx.y * kRows;
-  const int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
-  const HeadRows<T> src = head_rows(qkv, P, b, h);
-  const T* do_g = dout + int64_t{b} * P.seq * src.out_stride + int64_t{h} * P.dh;
-
-  load_tile<kRows, DP>(q_s, src.q, src.stride, q0, P.seq, P.dh, vec_qkv);
-  load_tile<kRows, DP>(do_s, do_g, src.out_stride, q0, P.seq, P.dh, vec_dout);
-  const T* q_w = q_s + warp * 16 * ld;
-  const T* do_w = do_s + warp * 16 * ld;
-  int query[2];
-  float lse2[2], rd[2];
+// This lane's two query rows of the dQ pass: their indices, lse (log2 units) and D.
+template <class T>
+__device__ __forceinline__ void dq_rows(const float* lse, const float* rowdot, const Params& P, int bh, int q0,
+                                        int (&query)[2], float (&lse2)[2], float (&rd)[2]) {
+  const int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     query[r] = q0 + warp * 16 + g + 8 * r;
@@ -679,35 +687,13 @@ __global__ void __launch_bounds__(kThreads, 2)
     lse2[r] = in ? lse[int64_t{bh} * P.seq + query[r]] * kLog2e : INFINITY;
     rd[r] = in ? rowdot[int64_t{bh} * P.seq + query[r]] : 0.0f;
   }
+}
 
-  float dq[DP / 8][4] = {};
-  for (int k0 = 0; k0 < P.seq; k0 += kRows) {
-    __syncthreads();  // every warp is done with the previous K/V tile
-    load_tile<kRows, DP>(k_s, src.k, src.stride, k0, P.seq, P.dh, vec_qkv);
-    load_tile<kRows, DP>(v_s, src.v, src.stride, k0, P.seq, P.dh, vec_qkv);
-    for (int j = threadIdx.x; j < kRows; j += kThreads) real_s[j] = real_key(mask, b, P.seq, k0 + j);
-    __syncthreads();
-
-    float s[NC][4] = {}, dp[NC][4] = {};
-    mma_abt<NC, DP>(s, q_w, k_s, ld);
-    mma_abt<NC, DP>(dp, do_w, v_s, ld);
-    uint32_t keep[2] = {~0u, ~0u};
-    if (P.drop.active()) keep_bits_along_keys<NC>(P, bh, query[0], k0, t, keep);
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-#pragma unroll
-      for (int n = 0; n < NC; ++n)
-#pragma unroll
-        for (int c = 0; c < 2; ++c) {
-          const int e = 2 * r + c;
-          const float p = real_s[8 * n + 2 * t + c] ? exp2f(s[n][e] * P.score_scale - lse2[r]) : 0.0f;
-          const float f = (keep[r] >> (2 * n + c)) & 1u ? P.drop_scale : 0.0f;  // drop_scale = 1 without dropout
-          s[n][e] = p * (dp[n][e] * f - rd[r]);  // dS (before the 1/sqrt(Dh) of dQ)
-        }
-    }
-    mma_pb<DP / 8, NC>(dq, s, k_s, ld);
-  }
-
+// The dQ pass's end: dQ (times 1/sqrt(Dh)) of this lane's two queries into dqkv.
+template <int DP, class T>
+__device__ __forceinline__ void store_dq_rows(const float (&dq)[DP / 8][4], T* __restrict__ dqkv,
+                                              const HeadRows<T>& src, const int (&query)[2], const Params& P, int b,
+                                              int h, int t) {
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     if (query[r] >= P.seq) continue;
@@ -720,6 +706,46 @@ __global__ void __launch_bounds__(kThreads, 2)
         if (col < P.dh) dq_row[col] = store<T>(dq[d][2 * r + e] * P.grad_scale);
       }
   }
+}
+
+// dQ for 64 queries per block, streaming 64 keys at a time.
+template <class T, int DP>
+__global__ void __launch_bounds__(kThreads, 2)
+    dq_kernel(const T* __restrict__ qkv, const uint8_t* __restrict__ mask, const float* __restrict__ lse,
+              const float* __restrict__ rowdot, const T* __restrict__ dout, T* __restrict__ dqkv, Params P,
+              bool vec_qkv, bool vec_dout) {
+  constexpr int ld = kLd<T, DP>;
+  ATTENTION_SHARED_MEMORY(smem);
+  T* q_s = reinterpret_cast<T*>(smem);
+  T* do_s = q_s + kRows * ld;
+  T* k_s = do_s + kRows * ld;
+  T* v_s = k_s + kRows * ld;
+  uint8_t* real_s = reinterpret_cast<uint8_t*>(v_s + kRows * ld);
+
+  const int bh = blockIdx.x, b = bh / P.heads, h = bh % P.heads;
+  const int q0 = blockIdx.y * kRows;
+  const int warp = threadIdx.x >> 5, t = threadIdx.x & 3;
+  const HeadRows<T> src = head_rows(qkv, P, b, h);
+  const T* do_g = dout + int64_t{b} * P.seq * src.out_stride + int64_t{h} * P.dh;
+
+  load_tile<kRows, DP>(q_s, src.q, src.stride, q0, P.seq, P.dh, vec_qkv);
+  load_tile<kRows, DP>(do_s, do_g, src.out_stride, q0, P.seq, P.dh, vec_dout);
+  const T* q_w = q_s + warp * 16 * ld;
+  const T* do_w = do_s + warp * 16 * ld;
+  int query[2];
+  float lse2[2], rd[2];
+  dq_rows<T>(lse, rowdot, P, bh, q0, query, lse2, rd);
+
+  float dq[DP / 8][4] = {};
+  for (int k0 = 0; k0 < P.seq; k0 += kRows) {
+    __syncthreads();  // every warp is done with the previous K/V tile
+    load_tile<kRows, DP>(k_s, src.k, src.stride, k0, P.seq, P.dh, vec_qkv);
+    load_tile<kRows, DP>(v_s, src.v, src.stride, k0, P.seq, P.dh, vec_qkv);
+    for (int j = threadIdx.x; j < kRows; j += kThreads) real_s[j] = real_key(mask, b, P.seq, k0 + j);
+    __syncthreads();
+    dq_key_tile<DP>(dq, q_w, do_w, k_s, v_s, real_s, lse2, rd, query, P, bh, k0, t);
+  }
+  store_dq_rows<DP>(dq, dqkv, src, query, P, b, h, t);
 }
 
 // ---------------------------------------------------------------------------

@@ -17,7 +17,7 @@
 //     (kernels/cuda/attention_cuda.h): Auto (the default) runs Fused
 //     (kernels/cuda/attention_backward_fused.cuh) where it was measured faster,
 //     Split elsewhere (resolve_attention_backward). SplitPipelined is Split with
-//     the dK/dV pass's query tiles double-buffered by cp.async
+//     both passes' streamed tiles double-buffered by cp.async
 //     (kernels/cuda/attention_backward_pipelined.cuh; f16/bf16, f32 runs Split):
 //     opt-in until a GPU has timed it.
 #pragma once

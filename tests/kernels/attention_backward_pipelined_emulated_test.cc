@@ -1,18 +1,18 @@
-// The pipelined dK/dV pass (kernels/cuda/attention_backward_pipelined.cuh,
-// TANDEM_ATTENTION_BACKWARD=split_pipelined), its own device code run on the
-// CPU under tests/testing/warp_emulator.h with attention.cu's launch geometry:
-// the split backward with it, against the CPU reference and bit for bit
-// against the split backward with dkdv_kernel, for f16 and bf16, every padded
-// head width DP 32/64/128 (16-byte copies with zero-filled columns, and plain
-// loads where Dh is not a multiple of 8), S from 1 to 300 (one partial query
-// tile, several, so both buffers are reused), padding with an all-padding row,
-// and dropout.
+// The pipelined split backward (kernels/cuda/attention_backward_pipelined.cuh,
+// TANDEM_ATTENTION_BACKWARD=split_pipelined: dkdv_pipelined_kernel and
+// dq_pipelined_kernel), its own device code run on the CPU under
+// tests/testing/warp_emulator.h with attention.cu's launch geometry: against
+// the CPU reference and bit for bit against the split backward with the plain
+// kernels, for f16 and bf16, every padded head width DP 32/64/128 (16-byte
+// copies with zero-filled columns, and plain loads where Dh is not a multiple
+// of 8), S from 1 to 300 (one partial tile, several, so both buffers are
+// reused), padding with an all-padding row, and dropout.
 //
 // The emulator defers every cp.async until its group is waited for and fills
-// the destination with NaN bytes meanwhile, so a query tile read before its
-// wait fails these comparisons, and so does, once warps are skewed (the
-// emulator's WarpByWarp schedules), a prefetch issued over a buffer other warps
-// still read.
+// the destination with NaN bytes meanwhile, so a tile read before its wait
+// fails these comparisons, and so does, once warps are skewed (the emulator's
+// WarpByWarp schedules), a prefetch issued over a buffer other warps still
+// read: moving either kernel's prefetch above its barrier fails them.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -32,7 +32,7 @@ using testing::all_close;
 using testing::same_bits;
 using Case = testing::AttentionCase;
 
-class EmulatedPipelinedDkdv : public ::testing::TestWithParam<std::tuple<DType, Case>> {
+class EmulatedSplitPipelined : public ::testing::TestWithParam<std::tuple<DType, Case>> {
  protected:
   DType dtype() const { return std::get<0>(GetParam()); }
   const testing::AttentionProblem& problem() {
@@ -54,40 +54,40 @@ class EmulatedPipelinedDkdv : public ::testing::TestWithParam<std::tuple<DType, 
   std::optional<testing::AttentionProblem> problem_;
 };
 
-TEST_P(EmulatedPipelinedDkdv, MatchesTheCpuReference) {
+TEST_P(EmulatedSplitPipelined, MatchesTheCpuReference) {
   const Tensor got = backward(true), want = testing::cpu_backward(problem());
   const testing::Tolerance tol = testing::attention_gradient_tolerance(dtype());
   EXPECT_TRUE(all_close(got, want, tol.atol, tol.rtol));
 }
 
-TEST_P(EmulatedPipelinedDkdv, MatchesTheSplitBackwardBitForBit) {
+TEST_P(EmulatedSplitPipelined, MatchesTheSplitBackwardBitForBit) {
   EXPECT_TRUE(same_bits(backward(true), backward(false)));
 }
 
 // With one warp run as far ahead of the others as the barriers allow (either way round), a query-tile
 // prefetch issued before every warp is done with the buffer it overwrites poisons their reads.
-TEST_P(EmulatedPipelinedDkdv, GivesTheSameBitsWithWarpsSkewedEitherWay) {
+TEST_P(EmulatedSplitPipelined, GivesTheSameBitsWithWarpsSkewedEitherWay) {
   const Tensor together = backward(true);
   for (auto schedule : {warp_emulator::Schedule::WarpByWarp, warp_emulator::Schedule::WarpByWarpReversed})
     EXPECT_TRUE(same_bits(backward(true, schedule), together)) << "schedule " << static_cast<int>(schedule);
 }
 
 const Case kCases[] = {
-    {1, 1, 1, 8, {}, 0.0},            // one token: one partial query tile; 16-byte copies, DP = 32
+    {1, 1, 1, 8, {}, 0.0},            // one token: one partial tile; 16-byte copies, DP = 32
     {2, 7, 2, 24, {7, 0}, 0.2},       // an all-padding row, dropout; columns 24-31 zero-filled
     {3, 7, 2, 33, {7, 0, 5}, 0.2},    // Dh = 33: plain loads into the buffers, DP = 64
-    {1, 70, 2, 64, {70}, 0.1},        // two query tiles, the second partial, dropout
+    {1, 70, 2, 64, {70}, 0.1},        // two tiles, the second partial, dropout
     {2, 65, 1, 96, {65, 13}, 0.0},    // DP = 128: 32-query tiles, three of them
-    {1, 129, 1, 128, {100}, 0.3},     // five 32-query tiles (each buffer reused), the largest head dim
+    {1, 129, 1, 128, {100}, 0.3},     // five 32-query and three key tiles (buffers reused), the largest head dim
     {2, 100, 2, 20, {100, 61}, 0.5},  // Dh = 20: plain loads, DP = 32, several heads
-    {1, 300, 1, 64, {300}, 0.1},      // five 64-query tiles, the last partial
+    {1, 300, 1, 64, {300}, 0.1},      // five 64-row tiles each way, the last partial
 };
 
-INSTANTIATE_TEST_SUITE_P(Cases, EmulatedPipelinedDkdv,
+INSTANTIATE_TEST_SUITE_P(Cases, EmulatedSplitPipelined,
                          ::testing::Combine(::testing::Values(DType::BF16, DType::F16), ::testing::ValuesIn(kCases)),
                          testing::dtype_and_case_name);
 
-TEST(EmulatedPipelinedDkdv, UsesPlainLoadsForAnUnalignedBaseAndStillMatches) {
+TEST(EmulatedSplitPipelined, UsesPlainLoadsForAnUnalignedBaseAndStillMatches) {
   // Dh = 64 allows 16-byte copies, but qkv starting 2 bytes into its buffer does not.
   testing::AttentionProblem p = testing::make_problem({1, 70, 1, 64, {}, 0.0}, DType::BF16);
   const int64_t n = p.qkv.numel();

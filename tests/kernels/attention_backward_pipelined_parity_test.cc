@@ -1,9 +1,9 @@
-// The pipelined dK/dV pass (TANDEM_ATTENTION_BACKWARD=split_pipelined,
+// The pipelined split backward (TANDEM_ATTENTION_BACKWARD=split_pipelined,
 // kernels/cuda/attention_backward_pipelined.cuh) on a GPU: against the CPU
 // reference through the op, bf16/f16 (f32 runs the split path), shapes that
 // exercise every padded head width, padding and dropout; and bit for bit
 // against the split path on the same inputs (the same products on the same
-// values: only how the query tiles reach shared memory differs). Skipped
+// values: only how the streamed tiles reach shared memory differs). Skipped
 // without a GPU (failed under TANDEM_REQUIRE_GPU=1). The device code runs on the
 // CPU in attention_backward_pipelined_emulated_test.cc; the switch's parser is
 // tested in attention_backward_fused_parity_test.cc.

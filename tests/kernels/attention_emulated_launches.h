@@ -1,7 +1,7 @@
 // The CUDA attention kernels' launches as kernels/cuda/attention.cu makes them
 // (the same grids, shared memory and operands), run on the CPU by
 // tests/testing/warp_emulator.h: the forward (tiled, pipelined or pipelined wide) and the
-// split backward (rowdot, dK/dV plain or pipelined, dQ). For the emulated tests, which include
+// split backward (rowdot, then dK/dV and dQ, plain or pipelined). For the emulated tests, which include
 // this header first: it brings in the emulator before the device code, and
 // counts the dropout's Philox blocks (attention_kernels.cuh's hook) in
 // philox_blocks_computed.
@@ -72,7 +72,8 @@ std::vector<float> emulated_rowdot(const Tensor& out, const Tensor& dout, const 
 }
 
 // The split backward's launches (attention.cu's backward_split): rowdot, dK/dV, dQ, into dqkv; with
-// `pipelined` (16 bits), the dK/dV pass is dkdv_pipelined_kernel, its warps interleaved by `schedule`.
+// `pipelined` (16 bits), the passes are dkdv_pipelined_kernel and dq_pipelined_kernel. The dK/dV and
+// dQ passes' warps are interleaved by `schedule`.
 template <class T>
 void emulated_split_backward(const Tensor& qkv, const Tensor& mask, const Tensor& out, const Tensor& lse,
                              const Tensor& dout, Tensor& dqkv, const AttentionShape& s, const AttentionDropout& d,
@@ -89,26 +90,22 @@ void emulated_split_backward(const Tensor& qkv, const Tensor& mask, const Tensor
   auto* dq = static_cast<T*>(dqkv.data_ptr());
   with_padded_dim(s.head_dim, [&](auto dp) {
     constexpr int DP = decltype(dp)::value;
+    // Each pass's kernel with its shared memory, on attention.cu's grid.
+    const auto launch = [&](auto kernel, size_t smem) {
+      warp_emulator::launch(
+          grid.x, grid.y, kThreads, smem,
+          [&] { kernel(q, mask_ptr(mask), lse.data<float>(), rowdot.data(), go, dq, params, vec_qkv, vec_dout); },
+          schedule);
+    };
     if constexpr (sizeof(T) == 2) {
       if (pipelined) {
-        warp_emulator::launch(
-            grid.x, grid.y, kThreads, dkdv_pipelined_smem_bytes<T, DP>(),
-            [&] {
-              dkdv_pipelined_kernel<T, DP, kDkdvQueryTile<DP>>(q, mask_ptr(mask), lse.data<float>(), rowdot.data(), go,
-                                                               dq, params, vec_qkv, vec_dout);
-            },
-            schedule);
+        launch(dkdv_pipelined_kernel<T, DP, kDkdvQueryTile<DP>>, dkdv_pipelined_smem_bytes<T, DP>());
+        launch(dq_pipelined_kernel<T, DP>, dq_pipelined_smem_bytes<T, DP>());
+        return;
       }
     }
-    if (!pipelined || sizeof(T) != 2) {
-      warp_emulator::launch(grid.x, grid.y, kThreads, dkdv_smem_bytes<T, DP>(), [&] {
-        dkdv_kernel<T, DP, kDkdvQueryTile<DP>>(q, mask_ptr(mask), lse.data<float>(), rowdot.data(), go, dq, params,
-                                               vec_qkv, vec_dout);
-      });
-    }
-    warp_emulator::launch(grid.x, grid.y, kThreads, dq_smem_bytes<T, DP>(), [&] {
-      dq_kernel<T, DP>(q, mask_ptr(mask), lse.data<float>(), rowdot.data(), go, dq, params, vec_qkv, vec_dout);
-    });
+    launch(dkdv_kernel<T, DP, kDkdvQueryTile<DP>>, dkdv_smem_bytes<T, DP>());
+    launch(dq_kernel<T, DP>, dq_smem_bytes<T, DP>());
   });
 }
 
