@@ -88,8 +88,8 @@
 //   pipelined   32   -          127 (4 blocks/SM)          -      25,728
 //   pipelined   64   -          126 (4 blocks/SM)          -      46,208
 //   pipelined  128   -          204                        -      87,168
-//   wide        32   -          212 (2 blocks/SM)          -      30,848
-//   wide        64   -          238 (2 blocks/SM)          -      55,424
+//   wide        32   -          214 (2 blocks/SM)          -      30,848
+//   wide        64   -          236 (2 blocks/SM)          -      55,424
 //   dkdv        32   254        231                   37,376     20,992
 //   dkdv        64   255        254 (spill 8/8)       70,144     37,376
 //   dkdv       128   255 (spill 24/24) 255 (spill 8/8) 101,632     52,480

@@ -33,7 +33,7 @@
 // Besides attention_kernels.cuh's requirements, the includer supplies
 // cp_async_16, cp_async_commit_group() and cp_async_wait_group<N>()
 // (attention_forward_pipelined.cuh says where), and includes that header first
-// (load_tile_async).
+// (load_tile_pipelined, load_kv_pipelined, key_flag_of_thread).
 #pragma once
 
 #include "kernels/cuda/attention_forward_pipelined.cuh"
@@ -69,10 +69,8 @@ __global__ void __launch_bounds__(kThreads, 2)
   const auto load_queries = [&](int q0, int buf) {
     T* q = q_s + buf * kQueryTile;
     T* d = do_s + buf * kQueryTile;
-    if (vec_qkv) load_tile_async<BQ, DP>(q, src.q, src.stride, q0, P.seq, P.dh);
-    else load_tile<BQ, DP>(q, src.q, src.stride, q0, P.seq, P.dh, false);
-    if (vec_dout) load_tile_async<BQ, DP>(d, do_g, src.out_stride, q0, P.seq, P.dh);
-    else load_tile<BQ, DP>(d, do_g, src.out_stride, q0, P.seq, P.dh, false);
+    load_tile_pipelined<BQ, DP>(q, src.q, src.stride, q0, P.seq, P.dh, vec_qkv);
+    load_tile_pipelined<BQ, DP>(d, do_g, src.out_stride, q0, P.seq, P.dh, vec_dout);
     cp_async_commit_group();
     for (int i = threadIdx.x; i < BQ; i += kThreads) {
       const bool in = q0 + i < P.seq;
@@ -127,29 +125,13 @@ __global__ void __launch_bounds__(kThreads, 2)
   const HeadRows<T> src = head_rows(qkv, P, b, h);
   const T* do_g = dout + int64_t{b} * P.seq * src.out_stride + int64_t{h} * P.dh;
 
-  // Starts the loads of the 64-key tile at k0 into buffer buf, as one cp.async group.
   const auto load_kv = [&](int k0, int buf) {
-    if (vec_qkv) {
-      load_tile_async<kRows, DP>(k_s + buf * kTile, src.k, src.stride, k0, P.seq, P.dh);
-      load_tile_async<kRows, DP>(v_s + buf * kTile, src.v, src.stride, k0, P.seq, P.dh);
-    } else {
-      load_tile<kRows, DP>(k_s + buf * kTile, src.k, src.stride, k0, P.seq, P.dh, false);
-      load_tile<kRows, DP>(v_s + buf * kTile, src.v, src.stride, k0, P.seq, P.dh, false);
-    }
-    cp_async_commit_group();
+    load_kv_pipelined<DP>(k_s + buf * kTile, v_s + buf * kTile, src, k0, P, vec_qkv);
   };
-  static_assert(kThreads >= kRows, "one key flag per thread");
-  const auto key_flag = [&](int k0) -> uint8_t {
-    return threadIdx.x < kRows && real_key(mask, b, P.seq, k0 + static_cast<int>(threadIdx.x));
-  };
-
-  // Q and dO join the first K/V tile's group.
-  if (vec_qkv) load_tile_async<kRows, DP>(q_s, src.q, src.stride, q0, P.seq, P.dh);
-  else load_tile<kRows, DP>(q_s, src.q, src.stride, q0, P.seq, P.dh, false);
-  if (vec_dout) load_tile_async<kRows, DP>(do_s, do_g, src.out_stride, q0, P.seq, P.dh);
-  else load_tile<kRows, DP>(do_s, do_g, src.out_stride, q0, P.seq, P.dh, false);
-  load_kv(0, 0);
-  if (threadIdx.x < kRows) real_s[threadIdx.x] = key_flag(0);
+  load_tile_pipelined<kRows, DP>(q_s, src.q, src.stride, q0, P.seq, P.dh, vec_qkv);
+  load_tile_pipelined<kRows, DP>(do_s, do_g, src.out_stride, q0, P.seq, P.dh, vec_dout);
+  load_kv(0, 0);  // Q and dO join the first K/V tile's group
+  if (threadIdx.x < kRows) real_s[threadIdx.x] = key_flag_of_thread(mask, b, P, 0);
   const T* q_w = q_s + warp * 16 * ld;
   const T* do_w = do_s + warp * 16 * ld;
   int query[2];
@@ -166,7 +148,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     uint8_t next_flag = 0;
     if (more) {
       load_kv((j + 1) * kRows, buf ^ 1);
-      next_flag = key_flag((j + 1) * kRows);
+      next_flag = key_flag_of_thread(mask, b, P, (j + 1) * kRows);
     }
     dq_key_tile<DP>(dq, q_w, do_w, k_s + buf * kTile, v_s + buf * kTile, real_s + buf * kRows, lse2, rd, query, P,
                     bh, j * kRows, t);
@@ -178,14 +160,14 @@ __global__ void __launch_bounds__(kThreads, 2)
 // Q, dO, two K and two V tiles, two tiles' key flags.
 template <class T, int DP>
 constexpr size_t dq_pipelined_smem_bytes() {
-  return 6 * kRows * kLd<T, DP> * sizeof(T) + 2 * kRows;
+  return dq_smem_bytes<T, DP>() + 2 * kRows * kLd<T, DP> * sizeof(T) + kRows;  // dq_kernel's, plus a second K, V, flags
 }
 
 // K, V, two buffers of Q and dO, two tiles' lse and D.
 template <class T, int DP>
 constexpr size_t dkdv_pipelined_smem_bytes() {
-  constexpr int BQ = kDkdvQueryTile<DP>;
-  return (2 * kRows + 4 * BQ) * kLd<T, DP> * sizeof(T) + 4 * BQ * sizeof(float);
+  constexpr int BQ = kDkdvQueryTile<DP>;  // dkdv_kernel's, plus a second Q, dO, lse, D
+  return dkdv_smem_bytes<T, DP>() + 2 * BQ * kLd<T, DP> * sizeof(T) + 2 * BQ * sizeof(float);
 }
 
 }  // namespace tandem::kernels::attention_detail

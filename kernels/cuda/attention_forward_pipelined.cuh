@@ -71,6 +71,31 @@ __device__ __forceinline__ void load_tile_async(T* dst, const T* src, int64_t st
   }
 }
 
+// A tile as load_tile_async where 16-byte copies are possible (vec), else by load_tile's plain loads
+// into the same tile (then nothing overlaps, but the results are the same).
+template <int R, int DP, class T>
+__device__ __forceinline__ void load_tile_pipelined(T* dst, const T* src, int64_t stride, int row0, int seq, int dh,
+                                                    bool vec) {
+  if (vec) load_tile_async<R, DP>(dst, src, stride, row0, seq, dh);
+  else load_tile<R, DP>(dst, src, stride, row0, seq, dh, false);
+}
+
+// Starts the loads of the 64-key K and V tiles at k0 into k_dst and v_dst, as one cp.async group.
+template <int DP, class T>
+__device__ __forceinline__ void load_kv_pipelined(T* k_dst, T* v_dst, const HeadRows<T>& src, int k0, const Params& P,
+                                                  bool vec) {
+  load_tile_pipelined<kRows, DP>(k_dst, src.k, src.stride, k0, P.seq, P.dh, vec);
+  load_tile_pipelined<kRows, DP>(v_dst, src.v, src.stride, k0, P.seq, P.dh, vec);
+  cp_async_commit_group();
+}
+
+// Whether key k0 + threadIdx.x of a 64-key tile is real, for threads 0-63 (0 for the others): a tile's
+// flags, one per thread, loaded into a register before they are stored to shared memory.
+__device__ __forceinline__ uint8_t key_flag_of_thread(const uint8_t* mask, int b, const Params& P, int k0) {
+  static_assert(kThreads >= kRows, "one key flag per thread");
+  return threadIdx.x < kRows && real_key(mask, b, P.seq, k0 + static_cast<int>(threadIdx.x));
+}
+
 // Row tiles of 16 queries per warp: 1 (a block's 64 queries, as forward_kernel), or 2 for the wide
 // variant (TANDEM_ATTENTION_FORWARD=pipelined_wide: 128 queries per block of four warps, as
 // FlashAttention-2 at head dim 64), where each K and V fragment a warp loads from shared memory feeds
@@ -118,27 +143,12 @@ __global__ void __launch_bounds__(kThreads, kPipelinedBlocksPerSm<DP, MT>)
   const int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
   const HeadRows<T> src = head_rows(qkv, P, b, h);
 
-  // Starts the loads of the 64-key tile at k0 into buffer buf, as one cp.async group.
   const auto load_kv = [&](int k0, int buf) {
-    if (vec) {
-      load_tile_async<kRows, DP>(k_s + buf * kTile, src.k, src.stride, k0, P.seq, P.dh);
-      load_tile_async<kRows, DP>(v_s + buf * kTile, src.v, src.stride, k0, P.seq, P.dh);
-    } else {
-      load_tile<kRows, DP>(k_s + buf * kTile, src.k, src.stride, k0, P.seq, P.dh, false);
-      load_tile<kRows, DP>(v_s + buf * kTile, src.v, src.stride, k0, P.seq, P.dh, false);
-    }
-    cp_async_commit_group();
+    load_kv_pipelined<DP>(k_s + buf * kTile, v_s + buf * kTile, src, k0, P, vec);
   };
-  // Whether key k0 + threadIdx.x of a tile is real (threads 0-63 each hold one key's flag).
-  static_assert(kThreads >= kRows, "one key flag per thread");
-  const auto key_flag = [&](int k0) -> uint8_t {
-    return threadIdx.x < kRows && real_key(mask, b, P.seq, k0 + static_cast<int>(threadIdx.x));
-  };
-
-  if (vec) load_tile_async<kBlockRows, DP>(q_s, src.q, src.stride, q0, P.seq, P.dh);
-  else load_tile<kBlockRows, DP>(q_s, src.q, src.stride, q0, P.seq, P.dh, false);
+  load_tile_pipelined<kBlockRows, DP>(q_s, src.q, src.stride, q0, P.seq, P.dh, vec);
   load_kv(0, 0);  // Q joins the first tile's group
-  if (threadIdx.x < kRows) real_s[threadIdx.x] = key_flag(0);
+  if (threadIdx.x < kRows) real_s[threadIdx.x] = key_flag_of_thread(mask, b, P, 0);
   // Warp w owns rows 16 MT w .. 16 MT w + 16 MT - 1 of the block: row tile mt from row0 + 16 mt.
   const T* q_w = q_s + warp * 16 * MT * ld;
   const int row0 = q0 + warp * 16 * MT + g;
@@ -157,7 +167,7 @@ __global__ void __launch_bounds__(kThreads, kPipelinedBlocksPerSm<DP, MT>)
     uint8_t next_flag = 0;
     if (more) {  // tile j + 1 streams in while tile j is computed; its key flag is stored after
       load_kv((j + 1) * kRows, buf ^ 1);
-      next_flag = key_flag((j + 1) * kRows);
+      next_flag = key_flag_of_thread(mask, b, P, (j + 1) * kRows);
     }
 
     float s[MT][NC][4] = {};
