@@ -8,7 +8,7 @@
 //   TANDEM_ATTENTION_FORWARD=pipelined|tiled|pipelined_wide  the forward kernel for f16/bf16:
 //     Pipelined (the default; kernels/cuda/attention_forward_pipelined.cuh:
 //     cp.async double buffering and ldmatrix; 16 query rows per warp, four
-//     blocks per SM at head dims up to 64; 1.2-1.9x the tiled kernel on the
+//     blocks per SM at head dims up to 64; 1.2-2.0x the tiled kernel on the
 //     H200 at every bench shape), Tiled (forward_kernel) or PipelinedWide (the
 //     same kernel with 32 query rows per warp at head dims up to 64, two blocks
 //     per SM; 16 at 128: 5 % faster than Pipelined at 64 x 512 x 12 heads,
@@ -49,8 +49,8 @@ void set_attention_backward_path_for_testing(std::optional<AttentionBackwardPath
 const char* attention_backward_path_name(AttentionBackwardPath path);
 
 // The path that runs: Auto's choice below; Split and Fused stand for themselves, and so does
-// SplitPipelined in 16 bits (in f32 it is Split: cp.async of 8 elements needs 16-bit data). Fused where a GPU run measured
-// it faster: in f32 (the H200 bench: 0.80-0.97x split's time at 5 of 6 shapes, 1.03x at the
+// SplitPipelined in 16 bits (in f32 it is Split: cp.async of 8 elements needs 16-bit data).
+// Auto is Fused where a GPU run measured it faster: in f32 (the H200 bench: 0.77-0.86x split's time at 5 of 6 shapes, 1.03x at the
 // sixth) and with attention dropout (a whole bf16 training step of configs/ag_news_optimized.yaml,
 // dropout 0.1: 8.29 against 8.88 ms, fused regenerating each keep decision once where split does
 // twice); Split for 16-bit without dropout (split 1.05-1.4x faster there at every bench shape).
