@@ -299,7 +299,7 @@ Suite make_suite(Device dev, DType t, int64_t rows, int64_t d, int cuda_device) 
     const std::string sh = fmt::format("{}x{}x{}", batch, seq, d);
     cases.push_back({"masked_mean_pool", sh, "fwd", 0.9 * rows * d * es + rows + batch * d * es, 0,
                      ON(masked_mean_pool_forward_cpu(x, pm, y, count, t, batch, seq, d),
-                        masked_mean_pool_forward_cuda(x, pm, y, count, t, batch, seq, d, stream))});
+                        masked_mean_pool_forward_cuda(x, pm, y, count, t, batch, seq, d, cuda_device, stream))});
     cases.push_back({"masked_mean_pool", sh, "bwd", 1.0 * rows * d * es + rows + batch * d * es, 0,
                      ON(masked_mean_pool_backward_cpu(y, pm, count, dx, t, batch, seq, d),
                         masked_mean_pool_backward_cuda(y, pm, count, dx, t, batch, seq, d, stream))});

@@ -107,7 +107,7 @@ Tensor masked_mean_pool(const Tensor& x, const Tensor& mask) {
                                  seq, dim);
   } else {
     TANDEM_CUDA_ONLY(masked_mean_pool_forward_cuda(x.data_ptr(), mask.data<uint8_t>(), y.data_ptr(), count.data_ptr(),
-                                                   x.dtype(), batch, seq, dim, stream_of(x)));
+                                                   x.dtype(), batch, seq, dim, x.device().index, stream_of(x)));
   }
   if (any_requires_grad({&x})) std::make_shared<MaskedMeanPoolBackward>(mask, count)->connect({&x}, {&y});
   return y;

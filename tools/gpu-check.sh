@@ -20,8 +20,8 @@
 #   kprofile  GPU time by kernel in eager steps of ag_news_optimized and
 #             imdb (ncu, tools/kernel_profile.py; KPROFILE_CONFIGS), and
 #             by op (tandem bench ops)                                   ~2-4 min
-#   kdetail   ncu's speed-of-light, occupancy and memory sections for the
-#             attention kernels, default and opt-in, at one bf16 shape   ~1-3 min
+#   kdetail   ncu's speed-of-light, occupancy, memory and stall sections for
+#             the attention kernels, default and opt-in, at one bf16 shape ~2-4 min
 #
 # Each phase writes $OUT/<phase>.txt whose first lines are its summary
 # (passed / failed / skipped with reasons, sanitizer errors, the table), with
@@ -224,6 +224,16 @@ phase_bench() {
   capture bench_kernels_training 120 "$build/bench/kernels_bench" --device cuda --rows 32768 --d-model 256
   lines+=("== kernels_bench at ag_news_optimized's shape (32768 x 256)" \
     "$(grep -E '^\| *cuda' "$res/bench_kernels_training.txt" | grep -v ' linear ')")
+  # The opt-in row kernels (kernels/cuda/row_kernel_switches.h) at both shapes, against the rows above:
+  # TANDEM_LAYER_NORM=multi_row (several rows per group / in flight) and TANDEM_MASKED_MEAN=lane_groups
+  # (the sequence's 16 lanes dealt to up to 16 blocks).
+  for spec in "rows_16384:" "rows_32768:--rows 32768 --d-model 256"; do
+    # shellcheck disable=SC2086  # the options after the colon are words
+    capture "bench_kernels_${spec%%:*}_opt_in" 120 env TANDEM_LAYER_NORM=multi_row TANDEM_MASKED_MEAN=lane_groups \
+      "$build/bench/kernels_bench" --device cuda ${spec#*:}
+    lines+=("== kernels_bench ${spec#*:}, TANDEM_LAYER_NORM=multi_row TANDEM_MASKED_MEAN=lane_groups" \
+      "$(grep -E '^\| *cuda *\| *(layer_norm|masked_mean_pool) ' "$res/bench_kernels_${spec%%:*}_opt_in.txt")")
+  done
   # linear again with both cuBLASLt epilogues (TANDEM_CUBLASLT_EPILOGUES=1: bias and bias gradient)
   # and with neither (0); the default, above, has the forward's bias epilogue only.
   for lt in 1 0; do
@@ -320,27 +330,30 @@ phase_kprofile() {
   return $rc
 }
 
-# Why attention is slow (issue #15: 2.7-3.7x cuDNN's time on the first run): Nsight Compute's speed of
-# light, occupancy, launch and memory sections for the attention kernels of one bf16 shape
-# (8 x 512 x 12 x 64), the default kernels and the opt-in ones: the forward kernel of the second
-# call (after the warm-up call) and the three backward kernels of the second backward call
-# (rowdot, dK/dV, dQ; or rowdot, the fused kernel and the dQ reduction).
+# Why attention is slow (issue #15: 2.1x PyTorch SDPA's time in the second run): Nsight Compute's
+# speed of light, occupancy, launch, memory, warp-state (what the warps wait on), compute-workload
+# (pipe use) and instruction sections for the attention kernels of one bf16 shape (8 x 512 x 12 x 64):
+# the library's default (pipelined forward, split backward), the split backward with both passes
+# pipelined, and the wide forward with the fused backward: the forward kernel of the second call
+# (after the warm-up call) and the three backward kernels of the second backward call (rowdot,
+# dK/dV, dQ; or rowdot, the fused kernel and the dQ reduction).
 phase_kdetail() {
   local log="$res/kdetail.log" rc=0 lines=() r variant pass
   : >"$log"
   build_targets "$log" attention_bench || { summary kdetail "build failed: see kdetail.log"; return 1; }
   command -v ncu >/dev/null || { summary kdetail "ncu is not on the PATH"; return 1; }
-  for variant in "tiled split" "pipelined fused"; do
-    for pass in "forward regex:forward 1 1" "backward regex:rowdot|dkdv|dq_kernel|dq_reduce|fused_backward 3 3"; do
+  for variant in "pipelined split" "pipelined split_pipelined" "pipelined_wide fused"; do
+    for pass in "forward regex:forward 1 1" "backward regex:rowdot|dkdv|dq_|fused_backward 3 3"; do
       # shellcheck disable=SC2086  # both hold words
       set -- $variant $pass
       capture "kdetail_$1_$2_$3" 100 ncu --clock-control none --section SpeedOfLight --section Occupancy \
-        --section LaunchStats --section MemoryWorkloadAnalysis --kernel-name "$4" --launch-skip "$5" \
+        --section LaunchStats --section MemoryWorkloadAnalysis --section WarpStateStats \
+        --section ComputeWorkloadAnalysis --section InstructionStats --kernel-name "$4" --launch-skip "$5" \
         --launch-count "$6" "$build/bench/attention_bench" --device cuda --dtype bf16 --shape 8,512,12,64 \
         --min-seconds 0.01 --forward "$1" --backward "$2"
       r=$?
       lines+=("== attention bf16 8x512x12x64, forward $1, backward $2: the $3 kernels (ncu exit $r)"
-        "$(grep -E '^  [A-Za-z_].*\(|Duration|Memory Throughput|DRAM Throughput|Compute \(SM\) Throughput|Registers Per Thread|Dynamic Shared Memory Per Block|Achieved Occupancy|Theoretical Occupancy|Block Limit' "$res/kdetail_$1_$2_$3.txt")")
+        "$(grep -E '^  [A-Za-z_].*\(|Duration|Memory Throughput|DRAM Throughput|Compute \(SM\) Throughput|Registers Per Thread|Dynamic Shared Memory Per Block|Achieved Occupancy|Theoretical Occupancy|Block Limit|Warp Cycles Per Issued|Issue Slots Busy|Executed Ipc A|stalled|Stall' "$res/kdetail_$1_$2_$3.txt" | cut -c1-400)")
     done
   done
   summary kdetail "${lines[@]}"

@@ -14,6 +14,14 @@
 // reduces the current one, and accumulates dy * xhat and dy per column in
 // registers. Both are memory bound.
 //
+// How much is in flight (TANDEM_LAYER_NORM, kernels/cuda/row_kernel_switches.h):
+// one_row (the default) has a group normalise one row in forward and keep one
+// row ahead in backward; multi_row normalises up to four rows per group in
+// forward, with the parameters loaded before the statistics, and keeps three
+// rows ahead in backward, for more bytes in flight per thread where a thread
+// holds few values of a row (d_model 256 in 16 bits: 8). Either way each row
+// sees the same operations in the same order, so the two give the same bits.
+//
 // Numerics: f32 statistics and arithmetic for f32/f16/bf16 data, 1/sqrtf (IEEE
 // rounded, not rsqrtf) as on the CPU, one rounding per output; parameters are
 // read as f32 or as the data type (w_f32). dweight/dbias are deterministic.
@@ -21,6 +29,7 @@
 #include "core/element.h"
 #include "kernels/cuda/column_sum.cuh"
 #include "kernels/cuda/layer_norm_cuda.h"
+#include "kernels/cuda/row_kernel_switches.h"
 #include "kernels/cuda/row_vectors.cuh"
 
 namespace tandem::kernels {
@@ -66,138 +75,154 @@ __device__ __forceinline__ void load_param_any(const void* p, bool f32, int64_t 
   else load_param<V, T>(p, col, out);
 }
 
-template <class T, int V, int C>
+// R rows per group (TANDEM_LAYER_NORM=multi_row: R > 1): a block's R * Ty rows are consecutive,
+// row (blockIdx.x * R + r) * Ty + ty for the group's r-th. All R rows' loads, and for R > 1 the
+// parameters', are issued before the first statistic waits on any of them.
+template <class T, int V, int C, int R>
 __global__ void __launch_bounds__(kMaxThreads) layer_norm_forward_kernel(const T* __restrict__ x, const void* __restrict__ w,
                                           const void* __restrict__ b, bool w_f32, T* __restrict__ y,
                                           float* __restrict__ mean_out, float* __restrict__ rstd_out, int64_t rows,
                                           int64_t dim, float eps) {
   __shared__ float scratch[kMaxGroups][2][32];
-  const int64_t row = blockIdx.x * static_cast<int64_t>(blockDim.y) + threadIdx.y;
-  const bool active = row < rows;
   const int64_t nvec = dim / V;
-  float xv[C][V];
-  float s = 0.0f;
+  int64_t row[R];
+  float xv[R][C][V], s[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    row[r] = (blockIdx.x * static_cast<int64_t>(R) + r) * blockDim.y + threadIdx.y;
+    s[r] = 0.0f;
+#pragma unroll
+    for (int k = 0; k < C; ++k) {
+      const int64_t c = threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
+      if (row[r] < rows && c < nvec) load_vec<V>(x + row[r] * dim + c * V, xv[r][k]);
+      else fill(xv[r][k], 0.0f);
+#pragma unroll
+      for (int j = 0; j < V; ++j) s[r] += xv[r][k][j];
+    }
+  }
+  float wv[C][V], bv[C][V];
+  if constexpr (R > 1) {
+#pragma unroll
+    for (int k = 0; k < C; ++k) {
+      const int64_t c = threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
+      if (c < nvec) {
+        load_param_any<V, T>(w, w_f32, c * V, wv[k]);
+        load_param_any<V, T>(b, w_f32, c * V, bv[k]);
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const float mean = group_sum2(make_float2(s[r], 0.0f), scratch).x / static_cast<float>(dim);
+    float q = 0.0f;
+#pragma unroll
+    for (int k = 0; k < C; ++k) {
+      const int64_t c = threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
+      if (c < nvec)
+#pragma unroll
+        for (int j = 0; j < V; ++j) q += (xv[r][k][j] - mean) * (xv[r][k][j] - mean);
+    }
+    const float var = group_sum2(make_float2(q, 0.0f), scratch).x / static_cast<float>(dim);
+    const float rstd = 1.0f / sqrtf(var + eps);
+    if (row[r] >= rows) continue;  // after the group sums: every thread of the block takes part in those
+#pragma unroll
+    for (int k = 0; k < C; ++k) {
+      const int64_t c = threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
+      if (c >= nvec) continue;
+      if constexpr (R == 1) {
+        load_param_any<V, T>(w, w_f32, c * V, wv[k]);
+        load_param_any<V, T>(b, w_f32, c * V, bv[k]);
+      }
+      float out[V];
+#pragma unroll
+      for (int j = 0; j < V; ++j) out[j] = (xv[r][k][j] - mean) * rstd * wv[k][j] + bv[k][j];
+      store_vec<V>(y + row[r] * dim + c * V, out);
+    }
+    if (threadIdx.x == 0) {
+      if (mean_out) mean_out[row[r]] = mean;
+      if (rstd_out) rstd_out[row[r]] = rstd;
+    }
+  }
+}
+
+// Row `it` of a backward slot (slot + it * slots) into registers, zeros past the rows.
+template <int V, int C, class T>
+__device__ __forceinline__ void load_backward_row(const T* __restrict__ x, const T* __restrict__ dy, int64_t slot,
+                                                  int64_t slots, int64_t it, int64_t rows, int64_t dim,
+                                                  float (&xr)[C][V], float (&gr)[C][V]) {
+  const int64_t row = slot + it * slots, nvec = dim / V;
+  const bool active = slot < slots && row < rows;
 #pragma unroll
   for (int k = 0; k < C; ++k) {
     const int64_t c = threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
-    if (active && c < nvec) load_vec<V>(x + row * dim + c * V, xv[k]);
-    else fill(xv[k], 0.0f);
-#pragma unroll
-    for (int j = 0; j < V; ++j) s += xv[k][j];
+    if (active && c < nvec) {
+      load_vec<V>(x + row * dim + c * V, xr[k]);
+      load_vec<V>(dy + row * dim + c * V, gr[k]);
+    } else {
+      fill(xr[k], 0.0f);
+      fill(gr[k], 0.0f);
+    }
   }
-  const float mean = group_sum2(make_float2(s, 0.0f), scratch).x / static_cast<float>(dim);
-  float q = 0.0f;
+}
+
+// The backward of row `it` of a slot, whose x and dy are in xr, gr: adds dy * xhat and dy to the
+// slot's column sums and writes the row of dx. Every thread of the block calls it (group_sum2).
+template <class T, int V, int C>
+__device__ __forceinline__ void backward_row(const float (&xr)[C][V], const float (&gr)[C][V], const float (&wv)[C][V],
+                                             const float* __restrict__ mean, const float* __restrict__ rstd,
+                                             T* __restrict__ dx, int64_t slot, int64_t slots, int64_t it,
+                                             int64_t rows, int64_t dim, float (&acc_w)[C][V], float (&acc_b)[C][V],
+                                             float (*scratch)[2][32]) {
+  const int64_t row = slot + it * slots, nvec = dim / V;
+  const bool active = slot < slots && row < rows;
+  const float mu = active ? mean[row] : 0.0f, rs = active ? rstd[row] : 0.0f;
+  float sg = 0.0f, sgx = 0.0f;
 #pragma unroll
-  for (int k = 0; k < C; ++k) {
-    const int64_t c = threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
-    if (c < nvec)
+  for (int k = 0; k < C; ++k)
 #pragma unroll
-      for (int j = 0; j < V; ++j) q += (xv[k][j] - mean) * (xv[k][j] - mean);
-  }
-  const float var = group_sum2(make_float2(q, 0.0f), scratch).x / static_cast<float>(dim);
-  const float rstd = 1.0f / sqrtf(var + eps);
-  if (!active) return;
+    for (int j = 0; j < V; ++j) {
+      const float xhat = (xr[k][j] - mu) * rs;
+      const float g = gr[k][j] * wv[k][j];
+      sg += g;
+      sgx += g * xhat;
+      acc_w[k][j] += gr[k][j] * xhat;
+      acc_b[k][j] += gr[k][j];
+    }
+  const float2 sums = group_sum2(make_float2(sg, sgx), scratch);
+  if (!dx || !active) return;
+  const float inv_dim = 1.0f / static_cast<float>(dim);
+  const float mg = sums.x * inv_dim, mgx = sums.y * inv_dim;
 #pragma unroll
   for (int k = 0; k < C; ++k) {
     const int64_t c = threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
     if (c >= nvec) continue;
-    float wv[V], bv[V], out[V];
-    load_param_any<V, T>(w, w_f32, c * V, wv);
-    load_param_any<V, T>(b, w_f32, c * V, bv);
+    float out[V];
 #pragma unroll
-    for (int j = 0; j < V; ++j) out[j] = (xv[k][j] - mean) * rstd * wv[j] + bv[j];
-    store_vec<V>(y + row * dim + c * V, out);
-  }
-  if (threadIdx.x == 0) {
-    if (mean_out) mean_out[row] = mean;
-    if (rstd_out) rstd_out[row] = rstd;
+    for (int j = 0; j < V; ++j) {
+      const float xhat = (xr[k][j] - mu) * rs;
+      out[j] = rs * (gr[k][j] * wv[k][j] - mg - xhat * mgx);
+    }
+    store_vec<V>(dx + row * dim + c * V, out);
   }
 }
 
-template <class T, int V, int C>
-__global__ void __launch_bounds__(kMaxThreads) layer_norm_backward_kernel(const T* __restrict__ dy, const T* __restrict__ x,
-                                           const void* __restrict__ w, bool w_f32, const float* __restrict__ mean,
-                                           const float* __restrict__ rstd, T* __restrict__ dx,
-                                           float* __restrict__ partial_w, float* __restrict__ partial_b, int64_t rows,
-                                           int64_t dim, int64_t slots) {
-  __shared__ float scratch[kMaxGroups][2][32];
-  const int64_t slot = blockIdx.x * static_cast<int64_t>(blockDim.y) + threadIdx.y;
-  const int64_t nvec = dim / V;
-  const int64_t iters = (rows + slots - 1) / slots;  // the same for every group: group_sum2 needs all threads
-  const float inv_dim = 1.0f / static_cast<float>(dim);
-
-  float wv[C][V], acc_w[C][V], acc_b[C][V];
+// The weight (for every column of this thread) at the start of a backward slot, and the slot's
+// column sums at its end.
+template <int V, int C, class T>
+__device__ __forceinline__ void load_backward_weight(const void* w, bool w_f32, int64_t nvec, float (&wv)[C][V]) {
 #pragma unroll
   for (int k = 0; k < C; ++k) {
     const int64_t c = threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
     if (c < nvec) load_param_any<V, T>(w, w_f32, c * V, wv[k]);
     else fill(wv[k], 0.0f);
-    fill(acc_w[k], 0.0f);
-    fill(acc_b[k], 0.0f);
   }
+}
 
-  float xa[C][V], ga[C][V];
-  auto load_row = [&](int64_t it, float (&xr)[C][V], float (&gr)[C][V]) {
-    const int64_t row = slot + it * slots;
-    const bool active = slot < slots && row < rows;
-#pragma unroll
-    for (int k = 0; k < C; ++k) {
-      const int64_t c = threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
-      if (active && c < nvec) {
-        load_vec<V>(x + row * dim + c * V, xr[k]);
-        load_vec<V>(dy + row * dim + c * V, gr[k]);
-      } else {
-        fill(xr[k], 0.0f);
-        fill(gr[k], 0.0f);
-      }
-    }
-  };
-  load_row(0, xa, ga);
-  for (int64_t it = 0; it < iters; ++it) {
-    float xn[C][V], gn[C][V];
-    if (it + 1 < iters) load_row(it + 1, xn, gn);  // in flight while this row is reduced
-    const int64_t row = slot + it * slots;
-    const bool active = slot < slots && row < rows;
-    const float mu = active ? mean[row] : 0.0f, rs = active ? rstd[row] : 0.0f;
-    float sg = 0.0f, sgx = 0.0f;
-#pragma unroll
-    for (int k = 0; k < C; ++k)
-#pragma unroll
-      for (int j = 0; j < V; ++j) {
-        const float xhat = (xa[k][j] - mu) * rs;
-        const float g = ga[k][j] * wv[k][j];
-        sg += g;
-        sgx += g * xhat;
-        acc_w[k][j] += ga[k][j] * xhat;
-        acc_b[k][j] += ga[k][j];
-      }
-    const float2 sums = group_sum2(make_float2(sg, sgx), scratch);
-    if (dx && active) {
-      const float mg = sums.x * inv_dim, mgx = sums.y * inv_dim;
-#pragma unroll
-      for (int k = 0; k < C; ++k) {
-        const int64_t c = threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
-        if (c >= nvec) continue;
-        float out[V];
-#pragma unroll
-        for (int j = 0; j < V; ++j) {
-          const float xhat = (xa[k][j] - mu) * rs;
-          out[j] = rs * (ga[k][j] * wv[k][j] - mg - xhat * mgx);
-        }
-        store_vec<V>(dx + row * dim + c * V, out);
-      }
-    }
-    if (it + 1 < iters) {
-#pragma unroll
-      for (int k = 0; k < C; ++k)
-#pragma unroll
-        for (int j = 0; j < V; ++j) {
-          xa[k][j] = xn[k][j];
-          ga[k][j] = gn[k][j];
-        }
-    }
-  }
-  if (slot >= slots) return;
+template <int V, int C>
+__device__ __forceinline__ void store_backward_partials(const float (&acc_w)[C][V], const float (&acc_b)[C][V],
+                                                        float* __restrict__ partial_w, float* __restrict__ partial_b,
+                                                        int64_t slot, int64_t dim) {
+  const int64_t nvec = dim / V;
 #pragma unroll
   for (int k = 0; k < C; ++k) {
     const int64_t c = threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
@@ -208,6 +233,64 @@ __global__ void __launch_bounds__(kMaxThreads) layer_norm_backward_kernel(const 
       if (partial_b) partial_b[slot * dim + c * V + j] = acc_b[k][j];
     }
   }
+}
+
+// Slot s (= blockIdx.x * Ty + ty) takes rows s, s + slots, ... in order, with D - 1 rows' loads in
+// flight while one is reduced: rows it + 1 .. it + D - 1 sit in a ring of D register buffers, and
+// row it + D - 1's loads go out into the buffer row it - 1 freed. D = 2 (TANDEM_LAYER_NORM=one_row)
+// is one row ahead; multi_row takes D = 4 where a thread's share of a row is at most 8 values.
+// The rows are reduced in the same order whatever D: the same bits.
+template <class T, int V, int C, int D>
+__global__ void __launch_bounds__(kMaxThreads) layer_norm_backward_kernel(const T* __restrict__ dy, const T* __restrict__ x,
+                                           const void* __restrict__ w, bool w_f32, const float* __restrict__ mean,
+                                           const float* __restrict__ rstd, T* __restrict__ dx,
+                                           float* __restrict__ partial_w, float* __restrict__ partial_b, int64_t rows,
+                                           int64_t dim, int64_t slots) {
+  static_assert(D >= 2, "one buffer being reduced and at least one loading");
+  __shared__ float scratch[kMaxGroups][2][32];
+  const int64_t slot = blockIdx.x * static_cast<int64_t>(blockDim.y) + threadIdx.y;
+  const int64_t iters = (rows + slots - 1) / slots;  // the same for every group: group_sum2 needs all threads
+  float wv[C][V], acc_w[C][V], acc_b[C][V];
+  load_backward_weight<V, C, T>(w, w_f32, dim / V, wv);
+#pragma unroll
+  for (int k = 0; k < C; ++k) {
+    fill(acc_w[k], 0.0f);
+    fill(acc_b[k], 0.0f);
+  }
+  float xb[D][C][V], gb[D][C][V];
+#pragma unroll
+  for (int d = 0; d < D - 1; ++d) load_backward_row(x, dy, slot, slots, d, rows, dim, xb[d], gb[d]);
+  if constexpr (D == 2) {
+    // One row ahead without unrolling: the next row's loads go to buffer 1, which then moves to
+    // buffer 0 (register moves), so the loop body stays one row long (fewer registers than the
+    // ring below unrolled twice: 80 against 124 at 16-bit d_model 256).
+    for (int64_t it = 0; it < iters; ++it) {
+      if (it + 1 < iters) load_backward_row(x, dy, slot, slots, it + 1, rows, dim, xb[1], gb[1]);
+      backward_row(xb[0], gb[0], wv, mean, rstd, dx, slot, slots, it, rows, dim, acc_w, acc_b, scratch);
+      if (it + 1 < iters) {
+#pragma unroll
+        for (int k = 0; k < C; ++k)
+#pragma unroll
+          for (int j = 0; j < V; ++j) {
+            xb[0][k][j] = xb[1][k][j];
+            gb[0][k][j] = gb[1][k][j];
+          }
+      }
+    }
+  } else {
+  for (int64_t it0 = 0; it0 < iters; it0 += D) {
+#pragma unroll
+    for (int d = 0; d < D; ++d) {
+      const int64_t it = it0 + d;
+      if (it >= iters) break;
+      if (it + D - 1 < iters)
+        load_backward_row(x, dy, slot, slots, it + D - 1, rows, dim, xb[(d + D - 1) % D], gb[(d + D - 1) % D]);
+      backward_row(xb[d], gb[d], wv, mean, rstd, dx, slot, slots, it, rows, dim, acc_w, acc_b, scratch);
+    }
+  }
+  }
+  if (slot >= slots) return;
+  store_backward_partials(acc_w, acc_b, partial_w, partial_b, slot, dim);
 }
 
 // How a row is spread over a group: V-wide vectors, C per thread, Tx threads per row, Ty rows per block.
@@ -247,6 +330,12 @@ void with_layout(const Layout& l, F&& f) {
   else by_c(std::integral_constant<int, 1>{});
 }
 
+// TANDEM_LAYER_NORM=multi_row's depths for a thread's V * C values of a row: the forward's rows per
+// group (R * V * C <= 16, at most 4) and the backward's row buffers (three rows ahead up to 8
+// values, one beyond, as one_row). one_row is R = 1, D = 2.
+constexpr int multi_row_rows(int values) { return values >= 16 ? 1 : (16 / values < 4 ? 16 / values : 4); }
+constexpr int multi_row_buffers(int values) { return values <= 8 ? 4 : 2; }
+
 }  // namespace
 
 void layer_norm_forward_cuda(const void* x, const void* weight, const void* bias, void* y, void* mean, void* rstd,
@@ -258,12 +347,17 @@ void layer_norm_forward_cuda(const void* x, const void* weight, const void* bias
     const bool vec = rows_vectorizable(dim, sizeof(scalar_t), {x, y}) &&
                      aligned_to(weight, wsize * kVec16<scalar_t>) && aligned_to(bias, wsize * kVec16<scalar_t>);
     const Layout l = layout_for(dim, vec ? kVec16<scalar_t> : 1);
+    const bool multi = layer_norm_kernel() == LayerNormKernel::MultiRow;
     with_layout<scalar_t>(l, [&]<int V, int C>() {
-      layer_norm_forward_kernel<scalar_t, V, C>
-          <<<blocks_for(rows, l.ty, INT32_MAX), dim3(l.tx, l.ty), 0, static_cast<cudaStream_t>(stream)>>>(
-              static_cast<const scalar_t*>(x), weight, bias, w_f32, static_cast<scalar_t*>(y),
-              static_cast<float*>(mean), static_cast<float*>(rstd), rows, dim, static_cast<float>(eps));
-      TANDEM_CUDA_CHECK_LAUNCH();
+      auto launch = [&]<int R>() {
+        layer_norm_forward_kernel<scalar_t, V, C, R>
+            <<<blocks_for(rows, int64_t{l.ty} * R, INT32_MAX), dim3(l.tx, l.ty), 0, static_cast<cudaStream_t>(stream)>>>(
+                static_cast<const scalar_t*>(x), weight, bias, w_f32, static_cast<scalar_t*>(y),
+                static_cast<float*>(mean), static_cast<float*>(rstd), rows, dim, static_cast<float>(eps));
+        TANDEM_CUDA_CHECK_LAUNCH();
+      };
+      if (multi) launch.template operator()<multi_row_rows(V * C)>();
+      else launch.template operator()<1>();
     });
   });
 }
@@ -283,12 +377,17 @@ void layer_norm_backward_cuda(const void* dy, const void* x, const void* weight,
       const bool vec = rows_vectorizable(dim, sizeof(scalar_t), {x, dy, dx}) &&
                        aligned_to(weight, wsize * kVec16<scalar_t>);
       const Layout l = layout_for(dim, vec ? kVec16<scalar_t> : 1);
+      const bool multi = layer_norm_kernel() == LayerNormKernel::MultiRow;
       with_layout<scalar_t>(l, [&]<int V, int C>() {
-        layer_norm_backward_kernel<scalar_t, V, C><<<blocks_for(slots, l.ty, INT32_MAX), dim3(l.tx, l.ty), 0, s>>>(
-            static_cast<const scalar_t*>(dy), static_cast<const scalar_t*>(x), weight, w_f32,
-            static_cast<const float*>(mean), static_cast<const float*>(rstd), static_cast<scalar_t*>(dx), pw, pb, rows,
-            dim, slots);
-        TANDEM_CUDA_CHECK_LAUNCH();
+        auto launch = [&]<int D>() {
+          layer_norm_backward_kernel<scalar_t, V, C, D><<<blocks_for(slots, l.ty, INT32_MAX), dim3(l.tx, l.ty), 0, s>>>(
+              static_cast<const scalar_t*>(dy), static_cast<const scalar_t*>(x), weight, w_f32,
+              static_cast<const float*>(mean), static_cast<const float*>(rstd), static_cast<scalar_t*>(dx), pw, pb,
+              rows, dim, slots);
+          TANDEM_CUDA_CHECK_LAUNCH();
+        };
+        if (multi) launch.template operator()<multi_row_buffers(V * C)>();
+        else launch.template operator()<2>();
       });
     }
     for (auto [out, part] : {std::pair{dweight, pw}, std::pair{dbias, pb}}) {

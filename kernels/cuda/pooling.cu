@@ -5,7 +5,13 @@
 // sequence lanes; lane l sums positions l, l + 16, ... (four loads in flight),
 // skipping padding without reading it, then the 16 lane sums are added in lane
 // order through shared memory (deterministic). Traffic: the real tokens' rows
-// once, the mask once per column block. Backward and first-token pooling are
+// once, the mask once per column block. That is batch * dim / (32 V) blocks
+// (32 at imdb's 32 x 512 x 256 in bf16, on 132 SMs), so with
+// TANDEM_MASKED_MEAN=lane_groups (kernels/cuda/row_kernel_switches.h) the 16
+// lanes are dealt to 2-16 blocks of 16 / groups lanes each, which write their
+// lane sums and counts to f32 scratch (16 * batch * (dim + 1) floats), and a
+// second kernel adds them in lane order: the same per-lane sums added in the
+// same order, so the same bits, from enough blocks to cover every SM twice. Backward and first-token pooling are
 // row copies / broadcasts over [B*S, D] with 16-byte vectors: write dx once,
 // read dy rows from cache. All memory bound. Numerics: f32 sums, division by
 // the f32 count (exact up to 2^24 tokens), one rounding per output. The
@@ -15,7 +21,9 @@
 #include "core/cuda_check.h"
 #include "core/element.h"
 #include "kernels/cuda/pooling_cuda.h"
+#include "kernels/cuda/row_kernel_switches.h"
 #include "kernels/cuda/row_vectors.cuh"
+#include "kernels/cuda/scratch.cuh"
 
 namespace tandem::kernels {
 
@@ -24,18 +32,16 @@ namespace {
 constexpr int kLanes = 16;  // 32 x 16 threads: fits the 16-bit kernel's ~72 registers per thread
 constexpr int kBatch = 4;
 
+// Lane `lane` (of kLanes) of sequence b's masked sum at vector column c: positions lane, lane +
+// kLanes, ... in order, kBatch loads in flight; acc is the f32 sum of the real ones and n their
+// count. Both masked-mean forwards run exactly this per lane, so their lane sums are the same bits.
 template <class T, int V>
-__global__ void __launch_bounds__(32 * kLanes) masked_mean_forward_kernel(const T* __restrict__ x, const uint8_t* __restrict__ mask,
-                                           T* __restrict__ y, float* __restrict__ count, int64_t seq, int64_t dim) {
-  __shared__ float lane_sums[kLanes][32 * V];
-  __shared__ float lane_counts[kLanes];
-  const int64_t b = blockIdx.y;
-  const int64_t c = blockIdx.x * 32ll + threadIdx.x;
-  const bool valid = c * V < dim;
-  float acc[V];
+__device__ __forceinline__ void masked_lane_sum(const T* __restrict__ x, const uint8_t* __restrict__ mask, int64_t b,
+                                                int64_t c, bool valid, int lane, int64_t seq, int64_t dim,
+                                                float (&acc)[V], float& n) {
   fill(acc, 0.0f);
-  float n = 0.0f;
-  for (int64_t s0 = threadIdx.y; s0 < seq; s0 += kLanes * kBatch) {
+  n = 0.0f;
+  for (int64_t s0 = lane; s0 < seq; s0 += kLanes * kBatch) {
     bool real[kBatch];
     float v[kBatch][V];
 #pragma unroll
@@ -53,23 +59,73 @@ __global__ void __launch_bounds__(32 * kLanes) masked_mean_forward_kernel(const 
         for (int k = 0; k < V; ++k) acc[k] += v[u][k];
     }
   }
-#pragma unroll
-  for (int k = 0; k < V; ++k) lane_sums[threadIdx.y][threadIdx.x * V + k] = acc[k];
-  if (threadIdx.x == 0) lane_counts[threadIdx.y] = n;
-  __syncthreads();
-  if (threadIdx.y != 0) return;
+}
+
+// The mean from the kLanes lane sums, added in lane order: lane l's count at counts[l], its sum of
+// element k at sums[l * lane_stride + k]. Writes y[b]'s vector c, and count[b] once.
+template <class T, int V>
+__device__ __forceinline__ void masked_mean_of_lanes(const float* sums, int64_t lane_stride, const float* counts,
+                                                     int64_t b, int64_t c, bool valid, int64_t dim, T* __restrict__ y,
+                                                     float* __restrict__ count) {
   float total = 0.0f;
-  for (int l = 0; l < kLanes; ++l) total += lane_counts[l];
-  if (blockIdx.x == 0 && threadIdx.x == 0) count[b] = total;
+  for (int l = 0; l < kLanes; ++l) total += counts[l];
+  if (c == 0) count[b] = total;
   if (!valid) return;
   float out[V];
 #pragma unroll
   for (int k = 0; k < V; ++k) {
     float t = 0.0f;
-    for (int l = 0; l < kLanes; ++l) t += lane_sums[l][threadIdx.x * V + k];
+    for (int l = 0; l < kLanes; ++l) t += sums[l * lane_stride + k];
     out[k] = total > 0.0f ? t / total : 0.0f;
   }
   store_vec<V>(y + b * dim + c * V, out);
+}
+
+template <class T, int V>
+__global__ void __launch_bounds__(32 * kLanes) masked_mean_forward_kernel(const T* __restrict__ x, const uint8_t* __restrict__ mask,
+                                           T* __restrict__ y, float* __restrict__ count, int64_t seq, int64_t dim) {
+  __shared__ float lane_sums[kLanes][32 * V];
+  __shared__ float lane_counts[kLanes];
+  const int64_t b = blockIdx.y;
+  const int64_t c = blockIdx.x * 32ll + threadIdx.x;
+  const bool valid = c * V < dim;
+  float acc[V], n;
+  masked_lane_sum<T, V>(x, mask, b, c, valid, threadIdx.y, seq, dim, acc, n);
+#pragma unroll
+  for (int k = 0; k < V; ++k) lane_sums[threadIdx.y][threadIdx.x * V + k] = acc[k];
+  if (threadIdx.x == 0) lane_counts[threadIdx.y] = n;
+  __syncthreads();
+  if (threadIdx.y != 0) return;
+  masked_mean_of_lanes<T, V>(&lane_sums[0][threadIdx.x * V], 32 * V, lane_counts, b, c, valid, dim, y, count);
+}
+
+// TANDEM_MASKED_MEAN=lane_groups, pass 1: block (column block, b, z) runs lanes z * L .. z * L + L - 1
+// (L = blockDim.y = kLanes / gridDim.z) and writes each lane's sums to sums[b, lane, dim] and its
+// count to counts[b, lane] (f32 scratch).
+template <class T, int V>
+__global__ void __launch_bounds__(32 * kLanes) masked_mean_lanes_kernel(const T* __restrict__ x, const uint8_t* __restrict__ mask,
+                                         float* __restrict__ sums, float* __restrict__ counts, int64_t seq,
+                                         int64_t dim) {
+  const int64_t b = blockIdx.y;
+  const int64_t c = blockIdx.x * 32ll + threadIdx.x;
+  const bool valid = c * V < dim;
+  const int lane = static_cast<int>(blockIdx.z * blockDim.y + threadIdx.y);
+  float acc[V], n;
+  masked_lane_sum<T, V>(x, mask, b, c, valid, lane, seq, dim, acc, n);
+  if (valid)
+#pragma unroll
+    for (int k = 0; k < V; ++k) sums[(b * kLanes + lane) * dim + c * V + k] = acc[k];
+  if (c == 0) counts[b * kLanes + lane] = n;
+}
+
+// Pass 2: one thread per (vector column, b) adds the kLanes lane sums in lane order.
+template <class T, int V>
+__global__ void masked_mean_finish_kernel(const float* __restrict__ sums, const float* __restrict__ counts,
+                                          T* __restrict__ y, float* __restrict__ count, int64_t dim) {
+  const int64_t b = blockIdx.y;
+  const int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  masked_mean_of_lanes<T, V>(sums + b * kLanes * dim + c * V, dim, counts + b * kLanes, b, c, c * V < dim, dim, y,
+                             count);
 }
 
 // y[b] = sum_s w[b, s] x[b, s]: masked_mean_forward_kernel's lanes and order, weights for the mask.
@@ -172,6 +228,16 @@ __global__ void first_token_kernel(const T* __restrict__ src, T* __restrict__ ds
   }
 }
 
+// TANDEM_MASKED_MEAN=lane_groups: into how many blocks (1, 2, 4, 8 or 16) to deal each (column
+// block, sequence)'s kLanes lanes: the fewest that give every SM of the device two blocks, or 16.
+int masked_mean_lane_groups(int64_t blocks, int device) {
+  int sms = 0;
+  TANDEM_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  int groups = 1;
+  while (groups < kLanes && blocks * groups < 2 * int64_t{sms}) groups *= 2;
+  return groups;
+}
+
 // Grid for the row kernels: column blocks across, rows strided (about 4 rows per thread).
 dim3 row_grid(int64_t nvec, int64_t rows, dim3 block) {
   return dim3(blocks_for(nvec, block.x, INT32_MAX), blocks_for(rows, block.y * 4, 65535));
@@ -180,15 +246,33 @@ dim3 row_grid(int64_t nvec, int64_t rows, dim3 block) {
 }  // namespace
 
 void masked_mean_pool_forward_cuda(const void* x, const uint8_t* mask, void* y, void* count, DType t, int64_t batch,
-                                   int64_t seq, int64_t dim, void* stream) {
+                                   int64_t seq, int64_t dim, int device, void* stream) {
   if (batch == 0) return;
   TANDEM_CHECK(batch <= 65535, "masked_mean_pool on CUDA: batch {} exceeds 65535", batch);
+  auto s = static_cast<cudaStream_t>(stream);
   TANDEM_DISPATCH_FLOAT_NO_F64(t, "masked_mean_pool_forward_cuda", [&] {
     const bool vec = rows_vectorizable(dim, sizeof(scalar_t), {x, y});
     with_width<scalar_t>(vec, [&]<int V>() {
-      const dim3 grid(blocks_for(dim / V, 32, INT32_MAX), static_cast<unsigned>(batch));
-      masked_mean_forward_kernel<scalar_t, V><<<grid, dim3(32, kLanes), 0, static_cast<cudaStream_t>(stream)>>>(
-          static_cast<const scalar_t*>(x), mask, static_cast<scalar_t*>(y), static_cast<float*>(count), seq, dim);
+      const unsigned column_blocks = blocks_for(dim / V, 32, INT32_MAX);
+      const int groups = masked_mean_kernel() == MaskedMeanKernel::LaneGroups
+                             ? masked_mean_lane_groups(int64_t{column_blocks} * batch, device)
+                             : 1;
+      if (groups == 1) {
+        masked_mean_forward_kernel<scalar_t, V><<<dim3(column_blocks, static_cast<unsigned>(batch)), dim3(32, kLanes), 0, s>>>(
+            static_cast<const scalar_t*>(x), mask, static_cast<scalar_t*>(y), static_cast<float*>(count), seq, dim);
+        TANDEM_CUDA_CHECK_LAUNCH();
+        return;
+      }
+      Scratch scratch(device, static_cast<size_t>(batch * kLanes * (dim + 1)) * sizeof(float), s);
+      float* sums = scratch.as<float>();
+      float* counts = sums + batch * kLanes * dim;
+      masked_mean_lanes_kernel<scalar_t, V>
+          <<<dim3(column_blocks, static_cast<unsigned>(batch), static_cast<unsigned>(groups)),
+             dim3(32, kLanes / groups), 0, s>>>(static_cast<const scalar_t*>(x), mask, sums, counts, seq, dim);
+      TANDEM_CUDA_CHECK_LAUNCH();
+      masked_mean_finish_kernel<scalar_t, V>
+          <<<dim3(blocks_for(dim / V, 128, INT32_MAX), static_cast<unsigned>(batch)), 128, 0, s>>>(
+              sums, counts, static_cast<scalar_t*>(y), static_cast<float*>(count), dim);
       TANDEM_CUDA_CHECK_LAUNCH();
     });
   });

@@ -23,6 +23,7 @@
 #include "kernels/attention_params.h"
 #include "kernels/cpu/attention_cpu.h"
 #include "kernels/cuda/attention_switches.h"
+#include "tests/testing/errors.h"  // rejects_naming_variable_and_value, for the switches
 #include "tests/testing/gradcheck.h"
 
 #if TANDEM_WITH_CUDA
@@ -186,20 +187,6 @@ inline ::testing::AssertionResult same_bits(const Tensor& got, const Tensor& exp
                                            << got.to_double_vector()[i / width] << " vs "
                                            << expected.to_double_vector()[i / width];
   return ::testing::AssertionSuccess();
-}
-
-// parse(bad) throws an Error whose message names `variable` and quotes `bad` (an environment switch).
-template <class Parse>
-::testing::AssertionResult rejects_naming_variable_and_value(Parse parse, const char* variable, const char* bad) {
-  try {
-    parse(bad);
-  } catch (const Error& e) {
-    const std::string what = e.what();
-    if (what.find(variable) == std::string::npos || what.find(std::string("'") + bad + "'") == std::string::npos)
-      return ::testing::AssertionFailure() << "the error does not name " << variable << " and '" << bad << "': " << what;
-    return ::testing::AssertionSuccess();
-  }
-  return ::testing::AssertionFailure() << "no error for '" << bad << "'";
 }
 
 }  // namespace tandem::testing

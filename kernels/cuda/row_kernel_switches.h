@@ -1,0 +1,56 @@
+// Switches of the memory-bound row kernels (layer norm, masked-mean pooling),
+// each an environment variable read once (core/env_switch.h): unset or empty
+// is the default, anything other than the names below is an Error naming the
+// variable and the value. As with the attention switches
+// (kernels/cuda/attention_switches.h), a new kernel sits behind its switch,
+// defaulting to the path a GPU has verified, until a GPU run has timed both
+// (issue #15; tools/gpu-check.sh's bench phase runs kernels_bench with each).
+//
+//   TANDEM_LAYER_NORM=one_row|multi_row  (kernels/cuda/layer_norm.cu)
+//     OneRow (the default): a thread group normalises one row, and in backward
+//     walks its slot's rows with the next row's loads in flight. MultiRow: the
+//     forward's group normalises R rows at once (R * V * C <= 16 values per
+//     thread, at most 4) with the parameters loaded before the statistics, and
+//     the backward keeps three rows' loads in flight instead of one (up to 8
+//     values per thread per tensor; one, as OneRow, beyond). Why: at d_model 256
+//     in 16 bits a row is one warp's 16-byte vectors and each thread has 16
+//     bytes in flight, and the backward runs one warp per slot (1024 warps at
+//     32768 rows): the H200 measured 24 % (forward) and 17 % (backward) of its
+//     copy bandwidth there (docs/results/gpu.md). Same operations in the same
+//     order: the same bits.
+//   TANDEM_MASKED_MEAN=one_block|lane_groups  (kernels/cuda/pooling.cu)
+//     OneBlock (the default): one block per (sequence, 32 vector columns) sums
+//     the sequence in 16 lanes. LaneGroups: the 16 lanes are dealt to up to 16
+//     blocks, enough to cover the GPU twice, which write their lane sums to
+//     scratch, and a second kernel adds them in lane order: the same bits, on
+//     every SM instead of batch * columns / 32 of them (32 of 132 at imdb's
+//     shape: 21-33 % of copy measured).
+#pragma once
+
+#include <optional>
+
+namespace tandem::kernels {
+
+enum class LayerNormKernel { OneRow, MultiRow };
+
+// TANDEM_LAYER_NORM's kernel, unless a test has overridden it.
+LayerNormKernel layer_norm_kernel();
+// The kernel an environment string names (null or empty: OneRow); throws Error naming the variable.
+LayerNormKernel parse_layer_norm_kernel(const char* value);
+// Tests force a kernel; nullopt returns to the environment's choice.
+void set_layer_norm_kernel_for_testing(std::optional<LayerNormKernel> kernel);
+// "one_row" or "multi_row".
+const char* layer_norm_kernel_name(LayerNormKernel kernel);
+
+enum class MaskedMeanKernel { OneBlock, LaneGroups };
+
+// TANDEM_MASKED_MEAN's kernel, unless a test has overridden it.
+MaskedMeanKernel masked_mean_kernel();
+// The kernel an environment string names (null or empty: OneBlock); throws Error naming the variable.
+MaskedMeanKernel parse_masked_mean_kernel(const char* value);
+// Tests force a kernel; nullopt returns to the environment's choice.
+void set_masked_mean_kernel_for_testing(std::optional<MaskedMeanKernel> kernel);
+// "one_block" or "lane_groups".
+const char* masked_mean_kernel_name(MaskedMeanKernel kernel);
+
+}  // namespace tandem::kernels

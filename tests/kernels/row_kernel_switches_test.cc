@@ -1,0 +1,153 @@
+// The switches of the memory-bound row kernels (kernels/cuda/row_kernel_switches.h):
+// their parsing everywhere, and on a GPU that each new kernel gives exactly the
+// bits of the kernel it may replace, forward and backward, at sizes that take
+// every code path: several rows per group and several rows in flight (d_model
+// 256 in 16 bits, 768 in f32), one row per group (4096), the scalar kernels
+// (widths that are no whole 16-byte vectors), parameters in f32 and in the
+// data's type; for the masked mean, every lane-group count from 1 to 16 and
+// padding. Bits, not tolerances: each row (lane) sees the same operations in
+// the same order, so any difference is a bug. The CPU parity of the default
+// kernels is tests/kernels/ops_parity_test.cc's. Skipped where no GPU is
+// present (TANDEM_REQUIRE_GPU=1 makes that a failure).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "kernels/layer_norm.h"
+#include "kernels/pooling.h"
+#include "tests/testing/errors.h"
+#include "tests/testing/gradcheck.h"
+
+#if TANDEM_WITH_CUDA
+#include "kernels/cuda/row_kernel_switches.h"
+#endif
+
+namespace tandem::kernels {
+namespace {
+
+#if TANDEM_WITH_CUDA
+
+using testing::random_tensor;
+using testing::rejects_naming_variable_and_value;
+
+TEST(LayerNormSwitch, IsOneRowUnlessSetAndNamesTheVariableAndValueOnABadValue) {
+  EXPECT_EQ(parse_layer_norm_kernel(nullptr), LayerNormKernel::OneRow);
+  EXPECT_EQ(parse_layer_norm_kernel(""), LayerNormKernel::OneRow);
+  EXPECT_EQ(parse_layer_norm_kernel("one_row"), LayerNormKernel::OneRow);
+  EXPECT_EQ(parse_layer_norm_kernel("multi_row"), LayerNormKernel::MultiRow);
+  for (const char* bad : {"multi", "1", "Multi_Row", "multi_row "})
+    EXPECT_TRUE(rejects_naming_variable_and_value(parse_layer_norm_kernel, "TANDEM_LAYER_NORM", bad));
+}
+
+TEST(MaskedMeanSwitch, IsOneBlockUnlessSetAndNamesTheVariableAndValueOnABadValue) {
+  EXPECT_EQ(parse_masked_mean_kernel(nullptr), MaskedMeanKernel::OneBlock);
+  EXPECT_EQ(parse_masked_mean_kernel(""), MaskedMeanKernel::OneBlock);
+  EXPECT_EQ(parse_masked_mean_kernel("one_block"), MaskedMeanKernel::OneBlock);
+  EXPECT_EQ(parse_masked_mean_kernel("lane_groups"), MaskedMeanKernel::LaneGroups);
+  for (const char* bad : {"lanes", "0", "lane_groups\n"})
+    EXPECT_TRUE(rejects_naming_variable_and_value(parse_masked_mean_kernel, "TANDEM_MASKED_MEAN", bad));
+}
+
+TEST(RowKernelSwitches, ATestOverrideWinsUntilItIsCleared) {
+  const LayerNormKernel ln_env = parse_layer_norm_kernel(std::getenv("TANDEM_LAYER_NORM"));
+  const MaskedMeanKernel mm_env = parse_masked_mean_kernel(std::getenv("TANDEM_MASKED_MEAN"));
+  EXPECT_EQ(layer_norm_kernel(), ln_env);
+  EXPECT_EQ(masked_mean_kernel(), mm_env);
+  for (LayerNormKernel k : {LayerNormKernel::MultiRow, LayerNormKernel::OneRow}) {
+    set_layer_norm_kernel_for_testing(k);
+    EXPECT_EQ(layer_norm_kernel(), k);
+  }
+  for (MaskedMeanKernel k : {MaskedMeanKernel::LaneGroups, MaskedMeanKernel::OneBlock}) {
+    set_masked_mean_kernel_for_testing(k);
+    EXPECT_EQ(masked_mean_kernel(), k);
+  }
+  set_layer_norm_kernel_for_testing(std::nullopt);
+  set_masked_mean_kernel_for_testing(std::nullopt);
+  EXPECT_EQ(layer_norm_kernel(), ln_env);
+  EXPECT_EQ(masked_mean_kernel(), mm_env);
+}
+
+// What one run of an op gave: its output and every input gradient, as exact doubles.
+using Results = std::vector<std::vector<double>>;
+
+class RowKernelBits : public ::testing::TestWithParam<DType> {
+ protected:
+  void SetUp() override { TANDEM_REQUIRE_GPU(); }
+  void TearDown() override {
+    set_layer_norm_kernel_for_testing(std::nullopt);
+    set_masked_mean_kernel_for_testing(std::nullopt);
+  }
+  DType t() const { return GetParam(); }
+};
+
+Results layer_norm_results(LayerNormKernel kernel, int64_t rows, int64_t dim, DType t, DType param_type) {
+  set_layer_norm_kernel_for_testing(kernel);
+  const Device gpu = Device::cuda(0);
+  Tensor x = random_tensor({rows, dim}, 50, t, gpu).set_requires_grad(true);
+  Tensor w = random_tensor({dim}, 51, param_type, gpu).set_requires_grad(true);
+  Tensor b = random_tensor({dim}, 52, param_type, gpu).set_requires_grad(true);
+  Tensor y = layer_norm(x, w, b, 1e-5);
+  y.backward(random_tensor({rows, dim}, 53, t, gpu));
+  return {y.to_double_vector(), x.grad().to_double_vector(), w.grad().to_double_vector(),
+          b.grad().to_double_vector()};
+}
+
+TEST_P(RowKernelBits, LayerNormMultiRowGivesTheOneRowBits) {
+  struct Case { int64_t rows, dim; };
+  // 1000 x 256: 16-bit rows of one warp (two rows per group, three ahead) and a partial last block;
+  // 513 x 768: f32 rows of 192 threads (four per group); 7 x 100, 3 x 1, 2 x 520: scalar kernels in
+  // 16 bits; 5 x 4096: 16 values per thread (one row per group, one ahead: the one_row kernels).
+  for (Case c : {Case{1000, 256}, Case{513, 768}, Case{7, 100}, Case{129, 200}, Case{3, 1}, Case{5, 4096},
+                 Case{2, 520}, Case{3000, 64}}) {
+    for (DType param_type : {DType::F32, t()}) {
+      const std::string what = std::to_string(c.rows) + " x " + std::to_string(c.dim) + ", parameters " +
+                               std::string(dtype_name(param_type));
+      const Results multi = layer_norm_results(LayerNormKernel::MultiRow, c.rows, c.dim, t(), param_type);
+      const Results one = layer_norm_results(LayerNormKernel::OneRow, c.rows, c.dim, t(), param_type);
+      const char* names[] = {"output", "input gradient", "weight gradient", "bias gradient"};
+      for (size_t i = 0; i < one.size(); ++i) EXPECT_EQ(multi[i], one[i]) << names[i] << ", " << what;
+    }
+  }
+}
+
+// Sequence b keeps its first seq - b * seq / batch positions; the last of a batch > 1 is all padding.
+Tensor padding(int64_t batch, int64_t seq) {
+  std::vector<int64_t> m;
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t s = 0; s < seq; ++s) m.push_back(batch > 1 && b == batch - 1 ? 0 : (s < seq - b * seq / batch ? 1 : 0));
+  return Tensor::from_vector(m, {batch, seq}, DType::U8, Device::cuda(0));
+}
+
+Results masked_mean_results(MaskedMeanKernel kernel, int64_t batch, int64_t seq, int64_t dim, DType t) {
+  set_masked_mean_kernel_for_testing(kernel);
+  Tensor x = random_tensor({batch, seq, dim}, 54, t, Device::cuda(0)).set_requires_grad(true);
+  Tensor y = masked_mean_pool(x, padding(batch, seq));
+  y.backward(random_tensor({batch, dim}, 55, t, Device::cuda(0)));  // divides by the forward's counts
+  return {y.to_double_vector(), x.grad().to_double_vector()};
+}
+
+TEST_P(RowKernelBits, MaskedMeanLaneGroupsGiveTheOneBlockBits) {
+  struct Case { int64_t batch, seq, dim; };
+  // From 16 lane groups (one sequence, one column block) down to 1 (300 sequences of 768 cover
+  // any GPU of up to 450 SMs twice with 32-column blocks in 16 bits: the one_block kernel runs).
+  for (Case c : {Case{1, 512, 256}, Case{1, 1, 33}, Case{3, 7, 100}, Case{2, 129, 200}, Case{4, 512, 72},
+                 Case{64, 512, 256}, Case{300, 16, 768}}) {
+    const std::string what = std::to_string(c.batch) + " x " + std::to_string(c.seq) + " x " + std::to_string(c.dim);
+    const Results groups = masked_mean_results(MaskedMeanKernel::LaneGroups, c.batch, c.seq, c.dim, t());
+    const Results one = masked_mean_results(MaskedMeanKernel::OneBlock, c.batch, c.seq, c.dim, t());
+    EXPECT_EQ(groups[0], one[0]) << "output, " << what;
+    EXPECT_EQ(groups[1], one[1]) << "input gradient, " << what;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, RowKernelBits, ::testing::Values(DType::F32, DType::BF16, DType::F16),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+#endif  // TANDEM_WITH_CUDA
+
+}  // namespace
+}  // namespace tandem::kernels
