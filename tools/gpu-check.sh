@@ -225,14 +225,15 @@ phase_bench() {
   lines+=("== kernels_bench at ag_news_optimized's shape (32768 x 256)" \
     "$(grep -E '^\| *cuda' "$res/bench_kernels_training.txt" | grep -v ' linear ')")
   # The opt-in row kernels (kernels/cuda/row_kernel_switches.h) at both shapes, against the rows above:
-  # TANDEM_LAYER_NORM=multi_row (several rows per group / in flight) and TANDEM_MASKED_MEAN=lane_groups
-  # (the sequence's 16 lanes dealt to up to 16 blocks).
+  # TANDEM_LAYER_NORM=multi_row (several rows per group / in flight), TANDEM_MASKED_MEAN=lane_groups
+  # (the sequence's 16 lanes dealt to up to 16 blocks) and TANDEM_DROPOUT_BACKWARD=flat (one row per
+  # thread when there is no bias gradient: the dropout rows' backward).
   for spec in "rows_16384:" "rows_32768:--rows 32768 --d-model 256"; do
     # shellcheck disable=SC2086  # the options after the colon are words
     capture "bench_kernels_${spec%%:*}_opt_in" 120 env TANDEM_LAYER_NORM=multi_row TANDEM_MASKED_MEAN=lane_groups \
-      "$build/bench/kernels_bench" --device cuda ${spec#*:}
-    lines+=("== kernels_bench ${spec#*:}, TANDEM_LAYER_NORM=multi_row TANDEM_MASKED_MEAN=lane_groups" \
-      "$(grep -E '^\| *cuda *\| *(layer_norm|masked_mean_pool) ' "$res/bench_kernels_${spec%%:*}_opt_in.txt")")
+      TANDEM_DROPOUT_BACKWARD=flat "$build/bench/kernels_bench" --device cuda ${spec#*:}
+    lines+=("== kernels_bench ${spec#*:}, the opt-in row kernels (multi_row, lane_groups, flat)" \
+      "$(grep -E '^\| *cuda *\| *(layer_norm|masked_mean_pool|dropout) ' "$res/bench_kernels_${spec%%:*}_opt_in.txt")")
   done
   # linear again with both cuBLASLt epilogues (TANDEM_CUBLASLT_EPILOGUES=1: bias and bias gradient)
   # and with neither (0); the default, above, has the forward's bias epilogue only.

@@ -5,7 +5,11 @@
 // vectors apply whenever numel allows. Forward traffic: read x (and residual),
 // write y. Backward: read dy, write dx, plus the bias-gradient partials
 // (kernels/cuda/column_sum.cuh, deterministic) when a bias is present; rows
-// four at a time per thread. The keep mask is recomputed from Philox (one
+// four at a time per thread. Without a bias gradient the data is one long row
+// and each thread has one vector, so the four-row batch only costs registers
+// (114 against 43 for the forward in 16 bits: a quarter of the threads per SM);
+// TANDEM_DROPOUT_BACKWARD=flat (kernels/cuda/row_kernel_switches.h) compiles
+// that case with a batch of one row (64 registers), the same arithmetic. The keep mask is recomputed from Philox (one
 // 10-round block per 4 elements, ~15 integer ops per element) instead of being
 // stored: it matches kernels/dropout_mask.h, and the CPU reference, bit for bit.
 // Numerics: f32 arithmetic, one rounding per output.
@@ -13,6 +17,7 @@
 #include "core/element.h"
 #include "kernels/cuda/bias_dropout_add_cuda.h"
 #include "kernels/cuda/column_sum.cuh"
+#include "kernels/cuda/row_kernel_switches.h"
 #include "kernels/cuda/row_vectors.cuh"
 #include "kernels/dropout_mask.h"
 
@@ -70,8 +75,9 @@ __global__ void forward_kernel(const T* __restrict__ x, const T* __restrict__ b,
   }
 }
 
-// Slot s (= blockIdx.y * Ty + ty) takes rows s, s + slots, ...; four at a time.
-template <class T, int V>
+// Slot s (= blockIdx.y * Ty + ty) takes rows s, s + slots, ...; RowBatch at a time (kRowBatch,
+// or 1 for the one long row of TANDEM_DROPOUT_BACKWARD=flat).
+template <class T, int V, int RowBatch>
 __global__ void backward_kernel(const T* __restrict__ dy, T* __restrict__ dx, float* __restrict__ partial,
                                 int64_t rows, int64_t dim, int64_t slots, Mask m) {
   m.subsequence = dropout_subsequence(m.subsequence, m.step);
@@ -80,13 +86,13 @@ __global__ void backward_kernel(const T* __restrict__ dy, T* __restrict__ dx, fl
   if (c * V >= dim || slot >= slots) return;
   float acc[V];
   fill(acc, 0.0f);
-  for (int64_t r0 = slot; r0 < rows; r0 += kRowBatch * slots) {
-    float g[kRowBatch][V];
+  for (int64_t r0 = slot; r0 < rows; r0 += RowBatch * slots) {
+    float g[RowBatch][V];
 #pragma unroll
-    for (int u = 0; u < kRowBatch; ++u)
+    for (int u = 0; u < RowBatch; ++u)
       if (r0 + u * slots < rows) load_vec<V>(dy + (r0 + u * slots) * dim + c * V, g[u]);
 #pragma unroll
-    for (int u = 0; u < kRowBatch; ++u) {
+    for (int u = 0; u < RowBatch; ++u) {
       const int64_t r = r0 + u * slots;
       if (r >= rows) break;
       float f[V];
@@ -146,10 +152,13 @@ void bias_dropout_add_backward_cuda(const void* dy, void* dx, void* dbias, DType
       with_width<scalar_t>(vec, [&]<int V>() {
         const dim3 block = column_block(dim / V, rows);
         const dim3 grid(blocks_for(dim / V, block.x, INT32_MAX), blocks_for(slots, block.y, 65535));
-        backward_kernel<scalar_t, V><<<grid, block, 0, s>>>(static_cast<const scalar_t*>(dy),
-                                                             static_cast<scalar_t*>(dx), partial.get(0), rows, dim,
-                                                             slots, m);
-        TANDEM_CUDA_CHECK_LAUNCH();
+        auto launch = [&]<int RowBatch>() {
+          backward_kernel<scalar_t, V, RowBatch><<<grid, block, 0, s>>>(
+              static_cast<const scalar_t*>(dy), static_cast<scalar_t*>(dx), partial.get(0), rows, dim, slots, m);
+          TANDEM_CUDA_CHECK_LAUNCH();
+        };
+        if (!dbias && dropout_backward_kernel() == DropoutBackwardKernel::Flat) launch.template operator()<1>();
+        else launch.template operator()<kRowBatch>();
       });
     }
     if (dbias) {

@@ -1,4 +1,4 @@
-// TANDEM_LAYER_NORM and TANDEM_MASKED_MEAN (see row_kernel_switches.h).
+// TANDEM_LAYER_NORM, TANDEM_MASKED_MEAN and TANDEM_DROPOUT_BACKWARD (see row_kernel_switches.h).
 #include "kernels/cuda/row_kernel_switches.h"
 
 #include "core/env_switch.h"
@@ -13,6 +13,9 @@ constinit EnvSwitch<LayerNormKernel, 2> g_layer_norm{
 constinit EnvSwitch<MaskedMeanKernel, 2> g_masked_mean{
     "TANDEM_MASKED_MEAN", {{"one_block", MaskedMeanKernel::OneBlock}, {"lane_groups", MaskedMeanKernel::LaneGroups}}};
 
+constinit EnvSwitch<DropoutBackwardKernel, 2> g_dropout_backward{
+    "TANDEM_DROPOUT_BACKWARD", {{"batched", DropoutBackwardKernel::Batched}, {"flat", DropoutBackwardKernel::Flat}}};
+
 }  // namespace
 
 LayerNormKernel layer_norm_kernel() { return g_layer_norm.value(); }
@@ -26,5 +29,12 @@ void set_masked_mean_kernel_for_testing(std::optional<MaskedMeanKernel> kernel) 
   g_masked_mean.force_for_testing(kernel);
 }
 const char* masked_mean_kernel_name(MaskedMeanKernel kernel) { return g_masked_mean.name(kernel); }
+
+DropoutBackwardKernel dropout_backward_kernel() { return g_dropout_backward.value(); }
+DropoutBackwardKernel parse_dropout_backward_kernel(const char* v) { return g_dropout_backward.parse(v); }
+void set_dropout_backward_kernel_for_testing(std::optional<DropoutBackwardKernel> kernel) {
+  g_dropout_backward.force_for_testing(kernel);
+}
+const char* dropout_backward_kernel_name(DropoutBackwardKernel kernel) { return g_dropout_backward.name(kernel); }
 
 }  // namespace tandem::kernels

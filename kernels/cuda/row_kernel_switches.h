@@ -1,4 +1,5 @@
-// Switches of the memory-bound row kernels (layer norm, masked-mean pooling),
+// Switches of the memory-bound row kernels (layer norm, masked-mean pooling,
+// dropout backward),
 // each an environment variable read once (core/env_switch.h): unset or empty
 // is the default, anything other than the names below is an Error naming the
 // variable and the value. As with the attention switches
@@ -25,6 +26,16 @@
 //     scratch, and a second kernel adds them in lane order: the same bits, on
 //     every SM instead of batch * columns / 32 of them (32 of 132 at imdb's
 //     shape: 21-33 % of copy measured).
+//   TANDEM_DROPOUT_BACKWARD=batched|flat  (kernels/cuda/bias_dropout_add.cu)
+//     Batched (the default): the backward's thread walks four rows of its slot
+//     at a time. Flat: without a bias gradient (plain dropout, and every
+//     dropout + residual once the bias rides in the GEMM's epilogue) the data
+//     is one long row and a thread has one vector, so the kernel is compiled
+//     for one row at a time: 54-64 registers instead of 88-116 (16-byte
+//     vectors), twice the resident threads of a memory-bound kernel that ran
+//     at 29-42 % of copy on the H200 (the forward, one vector per thread too,
+//     36-47 registers, at 42-70 %).
+//     The same arithmetic per element: the same bits.
 #pragma once
 
 #include <optional>
@@ -52,5 +63,16 @@ MaskedMeanKernel parse_masked_mean_kernel(const char* value);
 void set_masked_mean_kernel_for_testing(std::optional<MaskedMeanKernel> kernel);
 // "one_block" or "lane_groups".
 const char* masked_mean_kernel_name(MaskedMeanKernel kernel);
+
+enum class DropoutBackwardKernel { Batched, Flat };
+
+// TANDEM_DROPOUT_BACKWARD's kernel, unless a test has overridden it.
+DropoutBackwardKernel dropout_backward_kernel();
+// The kernel an environment string names (null or empty: Batched); throws Error naming the variable.
+DropoutBackwardKernel parse_dropout_backward_kernel(const char* value);
+// Tests force a kernel; nullopt returns to the environment's choice.
+void set_dropout_backward_kernel_for_testing(std::optional<DropoutBackwardKernel> kernel);
+// "batched" or "flat".
+const char* dropout_backward_kernel_name(DropoutBackwardKernel kernel);
 
 }  // namespace tandem::kernels

@@ -5,7 +5,8 @@
 // 256 in 16 bits, 768 in f32), one row per group (4096), the scalar kernels
 // (widths that are no whole 16-byte vectors), parameters in f32 and in the
 // data's type; for the masked mean, every lane-group count from 1 to 16 and
-// padding. Bits, not tolerances: each row (lane) sees the same operations in
+// padding; for the dropout backward, plain dropout and dropout + residual at
+// widths with and without whole vectors. Bits, not tolerances: each row (lane) sees the same operations in
 // the same order, so any difference is a bug. The CPU parity of the default
 // kernels is tests/kernels/ops_parity_test.cc's. Skipped where no GPU is
 // present (TANDEM_REQUIRE_GPU=1 makes that a failure).
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "kernels/bias_dropout_add.h"
 #include "kernels/layer_norm.h"
 #include "kernels/pooling.h"
 #include "tests/testing/errors.h"
@@ -52,11 +54,22 @@ TEST(MaskedMeanSwitch, IsOneBlockUnlessSetAndNamesTheVariableAndValueOnABadValue
     EXPECT_TRUE(rejects_naming_variable_and_value(parse_masked_mean_kernel, "TANDEM_MASKED_MEAN", bad));
 }
 
+TEST(DropoutBackwardSwitch, IsBatchedUnlessSetAndNamesTheVariableAndValueOnABadValue) {
+  EXPECT_EQ(parse_dropout_backward_kernel(nullptr), DropoutBackwardKernel::Batched);
+  EXPECT_EQ(parse_dropout_backward_kernel(""), DropoutBackwardKernel::Batched);
+  EXPECT_EQ(parse_dropout_backward_kernel("batched"), DropoutBackwardKernel::Batched);
+  EXPECT_EQ(parse_dropout_backward_kernel("flat"), DropoutBackwardKernel::Flat);
+  for (const char* bad : {"Flat", "one_row", " flat"})
+    EXPECT_TRUE(rejects_naming_variable_and_value(parse_dropout_backward_kernel, "TANDEM_DROPOUT_BACKWARD", bad));
+}
+
 TEST(RowKernelSwitches, ATestOverrideWinsUntilItIsCleared) {
   const LayerNormKernel ln_env = parse_layer_norm_kernel(std::getenv("TANDEM_LAYER_NORM"));
   const MaskedMeanKernel mm_env = parse_masked_mean_kernel(std::getenv("TANDEM_MASKED_MEAN"));
+  const DropoutBackwardKernel db_env = parse_dropout_backward_kernel(std::getenv("TANDEM_DROPOUT_BACKWARD"));
   EXPECT_EQ(layer_norm_kernel(), ln_env);
   EXPECT_EQ(masked_mean_kernel(), mm_env);
+  EXPECT_EQ(dropout_backward_kernel(), db_env);
   for (LayerNormKernel k : {LayerNormKernel::MultiRow, LayerNormKernel::OneRow}) {
     set_layer_norm_kernel_for_testing(k);
     EXPECT_EQ(layer_norm_kernel(), k);
@@ -65,10 +78,16 @@ TEST(RowKernelSwitches, ATestOverrideWinsUntilItIsCleared) {
     set_masked_mean_kernel_for_testing(k);
     EXPECT_EQ(masked_mean_kernel(), k);
   }
+  for (DropoutBackwardKernel k : {DropoutBackwardKernel::Flat, DropoutBackwardKernel::Batched}) {
+    set_dropout_backward_kernel_for_testing(k);
+    EXPECT_EQ(dropout_backward_kernel(), k);
+  }
   set_layer_norm_kernel_for_testing(std::nullopt);
   set_masked_mean_kernel_for_testing(std::nullopt);
+  set_dropout_backward_kernel_for_testing(std::nullopt);
   EXPECT_EQ(layer_norm_kernel(), ln_env);
   EXPECT_EQ(masked_mean_kernel(), mm_env);
+  EXPECT_EQ(dropout_backward_kernel(), db_env);
 }
 
 // What one run of an op gave: its output and every input gradient, as exact doubles.
@@ -80,6 +99,7 @@ class RowKernelBits : public ::testing::TestWithParam<DType> {
   void TearDown() override {
     set_layer_norm_kernel_for_testing(std::nullopt);
     set_masked_mean_kernel_for_testing(std::nullopt);
+    set_dropout_backward_kernel_for_testing(std::nullopt);
   }
   DType t() const { return GetParam(); }
 };
@@ -142,6 +162,32 @@ TEST_P(RowKernelBits, MaskedMeanLaneGroupsGiveTheOneBlockBits) {
     EXPECT_EQ(groups[0], one[0]) << "output, " << what;
     EXPECT_EQ(groups[1], one[1]) << "input gradient, " << what;
   }
+}
+
+// dropout(x) + residual (or plain dropout), p = 0.1, backward without a bias gradient.
+Results dropout_results(DropoutBackwardKernel kernel, int64_t rows, int64_t dim, bool residual, DType t) {
+  set_dropout_backward_kernel_for_testing(kernel);
+  const Device gpu = Device::cuda(0);
+  Tensor x = random_tensor({rows, dim}, 56, t, gpu).set_requires_grad(true);
+  Tensor r = residual ? random_tensor({rows, dim}, 57, t, gpu).set_requires_grad(true) : Tensor();
+  Tensor y = bias_dropout_add(x, Tensor(), r, 0.1, true, 58, 59);
+  y.backward(random_tensor({rows, dim}, 60, t, gpu));
+  Results out{y.to_double_vector(), x.grad().to_double_vector()};
+  if (residual) out.push_back(r.grad().to_double_vector());
+  return out;
+}
+
+TEST_P(RowKernelBits, DropoutBackwardFlatGivesTheBatchedBits) {
+  struct Case { int64_t rows, dim; };
+  // 4096 x 256: whole vectors; 7 x 100 in 16 bits and 129 x 33: elements one by one (and a tail).
+  for (Case c : {Case{4096, 256}, Case{7, 100}, Case{129, 33}, Case{1, 1}})
+    for (bool residual : {false, true}) {
+      const std::string what = std::to_string(c.rows) + " x " + std::to_string(c.dim) +
+                               (residual ? ", with a residual" : ", plain dropout");
+      const Results flat = dropout_results(DropoutBackwardKernel::Flat, c.rows, c.dim, residual, t());
+      const Results batched = dropout_results(DropoutBackwardKernel::Batched, c.rows, c.dim, residual, t());
+      for (size_t i = 0; i < batched.size(); ++i) EXPECT_EQ(flat[i], batched[i]) << "result " << i << ", " << what;
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, RowKernelBits, ::testing::Values(DType::F32, DType::BF16, DType::F16),
