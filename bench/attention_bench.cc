@@ -2,7 +2,7 @@
 //
 //   attention_bench [--device cpu|cuda] [--dtype f32|bf16|f16] [--dropout P] [--min-seconds T]
 //                   [--backend tandem|cudnn] [--forward tiled|pipelined|pipelined_wide]
-//                   [--backward split|fused|split_pipelined]
+//                   [--backward split|fused|split_pipelined|fused_ordered]
 //                   [--shape B,S,H,Dh]
 //
 // --shape times that one shape instead of the list (for a profiler, which
@@ -22,7 +22,9 @@
 // (five, dQ through f32 scratch); the table's `backward` column names it. The
 // library's default (auto) is fused in f32 and with dropout, split otherwise.
 // split_pipelined is split with both passes' streamed tiles double-buffered by
-// cp.async (kernels/cuda/attention_backward_pipelined.cuh; bf16/f16).
+// cp.async (kernels/cuda/attention_backward_pipelined.cuh; bf16/f16);
+// fused_ordered is fused with the dQ shares added in place in key-tile order (no
+// partials, no reduction kernel; the same bits).
 // Calls the raw kernels (kernels/cpu/attention_cpu.h, kernels/cuda/attention_cuda.h)
 // on random qkv without padding, so autograd bookkeeping is not timed. FLOPs are
 // counted the way FlashAttention reports them: forward 4*B*H*S^2*Dh (QK^T and PV),
@@ -66,7 +68,7 @@ struct Options {
   double dropout = 0.0;
   double min_seconds = 0.5;
   bool cudnn = false;  // --backend cudnn
-  std::string backward = "split";  // --backward: split, fused or split_pipelined
+  std::string backward = "split";  // --backward: split, fused, split_pipelined or fused_ordered
   std::string forward = "tiled";  // --forward: tiled, pipelined or pipelined_wide
   std::optional<AttentionShape> shape;  // --shape: this one instead of the list
 };
@@ -117,8 +119,8 @@ Options parse(int argc, char** argv) {
       TANDEM_CHECK(v == "tandem" || v == "cudnn", "attention_bench: --backend must be tandem or cudnn, got '{}'", v);
       o.cudnn = v == "cudnn";
     } else if (a == "--backward") {
-      TANDEM_CHECK(v == "split" || v == "fused" || v == "split_pipelined",
-                   "attention_bench: --backward must be split, fused or split_pipelined, got '{}'", v);
+      TANDEM_CHECK(v == "split" || v == "fused" || v == "split_pipelined" || v == "fused_ordered",
+                   "attention_bench: --backward must be split, fused, split_pipelined or fused_ordered, got '{}'", v);
       o.backward = v;
     } else if (a == "--shape") {
       o.shape = parse_shape(v);
@@ -160,6 +162,7 @@ AttentionForwardKernel forward_kernel(const Options& o) {
 AttentionBackwardPath backward_path(const Options& o) {
   return o.backward == "fused"             ? AttentionBackwardPath::Fused
          : o.backward == "split_pipelined" ? AttentionBackwardPath::SplitPipelined
+         : o.backward == "fused_ordered"   ? AttentionBackwardPath::FusedOrdered
                                            : AttentionBackwardPath::Split;
 }
 #endif

@@ -205,7 +205,9 @@ phase_bench() {
   # dropout 0.1 (TANDEM_ATTENTION_BACKWARD=auto picks fused there on the strength
   # of one whole step: this checks it kernel by kernel), and the peer on the same
   # machine, cuDNN's fused attention (when built); then f32 with the split and the
-  # fused backward; and the split backward with both passes pipelined (split_pipelined, opt-in).
+  # fused backward; the split backward with both passes pipelined (split_pipelined, opt-in); and the
+  # fused backward with its dQ shares added in place (fused_ordered, opt-in), bf16 with and without
+  # dropout and f32, against the fused rows.
   # The table names each column's kernel.
   lines+=("== attention: Tandem's kernels vs cuDNN (bf16), split vs fused backward (bf16 with dropout, f32)")
   for spec in "bf16:--dtype bf16" "bf16_pipelined_fused:--dtype bf16 --forward pipelined --backward fused" \
@@ -213,7 +215,10 @@ phase_bench() {
     "bf16_dropout_split:--dtype bf16 --forward pipelined --dropout 0.1" \
     "bf16_dropout_fused:--dtype bf16 --forward pipelined --backward fused --dropout 0.1" \
     "bf16_split_pipelined:--dtype bf16 --forward pipelined --backward split_pipelined" \
-    "cudnn:--dtype bf16 --backend cudnn" "f32:--dtype f32" "f32_fused:--dtype f32 --backward fused"; do
+    "bf16_fused_ordered:--dtype bf16 --forward pipelined --backward fused_ordered" \
+    "bf16_dropout_fused_ordered:--dtype bf16 --forward pipelined --backward fused_ordered --dropout 0.1" \
+    "cudnn:--dtype bf16 --backend cudnn" "f32:--dtype f32" "f32_fused:--dtype f32 --backward fused" \
+    "f32_fused_ordered:--dtype f32 --backward fused_ordered"; do
     # shellcheck disable=SC2086  # the options after the colon are words
     capture "bench_attention_${spec%%:*}" 120 "$build/bench/attention_bench" --device cuda ${spec#*:}
     lines+=("$(cat "$res/bench_attention_${spec%%:*}.txt")")
@@ -276,12 +281,15 @@ phase_compare() {
     --nproc 1 --tandem "$build/apps/tandem" --out "$res/compare" >>"$log" 2>&1 || rc=1
   # Eager steps with the default kernels (chosen from the second GPU run: the pipelined attention
   # forward, the fused backward with dropout, cuBLASLt's forward bias epilogue), with the first
-  # run's defaults (tiled forward, split backward, no epilogues), and with each remaining
-  # alternative alone: the wide pipelined forward, both epilogues, the split backward, the split
-  # backward with both passes pipelined.
-  local eager=() variant
+  # run's defaults (tiled forward, split backward, no epilogues), and, on the configs bound by
+  # their kernels rather than by launches (not ag_news_small), with each remaining alternative
+  # alone: the wide pipelined forward, both epilogues, the split backward, the split backward with
+  # both passes pipelined, the fused backward's ordered dQ, and the three opt-in row kernels.
+  local eager=() variant variants
   for c in ${COMPARE_CONFIGS:-ag_news_small ag_news_optimized}; do
-    for variant in default first wide lt_all split split_pipelined; do
+    variants="default first wide lt_all split split_pipelined fused_ordered rows"
+    [ "$c" = ag_news_small ] && variants="default first"
+    for variant in $variants; do
       local envs=()
       case $variant in
         first) envs=(TANDEM_ATTENTION_FORWARD=tiled TANDEM_ATTENTION_BACKWARD=split TANDEM_CUBLASLT_EPILOGUES=0) ;;
@@ -289,6 +297,8 @@ phase_compare() {
         lt_all) envs=(TANDEM_CUBLASLT_EPILOGUES=1) ;;
         split) envs=(TANDEM_ATTENTION_BACKWARD=split) ;;
         split_pipelined) envs=(TANDEM_ATTENTION_BACKWARD=split_pipelined) ;;
+        fused_ordered) envs=(TANDEM_ATTENTION_BACKWARD=fused_ordered) ;;
+        rows) envs=(TANDEM_LAYER_NORM=multi_row TANDEM_MASKED_MEAN=lane_groups TANDEM_DROPOUT_BACKWARD=flat) ;;
       esac
       capture "compare_eager_${c}_$variant" 120 env "${envs[@]}" "$build/apps/tandem" bench step \
         --config "configs/$c.yaml" --synthetic --precisions bf16 --warmup 5 --steps 30 --rounds 2 --set device=cuda \
@@ -300,7 +310,9 @@ phase_compare() {
     "" "Tandem's eager steps (samples/s, step ms, p10-p90, forward, backward, optimizer ms, peak MiB);" \
     "first = TANDEM_ATTENTION_FORWARD=tiled TANDEM_ATTENTION_BACKWARD=split TANDEM_CUBLASLT_EPILOGUES=0;" \
     "wide = TANDEM_ATTENTION_FORWARD=pipelined_wide; lt_all = TANDEM_CUBLASLT_EPILOGUES=1;" \
-    "split = TANDEM_ATTENTION_BACKWARD=split; split_pipelined = TANDEM_ATTENTION_BACKWARD=split_pipelined:" \
+    "split = TANDEM_ATTENTION_BACKWARD=split; split_pipelined = TANDEM_ATTENTION_BACKWARD=split_pipelined;" \
+    "fused_ordered = TANDEM_ATTENTION_BACKWARD=fused_ordered;" \
+    "rows = TANDEM_LAYER_NORM=multi_row TANDEM_MASKED_MEAN=lane_groups TANDEM_DROPOUT_BACKWARD=flat:" \
     "${eager[@]}"
   return $rc
 }
@@ -343,8 +355,9 @@ phase_kdetail() {
   : >"$log"
   build_targets "$log" attention_bench || { summary kdetail "build failed: see kdetail.log"; return 1; }
   command -v ncu >/dev/null || { summary kdetail "ncu is not on the PATH"; return 1; }
-  for variant in "pipelined split" "pipelined split_pipelined" "pipelined_wide fused"; do
+  for variant in "pipelined split" "pipelined split_pipelined" "pipelined_wide fused" "pipelined fused_ordered"; do
     for pass in "forward regex:forward 1 1" "backward regex:rowdot|dkdv|dq_|fused_backward 3 3"; do
+      # (fused_ordered has two backward kernels, rowdot and the fused one: the third is the next call's rowdot)
       # shellcheck disable=SC2086  # both hold words
       set -- $variant $pass
       capture "kdetail_$1_$2_$3" 100 ncu --clock-control none --section SpeedOfLight --section Occupancy \

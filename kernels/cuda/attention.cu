@@ -182,6 +182,28 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* 
                : "r"(a));
 }
 
+// The fused backward's ordered dQ accumulation (attention_backward_fused.cuh, fused_ordered).
+// Spins until *flag == turn, reading with acquire semantics at GPU scope. The turn comes from the
+// block one key tile before, which started earlier, so the wait is short; a wait past about a
+// second (2^24 naps of at least 64 ns) can only be a broken assumption, and traps (the launch fails
+// with an error) rather than hang the process.
+__device__ __forceinline__ void turn_wait_acquire(const int* flag, int turn) {
+  for (int spins = 0;; ++spins) {
+    int v;
+    asm volatile("ld.global.acquire.gpu.b32 %0, [%1];\n" : "=r"(v) : "l"(flag) : "memory");
+    if (v == turn) return;
+    if (spins == (1 << 24)) __trap();
+    __nanosleep(64);
+  }
+}
+__device__ __forceinline__ void turn_release(int* flag, int value) {
+  asm volatile("st.global.release.gpu.b32 [%0], %1;\n" ::"l"(flag), "r"(value) : "memory");
+}
+// The accumulator through L2 only (.cg): another SM's block wrote it last, and this SM's L1 may
+// hold an older copy of the line.
+__device__ __forceinline__ float load_l2(const float* p) { return __ldcg(p); }
+__device__ __forceinline__ void store_l2(float* p, float v) { __stcg(p, v); }
+
 }  // namespace tandem::kernels::attention_detail
 
 #define ATTENTION_SHARED_MEMORY(name) extern __shared__ __align__(16) unsigned char name[]
@@ -307,6 +329,8 @@ int attention_backward_blocks_per_sm(int64_t head_dim, DType t, AttentionBackwar
       const AttentionBackwardPath runs = resolve_attention_backward(path, t == DType::F32, false);
       if (runs == AttentionBackwardPath::Fused) {
         occupancy(fused_backward_kernel<T, DP, kFusedQueryTile<T, DP>>, fused_backward_smem_bytes<T, DP>());
+      } else if (runs == AttentionBackwardPath::FusedOrdered) {
+        occupancy(fused_backward_kernel<T, DP, kFusedQueryTile<T, DP>, true>, fused_backward_smem_bytes<T, DP>());
       } else if (runs == AttentionBackwardPath::SplitPipelined) {
         if constexpr (sizeof(T) == 2)  // resolve_attention_backward runs Split in f32
           occupancy(dkdv_pipelined_kernel<T, DP, kDkdvQueryTile<DP>>, dkdv_pipelined_smem_bytes<T, DP>());
@@ -360,9 +384,11 @@ void backward_split(const void* qkv, const uint8_t* mask, const void* out, const
 
 // rowdot, then per launch of plan.heads_per_launch heads the fused kernel and the dQ reduction, all
 // launches reusing one scratch buffer (stream order keeps a launch's partials until its reduction has read them).
+// With `ordered`, per launch: the heads' turn flags zeroed, then the ordered kernel (grid key tiles x heads),
+// which writes dQ itself.
 void backward_fused(const void* qkv, const uint8_t* mask, const void* out, const float* lse, const void* dout,
                     void* dqkv, const AttentionShape& s, const AttentionDropout& d, DType t, int device,
-                    cudaStream_t st, const FusedBackwardPlan& plan) {
+                    cudaStream_t st, const FusedBackwardPlan& plan, bool ordered) {
   const Params params = make_params(s, d);
   const int64_t rows = s.batch * s.seq * s.heads, heads = s.batch * s.heads;
   const Scratch rowdot(device, sizeof(float) * static_cast<size_t>(rows), st);
@@ -378,13 +404,28 @@ void backward_fused(const void* qkv, const uint8_t* mask, const void* out, const
     with_padded_dim(s.head_dim, [&](auto dp) {
       constexpr int DP = decltype(dp)::value;
       constexpr size_t smem = fused_backward_smem_bytes<T, DP>();
+      if (ordered) {
+        auto kernel = fused_backward_kernel<T, DP, kFusedQueryTile<T, DP>, true>;
+        allow_shared_memory(kernel, smem);
+        float* accumulators = partial.as<float>();
+        int* turns = reinterpret_cast<int*>(accumulators + plan.heads_per_launch * s.seq * s.head_dim);
+        for (int64_t bh0 = 0; bh0 < heads; bh0 += plan.heads_per_launch) {
+          const int64_t n = std::min(plan.heads_per_launch, heads - bh0);
+          TANDEM_CUDA_CHECK(cudaMemsetAsync(turns, 0, sizeof(int) * n * fused_turns_per_head(s.seq), st));
+          kernel<<<dim3(key_tiles, static_cast<unsigned>(n)), kThreads, smem, st>>>(
+              static_cast<const T*>(qkv), mask, lse, rowdot.as<float>(), static_cast<const T*>(dout),
+              static_cast<T*>(dqkv), accumulators, turns, static_cast<int>(bh0), params, vec_qkv, vec_dout);
+          TANDEM_CUDA_CHECK_LAUNCH();
+        }
+        return;
+      }
       auto fused = fused_backward_kernel<T, DP, kFusedQueryTile<T, DP>>;
       allow_shared_memory(fused, smem);
       for (int64_t bh0 = 0; bh0 < heads; bh0 += plan.heads_per_launch) {
         const int64_t n = std::min(plan.heads_per_launch, heads - bh0);
         fused<<<dim3(static_cast<unsigned>(n), key_tiles), kThreads, smem, st>>>(
             static_cast<const T*>(qkv), mask, lse, rowdot.as<float>(), static_cast<const T*>(dout),
-            static_cast<T*>(dqkv), partial.as<float>(), static_cast<int>(bh0), params, vec_qkv, vec_dout);
+            static_cast<T*>(dqkv), partial.as<float>(), nullptr, static_cast<int>(bh0), params, vec_qkv, vec_dout);
         TANDEM_CUDA_CHECK_LAUNCH();
         const int count = static_cast<int>(n * s.seq * s.head_dim);  // at most the scratch in floats
         dq_reduce_kernel<T><<<static_cast<unsigned>((count + kThreads - 1) / kThreads), kThreads, 0, st>>>(
@@ -409,9 +450,11 @@ void attention_backward_cuda(const void* qkv, const uint8_t* mask, const void* o
   if (s.batch * s.seq * s.heads == 0) return;
   auto st = static_cast<cudaStream_t>(stream);
   path = resolve_attention_backward(path, t == DType::F32, d.active());
-  if (path == AttentionBackwardPath::Fused) {
-    const FusedBackwardPlan plan = plan_fused_backward(s);
-    if (plan.heads_per_launch > 0) return backward_fused(qkv, mask, out, lse, dout, dqkv, s, d, t, device, st, plan);
+  if (path == AttentionBackwardPath::Fused || path == AttentionBackwardPath::FusedOrdered) {
+    const bool ordered = path == AttentionBackwardPath::FusedOrdered;
+    const FusedBackwardPlan plan = plan_fused_backward(s, kFusedScratchLimit, ordered);
+    if (plan.heads_per_launch > 0)
+      return backward_fused(qkv, mask, out, lse, dout, dqkv, s, d, t, device, st, plan, ordered);
   }
   backward_split(qkv, mask, out, lse, dout, dqkv, s, d, t, device, st, path == AttentionBackwardPath::SplitPipelined);
 }

@@ -42,6 +42,21 @@
 // SMs). If a single (b, h) needs more than the limit (S * ceil(S/64) * Dh >
 // 16 Mi elements, e.g. S >= 4097 at Dh = 64), the split path runs instead.
 //
+// Ordered dQ (TANDEM_ATTENTION_BACKWARD=fused_ordered, opt-in until a GPU has
+// timed it): the second GPU run found fused slower than split in 16 bits
+// without dropout, and the partials are a likely reason: at 64 x 512 x 12 x 64
+// they are 768 MiB written and read back, the chunks (64 MiB) larger than L2,
+// so through HBM (about 0.4 ms at 4 TB/s, a fifth of the whole backward). The
+// ordered kernel writes no partials: the grid puts a head's key tiles side by
+// side (key tile = blockIdx.x), each head has one f32 dQ accumulator (128 KiB
+// at S = 512, Dh = 64; the heads running at once fit L2 many times over) and a
+// turn flag per query tile; key tile kt adds its share to the accumulator
+// once key tile kt - 1 has (ld.acquire / st.release on the flag, two barriers
+// more per query tile), and the last key tile rounds dQ into dqkv. The same
+// additions in the same order as dq_reduce_kernel: the same bits (emulated
+// tests on every case; GPU test AttentionFusedOrdered.*). Scratch per (b, h):
+// 4 S Dh bytes and 4 ceil(S/16) bytes of flags, zeroed per launch.
+//
 // Memory traffic per (b, h), against the split path: the dQ pass's reads go
 // (Q and dO once, K and V ceil(S/64) times: (2 + 2 ceil(S/64)) S Dh elements,
 // mostly L2 hits), and 8 ceil(S/64) S Dh bytes of f32 partials come in
@@ -151,14 +166,44 @@ constexpr int kFusedBlocksPerSm = sizeof(T) == 2 && DP <= 64 ? 3 : 2;
 template <class T, int DP>
 constexpr int kFusedQueryTile = DP > 64 ? 16 : kFusedBlocksPerSm<T, DP> == 2 ? 64 : DP == 64 ? 32 : 16;
 
+// The ordered dQ accumulation (Ordered, TANDEM_ATTENTION_BACKWARD=fused_ordered): one thread waits
+// for the block's turn and a barrier releases the others; at the end of the turn a barrier, then one
+// thread passes it on (CUTLASS's semaphore: the barrier orders the block's accumulator stores before
+// the release). turn_wait_acquire / turn_release are the includer's (attention.cu: ld.acquire.gpu in a
+// spin and st.release.gpu; the emulator: checks).
+__device__ __forceinline__ void wait_for_turn(const int* flag, int turn) {
+  if (threadIdx.x == 0) turn_wait_acquire(flag, turn);
+  __syncthreads();
+}
+
+__device__ __forceinline__ void pass_turn(int* flag, int next) {
+  __syncthreads();
+  if (threadIdx.x == 0) turn_release(flag, next);
+}
+
+// Turn flags per head of the ordered accumulation: one per query tile, for the smallest tile (16).
+__host__ __device__ inline int fused_turns_per_head(int64_t seq) { return static_cast<int>((seq + 15) / 16); }
+
 // dK and dV for 64 keys per block, streaming BQ queries at a time (dkdv_kernel's steps), plus this key tile's
-// share of dQ for every query, unscaled, into dq_partial[(blockIdx.x, blockIdx.y, query, 0..Dh)] (f32).
+// share of dQ for every query, unscaled, into dq_scratch[(blockIdx.x, blockIdx.y, query, 0..Dh)] (f32).
 // Block (x, y) is head bh0 + x, key tile y.
-template <class T, int DP, int BQ>
+//
+// Ordered: block (x, y) is key tile x of head bh0 + y (a head's key tiles next to each other in the grid,
+// so its accumulator stays in L2 while they run), and dq_scratch holds one f32 dQ per head,
+// [y, query, 0..Dh), which the key tiles add their shares to in key-tile order, query tile by query
+// tile: key tile 0 writes 0 + its share, tile kt waits until turns[y][query tile] says kt, adds its
+// share to what is there and passes the turn to kt + 1, and the last key tile writes
+// 1/sqrt(Dh) * (sum + share) rounded to T straight into dqkv. dq_reduce_kernel's additions in its
+// order, so the same bits as the unordered path, with no partials to write and read back and no
+// second kernel. A block only waits for the block one key tile before it in the same head, which has
+// a lower linear index and so was started first (as FlashAttention's deterministic backward assumes):
+// no block waits for one that cannot run.
+template <class T, int DP, int BQ, bool Ordered = false>
 __global__ void __launch_bounds__(kThreads, kFusedBlocksPerSm<T, DP>)
     fused_backward_kernel(const T* __restrict__ qkv, const uint8_t* __restrict__ mask, const float* __restrict__ lse,
                           const float* __restrict__ rowdot, const T* __restrict__ dout, T* __restrict__ dqkv,
-                          float* __restrict__ dq_partial, int bh0, Params P, bool vec_qkv, bool vec_dout) {
+                          float* __restrict__ dq_scratch, int* __restrict__ turns, int bh0, Params P, bool vec_qkv,
+                          bool vec_dout) {
   constexpr int ld = kLd<T, DP>, lds = kDsLd<T>;
   constexpr int NQ = BQ / 8;
   // A warp's share of the BQ x DP partial dQ: 16 query rows x kCols columns, kChunk 8-column blocks at a time.
@@ -173,13 +218,16 @@ __global__ void __launch_bounds__(kThreads, kFusedBlocksPerSm<T, DP>)
   float* lse_s = reinterpret_cast<float*>(ds_s + BQ * lds);  // log2 units
   float* rowdot_s = lse_s + BQ;
 
-  const int bh = bh0 + static_cast<int>(blockIdx.x), b = bh / P.heads, h = bh % P.heads;
-  const int k0 = blockIdx.y * kRows;
+  const int local = static_cast<int>(Ordered ? blockIdx.y : blockIdx.x);
+  const int key_tile = static_cast<int>(Ordered ? blockIdx.x : blockIdx.y);
+  const int bh = bh0 + local, b = bh / P.heads, h = bh % P.heads;
+  const int k0 = key_tile * kRows;
   const int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
   const HeadRows<T> src = head_rows(qkv, P, b, h);
   const T* do_g = dout + int64_t{b} * P.seq * src.out_stride + int64_t{h} * P.dh;
   const int key_tiles = (P.seq + kRows - 1) / kRows;
-  float* dq_g = dq_partial + (int64_t{blockIdx.x} * key_tiles + blockIdx.y) * P.seq * P.dh;
+  float* dq_g = dq_scratch + (Ordered ? int64_t{local} : int64_t{local} * key_tiles + key_tile) * P.seq * P.dh;
+  const bool last_key_tile = key_tile == key_tiles - 1;
 
   int key[2];
   bool real[2];
@@ -202,6 +250,7 @@ __global__ void __launch_bounds__(kThreads, kFusedBlocksPerSm<T, DP>)
         ds_s[(8 * n + 2 * t + (e & 1)) * lds + warp * 16 + g + 8 * (e >> 1)] = round_to<T>(dst[n][e]);
     __syncthreads();  // dS is complete: all 64 keys
 
+    if constexpr (Ordered) wait_for_turn(turns + int64_t{local} * fused_turns_per_head(P.seq) + q0 / BQ, key_tile);
     // dQ[q0 + dq_row .. + 16, dq_col .. + kCols] over this block's keys; warp-uniform skips of padding.
     if (q0 + dq_row < P.seq) {
 #pragma unroll 1
@@ -217,11 +266,20 @@ __global__ void __launch_bounds__(kThreads, kFusedBlocksPerSm<T, DP>)
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
               const int col = c0 + 8 * n + 2 * t + e;
-              if (col < P.dh) dq_g[int64_t{i} * P.dh + col] = dq[n][2 * r + e];
+              if (col >= P.dh) continue;
+              float* at = dq_g + int64_t{i} * P.dh + col;
+              if constexpr (!Ordered) {
+                *at = dq[n][2 * r + e];
+              } else {
+                const float sum = (key_tile == 0 ? 0.0f : load_l2(at)) + dq[n][2 * r + e];  // dq_reduce's order
+                if (!last_key_tile) store_l2(at, sum);
+                else dqkv[(int64_t{b} * P.seq + i) * src.stride + int64_t{h} * P.dh + col] = store<T>(sum * P.grad_scale);
+              }
             }
         }
       }
     }
+    if constexpr (Ordered) pass_turn(turns + int64_t{local} * fused_turns_per_head(P.seq) + q0 / BQ, key_tile + 1);
   }
   store_dkdv_rows<DP>(dk, dv, dqkv, src, key, P, b, h, t);
 }
@@ -258,18 +316,23 @@ struct FusedBackwardPlan {
   size_t scratch_bytes = 0;
 };
 
-// Bytes of f32 dQ partials for one (b, h).
-inline size_t fused_scratch_bytes_per_head(const AttentionShape& s) {
+// Bytes of scratch for one (b, h): its key tiles' f32 dQ partials, or with `ordered` one f32 dQ
+// accumulator and its turn flags.
+inline size_t fused_scratch_bytes_per_head(const AttentionShape& s, bool ordered = false) {
+  if (ordered) return sizeof(float) * static_cast<size_t>(s.seq * s.head_dim) + sizeof(int) * fused_turns_per_head(s.seq);
   const int64_t key_tiles = (s.seq + kRows - 1) / kRows;
   return sizeof(float) * static_cast<size_t>(key_tiles * s.seq * s.head_dim);
 }
 
-// Splits the B * H heads into the fewest launches within `limit`, as even as possible (the last may be smaller).
-inline FusedBackwardPlan plan_fused_backward(const AttentionShape& s, size_t limit = kFusedScratchLimit) {
+// Splits the B * H heads into the fewest launches within `limit` (and, ordered, 65535 heads), as even as
+// possible (the last may be smaller).
+inline FusedBackwardPlan plan_fused_backward(const AttentionShape& s, size_t limit = kFusedScratchLimit,
+                                             bool ordered = false) {
   const int64_t heads = s.batch * s.heads;
-  const size_t per_head = fused_scratch_bytes_per_head(s);
+  const size_t per_head = fused_scratch_bytes_per_head(s, ordered);
   if (heads == 0 || per_head == 0 || per_head > limit) return {};
-  const int64_t most = std::min<int64_t>(heads, static_cast<int64_t>(limit / per_head));
+  // The ordered kernel's heads are its grid's y dimension: at most 65535 per launch.
+  const int64_t most = std::min<int64_t>({heads, static_cast<int64_t>(limit / per_head), ordered ? 65535 : heads});
   const int64_t launches = (heads + most - 1) / most;
   const int64_t per_launch = (heads + launches - 1) / launches;
   return {per_launch, static_cast<size_t>(per_launch) * per_head};

@@ -12,11 +12,12 @@ constinit EnvSwitch<AttentionForwardKernel, 3> g_forward{"TANDEM_ATTENTION_FORWA
                                                            {"tiled", AttentionForwardKernel::Tiled},
                                                            {"pipelined_wide", AttentionForwardKernel::PipelinedWide}}};
 
-constinit EnvSwitch<AttentionBackwardPath, 4> g_backward{"TANDEM_ATTENTION_BACKWARD",
+constinit EnvSwitch<AttentionBackwardPath, 5> g_backward{"TANDEM_ATTENTION_BACKWARD",
                                                          {{"auto", AttentionBackwardPath::Auto},
                                                           {"split", AttentionBackwardPath::Split},
                                                           {"fused", AttentionBackwardPath::Fused},
-                                                          {"split_pipelined", AttentionBackwardPath::SplitPipelined}}};
+                                                          {"split_pipelined", AttentionBackwardPath::SplitPipelined},
+                                                          {"fused_ordered", AttentionBackwardPath::FusedOrdered}}};
 
 }  // namespace
 

@@ -13,13 +13,16 @@
 //     same kernel with 32 query rows per warp at head dims up to 64, two blocks
 //     per SM; 16 at 128: 5 % faster than Pipelined at 64 x 512 x 12 heads,
 //     slower at the smaller shapes). f32 always runs Tiled.
-//   TANDEM_ATTENTION_BACKWARD=auto|split|fused|split_pipelined  the backward path
-//     (kernels/cuda/attention_cuda.h): Auto (the default) runs Fused
+//   TANDEM_ATTENTION_BACKWARD=auto|split|fused|split_pipelined|fused_ordered  the backward
+//     path (kernels/cuda/attention_cuda.h): Auto (the default) runs Fused
 //     (kernels/cuda/attention_backward_fused.cuh) where it was measured faster,
 //     Split elsewhere (resolve_attention_backward). SplitPipelined is Split with
 //     both passes' streamed tiles double-buffered by cp.async
-//     (kernels/cuda/attention_backward_pipelined.cuh; f16/bf16, f32 runs Split):
-//     opt-in until a GPU has timed it.
+//     (kernels/cuda/attention_backward_pipelined.cuh; f16/bf16, f32 runs Split).
+//     FusedOrdered is Fused with its dQ shares added in place, key tile after key
+//     tile, to one L2-resident f32 accumulator per head instead of written out as
+//     partials and summed by a second kernel: the same bits. Both opt-in until a
+//     GPU has timed them.
 #pragma once
 
 #include <optional>
@@ -37,7 +40,7 @@ void set_attention_forward_for_testing(std::optional<AttentionForwardKernel> ker
 // "pipelined", "tiled" or "pipelined_wide".
 const char* attention_forward_kernel_name(AttentionForwardKernel kernel);
 
-enum class AttentionBackwardPath { Auto, Split, Fused, SplitPipelined };
+enum class AttentionBackwardPath { Auto, Split, Fused, SplitPipelined, FusedOrdered };
 
 // TANDEM_ATTENTION_BACKWARD's path, unless a test has overridden it.
 AttentionBackwardPath attention_backward_path();
@@ -45,10 +48,10 @@ AttentionBackwardPath attention_backward_path();
 AttentionBackwardPath parse_attention_backward_path(const char* value);
 // Tests force a path; nullopt returns to the environment's value.
 void set_attention_backward_path_for_testing(std::optional<AttentionBackwardPath> path);
-// "auto", "split", "fused" or "split_pipelined".
+// "auto", "split", "fused", "split_pipelined" or "fused_ordered".
 const char* attention_backward_path_name(AttentionBackwardPath path);
 
-// The path that runs: Auto's choice below; Split and Fused stand for themselves, and so does
+// The path that runs: Auto's choice below; Split, Fused and FusedOrdered stand for themselves, and so does
 // SplitPipelined in 16 bits (in f32 it is Split: cp.async of 8 elements needs 16-bit data).
 // Auto is Fused where a GPU run measured it faster: in f32 (the H200 bench: 0.77-0.86x split's time at 5 of 6 shapes, 1.03x at the
 // sixth) and with attention dropout (a whole bf16 training step of configs/ag_news_optimized.yaml,

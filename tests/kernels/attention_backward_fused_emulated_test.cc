@@ -28,6 +28,7 @@
 #include "kernels/cuda/attention_backward_fused.cuh"
 #include "tests/kernels/attention_backward_comparison.h"
 #include "tests/kernels/attention_testing.h"
+#include "tests/testing/errors.h"
 #include "tests/testing/gradcheck.h"
 
 namespace tandem::kernels {
@@ -63,8 +64,8 @@ void emulated_fused(const Problem& p, Tensor& dqkv, size_t scratch_limit) {
                             [&] {
                               fused_backward_kernel<T, DP, kFusedQueryTile<T, DP>>(
                                   p.qkv.data<T>(), mask_ptr(p.mask), p.lse.data<float>(), rowdot.data(),
-                                  p.dout.data<T>(), dqkv.data<T>(), partial.data(), static_cast<int>(bh0), params,
-                                  vec_qkv, vec_dout);
+                                  p.dout.data<T>(), dqkv.data<T>(), partial.data(), nullptr, static_cast<int>(bh0),
+                                  params, vec_qkv, vec_dout);
                             });
       const int count = static_cast<int>(n * p.s.seq * p.s.head_dim);
       warp_emulator::launch(static_cast<unsigned>((count + kThreads - 1) / kThreads), 1, kThreads, 0, [&] {
@@ -74,14 +75,47 @@ void emulated_fused(const Problem& p, Tensor& dqkv, size_t scratch_limit) {
   });
 }
 
-enum class Path { Split, Fused };
+// The ordered fused path's launches (attention.cu's backward_fused with `ordered`): per chunk of heads the
+// turn flags set to `first_turn` (0, as attention.cu's memset; another value checks that the blocks wait)
+// and the ordered kernel on the grid key tiles x heads. The accumulators start as NaN, so one that key
+// tile 0 does not write first shows up in dQ.
+template <class T>
+void emulated_fused_ordered(const Problem& p, Tensor& dqkv, size_t scratch_limit, int first_turn = 0) {
+  const Params params = make_params(p.s, p.d);
+  const FusedBackwardPlan plan = plan_fused_backward(p.s, scratch_limit, true);
+  ASSERT_GT(plan.heads_per_launch, 0) << "the plan falls back to the split path";
+  const std::vector<float> rowdot = emulated_rowdot<T>(p.out, p.dout, params, p.s);
+  std::vector<float> accumulators(plan.heads_per_launch * p.s.seq * p.s.head_dim, std::nanf(""));
+  std::vector<int> turns(plan.heads_per_launch * fused_turns_per_head(p.s.seq));
+  ASSERT_EQ(accumulators.size() * sizeof(float) + turns.size() * sizeof(int), plan.scratch_bytes);
+  const bool vec_qkv = vector_loads<T>(p.qkv.data_ptr(), p.s.head_dim);
+  const bool vec_dout = vector_loads<T>(p.dout.data_ptr(), p.s.head_dim);
+  const int64_t heads = p.s.batch * p.s.heads;
+  with_padded_dim(p.s.head_dim, [&](auto dp) {
+    constexpr int DP = decltype(dp)::value;
+    for (int64_t bh0 = 0; bh0 < heads; bh0 += plan.heads_per_launch) {
+      const int64_t n = std::min(plan.heads_per_launch, heads - bh0);
+      std::fill(turns.begin(), turns.end(), first_turn);
+      warp_emulator::launch(grid_for(p.s).y, static_cast<unsigned>(n), kThreads, fused_backward_smem_bytes<T, DP>(),
+                            [&] {
+                              fused_backward_kernel<T, DP, kFusedQueryTile<T, DP>, true>(
+                                  p.qkv.data<T>(), mask_ptr(p.mask), p.lse.data<float>(), rowdot.data(),
+                                  p.dout.data<T>(), dqkv.data<T>(), accumulators.data(), turns.data(),
+                                  static_cast<int>(bh0), params, vec_qkv, vec_dout);
+                            });
+    }
+  });
+}
+
+enum class Path { Split, Fused, FusedOrdered };
 
 Tensor emulated_backward(const Problem& p, Path path, size_t scratch_limit = kFusedScratchLimit) {
   Tensor dqkv = Tensor::empty(p.qkv.shape(), p.t);
   dqkv.fill_(std::nan(""));  // every element must be written
   TANDEM_DISPATCH_FLOAT_NO_F64(p.t, "emulated attention backward", [&] {
     if (path == Path::Split) emulated_split_backward<scalar_t>(p.qkv, p.mask, p.out, p.lse, p.dout, dqkv, p.s, p.d);
-    else emulated_fused<scalar_t>(p, dqkv, scratch_limit);
+    else if (path == Path::Fused) emulated_fused<scalar_t>(p, dqkv, scratch_limit);
+    else emulated_fused_ordered<scalar_t>(p, dqkv, scratch_limit);
   });
   return dqkv;
 }
@@ -137,6 +171,48 @@ INSTANTIATE_TEST_SUITE_P(Cases, EmulatedFusedVersusSplit,
                          ::testing::Combine(::testing::Values(DType::F32, DType::BF16, DType::F16),
                                             ::testing::ValuesIn(kPairCases)),
                          testing::dtype_and_case_name);
+
+// The ordered accumulation adds the key tiles' dQ shares in dq_reduce_kernel's order: every element of
+// dQ, dK and dV the same bits as the unordered fused path.
+class EmulatedFusedOrdered : public ::testing::TestWithParam<std::tuple<DType, Case>> {};
+
+TEST_P(EmulatedFusedOrdered, GivesTheUnorderedFusedPathsBits) {
+  const auto& [t, c] = GetParam();
+  const Problem p = make_problem(c, t);
+  EXPECT_TRUE(emulated_backward(p, Path::FusedOrdered).to_double_vector() ==
+              emulated_backward(p, Path::Fused).to_double_vector());
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, EmulatedFusedOrdered,
+                         ::testing::Combine(::testing::Values(DType::F32, DType::BF16, DType::F16),
+                                            ::testing::ValuesIn(kCases)),
+                         testing::dtype_and_case_name);
+
+TEST(EmulatedFusedOrdered, ChunkedLaunchesGiveTheSameBitsAsOne) {
+  const Problem p = make_problem({2, 70, 3, 20, {70, 33}, 0.2}, DType::BF16);
+  const size_t per_head = fused_scratch_bytes_per_head(p.s, true);
+  ASSERT_EQ(plan_fused_backward(p.s, 5 * per_head / 2, true).heads_per_launch, 2);  // 6 heads: 3 launches of 2
+  const std::vector<double> chunked = emulated_backward(p, Path::FusedOrdered, 5 * per_head / 2).to_double_vector();
+  EXPECT_TRUE(chunked == emulated_backward(p, Path::FusedOrdered).to_double_vector());
+}
+
+// Key tile 0 waits for turn 0 on every query tile: with the flags left at 1, its first wait cannot be
+// met, and the emulator, where nothing else would ever pass the turn, fails the launch naming it.
+TEST(EmulatedFusedOrdered, AKeyTileWaitsForItsTurn) {
+  const Problem p = make_problem({1, 70, 1, 32, {}, 0.0}, DType::BF16);
+  Tensor dqkv = Tensor::empty(p.qkv.shape(), p.t);
+  EXPECT_TRUE(testing::throws_error_containing(
+      [&] { emulated_fused_ordered<BFloat16>(p, dqkv, kFusedScratchLimit, 1); },
+      "turn_wait_acquire: waiting for turn 0, the flag holds 1"));
+}
+
+TEST(EmulatedFusedBackwardPlan, OrderedScratchIsOneF32DqAndItsTurnFlagsPerHead) {
+  const AttentionShape bert{64, 512, 12, 64};
+  EXPECT_EQ(fused_scratch_bytes_per_head(bert, true), sizeof(float) * 512 * 64 + sizeof(int) * 32);
+  EXPECT_EQ(plan_fused_backward(bert, kFusedScratchLimit, true).heads_per_launch, 384);  // 768 heads in 2 launches
+  // Tiny heads: at most 65535 per launch (the ordered grid's y dimension), however many fit the scratch.
+  EXPECT_EQ(plan_fused_backward({70000, 1, 1, 8}, kFusedScratchLimit, true).heads_per_launch, 35000);
+}
 
 TEST(EmulatedFusedBackwardPlan, ChunkedLaunchesGiveTheSameBitsAsOne) {
   const Problem p = make_problem({2, 70, 3, 20, {70, 33}, 0.2}, DType::BF16);

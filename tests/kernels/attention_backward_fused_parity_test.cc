@@ -5,6 +5,8 @@
 // dropout; against the split path on the same inputs (dK, dV the same bits, dQ
 // to f32 rounding: attention_backward_fused_emulated_test.cc says why),
 // including more heads than one launch takes; and bit for bit run to run.
+// fused_ordered (the dQ shares added in place, in key-tile order) against fused:
+// the same bits, and against the CPU reference.
 // Skipped without a GPU (failed under TANDEM_REQUIRE_GPU=1). The switch's
 // parser is tested on the CPU.
 #include <gtest/gtest.h>
@@ -46,7 +48,8 @@ TEST(AttentionBackwardSwitch, IsAutoUnlessSetAndNamesTheVariableAndValueOnABadOn
   EXPECT_EQ(parse_attention_backward_path("split"), AttentionBackwardPath::Split);
   EXPECT_EQ(parse_attention_backward_path("fused"), AttentionBackwardPath::Fused);
   EXPECT_EQ(parse_attention_backward_path("split_pipelined"), AttentionBackwardPath::SplitPipelined);
-  for (const char* bad : {"Fused", "1", "fused ", "pipelined"})
+  EXPECT_EQ(parse_attention_backward_path("fused_ordered"), AttentionBackwardPath::FusedOrdered);
+  for (const char* bad : {"Fused", "1", "fused ", "pipelined", "ordered"})
     EXPECT_TRUE(rejects_naming_variable_and_value(parse_attention_backward_path, "TANDEM_ATTENTION_BACKWARD", bad));
 }
 
@@ -65,6 +68,8 @@ TEST(AttentionBackwardSwitch, SplitAndFusedStandForThemselves) {
     for (bool dropout : {false, true}) {
       EXPECT_EQ(resolve_attention_backward(AttentionBackwardPath::Split, is_f32, dropout), AttentionBackwardPath::Split);
       EXPECT_EQ(resolve_attention_backward(AttentionBackwardPath::Fused, is_f32, dropout), AttentionBackwardPath::Fused);
+      EXPECT_EQ(resolve_attention_backward(AttentionBackwardPath::FusedOrdered, is_f32, dropout),
+                AttentionBackwardPath::FusedOrdered);
     }
 }
 
@@ -152,6 +157,44 @@ TEST(AttentionFusedBackward, IsBitReproducible) {
   const std::vector<double> first = gpu_backward(c, DType::BF16, AttentionBackwardPath::Fused);
   for (int run = 1; run < 3; ++run)
     EXPECT_TRUE(gpu_backward(c, DType::BF16, AttentionBackwardPath::Fused) == first) << "run " << run;
+}
+
+// fused_ordered adds the same dQ shares in the same order as fused's reduction (the emulated tests
+// show it bit for bit): on a GPU too, every element of dQ, dK and dV, at the CPU parity cases' shapes.
+// (Several launches, which needs more than 512 heads of 512 x 64 here, are the emulated tests'.)
+class AttentionFusedOrdered : public ::testing::TestWithParam<std::tuple<DType, Case>> {
+ protected:
+  void SetUp() override { TANDEM_REQUIRE_GPU(); }
+};
+
+TEST_P(AttentionFusedOrdered, GivesTheFusedPathsBits) {
+  const auto& [t, c] = GetParam();
+  EXPECT_TRUE(gpu_backward(c, t, AttentionBackwardPath::FusedOrdered) ==
+              gpu_backward(c, t, AttentionBackwardPath::Fused));
+}
+
+TEST_P(AttentionFusedOrdered, MatchesTheCpuReference) {
+  const auto& [t, c] = GetParam();
+  set_attention_backward_path_for_testing(AttentionBackwardPath::FusedOrdered);
+  const testing::GpuAndCpuResults r = testing::attention_on_gpu_and_cpu(c, t);
+  set_attention_backward_path_for_testing(std::nullopt);
+  const testing::Tolerance tol = testing::attention_gradient_tolerance(t);
+  EXPECT_TRUE(all_close(r.grad_gpu, r.grad_cpu, tol.atol, tol.rtol));
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, AttentionFusedOrdered,
+                         ::testing::Combine(::testing::Values(DType::F32, DType::BF16, DType::F16),
+                                            ::testing::ValuesIn(kCases)),
+                         testing::dtype_and_case_name);
+
+TEST(AttentionFusedOrdered, IsBitReproducibleWithManyHeadsAndKeyTiles) {
+  TANDEM_REQUIRE_GPU();
+  // 8 x 12 heads of 512: 96 heads x 8 key tiles, every turn flag passed seven times per query tile.
+  const Case c{8, 512, 12, 64, {512, 400, 300, 1, 512, 129, 64, 65}, 0.1};
+  const std::vector<double> first = gpu_backward(c, DType::BF16, AttentionBackwardPath::FusedOrdered);
+  EXPECT_TRUE(first == gpu_backward(c, DType::BF16, AttentionBackwardPath::Fused));
+  for (int run = 1; run < 3; ++run)
+    EXPECT_TRUE(gpu_backward(c, DType::BF16, AttentionBackwardPath::FusedOrdered) == first) << "run " << run;
 }
 
 #endif  // TANDEM_WITH_CUDA

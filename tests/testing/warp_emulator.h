@@ -53,6 +53,7 @@
 #include <functional>
 #include <type_traits>
 
+#include "core/check.h"
 #include "core/half.h"
 
 #define __global__
@@ -184,6 +185,21 @@ void cp_async_wait_group() {
   static_assert(N >= 0);
   warp_emulator::cp_async_wait_group(N);
 }
+
+// The fused backward's ordered dQ accumulation (TANDEM_ATTENTION_BACKWARD=fused_ordered,
+// kernels/cuda/attention_backward_fused.cuh), named as attention.cu names its inline PTX:
+// turn_wait_acquire(flag, turn) returns once *flag == turn (ld.acquire.gpu in a spin);
+// turn_release(flag, value) sets it (st.release.gpu); load_l2 / store_l2 are ld/st.global.cg.
+// Here blocks run one after another, so a turn not yet reached when a block waits for it
+// never comes: the wait fails the launch, naming both values, instead of spinning.
+inline void turn_wait_acquire(const int* flag, int turn) {
+  if (*flag != turn)
+    TANDEM_FAIL("turn_wait_acquire: waiting for turn {}, the flag holds {} and no earlier block is left to pass it",
+                turn, *flag);
+}
+inline void turn_release(int* flag, int value) { *flag = value; }
+inline float load_l2(const float* p) { return *p; }
+inline void store_l2(float* p, float v) { *p = v; }
 
 inline void ldmatrix_x1(uint32_t (&r)[1], const void* row) { warp_emulator::ldmatrix(1, false, r, row); }
 inline void ldmatrix_x2(uint32_t (&r)[2], const void* row) { warp_emulator::ldmatrix(2, false, r, row); }
