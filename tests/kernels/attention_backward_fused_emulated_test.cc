@@ -45,64 +45,48 @@ using Case = testing::AttentionCase;
 using Problem = testing::AttentionProblem;
 
 // The fused path's launches (attention.cu's backward_fused) with the plan for `scratch_limit`, run by the
-// emulator. The scratch starts as NaN, so a partial that no block writes shows up in dQ.
+// emulator: per chunk of heads the fused kernel and the dQ reduction, or with `ordered` the turn flags set
+// to `first_turn` (0, as attention.cu's memset; another value checks that the blocks wait) and the ordered
+// kernel on the grid key tiles x heads. The scratch (partials, or the ordered accumulators) starts as NaN,
+// so a partial that no block writes, or an accumulator that key tile 0 does not write first, shows up in dQ.
 template <class T>
-void emulated_fused(const Problem& p, Tensor& dqkv, size_t scratch_limit) {
+void emulated_fused(const Problem& p, Tensor& dqkv, size_t scratch_limit, bool ordered = false, int first_turn = 0) {
   const Params params = make_params(p.s, p.d);
-  const FusedBackwardPlan plan = plan_fused_backward(p.s, scratch_limit);
+  const FusedBackwardPlan plan = plan_fused_backward(p.s, scratch_limit, ordered);
   ASSERT_GT(plan.heads_per_launch, 0) << "the plan falls back to the split path";
   const std::vector<float> rowdot = emulated_rowdot<T>(p.out, p.dout, params, p.s);
-  std::vector<float> partial(plan.scratch_bytes / sizeof(float), std::nanf(""));
+  const int64_t per_launch = plan.heads_per_launch;
+  std::vector<float> scratch(ordered ? per_launch * p.s.seq * p.s.head_dim : plan.scratch_bytes / sizeof(float),
+                             std::nanf(""));
+  std::vector<int> turns(ordered ? per_launch * fused_turns_per_head(p.s.seq) : 0);
+  ASSERT_EQ(scratch.size() * sizeof(float) + turns.size() * sizeof(int), plan.scratch_bytes);
   const bool vec_qkv = vector_loads<T>(p.qkv.data_ptr(), p.s.head_dim);
   const bool vec_dout = vector_loads<T>(p.dout.data_ptr(), p.s.head_dim);
   const int64_t heads = p.s.batch * p.s.heads;
   with_padded_dim(p.s.head_dim, [&](auto dp) {
     constexpr int DP = decltype(dp)::value;
-    for (int64_t bh0 = 0; bh0 < heads; bh0 += plan.heads_per_launch) {
-      const int64_t n = std::min(plan.heads_per_launch, heads - bh0);
-      warp_emulator::launch(static_cast<unsigned>(n), grid_for(p.s).y, kThreads, fused_backward_smem_bytes<T, DP>(),
-                            [&] {
-                              fused_backward_kernel<T, DP, kFusedQueryTile<T, DP>>(
-                                  p.qkv.data<T>(), mask_ptr(p.mask), p.lse.data<float>(), rowdot.data(),
-                                  p.dout.data<T>(), dqkv.data<T>(), partial.data(), nullptr, static_cast<int>(bh0),
-                                  params, vec_qkv, vec_dout);
-                            });
+    constexpr int BQ = kFusedQueryTile<T, DP>;
+    for (int64_t bh0 = 0; bh0 < heads; bh0 += per_launch) {
+      const int64_t n = std::min(per_launch, heads - bh0);
+      const unsigned key_tiles = grid_for(p.s).y;
+      if (ordered) {
+        std::fill(turns.begin(), turns.end(), first_turn);
+        warp_emulator::launch(key_tiles, static_cast<unsigned>(n), kThreads, fused_backward_smem_bytes<T, DP>(), [&] {
+          fused_backward_kernel<T, DP, BQ, true>(p.qkv.data<T>(), mask_ptr(p.mask), p.lse.data<float>(), rowdot.data(),
+                                                 p.dout.data<T>(), dqkv.data<T>(), scratch.data(), turns.data(),
+                                                 static_cast<int>(bh0), params, vec_qkv, vec_dout);
+        });
+        continue;
+      }
+      warp_emulator::launch(static_cast<unsigned>(n), key_tiles, kThreads, fused_backward_smem_bytes<T, DP>(), [&] {
+        fused_backward_kernel<T, DP, BQ>(p.qkv.data<T>(), mask_ptr(p.mask), p.lse.data<float>(), rowdot.data(),
+                                         p.dout.data<T>(), dqkv.data<T>(), scratch.data(), nullptr,
+                                         static_cast<int>(bh0), params, vec_qkv, vec_dout);
+      });
       const int count = static_cast<int>(n * p.s.seq * p.s.head_dim);
       warp_emulator::launch(static_cast<unsigned>((count + kThreads - 1) / kThreads), 1, kThreads, 0, [&] {
-        dq_reduce_kernel<T>(partial.data(), dqkv.data<T>(), static_cast<int>(bh0), count, params);
+        dq_reduce_kernel<T>(scratch.data(), dqkv.data<T>(), static_cast<int>(bh0), count, params);
       });
-    }
-  });
-}
-
-// The ordered fused path's launches (attention.cu's backward_fused with `ordered`): per chunk of heads the
-// turn flags set to `first_turn` (0, as attention.cu's memset; another value checks that the blocks wait)
-// and the ordered kernel on the grid key tiles x heads. The accumulators start as NaN, so one that key
-// tile 0 does not write first shows up in dQ.
-template <class T>
-void emulated_fused_ordered(const Problem& p, Tensor& dqkv, size_t scratch_limit, int first_turn = 0) {
-  const Params params = make_params(p.s, p.d);
-  const FusedBackwardPlan plan = plan_fused_backward(p.s, scratch_limit, true);
-  ASSERT_GT(plan.heads_per_launch, 0) << "the plan falls back to the split path";
-  const std::vector<float> rowdot = emulated_rowdot<T>(p.out, p.dout, params, p.s);
-  std::vector<float> accumulators(plan.heads_per_launch * p.s.seq * p.s.head_dim, std::nanf(""));
-  std::vector<int> turns(plan.heads_per_launch * fused_turns_per_head(p.s.seq));
-  ASSERT_EQ(accumulators.size() * sizeof(float) + turns.size() * sizeof(int), plan.scratch_bytes);
-  const bool vec_qkv = vector_loads<T>(p.qkv.data_ptr(), p.s.head_dim);
-  const bool vec_dout = vector_loads<T>(p.dout.data_ptr(), p.s.head_dim);
-  const int64_t heads = p.s.batch * p.s.heads;
-  with_padded_dim(p.s.head_dim, [&](auto dp) {
-    constexpr int DP = decltype(dp)::value;
-    for (int64_t bh0 = 0; bh0 < heads; bh0 += plan.heads_per_launch) {
-      const int64_t n = std::min(plan.heads_per_launch, heads - bh0);
-      std::fill(turns.begin(), turns.end(), first_turn);
-      warp_emulator::launch(grid_for(p.s).y, static_cast<unsigned>(n), kThreads, fused_backward_smem_bytes<T, DP>(),
-                            [&] {
-                              fused_backward_kernel<T, DP, kFusedQueryTile<T, DP>, true>(
-                                  p.qkv.data<T>(), mask_ptr(p.mask), p.lse.data<float>(), rowdot.data(),
-                                  p.dout.data<T>(), dqkv.data<T>(), accumulators.data(), turns.data(),
-                                  static_cast<int>(bh0), params, vec_qkv, vec_dout);
-                            });
     }
   });
 }
@@ -114,8 +98,7 @@ Tensor emulated_backward(const Problem& p, Path path, size_t scratch_limit = kFu
   dqkv.fill_(std::nan(""));  // every element must be written
   TANDEM_DISPATCH_FLOAT_NO_F64(p.t, "emulated attention backward", [&] {
     if (path == Path::Split) emulated_split_backward<scalar_t>(p.qkv, p.mask, p.out, p.lse, p.dout, dqkv, p.s, p.d);
-    else if (path == Path::Fused) emulated_fused<scalar_t>(p, dqkv, scratch_limit);
-    else emulated_fused_ordered<scalar_t>(p, dqkv, scratch_limit);
+    else emulated_fused<scalar_t>(p, dqkv, scratch_limit, path == Path::FusedOrdered);
   });
   return dqkv;
 }
@@ -202,7 +185,7 @@ TEST(EmulatedFusedOrdered, AKeyTileWaitsForItsTurn) {
   const Problem p = make_problem({1, 70, 1, 32, {}, 0.0}, DType::BF16);
   Tensor dqkv = Tensor::empty(p.qkv.shape(), p.t);
   EXPECT_TRUE(testing::throws_error_containing(
-      [&] { emulated_fused_ordered<BFloat16>(p, dqkv, kFusedScratchLimit, 1); },
+      [&] { emulated_fused<BFloat16>(p, dqkv, kFusedScratchLimit, true, 1); },
       "turn_wait_acquire: waiting for turn 0, the flag holds 1"));
 }
 
