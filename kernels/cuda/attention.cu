@@ -184,9 +184,10 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* 
 
 // The fused backward's ordered dQ accumulation (attention_backward_fused.cuh, fused_ordered).
 // Spins until *flag == turn, reading with acquire semantics at GPU scope. The turn comes from the
-// block one key tile before, which started earlier, so the wait is short; a wait past about a
-// second (2^24 naps of at least 64 ns) can only be a broken assumption, and traps (the launch fails
-// with an error) rather than hang the process.
+// block one key tile before, which started earlier (CUTLASS's serial split-K reduction relies on
+// the same dispatch order), so the wait is at most that block's one query tile; 2^24 polls (seconds,
+// with a short nap between them) can only be a broken assumption, and trap (the launch fails with
+// an error) rather than hang the process.
 __device__ __forceinline__ void turn_wait_acquire(const int* flag, int turn) {
   for (int spins = 0;; ++spins) {
     int v;
