@@ -20,7 +20,9 @@
 // forward, with the parameters loaded before the statistics, and keeps three
 // rows ahead in backward, for more bytes in flight per thread where a thread
 // holds few values of a row (d_model 256 in 16 bits: 8). Either way each row
-// sees the same operations in the same order, so the two give the same bits.
+// sees the same operations in the same order; the unrolled rows may be fused
+// into FMAs differently (PTX's plain mul and add allow it), so the two agree to
+// a rounding rather than bit for bit.
 //
 // Numerics: f32 statistics and arithmetic for f32/f16/bf16 data, 1/sqrtf (IEEE
 // rounded, not rsqrtf) as on the CPU, one rounding per output; parameters are
@@ -239,7 +241,7 @@ __device__ __forceinline__ void store_backward_partials(const float (&acc_w)[C][
 // flight while one is reduced: rows it + 1 .. it + D - 1 sit in a ring of D register buffers, and
 // row it + D - 1's loads go out into the buffer row it - 1 freed. D = 2 (TANDEM_LAYER_NORM=one_row)
 // is one row ahead; multi_row takes D = 4 where a thread's share of a row is at most 8 values.
-// The rows are reduced in the same order whatever D: the same bits.
+// The rows are reduced in the same order whatever D (to a rounding: see the top of the file).
 template <class T, int V, int C, int D>
 __global__ void __launch_bounds__(kMaxThreads) layer_norm_backward_kernel(const T* __restrict__ dy, const T* __restrict__ x,
                                            const void* __restrict__ w, bool w_f32, const float* __restrict__ mean,

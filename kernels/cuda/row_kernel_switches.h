@@ -18,7 +18,8 @@
 //     bytes in flight, and the backward runs one warp per slot (1024 warps at
 //     32768 rows): the H200 measured 24 % (forward) and 17 % (backward) of its
 //     copy bandwidth there (docs/results/gpu.md). Same operations in the same
-//     order: the same bits.
+//     order, but the unrolled code may fuse a product and a sum into an FMA
+//     where the one-row code does not: equal to a rounding, not bit for bit.
 //   TANDEM_MASKED_MEAN=one_block|lane_groups  (kernels/cuda/pooling.cu)
 //     OneBlock (the default): one block per (sequence, 32 vector columns) sums
 //     the sequence in 16 lanes. LaneGroups: the 16 lanes are dealt to up to 16

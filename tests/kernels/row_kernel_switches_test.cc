@@ -1,17 +1,28 @@
 // The switches of the memory-bound row kernels (kernels/cuda/row_kernel_switches.h):
-// their parsing everywhere, and on a GPU that each new kernel gives exactly the
-// bits of the kernel it may replace, forward and backward, at sizes that take
-// every code path: several rows per group and several rows in flight (d_model
-// 256 in 16 bits, 768 in f32), one row per group (4096), the scalar kernels
-// (widths that are no whole 16-byte vectors), parameters in f32 and in the
-// data's type; for the masked mean, every lane-group count from 1 to 16 and
-// padding; for the dropout backward, plain dropout and dropout + residual at
-// widths with and without whole vectors. Bits, not tolerances: each row (lane) sees the same operations in
-// the same order, so any difference is a bug. The CPU parity of the default
-// kernels is tests/kernels/ops_parity_test.cc's. Skipped where no GPU is
-// present (TANDEM_REQUIRE_GPU=1 makes that a failure).
+// their parsing everywhere, and on a GPU each new kernel against the kernel it
+// may replace, forward and backward, at sizes that take every code path:
+// several rows per group and several rows in flight (d_model 256 in 16 bits,
+// 768 in f32), one row per group (4096), the scalar kernels (widths that are
+// no whole 16-byte vectors), parameters in f32 and in the data's type; for the
+// masked mean, every lane-group count from 1 to 16 and padding; for the dropout
+// backward, plain dropout and dropout + residual at widths with and without
+// whole vectors.
+//
+// The masked mean and the dropout backward must give exactly the default's
+// bits: their per-element arithmetic is additions in a fixed order, a division
+// and a product, which no compiler can reorder or fuse. The layer norm's rows
+// see the same operations in the same order too, but a product followed by a
+// sum may be fused into one FMA (PTX's plain mul/add allow it), and the
+// unrolled multi-row code can be fused differently from the one-row code, as
+// tests/kernels/attention_forward_pipelined_parity_test.cc found for the
+// softmax: there the results are held to a few f32 roundings (a unit in the
+// last place of a 16-bit output). The CPU parity of the default kernels is
+// tests/kernels/ops_parity_test.cc's. Skipped where no GPU is present
+// (TANDEM_REQUIRE_GPU=1 makes that a failure).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -93,7 +104,7 @@ TEST(RowKernelSwitches, ATestOverrideWinsUntilItIsCleared) {
 // What one run of an op gave: its output and every input gradient, as exact doubles.
 using Results = std::vector<std::vector<double>>;
 
-class RowKernelBits : public ::testing::TestWithParam<DType> {
+class NewRowKernels : public ::testing::TestWithParam<DType> {
  protected:
   void SetUp() override { TANDEM_REQUIRE_GPU(); }
   void TearDown() override {
@@ -116,7 +127,22 @@ Results layer_norm_results(LayerNormKernel kernel, int64_t rows, int64_t dim, DT
           b.grad().to_double_vector()};
 }
 
-TEST_P(RowKernelBits, LayerNormMultiRowGivesTheOneRowBits) {
+// a and b agree to a unit in the last place of a 16-bit type, or to a few f32 roundings of the
+// largest magnitude (a column sum over up to 3000 rows of terms that may each differ by one).
+::testing::AssertionResult within_a_rounding(const std::vector<double>& a, const std::vector<double>& b, DType t) {
+  if (a.size() != b.size()) return ::testing::AssertionFailure() << a.size() << " values against " << b.size();
+  double largest = 0;
+  for (double v : b) largest = std::max(largest, std::fabs(v));
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double tol = t == DType::BF16 ? 0x1p-7 * std::fabs(b[i]) : t == DType::F16 ? 0x1p-10 * std::fabs(b[i]) + 0x1p-24
+                                                                                     : 0x1p-20 * largest;
+    if (std::fabs(a[i] - b[i]) > tol)
+      return ::testing::AssertionFailure() << "element " << i << ": " << a[i] << " against " << b[i];
+  }
+  return ::testing::AssertionSuccess();
+}
+
+TEST_P(NewRowKernels, LayerNormMultiRowAgreesWithOneRowToARounding) {
   struct Case { int64_t rows, dim; };
   // 1000 x 256: 16-bit rows of one warp (two rows per group, three ahead) and a partial last block;
   // 513 x 768: f32 rows of 192 threads (four per group); 7 x 100, 3 x 1, 2 x 520: scalar kernels in
@@ -129,7 +155,8 @@ TEST_P(RowKernelBits, LayerNormMultiRowGivesTheOneRowBits) {
       const Results multi = layer_norm_results(LayerNormKernel::MultiRow, c.rows, c.dim, t(), param_type);
       const Results one = layer_norm_results(LayerNormKernel::OneRow, c.rows, c.dim, t(), param_type);
       const char* names[] = {"output", "input gradient", "weight gradient", "bias gradient"};
-      for (size_t i = 0; i < one.size(); ++i) EXPECT_EQ(multi[i], one[i]) << names[i] << ", " << what;
+      for (size_t i = 0; i < one.size(); ++i)
+        EXPECT_TRUE(within_a_rounding(multi[i], one[i], i < 2 ? t() : param_type)) << names[i] << ", " << what;
     }
   }
 }
@@ -150,7 +177,7 @@ Results masked_mean_results(MaskedMeanKernel kernel, int64_t batch, int64_t seq,
   return {y.to_double_vector(), x.grad().to_double_vector()};
 }
 
-TEST_P(RowKernelBits, MaskedMeanLaneGroupsGiveTheOneBlockBits) {
+TEST_P(NewRowKernels, MaskedMeanLaneGroupsGiveTheOneBlockBits) {
   struct Case { int64_t batch, seq, dim; };
   // From 16 lane groups (one sequence, one column block) down to 1 (300 sequences of 768 cover
   // any GPU of up to 450 SMs twice with 32-column blocks in 16 bits: the one_block kernel runs).
@@ -177,7 +204,7 @@ Results dropout_results(DropoutBackwardKernel kernel, int64_t rows, int64_t dim,
   return out;
 }
 
-TEST_P(RowKernelBits, DropoutBackwardFlatGivesTheBatchedBits) {
+TEST_P(NewRowKernels, DropoutBackwardFlatGivesTheBatchedBits) {
   struct Case { int64_t rows, dim; };
   // 4096 x 256: whole vectors; 7 x 100 in 16 bits and 129 x 33: elements one by one (and a tail).
   for (Case c : {Case{4096, 256}, Case{7, 100}, Case{129, 33}, Case{1, 1}})
@@ -190,7 +217,7 @@ TEST_P(RowKernelBits, DropoutBackwardFlatGivesTheBatchedBits) {
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(Dtypes, RowKernelBits, ::testing::Values(DType::F32, DType::BF16, DType::F16),
+INSTANTIATE_TEST_SUITE_P(Dtypes, NewRowKernels, ::testing::Values(DType::F32, DType::BF16, DType::F16),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 #endif  // TANDEM_WITH_CUDA
