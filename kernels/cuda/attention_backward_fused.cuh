@@ -109,11 +109,16 @@
 namespace tandem::kernels::attention_detail {
 
 // C[16 x 8NT] += A[16 x K] . B[K x 8NT], A's rows (stride lda) and B's rows (stride ldb) in shared memory.
-// The f32 path sums k in order 0, 1, ..., as mma_pb does for a register A.
+// The f32 path sums k in order 0, 1, ..., as mma_pb does for a register A. In 16 bits the fragments come
+// by ldmatrix, as mma_abt_ldmatrix reads A (.x4: rows 0-7 | 8-15 x columns k.. | k+8..) and mma_pb reads
+// a k-major B (.x2.trans: keys k..k+7 | k+8..k+15 of 8 columns): one instruction each where the scalar
+// loads took four 32-bit loads for A and four 16-bit loads and two packs per B fragment; the same
+// fragments, so the same bits. The rows are 16-byte aligned: dS's stride is 64 keys + 16 bytes, K's
+// DP + 8 elements, and the column offsets are multiples of 8 elements.
 template <int NT, int K, class T>
 __device__ __forceinline__ void mma_ab(float (&c)[NT][4], const T* a, int lda, const T* b, int ldb) {
-  const int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
   if constexpr (std::is_same_v<T, float>) {
+    const int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
 #pragma unroll 2
     for (int k = 0; k < K; ++k) {
       const float a0 = a[g * lda + k], a1 = a[(g + 8) * lda + k];
@@ -122,15 +127,17 @@ __device__ __forceinline__ void mma_ab(float (&c)[NT][4], const T* a, int lda, c
       for (int n = 0; n < NT; ++n) fma_2x2(c[n], a0, a1, brow[8 * n], brow[8 * n + 1]);
     }
   } else {
+    const int lane = threadIdx.x & 31;
+    const T* a_row = a + ((lane & 7) + 8 * ((lane >> 3) & 1)) * lda + 8 * (lane >> 4);
+    const T* b_row = b + (lane & 15) * ldb;
 #pragma unroll 1
     for (int k = 0; k < K; k += 16) {
       uint32_t af[4];
-      a_fragment_at(a, lda, k, g, t, af);
-      const T* b0 = b + (k + 2 * t) * ldb + g;
+      ldmatrix_x4(af, a_row + k);
 #pragma unroll
       for (int n = 0; n < NT; ++n) {
         uint32_t bf[2];
-        b_fragment_of_k_rows(b0 + 8 * n, ldb, bf);
+        ldmatrix_x2_trans(bf, b_row + k * ldb + 8 * n);
         mma16816<T>(c[n], af, bf);
       }
     }

@@ -70,16 +70,6 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
   return a | (b << 16);  // the lower-indexed element sits in the low half
 }
 
-template <class T>
-__device__ __forceinline__ uint32_t pack_bits(T lo, T hi) {
-  return static_cast<uint32_t>(lo.bits) | (static_cast<uint32_t>(hi.bits) << 16);
-}
-
-template <class T>
-__device__ __forceinline__ uint32_t load_pair(const T* p) {
-  return *reinterpret_cast<const uint32_t*>(p);  // p is 4-byte aligned: even index, even stride
-}
-
 // The f32 path's step: a lane's 2 x 2 share of C (rows g, g + 8; columns 2t, 2t + 1 of an 8-column
 // block) += (a0, a1)^T (b0, b1).
 __device__ __forceinline__ void fma_2x2(float (&c)[4], float a0, float a1, float b0, float b1) {
@@ -87,23 +77,6 @@ __device__ __forceinline__ void fma_2x2(float (&c)[4], float a0, float a1, float
   c[1] = fmaf(a0, b1, c[1]);
   c[2] = fmaf(a1, b0, c[2]);
   c[3] = fmaf(a1, b1, c[3]);
-}
-
-// The A fragment of the 16-column step at column k of a 16-row tile in shared memory (row stride ld).
-template <class T>
-__device__ __forceinline__ void a_fragment_at(const T* a, int ld, int k, int g, int t, uint32_t (&af)[4]) {
-  af[0] = load_pair(a + g * ld + k + 2 * t);
-  af[1] = load_pair(a + (g + 8) * ld + k + 2 * t);
-  af[2] = load_pair(a + g * ld + k + 2 * t + 8);
-  af[3] = load_pair(a + (g + 8) * ld + k + 2 * t + 8);
-}
-
-// The B fragment of one 16 x 8 step of a matrix stored k-major in shared memory (row stride ld):
-// b0 points at its element (k row 2t, column g).
-template <class T>
-__device__ __forceinline__ void b_fragment_of_k_rows(const T* b0, int ld, uint32_t (&bf)[2]) {
-  bf[0] = pack_bits(b0[0], b0[ld]);
-  bf[1] = pack_bits(b0[8 * ld], b0[9 * ld]);
 }
 
 // The A fragment of 16-column step kc of a register tile p in the C layout, rounded to T: the C
@@ -223,8 +196,8 @@ __device__ __forceinline__ void mma_pb(float (&c)[NT][4], const float (&p)[KT][4
   } else {
     // B's fragments by ldmatrix.x2.trans (B is stored k-major; the mma wants it column-major):
     // lane l names key row l % 16 of the step at column 8n, so registers 0 and 1 are keys 2t, 2t + 1
-    // and 2t + 8, 2t + 9 of column g: one instruction where b_fragment_of_k_rows takes four 16-bit
-    // loads and two packs. x2, not mma_pv_ldmatrix's x4: one fragment live at a time, because
+    // and 2t + 8, 2t + 9 of column g: one instruction where scalar loads took four 16-bit loads
+    // and two packs. x2, not mma_pv_ldmatrix's x4: one fragment live at a time, because
     // dkdv_kernel is at the 255-register limit at DP = 64 (it spills 8 bytes either way).
     const T* b_row = b + (lane & 15) * ld;
 #pragma unroll
