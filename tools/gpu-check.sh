@@ -351,24 +351,28 @@ phase_kprofile() {
 # (after the warm-up call) and the three backward kernels of the second backward call (rowdot,
 # dK/dV, dQ; or rowdot, the fused kernel and the dQ reduction).
 phase_kdetail() {
-  local log="$res/kdetail.log" rc=0 lines=() r variant pass
+  local log="$res/kdetail.log" rc=0 lines=() r spec
   : >"$log"
   build_targets "$log" attention_bench || { summary kdetail "build failed: see kdetail.log"; return 1; }
   command -v ncu >/dev/null || { summary kdetail "ncu is not on the PATH"; return 1; }
-  for variant in "pipelined split" "pipelined split_pipelined" "pipelined_wide fused" "pipelined fused_ordered"; do
-    for pass in "forward regex:forward 1 1" "backward regex:rowdot|dkdv|dq_|fused_backward 3 3"; do
-      # (fused_ordered has two backward kernels, rowdot and the fused one: the third is the next call's rowdot)
-      # shellcheck disable=SC2086  # both hold words
-      set -- $variant $pass
-      capture "kdetail_$1_$2_$3" 100 ncu --clock-control none --section SpeedOfLight --section Occupancy \
-        --section LaunchStats --section MemoryWorkloadAnalysis --section WarpStateStats \
-        --section ComputeWorkloadAnalysis --section InstructionStats --kernel-name "$4" --launch-skip "$5" \
-        --launch-count "$6" "$build/bench/attention_bench" --device cuda --dtype bf16 --shape 8,512,12,64 \
-        --min-seconds 0.01 --forward "$1" --backward "$2"
-      r=$?
-      lines+=("== attention bf16 8x512x12x64, forward $1, backward $2: the $3 kernels (ncu exit $r)"
-        "$(grep -E '^  [A-Za-z_].*\(|Duration|Memory Throughput|DRAM Throughput|Compute \(SM\) Throughput|Registers Per Thread|Dynamic Shared Memory Per Block|Achieved Occupancy|Theoretical Occupancy|Block Limit|Warp Cycles Per Issued|Issue Slots Busy|Executed Ipc A|stalled|Stall' "$res/kdetail_$1_$2_$3.txt" | cut -c1-400)")
-    done
+  # pass forward-kernel backward-path, in the order of what matters most if the phase is cut: the default
+  # 16-bit backward without dropout, the new ordered fused one, the default forward, then the rest.
+  # (A fused_ordered call has two backward kernels, rowdot and the fused one, so its three profiled
+  # kernels are the second call's fused kernel and the third call's two.)
+  for spec in "backward pipelined split" "backward pipelined fused_ordered" "forward pipelined split" \
+    "backward pipelined fused" "backward pipelined split_pipelined" "forward pipelined_wide split"; do
+    # shellcheck disable=SC2086  # words
+    set -- $spec
+    local kernels="regex:forward" skip=1 count=1
+    [ "$1" = backward ] && kernels="regex:rowdot|dkdv|dq_|fused_backward" skip=3 count=3
+    capture "kdetail_$1_$2_$3" 100 ncu --clock-control none --section SpeedOfLight --section Occupancy \
+      --section LaunchStats --section MemoryWorkloadAnalysis --section WarpStateStats \
+      --section ComputeWorkloadAnalysis --section InstructionStats --kernel-name "$kernels" --launch-skip "$skip" \
+      --launch-count "$count" "$build/bench/attention_bench" --device cuda --dtype bf16 --shape 8,512,12,64 \
+      --min-seconds 0.01 --forward "$2" --backward "$3"
+    r=$?
+    lines+=("== attention bf16 8x512x12x64, forward $2, backward $3: the $1 kernels (ncu exit $r)"
+      "$(grep -E '^  [A-Za-z_].*\(|Duration|Memory Throughput|DRAM Throughput|Compute \(SM\) Throughput|Registers Per Thread|Dynamic Shared Memory Per Block|Achieved Occupancy|Theoretical Occupancy|Block Limit|Warp Cycles Per Issued|Issue Slots Busy|Executed Ipc A|stalled|Stall' "$res/kdetail_$1_$2_$3.txt" | cut -c1-400)")
   done
   summary kdetail "${lines[@]}"
   return $rc
