@@ -2,7 +2,7 @@
 //
 //   attention_bench [--device cpu|cuda] [--dtype f32|bf16|f16] [--dropout P] [--min-seconds T]
 //                   [--backend tandem|cudnn] [--forward tiled|pipelined|pipelined_wide]
-//                   [--backward split|fused|split_pipelined|fused_ordered]
+//                   [--backward split|fused|split_pipelined|fused_ordered|fused_ordered_pipelined]
 //                   [--shape B,S,H,Dh]
 //
 // --shape times that one shape instead of the list (for a profiler, which
@@ -24,7 +24,8 @@
 // split_pipelined is split with both passes' streamed tiles double-buffered by
 // cp.async (kernels/cuda/attention_backward_pipelined.cuh; bf16/f16);
 // fused_ordered is fused with the dQ shares added in place in key-tile order (no
-// partials, no reduction kernel; the same bits).
+// partials, no reduction kernel; the same bits); fused_ordered_pipelined is that
+// with the query tiles double-buffered by cp.async (bf16/f16).
 // Calls the raw kernels (kernels/cpu/attention_cpu.h, kernels/cuda/attention_cuda.h)
 // on random qkv without padding, so autograd bookkeeping is not timed. FLOPs are
 // counted the way FlashAttention reports them: forward 4*B*H*S^2*Dh (QK^T and PV),
@@ -68,7 +69,7 @@ struct Options {
   double dropout = 0.0;
   double min_seconds = 0.5;
   bool cudnn = false;  // --backend cudnn
-  std::string backward = "split";  // --backward: split, fused, split_pipelined or fused_ordered
+  std::string backward = "split";  // --backward: split, fused, split_pipelined, fused_ordered(_pipelined)
   std::string forward = "tiled";  // --forward: tiled, pipelined or pipelined_wide
   std::optional<AttentionShape> shape;  // --shape: this one instead of the list
 };
@@ -119,8 +120,11 @@ Options parse(int argc, char** argv) {
       TANDEM_CHECK(v == "tandem" || v == "cudnn", "attention_bench: --backend must be tandem or cudnn, got '{}'", v);
       o.cudnn = v == "cudnn";
     } else if (a == "--backward") {
-      TANDEM_CHECK(v == "split" || v == "fused" || v == "split_pipelined" || v == "fused_ordered",
-                   "attention_bench: --backward must be split, fused, split_pipelined or fused_ordered, got '{}'", v);
+      TANDEM_CHECK(v == "split" || v == "fused" || v == "split_pipelined" || v == "fused_ordered" ||
+                       v == "fused_ordered_pipelined",
+                   "attention_bench: --backward must be split, fused, split_pipelined, fused_ordered or "
+                   "fused_ordered_pipelined, got '{}'",
+                   v);
       o.backward = v;
     } else if (a == "--shape") {
       o.shape = parse_shape(v);
@@ -143,8 +147,9 @@ Options parse(int argc, char** argv) {
   TANDEM_CHECK(o.backward == "split" || (o.device.is_cuda() && !o.cudnn),
                "attention_bench: --backward {} is a path of Tandem's CUDA kernels (--device cuda, --backend tandem)",
                o.backward);
-  TANDEM_CHECK(o.backward != "split_pipelined" || o.dtype == DType::BF16 || o.dtype == DType::F16,
-               "attention_bench: --backward split_pipelined is for bf16/f16 (--dtype bf16|f16)");
+  TANDEM_CHECK((o.backward != "split_pipelined" && o.backward != "fused_ordered_pipelined") ||
+                   o.dtype == DType::BF16 || o.dtype == DType::F16,
+               "attention_bench: --backward {} is for bf16/f16 (--dtype bf16|f16)", o.backward);
   TANDEM_CHECK(o.forward == "tiled" ||
                    (o.device.is_cuda() && !o.cudnn && (o.dtype == DType::BF16 || o.dtype == DType::F16)),
                "attention_bench: --forward {} is Tandem's CUDA forward for bf16/f16 (--device cuda, "
@@ -163,6 +168,7 @@ AttentionBackwardPath backward_path(const Options& o) {
   return o.backward == "fused"             ? AttentionBackwardPath::Fused
          : o.backward == "split_pipelined" ? AttentionBackwardPath::SplitPipelined
          : o.backward == "fused_ordered"   ? AttentionBackwardPath::FusedOrdered
+         : o.backward == "fused_ordered_pipelined" ? AttentionBackwardPath::FusedOrderedPipelined
                                            : AttentionBackwardPath::Split;
 }
 #endif

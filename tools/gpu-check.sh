@@ -207,7 +207,8 @@ phase_bench() {
   # machine, cuDNN's fused attention (when built); then f32 with the split and the
   # fused backward; the split backward with both passes pipelined (split_pipelined, opt-in); and the
   # fused backward with its dQ shares added in place (fused_ordered, opt-in), bf16 with and without
-  # dropout and f32, against the fused rows.
+  # dropout and f32, against the fused rows, and that with its query tiles double-buffered
+  # (fused_ordered_pipelined, two blocks per SM).
   # The table names each column's kernel.
   lines+=("== attention: Tandem's kernels vs cuDNN (bf16), split vs fused backward (bf16 with dropout, f32)")
   for spec in "bf16:--dtype bf16" "bf16_pipelined_fused:--dtype bf16 --forward pipelined --backward fused" \
@@ -217,6 +218,8 @@ phase_bench() {
     "bf16_split_pipelined:--dtype bf16 --forward pipelined --backward split_pipelined" \
     "bf16_fused_ordered:--dtype bf16 --forward pipelined --backward fused_ordered" \
     "bf16_dropout_fused_ordered:--dtype bf16 --forward pipelined --backward fused_ordered --dropout 0.1" \
+    "bf16_fused_ordered_pipelined:--dtype bf16 --forward pipelined --backward fused_ordered_pipelined" \
+    "bf16_dropout_fused_ordered_pipelined:--dtype bf16 --forward pipelined --backward fused_ordered_pipelined --dropout 0.1" \
     "cudnn:--dtype bf16 --backend cudnn" "f32:--dtype f32" "f32_fused:--dtype f32 --backward fused" \
     "f32_fused_ordered:--dtype f32 --backward fused_ordered"; do
     # shellcheck disable=SC2086  # the options after the colon are words
@@ -287,7 +290,7 @@ phase_compare() {
   # both passes pipelined, the fused backward's ordered dQ, and the three opt-in row kernels.
   local eager=() variant variants
   for c in ${COMPARE_CONFIGS:-ag_news_small ag_news_optimized}; do
-    variants="default first wide lt_all split split_pipelined fused_ordered rows"
+    variants="default first wide lt_all split split_pipelined fused_ordered fused_ordered_pipelined rows"
     [ "$c" = ag_news_small ] && variants="default first"
     for variant in $variants; do
       local envs=()
@@ -298,6 +301,7 @@ phase_compare() {
         split) envs=(TANDEM_ATTENTION_BACKWARD=split) ;;
         split_pipelined) envs=(TANDEM_ATTENTION_BACKWARD=split_pipelined) ;;
         fused_ordered) envs=(TANDEM_ATTENTION_BACKWARD=fused_ordered) ;;
+        fused_ordered_pipelined) envs=(TANDEM_ATTENTION_BACKWARD=fused_ordered_pipelined) ;;
         rows) envs=(TANDEM_LAYER_NORM=multi_row TANDEM_MASKED_MEAN=lane_groups TANDEM_DROPOUT_BACKWARD=flat) ;;
       esac
       capture "compare_eager_${c}_$variant" 120 env "${envs[@]}" "$build/apps/tandem" bench step \
@@ -311,7 +315,7 @@ phase_compare() {
     "first = TANDEM_ATTENTION_FORWARD=tiled TANDEM_ATTENTION_BACKWARD=split TANDEM_CUBLASLT_EPILOGUES=0;" \
     "wide = TANDEM_ATTENTION_FORWARD=pipelined_wide; lt_all = TANDEM_CUBLASLT_EPILOGUES=1;" \
     "split = TANDEM_ATTENTION_BACKWARD=split; split_pipelined = TANDEM_ATTENTION_BACKWARD=split_pipelined;" \
-    "fused_ordered = TANDEM_ATTENTION_BACKWARD=fused_ordered;" \
+    "fused_ordered(_pipelined) = TANDEM_ATTENTION_BACKWARD=fused_ordered(_pipelined);" \
     "rows = TANDEM_LAYER_NORM=multi_row TANDEM_MASKED_MEAN=lane_groups TANDEM_DROPOUT_BACKWARD=flat:" \
     "${eager[@]}"
   return $rc
@@ -356,11 +360,12 @@ phase_kdetail() {
   build_targets "$log" attention_bench || { summary kdetail "build failed: see kdetail.log"; return 1; }
   command -v ncu >/dev/null || { summary kdetail "ncu is not on the PATH"; return 1; }
   # pass forward-kernel backward-path, in the order of what matters most if the phase is cut: the default
-  # 16-bit backward without dropout, the new ordered fused one, the default forward, then the rest.
+  # 16-bit backward without dropout, the new pipelined ordered fused one, the default forward, then the rest.
   # (A fused_ordered call has two backward kernels, rowdot and the fused one, so its three profiled
   # kernels are the second call's fused kernel and the third call's two.)
-  for spec in "backward pipelined split" "backward pipelined fused_ordered" "forward pipelined split" \
-    "backward pipelined fused" "backward pipelined split_pipelined" "forward pipelined_wide split"; do
+  for spec in "backward pipelined split" "backward pipelined fused_ordered_pipelined" "forward pipelined split" \
+    "backward pipelined fused_ordered" "backward pipelined fused" "backward pipelined split_pipelined" \
+    "forward pipelined_wide split"; do
     # shellcheck disable=SC2086  # words
     set -- $spec
     local kernels="regex:forward" skip=1 count=1

@@ -332,6 +332,10 @@ int attention_backward_blocks_per_sm(int64_t head_dim, DType t, AttentionBackwar
         occupancy(fused_backward_kernel<T, DP, kFusedQueryTile<T, DP>>, fused_backward_smem_bytes<T, DP>());
       } else if (runs == AttentionBackwardPath::FusedOrdered) {
         occupancy(fused_backward_kernel<T, DP, kFusedQueryTile<T, DP>, true>, fused_backward_smem_bytes<T, DP>());
+      } else if (runs == AttentionBackwardPath::FusedOrderedPipelined) {
+        if constexpr (sizeof(T) == 2)  // resolve_attention_backward runs FusedOrdered in f32
+          occupancy(fused_backward_kernel<T, DP, kFusedQueryTile<T, DP, true>, true, true>,
+                    fused_backward_smem_bytes<T, DP, true>());
       } else if (runs == AttentionBackwardPath::SplitPipelined) {
         if constexpr (sizeof(T) == 2)  // resolve_attention_backward runs Split in f32
           occupancy(dkdv_pipelined_kernel<T, DP, kDkdvQueryTile<DP>>, dkdv_pipelined_smem_bytes<T, DP>());
@@ -386,10 +390,10 @@ void backward_split(const void* qkv, const uint8_t* mask, const void* out, const
 // rowdot, then per launch of plan.heads_per_launch heads the fused kernel and the dQ reduction, all
 // launches reusing one scratch buffer (stream order keeps a launch's partials until its reduction has read them).
 // With `ordered`, per launch: the heads' turn flags zeroed, then the ordered kernel (grid key tiles x heads),
-// which writes dQ itself.
+// which writes dQ itself; with `pipelined` too (16 bits only), its double-buffered form.
 void backward_fused(const void* qkv, const uint8_t* mask, const void* out, const float* lse, const void* dout,
                     void* dqkv, const AttentionShape& s, const AttentionDropout& d, DType t, int device,
-                    cudaStream_t st, const FusedBackwardPlan& plan, bool ordered) {
+                    cudaStream_t st, const FusedBackwardPlan& plan, bool ordered, bool pipelined) {
   const Params params = make_params(s, d);
   const int64_t rows = s.batch * s.seq * s.heads, heads = s.batch * s.heads;
   const Scratch rowdot(device, sizeof(float) * static_cast<size_t>(rows), st);
@@ -406,18 +410,27 @@ void backward_fused(const void* qkv, const uint8_t* mask, const void* out, const
       constexpr int DP = decltype(dp)::value;
       constexpr size_t smem = fused_backward_smem_bytes<T, DP>();
       if (ordered) {
-        auto kernel = fused_backward_kernel<T, DP, kFusedQueryTile<T, DP>, true>;
-        allow_shared_memory(kernel, smem);
         float* accumulators = partial.as<float>();
         int* turns = reinterpret_cast<int*>(accumulators + plan.heads_per_launch * s.seq * s.head_dim);
-        for (int64_t bh0 = 0; bh0 < heads; bh0 += plan.heads_per_launch) {
-          const int64_t n = std::min(plan.heads_per_launch, heads - bh0);
-          TANDEM_CUDA_CHECK(cudaMemsetAsync(turns, 0, sizeof(int) * n * fused_turns_per_head(s.seq), st));
-          kernel<<<dim3(key_tiles, static_cast<unsigned>(n)), kThreads, smem, st>>>(
-              static_cast<const T*>(qkv), mask, lse, rowdot.as<float>(), static_cast<const T*>(dout),
-              static_cast<T*>(dqkv), accumulators, turns, static_cast<int>(bh0), params, vec_qkv, vec_dout);
-          TANDEM_CUDA_CHECK_LAUNCH();
+        const auto launch = [&](auto kernel, size_t bytes) {
+          allow_shared_memory(kernel, bytes);
+          for (int64_t bh0 = 0; bh0 < heads; bh0 += plan.heads_per_launch) {
+            const int64_t n = std::min(plan.heads_per_launch, heads - bh0);
+            TANDEM_CUDA_CHECK(cudaMemsetAsync(turns, 0, sizeof(int) * n * fused_turns_per_head(s.seq), st));
+            kernel<<<dim3(key_tiles, static_cast<unsigned>(n)), kThreads, bytes, st>>>(
+                static_cast<const T*>(qkv), mask, lse, rowdot.as<float>(), static_cast<const T*>(dout),
+                static_cast<T*>(dqkv), accumulators, turns, static_cast<int>(bh0), params, vec_qkv, vec_dout);
+            TANDEM_CUDA_CHECK_LAUNCH();
+          }
+        };
+        if constexpr (sizeof(T) == 2) {
+          if (pipelined) {
+            launch(fused_backward_kernel<T, DP, kFusedQueryTile<T, DP, true>, true, true>,
+                   fused_backward_smem_bytes<T, DP, true>());
+            return;
+          }
         }
+        launch(fused_backward_kernel<T, DP, kFusedQueryTile<T, DP>, true>, smem);
         return;
       }
       auto fused = fused_backward_kernel<T, DP, kFusedQueryTile<T, DP>>;
@@ -451,11 +464,13 @@ void attention_backward_cuda(const void* qkv, const uint8_t* mask, const void* o
   if (s.batch * s.seq * s.heads == 0) return;
   auto st = static_cast<cudaStream_t>(stream);
   path = resolve_attention_backward(path, t == DType::F32, d.active());
-  if (path == AttentionBackwardPath::Fused || path == AttentionBackwardPath::FusedOrdered) {
-    const bool ordered = path == AttentionBackwardPath::FusedOrdered;
+  if (path == AttentionBackwardPath::Fused || path == AttentionBackwardPath::FusedOrdered ||
+      path == AttentionBackwardPath::FusedOrderedPipelined) {
+    const bool pipelined = path == AttentionBackwardPath::FusedOrderedPipelined;
+    const bool ordered = pipelined || path == AttentionBackwardPath::FusedOrdered;
     const FusedBackwardPlan plan = plan_fused_backward(s, kFusedScratchLimit, ordered);
     if (plan.heads_per_launch > 0)
-      return backward_fused(qkv, mask, out, lse, dout, dqkv, s, d, t, device, st, plan, ordered);
+      return backward_fused(qkv, mask, out, lse, dout, dqkv, s, d, t, device, st, plan, ordered, pipelined);
   }
   backward_split(qkv, mask, out, lse, dout, dqkv, s, d, t, device, st, path == AttentionBackwardPath::SplitPipelined);
 }

@@ -56,6 +56,10 @@
 // additions in the same order as dq_reduce_kernel: the same bits (emulated
 // tests on every case; GPU test AttentionFusedOrdered.*). Scratch per (b, h):
 // 4 S Dh bytes and 4 ceil(S/16) bytes of flags, zeroed per launch.
+// TANDEM_ATTENTION_BACKWARD=fused_ordered_pipelined (16 bits) also double-buffers
+// the query tiles by cp.async (Pipelined, below): two blocks per SM with 64-query
+// tiles at DP <= 64 (three spill), 235-255 registers, 55-66 KB of shared memory;
+// the same bits again (emulated with warps skewed either way).
 //
 // Memory traffic per (b, h), against the split path: the dQ pass's reads go
 // (Q and dO once, K and V ceil(S/64) times: (2 + 2 ceil(S/64)) S Dh elements,
@@ -104,6 +108,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/cuda/attention_forward_pipelined.cuh"  // load_query_tile_pipelined
 #include "kernels/cuda/attention_kernels.cuh"
 
 namespace tandem::kernels::attention_detail {
@@ -162,16 +167,21 @@ constexpr int kDsLd = kRows + 16 / static_cast<int>(sizeof(T));
 // 65536 / (128 * blocks) registers). The first GPU run had it at 255 registers, two blocks per SM
 // (8 warps: at S = 512, Dh = 64, B*H = 64, two waves over 132 SMs). In 16 bits at DP <= 64, three
 // blocks fit 168 registers with no spills once the query tile below shrinks (nvcc 13.0: 32 at
-// DP = 64, 16 at DP = 32; 32 at DP = 32 spills 24 bytes); f32 and DP = 128 stay at two.
-template <class T, int DP>
-constexpr int kFusedBlocksPerSm = sizeof(T) == 2 && DP <= 64 ? 3 : 2;
+// DP = 64, 16 at DP = 32; 32 at DP = 32 spills 24 bytes); f32 and DP = 128 stay at two. The
+// double-buffered kernel (Pipelined) at three blocks spills 64-76 bytes at DP = 64 (its prefetch's
+// addresses on top of the 168 registers), so it runs two, with 64-query tiles, at every DP <= 64.
+template <class T, int DP, bool Pipelined = false>
+constexpr int kFusedBlocksPerSm = sizeof(T) == 2 && DP <= 64 && !Pipelined ? 3 : 2;
 
 // Queries per inner tile: fewer live registers next to the dK, dV accumulators, which do not depend on
 // it (both paths add the queries' terms in the same order, 16 per tensor-core step). At DP = 128, 16
 // (not dkdv_kernel's 32) frees the registers the dQ step needs (no spills in 16 bits); at DP <= 64, 64
 // for two blocks per SM and 32 (DP = 64) or 16 (DP = 32) for three.
-template <class T, int DP>
-constexpr int kFusedQueryTile = DP > 64 ? 16 : kFusedBlocksPerSm<T, DP> == 2 ? 64 : DP == 64 ? 32 : 16;
+template <class T, int DP, bool Pipelined = false>
+constexpr int kFusedQueryTile = DP > 64                                     ? 16
+                                : kFusedBlocksPerSm<T, DP, Pipelined> == 2 ? 64
+                                : DP == 64                                  ? 32
+                                                                            : 16;
 
 // The ordered dQ accumulation (Ordered, TANDEM_ATTENTION_BACKWARD=fused_ordered): one thread waits
 // for the block's turn and a barrier releases the others; at the end of the turn a barrier, then one
@@ -205,8 +215,15 @@ __host__ __device__ inline int fused_turns_per_head(int64_t seq) { return static
 // second kernel. A block only waits for the block one key tile before it in the same head, which has
 // a lower linear index and so was started first (as FlashAttention's deterministic backward assumes):
 // no block waits for one that cannot run.
-template <class T, int DP, int BQ, bool Ordered = false>
-__global__ void __launch_bounds__(kThreads, kFusedBlocksPerSm<T, DP>)
+//
+// Pipelined (16 bits; TANDEM_ATTENTION_BACKWARD=fused_ordered_pipelined, with Ordered): the query tiles
+// are double-buffered as dkdv_pipelined_kernel does them. Tile i + 1's Q and dO stream in by cp.async
+// (and its lse and D by plain loads) into the other buffers while tile i is computed; one barrier at
+// the top of each tile (this thread's copies have landed, everyone's have after it, and every warp is
+// done with tile i - 1: its buffers and its dS) replaces load_query_tile's two. The same operations on
+// the same values: the same bits.
+template <class T, int DP, int BQ, bool Ordered = false, bool Pipelined = false>
+__global__ void __launch_bounds__(kThreads, kFusedBlocksPerSm<T, DP, Pipelined>)
     fused_backward_kernel(const T* __restrict__ qkv, const uint8_t* __restrict__ mask, const float* __restrict__ lse,
                           const float* __restrict__ rowdot, const T* __restrict__ dout, T* __restrict__ dqkv,
                           float* __restrict__ dq_scratch, int* __restrict__ turns, int bh0, Params P, bool vec_qkv,
@@ -216,14 +233,16 @@ __global__ void __launch_bounds__(kThreads, kFusedBlocksPerSm<T, DP>)
   // A warp's share of the BQ x DP partial dQ: 16 query rows x kCols columns, kChunk 8-column blocks at a time.
   constexpr int kRowGroups = BQ / 16, kCols = DP * kRowGroups / kWarps, kChunk = kCols < 32 ? kCols / 8 : 4;
   static_assert(kWarps % kRowGroups == 0 && kCols % (8 * kChunk) == 0, "the warps must tile the dQ tile");
+  static_assert(!Pipelined || sizeof(T) == 2, "cp.async of 8 elements: 16-bit data (f32 runs unpipelined)");
+  constexpr int kBuffers = Pipelined ? 2 : 1;  // of Q, dO, lse and D: buffer buf at + buf * (BQ rows)
   ATTENTION_SHARED_MEMORY(smem);
   T* k_s = reinterpret_cast<T*>(smem);
   T* v_s = k_s + kRows * ld;
   T* q_s = v_s + kRows * ld;
-  T* do_s = q_s + BQ * ld;
-  T* ds_s = do_s + BQ * ld;                                  // dS: BQ queries x 64 keys
+  T* do_s = q_s + kBuffers * BQ * ld;
+  T* ds_s = do_s + kBuffers * BQ * ld;                       // dS: BQ queries x 64 keys
   float* lse_s = reinterpret_cast<float*>(ds_s + BQ * lds);  // log2 units
-  float* rowdot_s = lse_s + BQ;
+  float* rowdot_s = lse_s + kBuffers * BQ;
 
   const int local = static_cast<int>(Ordered ? blockIdx.y : blockIdx.x);
   const int key_tile = static_cast<int>(Ordered ? blockIdx.x : blockIdx.y);
@@ -244,11 +263,23 @@ __global__ void __launch_bounds__(kThreads, kFusedBlocksPerSm<T, DP>)
   const int dq_row = (warp % kRowGroups) * 16, dq_col = (warp / kRowGroups) * kCols;
 
   float dk[DP / 8][4] = {}, dv[DP / 8][4] = {};
-  for (int q0 = 0; q0 < P.seq; q0 += BQ) {
-    // The first barrier in it also waits until every warp is done with the previous tile's dS.
-    load_query_tile<BQ, DP>(q_s, do_s, lse_s, rowdot_s, src, do_g, lse, rowdot, P, bh, q0, vec_qkv, vec_dout);
+  const auto load_queries = [&](auto q0, int buf) {  // generic: instantiated only where Pipelined calls it
+    load_query_tile_pipelined<BQ, DP>(q_s + buf * BQ * ld, do_s + buf * BQ * ld, lse_s + buf * BQ,
+                                      rowdot_s + buf * BQ, src, do_g, lse, rowdot, P, bh, q0, vec_qkv, vec_dout);
+  };
+  if constexpr (Pipelined) load_queries(0, 0);
+  for (int q0 = 0, buf = 0; q0 < P.seq; q0 += BQ, buf ^= Pipelined ? 1 : 0) {
+    if constexpr (Pipelined) {
+      cp_async_wait_group<0>();  // this thread's copies of this tile (the only group in flight) have landed
+      __syncthreads();           // everyone's have, and every warp is done with the previous tile and its dS
+      if (q0 + BQ < P.seq) load_queries(q0 + BQ, buf ^ 1);
+    } else {
+      // The first barrier in it also waits until every warp is done with the previous tile's dS.
+      load_query_tile<BQ, DP>(q_s, do_s, lse_s, rowdot_s, src, do_g, lse, rowdot, P, bh, q0, vec_qkv, vec_dout);
+    }
     float dst[NQ][4];
-    dkdv_query_tile<DP>(dk, dv, dst, k_w, v_w, q_s, do_s, lse_s, rowdot_s, key, real, P, bh, q0, t);
+    dkdv_query_tile<DP>(dk, dv, dst, k_w, v_w, q_s + buf * BQ * ld, do_s + buf * BQ * ld, lse_s + buf * BQ,
+                        rowdot_s + buf * BQ, key, real, P, bh, q0, t);
     // dS^T into shared memory as dS (rows queries), after the products: fewer registers live across them.
 #pragma unroll
     for (int n = 0; n < NQ; ++n)
@@ -345,10 +376,12 @@ inline FusedBackwardPlan plan_fused_backward(const AttentionShape& s, size_t lim
   return {per_launch, static_cast<size_t>(per_launch) * per_head};
 }
 
-template <class T, int DP>
+// K, V, Q and dO (two of each of the last two when pipelined), dS, lse and D (likewise).
+template <class T, int DP, bool Pipelined = false>
 constexpr size_t fused_backward_smem_bytes() {
-  constexpr int BQ = kFusedQueryTile<T, DP>;
-  return (2 * kRows + 2 * BQ) * kLd<T, DP> * sizeof(T) + BQ * kDsLd<T> * sizeof(T) + 2 * BQ * sizeof(float);
+  constexpr int BQ = kFusedQueryTile<T, DP, Pipelined>, buffers = Pipelined ? 2 : 1;
+  return (2 * kRows + 2 * buffers * BQ) * kLd<T, DP> * sizeof(T) + BQ * kDsLd<T> * sizeof(T) +
+         2 * buffers * BQ * sizeof(float);
 }
 
 }  // namespace tandem::kernels::attention_detail

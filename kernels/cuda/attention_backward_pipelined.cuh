@@ -64,19 +64,10 @@ __global__ void __launch_bounds__(kThreads, 2)
   const HeadRows<T> src = head_rows(qkv, P, b, h);
   const T* do_g = dout + int64_t{b} * P.seq * src.out_stride + int64_t{h} * P.dh;
 
-  // Starts query tile q0's Q and dO copies into buffer buf as one cp.async group, and stores its
-  // lse (log2 units) and D there; rows past S: P = 0.
+  // Query tile q0 into buffer buf: its Q and dO copies as one cp.async group, its lse and D stored.
   const auto load_queries = [&](int q0, int buf) {
-    T* q = q_s + buf * kQueryTile;
-    T* d = do_s + buf * kQueryTile;
-    load_tile_pipelined<BQ, DP>(q, src.q, src.stride, q0, P.seq, P.dh, vec_qkv);
-    load_tile_pipelined<BQ, DP>(d, do_g, src.out_stride, q0, P.seq, P.dh, vec_dout);
-    cp_async_commit_group();
-    for (int i = threadIdx.x; i < BQ; i += kThreads) {
-      const bool in = q0 + i < P.seq;
-      lse_s[buf * BQ + i] = in ? lse[int64_t{bh} * P.seq + q0 + i] * kLog2e : INFINITY;
-      rowdot_s[buf * BQ + i] = in ? rowdot[int64_t{bh} * P.seq + q0 + i] : 0.0f;
-    }
+    load_query_tile_pipelined<BQ, DP>(q_s + buf * kQueryTile, do_s + buf * kQueryTile, lse_s + buf * BQ,
+                                      rowdot_s + buf * BQ, src, do_g, lse, rowdot, P, bh, q0, vec_qkv, vec_dout);
   };
 
   int key[2];

@@ -89,6 +89,24 @@ __device__ __forceinline__ void load_kv_pipelined(T* k_dst, T* v_dst, const Head
   cp_async_commit_group();
 }
 
+// The backward's query tile q0 into one of its buffers (the pipelined dK/dV pass and the pipelined
+// fused backward): Q and dO rows by cp.async as one committed group, and lse (log2 units) and D by
+// plain loads; rows past S get lse = +inf and D = 0, so P = 0 there.
+template <int BQ, int DP, class T>
+__device__ __forceinline__ void load_query_tile_pipelined(T* q_dst, T* do_dst, float* lse_dst, float* rowdot_dst,
+                                                          const HeadRows<T>& src, const T* do_g, const float* lse,
+                                                          const float* rowdot, const Params& P, int bh, int q0,
+                                                          bool vec_qkv, bool vec_dout) {
+  load_tile_pipelined<BQ, DP>(q_dst, src.q, src.stride, q0, P.seq, P.dh, vec_qkv);
+  load_tile_pipelined<BQ, DP>(do_dst, do_g, src.out_stride, q0, P.seq, P.dh, vec_dout);
+  cp_async_commit_group();
+  for (int i = threadIdx.x; i < BQ; i += kThreads) {
+    const bool in = q0 + i < P.seq;
+    lse_dst[i] = in ? lse[int64_t{bh} * P.seq + q0 + i] * kLog2e : INFINITY;
+    rowdot_dst[i] = in ? rowdot[int64_t{bh} * P.seq + q0 + i] : 0.0f;
+  }
+}
+
 // Whether key k0 + threadIdx.x of a 64-key tile is real, for threads 0-63 (0 for the others): a tile's
 // flags, one per thread, loaded into a register before they are stored to shared memory.
 __device__ __forceinline__ uint8_t key_flag_of_thread(const uint8_t* mask, int b, const Params& P, int k0) {

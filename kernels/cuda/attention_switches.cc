@@ -12,12 +12,14 @@ constinit EnvSwitch<AttentionForwardKernel, 3> g_forward{"TANDEM_ATTENTION_FORWA
                                                            {"tiled", AttentionForwardKernel::Tiled},
                                                            {"pipelined_wide", AttentionForwardKernel::PipelinedWide}}};
 
-constinit EnvSwitch<AttentionBackwardPath, 5> g_backward{"TANDEM_ATTENTION_BACKWARD",
-                                                         {{"auto", AttentionBackwardPath::Auto},
-                                                          {"split", AttentionBackwardPath::Split},
-                                                          {"fused", AttentionBackwardPath::Fused},
-                                                          {"split_pipelined", AttentionBackwardPath::SplitPipelined},
-                                                          {"fused_ordered", AttentionBackwardPath::FusedOrdered}}};
+constinit EnvSwitch<AttentionBackwardPath, 6> g_backward{
+    "TANDEM_ATTENTION_BACKWARD",
+    {{"auto", AttentionBackwardPath::Auto},
+     {"split", AttentionBackwardPath::Split},
+     {"fused", AttentionBackwardPath::Fused},
+     {"split_pipelined", AttentionBackwardPath::SplitPipelined},
+     {"fused_ordered", AttentionBackwardPath::FusedOrdered},
+     {"fused_ordered_pipelined", AttentionBackwardPath::FusedOrderedPipelined}}};
 
 }  // namespace
 
@@ -38,6 +40,7 @@ const char* attention_backward_path_name(AttentionBackwardPath path) { return g_
 
 AttentionBackwardPath resolve_attention_backward(AttentionBackwardPath path, bool is_f32, bool dropout) {
   if (path == AttentionBackwardPath::SplitPipelined && is_f32) return AttentionBackwardPath::Split;
+  if (path == AttentionBackwardPath::FusedOrderedPipelined && is_f32) return AttentionBackwardPath::FusedOrdered;
   if (path != AttentionBackwardPath::Auto) return path;
   return is_f32 || dropout ? AttentionBackwardPath::Fused : AttentionBackwardPath::Split;
 }

@@ -13,7 +13,7 @@
 //     same kernel with 32 query rows per warp at head dims up to 64, two blocks
 //     per SM; 16 at 128: 5 % faster than Pipelined at 64 x 512 x 12 heads,
 //     slower at the smaller shapes). f32 always runs Tiled.
-//   TANDEM_ATTENTION_BACKWARD=auto|split|fused|split_pipelined|fused_ordered  the backward
+//   TANDEM_ATTENTION_BACKWARD=auto|split|fused|split_pipelined|fused_ordered|fused_ordered_pipelined
 //     path (kernels/cuda/attention_cuda.h): Auto (the default) runs Fused
 //     (kernels/cuda/attention_backward_fused.cuh) where it was measured faster,
 //     Split elsewhere (resolve_attention_backward). SplitPipelined is Split with
@@ -21,8 +21,9 @@
 //     (kernels/cuda/attention_backward_pipelined.cuh; f16/bf16, f32 runs Split).
 //     FusedOrdered is Fused with its dQ shares added in place, key tile after key
 //     tile, to one L2-resident f32 accumulator per head instead of written out as
-//     partials and summed by a second kernel: the same bits. Both opt-in until a
-//     GPU has timed them.
+//     partials and summed by a second kernel: the same bits. FusedOrderedPipelined
+//     is FusedOrdered with the query tiles double-buffered by cp.async (16 bits;
+//     f32 runs FusedOrdered). All three opt-in until a GPU has timed them.
 #pragma once
 
 #include <optional>
@@ -40,7 +41,7 @@ void set_attention_forward_for_testing(std::optional<AttentionForwardKernel> ker
 // "pipelined", "tiled" or "pipelined_wide".
 const char* attention_forward_kernel_name(AttentionForwardKernel kernel);
 
-enum class AttentionBackwardPath { Auto, Split, Fused, SplitPipelined, FusedOrdered };
+enum class AttentionBackwardPath { Auto, Split, Fused, SplitPipelined, FusedOrdered, FusedOrderedPipelined };
 
 // TANDEM_ATTENTION_BACKWARD's path, unless a test has overridden it.
 AttentionBackwardPath attention_backward_path();
@@ -48,11 +49,12 @@ AttentionBackwardPath attention_backward_path();
 AttentionBackwardPath parse_attention_backward_path(const char* value);
 // Tests force a path; nullopt returns to the environment's value.
 void set_attention_backward_path_for_testing(std::optional<AttentionBackwardPath> path);
-// "auto", "split", "fused", "split_pipelined" or "fused_ordered".
+// "auto", "split", "fused", "split_pipelined", "fused_ordered" or "fused_ordered_pipelined".
 const char* attention_backward_path_name(AttentionBackwardPath path);
 
-// The path that runs: Auto's choice below; Split, Fused and FusedOrdered stand for themselves, and so does
-// SplitPipelined in 16 bits (in f32 it is Split: cp.async of 8 elements needs 16-bit data).
+// The path that runs: Auto's choice below; Split, Fused and FusedOrdered stand for themselves, and so do
+// SplitPipelined and FusedOrderedPipelined in 16 bits (in f32 they are Split and FusedOrdered: cp.async
+// of 8 elements needs 16-bit data).
 // Auto is Fused where a GPU run measured it faster: in f32 (the H200 bench: 0.77-0.86x split's time at 5 of 6 shapes, 1.03x at the
 // sixth) and with attention dropout (a whole bf16 training step of configs/ag_news_optimized.yaml,
 // dropout 0.1: 8.29 against 8.88 ms, fused regenerating each keep decision once where split does

@@ -49,8 +49,10 @@ using Problem = testing::AttentionProblem;
 // to `first_turn` (0, as attention.cu's memset; another value checks that the blocks wait) and the ordered
 // kernel on the grid key tiles x heads. The scratch (partials, or the ordered accumulators) starts as NaN,
 // so a partial that no block writes, or an accumulator that key tile 0 does not write first, shows up in dQ.
+// `pipelined` (16 bits, with `ordered`) runs the double-buffered ordered kernel under `schedule`.
 template <class T>
-void emulated_fused(const Problem& p, Tensor& dqkv, size_t scratch_limit, bool ordered = false, int first_turn = 0) {
+void emulated_fused(const Problem& p, Tensor& dqkv, size_t scratch_limit, bool ordered = false, int first_turn = 0,
+                    bool pipelined = false, warp_emulator::Schedule schedule = warp_emulator::Schedule::RoundRobin) {
   const Params params = make_params(p.s, p.d);
   const FusedBackwardPlan plan = plan_fused_backward(p.s, scratch_limit, ordered);
   ASSERT_GT(plan.heads_per_launch, 0) << "the plan falls back to the split path";
@@ -71,11 +73,20 @@ void emulated_fused(const Problem& p, Tensor& dqkv, size_t scratch_limit, bool o
       const unsigned key_tiles = grid_for(p.s).y;
       if (ordered) {
         std::fill(turns.begin(), turns.end(), first_turn);
-        warp_emulator::launch(key_tiles, static_cast<unsigned>(n), kThreads, fused_backward_smem_bytes<T, DP>(), [&] {
-          fused_backward_kernel<T, DP, BQ, true>(p.qkv.data<T>(), mask_ptr(p.mask), p.lse.data<float>(), rowdot.data(),
-                                                 p.dout.data<T>(), dqkv.data<T>(), scratch.data(), turns.data(),
-                                                 static_cast<int>(bh0), params, vec_qkv, vec_dout);
-        });
+        const auto run = [&](auto kernel, size_t smem) {
+          warp_emulator::launch(key_tiles, static_cast<unsigned>(n), kThreads, smem, [&] {
+            kernel(p.qkv.data<T>(), mask_ptr(p.mask), p.lse.data<float>(), rowdot.data(), p.dout.data<T>(),
+                   dqkv.data<T>(), scratch.data(), turns.data(), static_cast<int>(bh0), params, vec_qkv, vec_dout);
+          }, schedule);
+        };
+        if constexpr (sizeof(T) == 2) {
+          if (pipelined) {
+            run(fused_backward_kernel<T, DP, kFusedQueryTile<T, DP, true>, true, true>,
+                fused_backward_smem_bytes<T, DP, true>());
+            continue;
+          }
+        }
+        run(fused_backward_kernel<T, DP, BQ, true>, fused_backward_smem_bytes<T, DP>());
         continue;
       }
       warp_emulator::launch(static_cast<unsigned>(n), key_tiles, kThreads, fused_backward_smem_bytes<T, DP>(), [&] {
@@ -91,14 +102,16 @@ void emulated_fused(const Problem& p, Tensor& dqkv, size_t scratch_limit, bool o
   });
 }
 
-enum class Path { Split, Fused, FusedOrdered };
+enum class Path { Split, Fused, FusedOrdered, FusedOrderedPipelined };
 
-Tensor emulated_backward(const Problem& p, Path path, size_t scratch_limit = kFusedScratchLimit) {
+Tensor emulated_backward(const Problem& p, Path path, size_t scratch_limit = kFusedScratchLimit,
+                         warp_emulator::Schedule schedule = warp_emulator::Schedule::RoundRobin) {
   Tensor dqkv = Tensor::empty(p.qkv.shape(), p.t);
   dqkv.fill_(std::nan(""));  // every element must be written
   TANDEM_DISPATCH_FLOAT_NO_F64(p.t, "emulated attention backward", [&] {
     if (path == Path::Split) emulated_split_backward<scalar_t>(p.qkv, p.mask, p.out, p.lse, p.dout, dqkv, p.s, p.d);
-    else emulated_fused<scalar_t>(p, dqkv, scratch_limit, path == Path::FusedOrdered);
+    else emulated_fused<scalar_t>(p, dqkv, scratch_limit, path != Path::Fused, 0, path == Path::FusedOrderedPipelined,
+                                  schedule);
   });
   return dqkv;
 }
@@ -169,6 +182,26 @@ TEST_P(EmulatedFusedOrdered, GivesTheUnorderedFusedPathsBits) {
 INSTANTIATE_TEST_SUITE_P(Cases, EmulatedFusedOrdered,
                          ::testing::Combine(::testing::Values(DType::F32, DType::BF16, DType::F16),
                                             ::testing::ValuesIn(kCases)),
+                         testing::dtype_and_case_name);
+
+// The double-buffered ordered kernel (16 bits): the unordered fused path's bits, also with one warp run
+// as far ahead of the others as the barriers allow, either way round (a query tile's prefetch issued
+// over a buffer, or a dS stored over a tile, that another warp still reads poisons the results).
+class EmulatedFusedOrderedPipelined : public ::testing::TestWithParam<std::tuple<DType, Case>> {};
+
+TEST_P(EmulatedFusedOrderedPipelined, GivesTheUnorderedFusedPathsBitsWithWarpsSkewedEitherWay) {
+  const auto& [t, c] = GetParam();
+  const Problem p = make_problem(c, t);
+  const std::vector<double> fused = emulated_backward(p, Path::Fused).to_double_vector();
+  for (auto schedule : {warp_emulator::Schedule::RoundRobin, warp_emulator::Schedule::WarpByWarp,
+                        warp_emulator::Schedule::WarpByWarpReversed})
+    EXPECT_TRUE(emulated_backward(p, Path::FusedOrderedPipelined, kFusedScratchLimit, schedule).to_double_vector() ==
+                fused)
+        << "schedule " << static_cast<int>(schedule);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, EmulatedFusedOrderedPipelined,
+                         ::testing::Combine(::testing::Values(DType::BF16, DType::F16), ::testing::ValuesIn(kCases)),
                          testing::dtype_and_case_name);
 
 TEST(EmulatedFusedOrdered, ChunkedLaunchesGiveTheSameBitsAsOne) {

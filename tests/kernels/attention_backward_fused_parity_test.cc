@@ -5,8 +5,9 @@
 // dropout; against the split path on the same inputs (dK, dV the same bits, dQ
 // to f32 rounding: attention_backward_fused_emulated_test.cc says why),
 // including more heads than one launch takes; and bit for bit run to run.
-// fused_ordered (the dQ shares added in place, in key-tile order) against fused:
-// the same bits, and against the CPU reference.
+// fused_ordered (the dQ shares added in place, in key-tile order) and
+// fused_ordered_pipelined (the same, query tiles double-buffered) against fused:
+// the same bits, and fused_ordered against the CPU reference.
 // Skipped without a GPU (failed under TANDEM_REQUIRE_GPU=1). The switch's
 // parser is tested on the CPU.
 #include <gtest/gtest.h>
@@ -49,6 +50,7 @@ TEST(AttentionBackwardSwitch, IsAutoUnlessSetAndNamesTheVariableAndValueOnABadOn
   EXPECT_EQ(parse_attention_backward_path("fused"), AttentionBackwardPath::Fused);
   EXPECT_EQ(parse_attention_backward_path("split_pipelined"), AttentionBackwardPath::SplitPipelined);
   EXPECT_EQ(parse_attention_backward_path("fused_ordered"), AttentionBackwardPath::FusedOrdered);
+  EXPECT_EQ(parse_attention_backward_path("fused_ordered_pipelined"), AttentionBackwardPath::FusedOrderedPipelined);
   for (const char* bad : {"Fused", "1", "fused ", "pipelined", "ordered"})
     EXPECT_TRUE(rejects_naming_variable_and_value(parse_attention_backward_path, "TANDEM_ATTENTION_BACKWARD", bad));
 }
@@ -79,6 +81,15 @@ TEST(AttentionBackwardSwitch, SplitPipelinedIsSplitInF32) {
               AttentionBackwardPath::SplitPipelined);
     EXPECT_EQ(resolve_attention_backward(AttentionBackwardPath::SplitPipelined, true, dropout),
               AttentionBackwardPath::Split);
+  }
+}
+
+TEST(AttentionBackwardSwitch, FusedOrderedPipelinedIsFusedOrderedInF32) {
+  for (bool dropout : {false, true}) {
+    EXPECT_EQ(resolve_attention_backward(AttentionBackwardPath::FusedOrderedPipelined, false, dropout),
+              AttentionBackwardPath::FusedOrderedPipelined);
+    EXPECT_EQ(resolve_attention_backward(AttentionBackwardPath::FusedOrderedPipelined, true, dropout),
+              AttentionBackwardPath::FusedOrdered);
   }
 }
 
@@ -169,8 +180,10 @@ class AttentionFusedOrdered : public ::testing::TestWithParam<std::tuple<DType, 
 
 TEST_P(AttentionFusedOrdered, GivesTheFusedPathsBits) {
   const auto& [t, c] = GetParam();
-  EXPECT_TRUE(gpu_backward(c, t, AttentionBackwardPath::FusedOrdered) ==
-              gpu_backward(c, t, AttentionBackwardPath::Fused));
+  const std::vector<double> fused = gpu_backward(c, t, AttentionBackwardPath::Fused);
+  EXPECT_TRUE(gpu_backward(c, t, AttentionBackwardPath::FusedOrdered) == fused) << "fused_ordered";
+  // In f32 this is fused_ordered again (resolve_attention_backward); in 16 bits the double-buffered kernel.
+  EXPECT_TRUE(gpu_backward(c, t, AttentionBackwardPath::FusedOrderedPipelined) == fused) << "fused_ordered_pipelined";
 }
 
 TEST_P(AttentionFusedOrdered, MatchesTheCpuReference) {
@@ -195,6 +208,9 @@ TEST(AttentionFusedOrdered, IsBitReproducibleWithManyHeadsAndKeyTiles) {
   EXPECT_TRUE(first == gpu_backward(c, DType::BF16, AttentionBackwardPath::Fused));
   for (int run = 1; run < 3; ++run)
     EXPECT_TRUE(gpu_backward(c, DType::BF16, AttentionBackwardPath::FusedOrdered) == first) << "run " << run;
+  for (int run = 0; run < 2; ++run)
+    EXPECT_TRUE(gpu_backward(c, DType::BF16, AttentionBackwardPath::FusedOrderedPipelined) == first)
+        << "pipelined, run " << run;
 }
 
 #endif  // TANDEM_WITH_CUDA

@@ -67,6 +67,18 @@ TEST(AttentionOccupancy, TheFusedBackwardFitsThreeBlocksIn16BitsAtHeadDimsUpTo64
   EXPECT_EQ(attention_backward_blocks_per_sm(64, DType::F32, AttentionBackwardPath::Fused), 2);
 }
 
+TEST(AttentionOccupancy, TheOrderedFusedBackwardFitsAsTheFusedOneAndItsPipelinedFormTwoBlocks) {
+  REQUIRE_SM90();
+  expect_blocks_in_16_bits(
+      [](int64_t dh, DType t) { return attention_backward_blocks_per_sm(dh, t, AttentionBackwardPath::FusedOrdered); },
+      {{32, 3}, {64, 3}, {128, 2}});
+  expect_blocks_in_16_bits(
+      [](int64_t dh, DType t) {
+        return attention_backward_blocks_per_sm(dh, t, AttentionBackwardPath::FusedOrderedPipelined);
+      },
+      {{32, 2}, {64, 2}, {128, 2}});
+}
+
 TEST(AttentionOccupancy, AHeadDimPast128IsAnErrorNamingIt) {
   TANDEM_REQUIRE_GPU();
   try {
