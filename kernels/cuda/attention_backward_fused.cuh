@@ -187,7 +187,8 @@ constexpr int kFusedQueryTile = DP > 64                                     ? 16
 // for the block's turn and a barrier releases the others; at the end of the turn a barrier, then one
 // thread passes it on (CUTLASS's semaphore: the barrier orders the block's accumulator stores before
 // the release). turn_wait_acquire / turn_release are the includer's (attention.cu: ld.acquire.gpu in a
-// spin and st.release.gpu; the emulator: checks).
+// spin and st.release.gpu; the emulator: checks), as are load_l2 / store_l2 for the accumulator
+// (ld/st.global.cg) and, through attention_forward_pipelined.cuh, the cp.async functions.
 __device__ __forceinline__ void wait_for_turn(const int* flag, int turn) {
   if (threadIdx.x == 0) turn_wait_acquire(flag, turn);
   __syncthreads();
