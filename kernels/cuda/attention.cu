@@ -330,12 +330,8 @@ int attention_backward_blocks_per_sm(int64_t head_dim, DType t, AttentionBackwar
       const AttentionBackwardPath runs = resolve_attention_backward(path, t == DType::F32, false);
       if (runs == AttentionBackwardPath::Fused) {
         occupancy(fused_backward_kernel<T, DP, kFusedQueryTile<T, DP>>, fused_backward_smem_bytes<T, DP>());
-      } else if (runs == AttentionBackwardPath::FusedOrdered) {
-        occupancy(fused_backward_kernel<T, DP, kFusedQueryTile<T, DP>, true>, fused_backward_smem_bytes<T, DP>());
-      } else if (runs == AttentionBackwardPath::FusedOrderedPipelined) {
-        if constexpr (sizeof(T) == 2)  // resolve_attention_backward runs FusedOrdered in f32
-          occupancy(fused_backward_kernel<T, DP, kFusedQueryTile<T, DP, true>, true, true>,
-                    fused_backward_smem_bytes<T, DP, true>());
+      } else if (runs == AttentionBackwardPath::FusedOrdered || runs == AttentionBackwardPath::FusedOrderedPipelined) {
+        with_ordered_fused_kernel<T, DP>(runs == AttentionBackwardPath::FusedOrderedPipelined, occupancy);
       } else if (runs == AttentionBackwardPath::SplitPipelined) {
         if constexpr (sizeof(T) == 2)  // resolve_attention_backward runs Split in f32
           occupancy(dkdv_pipelined_kernel<T, DP, kDkdvQueryTile<DP>>, dkdv_pipelined_smem_bytes<T, DP>());
@@ -373,15 +369,7 @@ void backward_split(const void* qkv, const uint8_t* mask, const void* out, const
                                                           vec_qkv, vec_dout);
         TANDEM_CUDA_CHECK_LAUNCH();
       };
-      if constexpr (sizeof(T) == 2) {
-        if (pipelined) {
-          launch(dkdv_pipelined_kernel<T, DP, kDkdvQueryTile<DP>>, dkdv_pipelined_smem_bytes<T, DP>());
-          launch(dq_pipelined_kernel<T, DP>, dq_pipelined_smem_bytes<T, DP>());
-          return;
-        }
-      }
-      launch(dkdv_kernel<T, DP, kDkdvQueryTile<DP>>, dkdv_smem_bytes<T, DP>());
-      launch(dq_kernel<T, DP>, dq_smem_bytes<T, DP>());
+      with_split_passes<T, DP>(pipelined, launch);
     });
   });
   cuda_memory::deallocate(device, rowdot, rowdot_bytes, st);
@@ -408,7 +396,6 @@ void backward_fused(const void* qkv, const uint8_t* mask, const void* out, const
     TANDEM_CUDA_CHECK_LAUNCH();
     with_padded_dim(s.head_dim, [&](auto dp) {
       constexpr int DP = decltype(dp)::value;
-      constexpr size_t smem = fused_backward_smem_bytes<T, DP>();
       if (ordered) {
         float* accumulators = partial.as<float>();
         int* turns = reinterpret_cast<int*>(accumulators + plan.heads_per_launch * s.seq * s.head_dim);
@@ -423,17 +410,11 @@ void backward_fused(const void* qkv, const uint8_t* mask, const void* out, const
             TANDEM_CUDA_CHECK_LAUNCH();
           }
         };
-        if constexpr (sizeof(T) == 2) {
-          if (pipelined) {
-            launch(fused_backward_kernel<T, DP, kFusedQueryTile<T, DP, true>, true, true>,
-                   fused_backward_smem_bytes<T, DP, true>());
-            return;
-          }
-        }
-        launch(fused_backward_kernel<T, DP, kFusedQueryTile<T, DP>, true>, smem);
+        with_ordered_fused_kernel<T, DP>(pipelined, launch);
         return;
       }
       auto fused = fused_backward_kernel<T, DP, kFusedQueryTile<T, DP>>;
+      constexpr size_t smem = fused_backward_smem_bytes<T, DP>();
       allow_shared_memory(fused, smem);
       for (int64_t bh0 = 0; bh0 < heads; bh0 += plan.heads_per_launch) {
         const int64_t n = std::min(plan.heads_per_launch, heads - bh0);

@@ -385,4 +385,18 @@ constexpr size_t fused_backward_smem_bytes() {
          2 * buffers * BQ * sizeof(float);
 }
 
+// Calls f(kernel, shared-memory bytes) with the ordered fused kernel: its double-buffered form with
+// `pipelined` (16 bits only). attention.cu's launches and the emulated tests' share it.
+template <class T, int DP, class F>
+void with_ordered_fused_kernel(bool pipelined, F&& f) {
+  if constexpr (sizeof(T) == 2) {
+    if (pipelined) {
+      f(fused_backward_kernel<T, DP, kFusedQueryTile<T, DP, true>, true, true>,
+        fused_backward_smem_bytes<T, DP, true>());
+      return;
+    }
+  }
+  f(fused_backward_kernel<T, DP, kFusedQueryTile<T, DP>, true>, fused_backward_smem_bytes<T, DP>());
+}
+
 }  // namespace tandem::kernels::attention_detail

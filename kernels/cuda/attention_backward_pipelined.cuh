@@ -161,4 +161,20 @@ constexpr size_t dkdv_pipelined_smem_bytes() {
   return dkdv_smem_bytes<T, DP>() + 2 * BQ * kLd<T, DP> * sizeof(T) + 2 * BQ * sizeof(float);
 }
 
+// Calls f(kernel, shared-memory bytes) for the split path's two passes in order, dK/dV then dQ: the
+// pipelined kernels with `pipelined` (16 bits only), else dkdv_kernel and dq_kernel. attention.cu's
+// launches and the emulated tests' share it, so both run the same kernels.
+template <class T, int DP, class F>
+void with_split_passes(bool pipelined, F&& f) {
+  if constexpr (sizeof(T) == 2) {
+    if (pipelined) {
+      f(dkdv_pipelined_kernel<T, DP, kDkdvQueryTile<DP>>, dkdv_pipelined_smem_bytes<T, DP>());
+      f(dq_pipelined_kernel<T, DP>, dq_pipelined_smem_bytes<T, DP>());
+      return;
+    }
+  }
+  f(dkdv_kernel<T, DP, kDkdvQueryTile<DP>>, dkdv_smem_bytes<T, DP>());
+  f(dq_kernel<T, DP>, dq_smem_bytes<T, DP>());
+}
+
 }  // namespace tandem::kernels::attention_detail

@@ -79,14 +79,7 @@ void emulated_fused(const Problem& p, Tensor& dqkv, size_t scratch_limit, bool o
                    dqkv.data<T>(), scratch.data(), turns.data(), static_cast<int>(bh0), params, vec_qkv, vec_dout);
           }, schedule);
         };
-        if constexpr (sizeof(T) == 2) {
-          if (pipelined) {
-            run(fused_backward_kernel<T, DP, kFusedQueryTile<T, DP, true>, true, true>,
-                fused_backward_smem_bytes<T, DP, true>());
-            continue;
-          }
-        }
-        run(fused_backward_kernel<T, DP, BQ, true>, fused_backward_smem_bytes<T, DP>());
+        with_ordered_fused_kernel<T, DP>(pipelined, run);
         continue;
       }
       warp_emulator::launch(static_cast<unsigned>(n), key_tiles, kThreads, fused_backward_smem_bytes<T, DP>(), [&] {

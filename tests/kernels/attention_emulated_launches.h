@@ -97,15 +97,7 @@ void emulated_split_backward(const Tensor& qkv, const Tensor& mask, const Tensor
           [&] { kernel(q, mask_ptr(mask), lse.data<float>(), rowdot.data(), go, dq, params, vec_qkv, vec_dout); },
           schedule);
     };
-    if constexpr (sizeof(T) == 2) {
-      if (pipelined) {
-        launch(dkdv_pipelined_kernel<T, DP, kDkdvQueryTile<DP>>, dkdv_pipelined_smem_bytes<T, DP>());
-        launch(dq_pipelined_kernel<T, DP>, dq_pipelined_smem_bytes<T, DP>());
-        return;
-      }
-    }
-    launch(dkdv_kernel<T, DP, kDkdvQueryTile<DP>>, dkdv_smem_bytes<T, DP>());
-    launch(dq_kernel<T, DP>, dq_smem_bytes<T, DP>());
+    with_split_passes<T, DP>(pipelined, launch);
   });
 }
 
