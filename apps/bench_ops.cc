@@ -31,6 +31,7 @@ struct Args {
   std::string precision = "fp32";
   int warmup = 3, steps = 10;
   bool synthetic = false;
+  double synthetic_real_fraction = 1.0;
   std::string out = "bench_results";
   int top = 25;
 };
@@ -50,7 +51,9 @@ void run(const Args& a) {
   if (device.is_cuda()) po.device_timer = std::make_shared<profile::DeviceTimer>(device.index);
   profile::OpProfile ops(po);
   train::StepRunnerOptions ro;
+  TANDEM_CHECK(a.synthetic || a.synthetic_real_fraction == 1.0, "--synthetic-real-fraction needs --synthetic");
   ro.synthetic = a.synthetic;
+  ro.synthetic_real_fraction = a.synthetic_real_fraction;
   ro.ops = &ops;
   train::StepRunner runner(config, nullptr, ro);
   train::StepCase c = train::config_case(config, a.precision);
@@ -87,7 +90,7 @@ void run(const Args& a) {
              "and host work between ops\n",
              in_ops, step_ms, step_ms - in_ops);
   fmt::print("# {} device, batch {}, {} sequences of {} tokens\n", facts.device, facts.per_device_batch,
-             facts.synthetic_data ? "synthetic" : "real", facts.seq_len);
+             facts.data_description(), facts.seq_len);
 
   const std::filesystem::path file = std::filesystem::path(a.out) / "ops.json";
   std::filesystem::create_directories(file.parent_path());
@@ -112,6 +115,9 @@ void add_bench_ops_command(CLI::App& bench) {
   cmd->add_option("--warmup", a->warmup, "Untimed steps")->capture_default_str()->check(CLI::Range(0, 1000000));
   cmd->add_option("--steps", a->steps, "Timed steps")->capture_default_str()->check(CLI::Range(1, 1000000));
   cmd->add_flag("--synthetic", a->synthetic, "Random full-length sequences instead of the config's data");
+  cmd->add_option("--synthetic-real-fraction", a->synthetic_real_fraction,
+                  "With --synthetic: each row's mean share of real tokens, the rest padding (0, 1]")
+      ->capture_default_str();
   cmd->add_option("--out", a->out, "Folder for ops.json")->capture_default_str();
   cmd->add_option("--top", a->top, "Rows to print (all go to ops.json)")
       ->capture_default_str()

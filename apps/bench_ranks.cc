@@ -50,6 +50,7 @@ json spec_json(const WorkerSpec& s) {
           {"steps", s.steps},
           {"rounds", s.rounds},
           {"synthetic", s.synthetic},
+          {"synthetic_real_fraction", s.synthetic_real_fraction},
           {"time_checkpoint", s.time_checkpoint},
           {"train_output_dir", s.train_output_dir},
           {"out_dir", s.out_dir}};
@@ -64,6 +65,7 @@ WorkerSpec spec_from(const json& j) {
   s.steps = j.at("steps").get<int>();
   s.rounds = j.at("rounds").get<int>();
   s.synthetic = j.at("synthetic").get<bool>();
+  s.synthetic_real_fraction = j.at("synthetic_real_fraction").get<double>();
   s.time_checkpoint = j.at("time_checkpoint").get<bool>();
   s.train_output_dir = j.at("train_output_dir").get<std::string>();
   s.out_dir = j.at("out_dir").get<std::string>();
@@ -212,6 +214,7 @@ void run_bench_worker(const std::string& spec_path) {
   }
   train::StepRunnerOptions ro;
   ro.synthetic = spec.synthetic;
+  ro.synthetic_real_fraction = spec.synthetic_real_fraction;
   train::StepRunner runner(config, group, ro);
 
   const size_t n = spec.cases.size();

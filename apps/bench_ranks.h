@@ -25,6 +25,7 @@ struct WorkerSpec {
   int steps = 20;
   int rounds = 1;  // the case list is run this many times, rotated each round; samples pooled
   bool synthetic = false;
+  double synthetic_real_fraction = 1.0;  // train::StepRunnerOptions'
   bool time_checkpoint = true;   // rank 0 times one checkpoint save after the cases
   std::string train_output_dir;  // when set: after the cases, a full `tandem train` run writing there
   std::string out_dir;           // where rank<r>.json go

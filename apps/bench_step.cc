@@ -3,6 +3,11 @@
 //
 //   tandem bench step --config configs/ag_news_small.yaml --precisions fp32,bf16,fp16 --out results/
 //
+// --synthetic runs on generated full-length rows instead of the config's data
+// (train/synthetic_source.h); --synthetic-real-fraction F pads them to a mean
+// of F real tokens per row, for what depends on the mask (trimmed attention
+// key tiles).
+//
 // Runs --nproc ranks (1 by default) that time the step in every precision
 // (cases rotated over --rounds) and report samples/s and the peak tensor
 // memory of the largest rank: device memory on CUDA, the host tensor
@@ -26,6 +31,7 @@ struct Args {
   int warmup = 5, steps = 20, rounds = 2;
   std::string backend;  // "": the config's ddp_backend
   bool synthetic = false;
+  double synthetic_real_fraction = 1.0;
   std::string out = "bench_results";
   double timeout_s = 1800;
 };
@@ -49,7 +55,11 @@ void run(const Args& a) {
   spec.warmup = a.warmup;
   spec.steps = a.steps;
   spec.rounds = a.rounds;
+  TANDEM_CHECK(a.synthetic || a.synthetic_real_fraction == 1.0, "--synthetic-real-fraction needs --synthetic");
+  TANDEM_CHECK(a.synthetic_real_fraction > 0 && a.synthetic_real_fraction <= 1,
+               "--synthetic-real-fraction must be in (0, 1], got {}", a.synthetic_real_fraction);  // before the ranks start
   spec.synthetic = a.synthetic;
+  spec.synthetic_real_fraction = a.synthetic_real_fraction;
   spec.out_dir = (std::filesystem::path(a.out) / "step_run").string();
   fmt::print("# tandem bench step: {} rank(s), precisions {}, {} timed steps x {} rounds (after {} warm-up)\n", a.nproc,
              a.precisions, a.steps, a.rounds, a.warmup);
@@ -69,9 +79,9 @@ void run(const Args& a) {
                p.facts.precision, p.samples_per_second, p.median.step_ms, p.step_ms.p10, p.step_ms.p90,
                p.median.forward_ms, p.median.backward_ms, p.median.optimizer_ms,
                static_cast<double>(p.peak_memory_bytes) / (1 << 20));
-  fmt::print("# {} device, batch {} per rank, {} sequences of {} tokens; wrote {}\n", b.cases.front().facts.device,
-             b.cases.front().facts.per_device_batch, b.cases.front().facts.synthetic_data ? "synthetic" : "real",
-             b.cases.front().facts.seq_len, file.string());
+  const report::RunFacts& f = b.cases.front().facts;
+  fmt::print("# {} device, batch {} per rank, {} sequences of {} tokens; wrote {}\n", f.device, f.per_device_batch,
+             f.data_description(), f.seq_len, file.string());
 }
 
 }  // namespace
@@ -90,6 +100,9 @@ void add_bench_step_command(CLI::App& bench) {
   cmd->add_option("--rounds", a->rounds, "Repeats, in rotated order")->capture_default_str();
   cmd->add_option("--backend", a->backend, "ring, nccl or auto with --nproc > 1 (default: the config's ddp_backend)");
   cmd->add_flag("--synthetic", a->synthetic, "Random full-length sequences instead of the config's data");
+  cmd->add_option("--synthetic-real-fraction", a->synthetic_real_fraction,
+                  "With --synthetic: each row's mean share of real tokens, the rest padding (0, 1]")
+      ->capture_default_str();
   cmd->add_option("--out", a->out, "Folder for step.json")->capture_default_str();
   cmd->add_option("--timeout", a->timeout_s, "Seconds before the run counts as hung")->capture_default_str();
   cmd->callback([a] { run(*a); });

@@ -3,10 +3,17 @@
 //   attention_bench [--device cpu|cuda] [--dtype f32|bf16|f16] [--dropout P] [--min-seconds T]
 //                   [--backend tandem|cudnn] [--forward tiled|pipelined|pipelined_wide]
 //                   [--backward split|fused|split_pipelined|fused_ordered|fused_ordered_pipelined]
-//                   [--shape B,S,H,Dh]
+//                   [--shape B,S,H,Dh] [--real-fraction F]
 //
 // --shape times that one shape instead of the list (for a profiler, which
 // should see one shape's kernels).
+// --real-fraction F (0 < F <= 1, default 1: no mask) gives every row a key-padding
+// mask: its first ceil(F * S) keys real, the rest padding, as Tandem's batches pad
+// every text to max_seq_len. The work the kernels do then depends on
+// TANDEM_ATTENTION_KEY_TILES (the key_tiles column): all visits every key tile,
+// trimmed skips those past each row's last real key (kernels/cuda/attention_switches.h).
+// The TFLOP/s columns still count the dense S x S work, so with a mask they are
+// what the dense problem would have to reach to take the same time.
 // --forward picks Tandem's CUDA forward kernel for bf16/f16 (the table's
 // fwd_kernel column): tiled (the bench's default, the baseline; the library's
 // default, TANDEM_ATTENTION_FORWARD unset, is pipelined),
@@ -39,6 +46,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <optional>
@@ -72,6 +80,7 @@ struct Options {
   std::string backward = "split";  // --backward: split, fused, split_pipelined, fused_ordered(_pipelined)
   std::string forward = "tiled";  // --forward: tiled, pipelined or pipelined_wide
   std::optional<AttentionShape> shape;  // --shape: this one instead of the list
+  double real_fraction = 1.0;           // --real-fraction: each row's real keys, the rest padding
 };
 
 // "B,S,H,Dh", each a positive integer.
@@ -128,13 +137,17 @@ Options parse(int argc, char** argv) {
       o.backward = v;
     } else if (a == "--shape") {
       o.shape = parse_shape(v);
+    } else if (a == "--real-fraction") {
+      o.real_fraction = parse_number(a, v);
+      TANDEM_CHECK(o.real_fraction > 0 && o.real_fraction <= 1,
+                   "attention_bench: --real-fraction must be in (0, 1], got {}", v);
     } else if (a == "--forward") {
       TANDEM_CHECK(v == "tiled" || v == "pipelined" || v == "pipelined_wide",
                    "attention_bench: --forward must be tiled, pipelined or pipelined_wide, got '{}'", v);
       o.forward = v;
     } else {
       TANDEM_FAIL("attention_bench: unknown option {} (--device, --dtype, --dropout, --min-seconds, --backend, "
-                  "--forward, --backward, --shape)",
+                  "--forward, --backward, --shape, --real-fraction)",
                   a);
     }
   }
@@ -212,22 +225,31 @@ void run(const Options& o, const AttentionShape& s) {
   Tensor out = Tensor::empty(out_shape, o.dtype, o.device), dqkv = Tensor::empty(qkv_shape, o.dtype, o.device);
   const DType stats = o.dtype == DType::F64 ? DType::F64 : DType::F32;
   Tensor lse = Tensor::empty({s.batch, s.heads, s.seq}, stats, o.device);
+  // --real-fraction < 1: the first ceil(F * S) keys of every row real, the rest padding.
+  Tensor mask_tensor;
+  if (o.real_fraction < 1) {
+    const auto real = static_cast<int64_t>(std::ceil(o.real_fraction * static_cast<double>(s.seq)));
+    std::vector<int64_t> flags(static_cast<size_t>(s.batch * s.seq));
+    for (int64_t i = 0; i < s.batch * s.seq; ++i) flags[static_cast<size_t>(i)] = i % s.seq < real ? 1 : 0;
+    mask_tensor = Tensor::from_vector(flags, {s.batch, s.seq}, DType::U8, o.device);
+  }
+  const uint8_t* mask = mask_tensor.defined() ? mask_tensor.data<uint8_t>() : nullptr;
 
   std::function<void()> forward, backward;
   if (o.device.is_cpu()) {
-    forward = [&] { attention_forward_cpu(qkv.data_ptr(), nullptr, out.data_ptr(), lse.data_ptr(), s, d, o.dtype); };
+    forward = [&] { attention_forward_cpu(qkv.data_ptr(), mask, out.data_ptr(), lse.data_ptr(), s, d, o.dtype); };
     backward = [&] {
-      attention_backward_cpu(qkv.data_ptr(), nullptr, lse.data_ptr(), dout.data_ptr(), dqkv.data_ptr(), s, d, o.dtype);
+      attention_backward_cpu(qkv.data_ptr(), mask, lse.data_ptr(), dout.data_ptr(), dqkv.data_ptr(), s, d, o.dtype);
     };
   } else if (o.cudnn) {
 #if TANDEM_WITH_CUDNN_ATTENTION
     void* stream = cuda::current_stream(o.device.index).handle();
     forward = [&, stream] {
-      attention_forward_cudnn(qkv.data_ptr(), nullptr, out.data_ptr(), lse.data<float>(), s, o.dtype, o.device.index,
+      attention_forward_cudnn(qkv.data_ptr(), mask, out.data_ptr(), lse.data<float>(), s, o.dtype, o.device.index,
                               stream);
     };
     backward = [&, stream] {
-      attention_backward_cudnn(qkv.data_ptr(), nullptr, out.data_ptr(), lse.data<float>(), dout.data_ptr(),
+      attention_backward_cudnn(qkv.data_ptr(), mask, out.data_ptr(), lse.data<float>(), dout.data_ptr(),
                                dqkv.data_ptr(), s, o.dtype, o.device.index, stream);
     };
 #endif
@@ -236,12 +258,12 @@ void run(const Options& o, const AttentionShape& s) {
     void* stream = cuda::current_stream(o.device.index).handle();
     const AttentionForwardKernel kernel = forward_kernel(o);
     forward = [&, stream, kernel] {
-      attention_forward_cuda(qkv.data_ptr(), nullptr, out.data_ptr(), lse.data<float>(), s, d, o.dtype, stream,
-                             kernel);
+      attention_forward_cuda(qkv.data_ptr(), mask, out.data_ptr(), lse.data<float>(), s, d, o.dtype,
+                             o.device.index, stream, kernel);
     };
     const AttentionBackwardPath path = backward_path(o);
     backward = [&, stream, path] {
-      attention_backward_cuda(qkv.data_ptr(), nullptr, out.data_ptr(), lse.data<float>(), dout.data_ptr(),
+      attention_backward_cuda(qkv.data_ptr(), mask, out.data_ptr(), lse.data<float>(), dout.data_ptr(),
                               dqkv.data_ptr(), s, d, o.dtype, o.device.index, stream, path);
     };
 #else
@@ -255,19 +277,20 @@ void run(const Options& o, const AttentionShape& s) {
   const std::string backward_name = o.device.is_cpu() ? "cpu" : o.cudnn ? "cudnn" : o.backward;
   // Blocks of Tandem's forward kernel and of its backward's main kernel resident per multiprocessor
   // ("-" where they are not ours).
-  std::string fwd_blocks = "-", bwd_blocks = "-";
+  std::string fwd_blocks = "-", bwd_blocks = "-", key_tiles = "-";
 #if TANDEM_WITH_CUDA
   if (o.device.is_cuda() && !o.cudnn) {
     fwd_blocks = std::to_string(attention_forward_blocks_per_sm(s.head_dim, o.dtype, forward_kernel(o)));
     bwd_blocks = std::to_string(attention_backward_blocks_per_sm(s.head_dim, o.dtype, backward_path(o)));
+    key_tiles = attention_key_tiles_name(attention_key_tiles());
   }
 #endif
   fmt::print(
-      "{:>6} {:>7} {:>14} {:>15} {:>5} {:>6} {:>5} {:>6} {:>7} {:>8} {:>11.3f} {:>10.3f} {:>10} {:>11.3f} {:>10.3f} "
-      "{:>10}\n",
+      "{:>6} {:>7} {:>14} {:>15} {:>5} {:>6} {:>5} {:>6} {:>7} {:>8} {:>5} {:>9} {:>11.3f} {:>10.3f} {:>10} "
+      "{:>11.3f} {:>10.3f} {:>10}\n",
       o.device.str(), o.cudnn ? "cudnn" : "tandem", fwd_kernel, backward_name, dtype_name(o.dtype), s.batch, s.seq,
-      s.heads, s.head_dim, o.dropout, 1e3 * fwd, fwd_flops / fwd / 1e12, fwd_blocks, 1e3 * bwd,
-      2.5 * fwd_flops / bwd / 1e12, bwd_blocks);
+      s.heads, s.head_dim, o.dropout, o.real_fraction, key_tiles, 1e3 * fwd, fwd_flops / fwd / 1e12, fwd_blocks,
+      1e3 * bwd, 2.5 * fwd_flops / bwd / 1e12, bwd_blocks);
 }
 
 }  // namespace
@@ -283,9 +306,10 @@ int main(int argc, char** argv) {
                                          {8, 512, 16, 32},  {8, 512, 6, 128}};
     if (o.device.is_cuda()) sizes.push_back({64, 512, 12, 64});
     if (o.shape) sizes = {*o.shape};
-    fmt::print("{:>6} {:>7} {:>14} {:>15} {:>5} {:>6} {:>5} {:>6} {:>7} {:>8} {:>11} {:>10} {:>10} {:>11} {:>10} {:>10}\n",
+    fmt::print("{:>6} {:>7} {:>14} {:>15} {:>5} {:>6} {:>5} {:>6} {:>7} {:>8} {:>5} {:>9} {:>11} {:>10} {:>10} {:>11} "
+               "{:>10} {:>10}\n",
                "device", "backend", "fwd_kernel", "backward", "dtype", "batch", "seq", "heads", "head_dim", "dropout",
-               "fwd_ms", "fwd_TFLOPs", "fwd_blk/SM", "bwd_ms", "bwd_TFLOPs", "bwd_blk/SM");
+               "real", "key_tiles", "fwd_ms", "fwd_TFLOPs", "fwd_blk/SM", "bwd_ms", "bwd_TFLOPs", "bwd_blk/SM");
     for (const AttentionShape& s : sizes) run(o, s);
   } catch (const std::exception& e) {
     fmt::print(stderr, "attention_bench: {}\n", e.what());

@@ -108,7 +108,8 @@ Tensor attention(const Tensor& qkv, const Tensor& key_padding_mask, int num_head
                             qkv.dtype());
     } else {
       TANDEM_CUDA_ONLY(attention_forward_cuda(qkv.data_ptr(), mask_ptr(key_padding_mask), out.data_ptr(),
-                                              lse.data<float>(), s, d, qkv.dtype(), stream_of(qkv),
+                                              lse.data<float>(), s, d, qkv.dtype(), qkv.device().index,
+                                              stream_of(qkv),
                                               attention_forward_kernel()));
     }
   }

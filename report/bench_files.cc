@@ -181,7 +181,8 @@ json to_json(const RunFacts& f) {
             {"vocab_size", f.vocab_size},
             {"d_model", f.d_model},
             {"train_examples", f.train_examples},
-            {"synthetic_data", f.synthetic_data}};
+            {"synthetic_data", f.synthetic_data},
+            {"synthetic_real_fraction", f.synthetic_real_fraction}};
   if (!f.gradient_names.empty()) {
     j["gradient_names"] = f.gradient_names;
     j["gradient_bytes"] = f.gradient_bytes;
@@ -214,6 +215,7 @@ RunFacts facts_from_json(const json& f) {
   r.d_model = f.at("d_model").get<int64_t>();
   r.train_examples = f.at("train_examples").get<int64_t>();
   r.synthetic_data = f.at("synthetic_data").get<bool>();
+  r.synthetic_real_fraction = f.value("synthetic_real_fraction", 1.0);  // absent from files written before it
   if (f.contains("gradient_names")) {  // files written before the step model have none
     r.gradient_names = f.at("gradient_names").get<std::vector<std::string>>();
     r.gradient_bytes = f.at("gradient_bytes").get<std::vector<int64_t>>();

@@ -1,5 +1,7 @@
 #include "report/profile.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <functional>
 
@@ -115,6 +117,12 @@ std::vector<ScalingRow> scaling_table(const std::vector<Profile>& profiles) {
     r.efficiency = r.speedup / r.world_size;
   }
   return rows;
+}
+
+std::string RunFacts::data_description() const {
+  if (!synthetic_data) return "real";
+  if (synthetic_real_fraction >= 1) return "synthetic full-length";
+  return fmt::format("synthetic (about {:.0f} % real tokens, the rest padding)", 100 * synthetic_real_fraction);
 }
 
 }  // namespace tandem::report

@@ -68,12 +68,16 @@ struct RunFacts {
   int64_t d_model = 0;
   int64_t train_examples = 0;  // examples in one epoch (all ranks)
   bool synthetic_data = false;
+  double synthetic_real_fraction = 1.0;  // synthetic rows' mean real share (train::StepRunnerOptions)
 
   int64_t samples_per_step() const { return per_device_batch * gradient_accumulation_steps * world_size; }
   double gradient_mb() const { return static_cast<double>(num_parameters) * 4.0 / (1 << 20); }
   double embedding_share() const {
     return num_parameters > 0 ? static_cast<double>(vocab_size * d_model) / static_cast<double>(num_parameters) : 0;
   }
+  // "real", "synthetic full-length" or "synthetic (about 25 % real tokens, the rest padding)": the
+  // data a run measured, for the benches' summary lines.
+  std::string data_description() const;
 };
 
 struct Profile {

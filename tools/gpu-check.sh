@@ -226,6 +226,19 @@ phase_bench() {
     capture "bench_attention_${spec%%:*}" 120 "$build/bench/attention_bench" --device cuda ${spec#*:}
     lines+=("$(cat "$res/bench_attention_${spec%%:*}.txt")")
   done
+  # Padded batches (every row's first quarter real, as AG News texts padded to 256 tokens): every key
+  # tile against trimmed key tiles (TANDEM_ATTENTION_KEY_TILES=trimmed, opt-in), without and with
+  # dropout (split and fused backward), and cuDNN (which takes the lengths); PyTorch's SDPA with the
+  # same mask is in the peers phase.
+  lines+=("== attention, bf16, 25 % of each row real: every key tile, trimmed, cuDNN")
+  for spec in "padded_all:all:" "padded_trimmed:trimmed:" "padded_dropout_all:all:--dropout 0.1" \
+    "padded_dropout_trimmed:trimmed:--dropout 0.1" "padded_cudnn:all:--backend cudnn"; do
+    local rest=${spec#*:}
+    # shellcheck disable=SC2086  # the options after the second colon are words
+    capture "bench_attention_${spec%%:*}" 120 env TANDEM_ATTENTION_KEY_TILES="${rest%%:*}" \
+      "$build/bench/attention_bench" --device cuda --dtype bf16 --forward pipelined --real-fraction 0.25 ${rest#*:}
+    lines+=("$(cat "$res/bench_attention_${spec%%:*}.txt")")
+  done
   # The memory-bound ops at configs/ag_news_optimized.yaml's training shape (128 x 256 tokens of 256:
   # a row is one warp of 16-bit vectors), where the column-sum slots and the one-warp layer norm of
   # 2026-11-27 (docs/device.md) matter most.
@@ -257,6 +270,19 @@ phase_bench() {
       --out "$res/bench_step_graph_$graph"
     r=$?
     lines+=("== bench step cuda_graph=$graph (exit $r)" "$(grep -E '^# precision|^ +(fp32|bf16) ' "$res/bench_step_graph_$graph.txt")")
+  done
+  # A whole step on padded batches (about 25 % of each row real, as AG News padded to 256 tokens), every
+  # attention key tile against trimmed ones (TANDEM_ATTENTION_KEY_TILES, opt-in), eager and with the graph.
+  for tiles in all trimmed; do
+    for graph in false true; do
+      capture "bench_step_padded_${tiles}_graph_$graph" 120 env TANDEM_ATTENTION_KEY_TILES=$tiles \
+        "$build/apps/tandem" bench step --config configs/ag_news_optimized.yaml --synthetic \
+        --synthetic-real-fraction 0.25 --precisions bf16 --warmup 5 --steps 20 --rounds 1 --set device=cuda \
+        --set cuda_graph=$graph --set ddp_static_graph=false --out "$res/bench_step_padded_${tiles}_graph_$graph"
+      r=$?
+      lines+=("== bench step ag_news_optimized, 25 % real, key tiles $tiles, cuda_graph=$graph (exit $r)" \
+        "$(grep -E '^# precision|^ +bf16 ' "$res/bench_step_padded_${tiles}_graph_$graph.txt")")
+    done
   done
   # Two ranks sharing the GPU (NCCL refuses two ranks on one device; the ring stages through pinned host memory).
   capture bench_step_two_ranks_ring 120 "$build/apps/tandem" bench step --config configs/fortunes_demo.yaml \
@@ -389,7 +415,9 @@ phase_peers() {
   local log="$res/peers.log" rc=0 lines=() r b
   : >"$log"
   # name:script and arguments; ops_training is kernels_bench's second run (ag_news_optimized's shape).
-  for b in "attention:attention_bench.py --device cuda --dtype bf16" "ops:ops_bench.py --device cuda" \
+  for b in "attention:attention_bench.py --device cuda --dtype bf16" \
+    "attention_padded:attention_bench.py --device cuda --dtype bf16 --real-fraction 0.25" \
+    "ops:ops_bench.py --device cuda" \
     "ops_training:ops_bench.py --device cuda --rows 32768 --d-model 256" "optim:optim_bench.py --device cuda"; do
     # shellcheck disable=SC2086  # the part after the colon is the script and its arguments
     capture "peers_${b%%:*}" 150 python3 bench/pytorch/${b#*:}

@@ -19,6 +19,7 @@
 #include "optim/grad_scaler.h"
 #include "train/graph_step.h"
 #include "train/step.h"
+#include "train/synthetic_source.h"
 
 namespace tandem::train {
 
@@ -26,42 +27,6 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-constexpr int64_t kSyntheticClasses = 4;
-
-// Full-length rows of pseudo-random token ids (a pure function of the example
-// index), labels index % classes: the shape of real data with no files.
-class SyntheticSource final : public data::BatchSource {
- public:
-  SyntheticSource(int64_t examples, int64_t seq_len, int64_t vocab)
-      : examples_(examples), seq_len_(seq_len), vocab_(vocab) {}
-  int64_t size() const override { return examples_; }
-  int64_t seq_len() const override { return seq_len_; }
-  void fill(std::span<const int64_t> indices, const data::BatchBuffers& out) const override {
-    for (size_t r = 0; r < indices.size(); ++r) {
-      const int64_t idx = indices[r];
-      for (int64_t j = 0; j < seq_len_; ++j) {
-        const int64_t id = j == 0 ? data::Tokenizer::kCls : 3 + static_cast<int64_t>(mix(idx, j) % (vocab_ - 3));
-        const size_t at = r * static_cast<size_t>(seq_len_) + static_cast<size_t>(j);
-        if (out.ids_dtype == DType::I32)
-          static_cast<int32_t*>(out.ids)[at] = static_cast<int32_t>(id);
-        else
-          static_cast<int64_t*>(out.ids)[at] = id;
-        out.mask[at] = 1;
-      }
-      out.labels[r] = idx % kSyntheticClasses;
-    }
-  }
-
- private:
-  static uint64_t mix(int64_t i, int64_t j) {  // splitmix64 of (i, j)
-    uint64_t z = static_cast<uint64_t>(i) * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(j) + 0x632BE59BD9B4E019ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  int64_t examples_, seq_len_, vocab_;
-};
 
 // Host time of each phase of a TrainStep, as a bench sample. The synchronised micro-batch's
 // backward is not all compute (it waits for the all-reduces at its end): its compute time comes
@@ -239,9 +204,9 @@ StepRunner::StepRunner(const TrainConfig& config, std::shared_ptr<comm::ProcessG
   if (options.synthetic) {
     vocab = config.data.vocab_max_size;
     classes = kSyntheticClasses;
-    TANDEM_CHECK(vocab > 3, "synthetic data needs data.vocab_max_size > 3");
     s.train_examples = std::max<int64_t>(4096, 4 * batch * s.world);
-    source = std::make_shared<SyntheticSource>(s.train_examples, config.model.max_seq_len, vocab);
+    source = std::make_shared<SyntheticSource>(s.train_examples, config.model.max_seq_len, vocab,
+                                               options.synthetic_real_fraction);
   } else {
     const TrainingData d = load_training_data(config, /*with_test=*/false);
     vocab = d.tokenizer->vocab_size();
@@ -329,6 +294,7 @@ report::RunFacts StepRunner::facts(const StepCase& c) const {
   f.d_model = s.model->config().d_model;
   f.train_examples = s.train_examples;
   f.synthetic_data = s.options.synthetic;
+  f.synthetic_real_fraction = s.options.synthetic ? s.options.synthetic_real_fraction : 1.0;
   return f;
 }
 

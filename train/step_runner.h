@@ -42,6 +42,10 @@ struct StepRunnerOptions {
   // Random full-length sequences (vocab data.vocab_max_size, 4 classes) instead
   // of the config's dataset: no data files needed, and the worst case for memory.
   bool synthetic = false;
+  // With `synthetic`: the share of each row's tokens that are real, the rest padding (masked), as a
+  // dataset's texts padded to max_seq_len. Row lengths are uniform in [1, 2 ceil(F S) - 1] capped
+  // at S (a mean of about F S), fixed per example. 1: every row full length. In (0, 1].
+  double synthetic_real_fraction = 1.0;
   // Observes the ops of every timed step (profile/op_profile.h), not the warm-up's; null: none.
   profile::OpProfile* ops = nullptr;
 };

@@ -1,14 +1,18 @@
 """PyTorch's F.scaled_dot_product_attention timed like bench/attention_bench.cc,
 for a side-by-side with Tandem's fused kernels.
 
-Same sizes, same packed qkv [B, S, 3*H*Dh] (q|k|v, then heads), no padding,
-same FLOP accounting (forward 4*B*H*S^2*Dh, backward 2.5x), same table. The
+Same sizes, same packed qkv [B, S, 3*H*Dh] (q|k|v, then heads), no padding
+unless --real-fraction F < 1 (then every row's first ceil(F * S) keys are real
+and the rest masked, as attention_bench.cc's option: SDPA gets a boolean
+attn_mask, which rules out its flash kernel), same FLOP accounting (forward
+4*B*H*S^2*Dh, backward 2.5x, the dense work), same table. The
 backward is torch.autograd.grad of the output w.r.t. qkv (including the copy
 that unpacks the heads, which Tandem's kernels fuse).
 
-Run: python3 bench/pytorch/attention_bench.py [--device cuda|cpu] [--dtype bf16|f16|f32]
+Run: python3 bench/pytorch/attention_bench.py [--device cuda|cpu] [--dtype bf16|f16|f32] [--real-fraction F]
 """
 import argparse
+import math
 import time
 
 import torch
@@ -43,10 +47,14 @@ def run(args, b, s, h, dh):
     dtype = DTYPES[args.dtype]
     qkv = torch.randn(b, s, 3 * h * dh, device=args.device, dtype=dtype, requires_grad=True)
     dout = torch.randn(b, s, h * dh, device=args.device, dtype=dtype)
+    mask = None
+    if args.real_fraction < 1:  # True: attend; keys past each row's real prefix are padding
+        real = math.ceil(args.real_fraction * s)
+        mask = (torch.arange(s, device=args.device) < real).view(1, 1, 1, s).expand(b, 1, 1, s)
 
     def forward():
         q, k, v = qkv.view(b, s, 3, h, dh).permute(2, 0, 3, 1, 4)  # each [B, H, S, Dh]
-        out = F.scaled_dot_product_attention(q, k, v, dropout_p=args.dropout)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=args.dropout)
         return out.transpose(1, 2).reshape(b, s, h * dh)
 
     with torch.no_grad():
@@ -55,7 +63,7 @@ def run(args, b, s, h, dh):
     bwd = time_per_call(lambda: torch.autograd.grad(out, qkv, dout, retain_graph=True), args.device, args.min_seconds)
     flops = 4.0 * b * h * s * s * dh
     print(f"{args.device:>6} {'sdpa':>7} {'sdpa':>14} {'sdpa':>15} {args.dtype:>5} {b:>6} {s:>5} {h:>6} {dh:>8} {args.dropout:>8} "
-          f"{1e3 * fwd:>11.3f} {flops / fwd / 1e12:>10.3f} {'-':>10} {1e3 * bwd:>11.3f} {2.5 * flops / bwd / 1e12:>10.3f} {'-':>10}")
+          f"{args.real_fraction:>5} {'-':>9} {1e3 * fwd:>11.3f} {flops / fwd / 1e12:>10.3f} {'-':>10} {1e3 * bwd:>11.3f} {2.5 * flops / bwd / 1e12:>10.3f} {'-':>10}")
 
 
 def main():
@@ -64,12 +72,15 @@ def main():
     p.add_argument("--dtype", default="bf16", choices=sorted(DTYPES))
     p.add_argument("--dropout", type=float, default=0.0)
     p.add_argument("--min-seconds", type=float, default=0.5)
+    p.add_argument("--real-fraction", type=float, default=1.0, help="each row's real keys (0, 1]; the rest padding")
     args = p.parse_args()
+    if not 0 < args.real_fraction <= 1:
+        p.error(f"--real-fraction must be in (0, 1], got {args.real_fraction}")
     sizes = [(32, 128, 12, 64), (16, 256, 12, 64), (8, 512, 12, 64), (8, 512, 16, 32), (8, 512, 6, 128)]
     if args.device == "cuda":
         sizes.append((64, 512, 12, 64))
     print(f"{'device':>6} {'backend':>7} {'fwd_kernel':>14} {'backward':>15} {'dtype':>5} {'batch':>6} {'seq':>5} {'heads':>6} {'head_dim':>8} {'dropout':>8} "
-          f"{'fwd_ms':>11} {'fwd_TFLOPs':>10} {'fwd_blk/SM':>10} {'bwd_ms':>11} {'bwd_TFLOPs':>10} {'bwd_blk/SM':>10}")
+          f"{'real':>5} {'key_tiles':>9} {'fwd_ms':>11} {'fwd_TFLOPs':>10} {'fwd_blk/SM':>10} {'bwd_ms':>11} {'bwd_TFLOPs':>10} {'bwd_blk/SM':>10}")
     for size in sizes:
         run(args, *size)
 

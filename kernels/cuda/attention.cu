@@ -74,6 +74,14 @@
 // 16-bit uniforms with round(p * 2^16) and scales kept probabilities by the
 // inverse of that quantised keep rate, exactly as the CPU reference does.
 //
+// Trimmed key tiles (TANDEM_ATTENTION_KEY_TILES=trimmed, opt-in; kernels/cuda/attention_switches.h):
+// with a key-padding mask, key_end_kernel first finds one past each batch row's last real key
+// (one warp per row, B * S bytes read), and every kernel then visits only the 64-key tiles before
+// it: the forward's and dQ pass's key loops stop there, and a dK/dV or fused block whose tile lies
+// past it writes dK = dV = 0 and leaves (attention_kernels.cuh: key_tiles_of says why the results
+// are the same bits). Tandem's batches pad every row to max_seq_len, so for a row of L real tokens
+// the S x S work becomes about S x L.
+//
 // Limits: head_dim <= 128 (checked, clear error beyond); any S (the tests go to 512);
 // B*H <= 2^31-1, ceil(S/64) <= 65535.
 //
@@ -82,31 +90,33 @@
 // (none unless noted), dynamic shared memory per 128-thread block:
 //
 //   kernel      DP   f32 regs   f16/bf16 regs         f32 smem   f16/bf16 smem
-//   forward     32   235        155                   27,712     15,424
-//   forward     64   249        174                   52,288     27,712
-//   forward    128   222        192                  101,440     52,288
-//   pipelined   32   -          127 (4 blocks/SM)          -      25,728
+//   forward     32   225        151                   27,712     15,424
+//   forward     64   243        167                   52,288     27,712
+//   forward    128   212        182                  101,440     52,288
+//   pipelined   32   -          123 (4 blocks/SM)          -      25,728
 //   pipelined   64   -          126 (4 blocks/SM)          -      46,208
-//   pipelined  128   -          204                        -      87,168
-//   wide        32   -          214 (2 blocks/SM)          -      30,848
-//   wide        64   -          236 (2 blocks/SM)          -      55,424
-//   dkdv        32   254        231                   37,376     20,992
-//   dkdv        64   255        254 (spill 8/8)       70,144     37,376
-//   dkdv       128   255 (spill 24/24) 255 (spill 8/8) 101,632     52,480
-//   dkdv_pipe   32   -          216                        -      31,744
-//   dkdv_pipe   64   -          243                        -      56,320
+//   pipelined  128   -          182                        -      87,168
+//   wide        32   -          194 (2 blocks/SM)          -      30,848
+//   wide        64   -          220 (2 blocks/SM)          -      55,424
+//   dkdv        32   255        222                   37,376     20,992
+//   dkdv        64   254        254                   70,144     37,376
+//   dkdv       128   255 (spill 58/56) 255             101,632     52,480
+//   dkdv_pipe   32   -          202                        -      31,744
+//   dkdv_pipe   64   -          230                        -      56,320
 //   dkdv_pipe  128   -          255                        -      70,144
-//   dq_pipe     32   -          202                        -      30,848
-//   dq_pipe     64   -          216                        -      55,424
-//   dq_pipe    128   -          251                        -     104,576
-//   dq          32   253        201-203               36,928     20,544
-//   dq          64   255        214                   69,696     36,928
-//   dq         128   254        254                  135,232     69,696
+//   dq_pipe     32   -          189                        -      30,848
+//   dq_pipe     64   -          207                        -      55,424
+//   dq_pipe    128   -          234                        -     104,576
+//   dq          32   251        189-191               36,928     20,544
+//   dq          64   245        205                   69,696     36,928
+//   dq         128   252        234                  135,232     69,696
 //   rowdot       -   32         26-31                      0          0
+//   key_end      -   30 (no type: reads the u8 mask)          0          0
 //
-// (ldmatrix cost dkdv an 8-byte spill at DP = 64 in 16 bits, where its scalar loads fit in
-// 255 registers: its 16-query query tile of 32 instead of 64 removes it, at 219 registers,
-// for twice the query-tile barriers; which is faster is for a GPU to say.)
+// (Trimmed key tiles, 2026-11-27: reading each pass's key-tile count from key_end instead of
+// deriving it from S took 4-22 registers off most kernels and removed dkdv's 8-byte spills in 16
+// bits; the f32 dkdv at DP = 128 went from 24/24 to 58/56 bytes of spill. Before, ldmatrix had cost
+// dkdv an 8-byte spill at DP = 64 in 16 bits.)
 // So two blocks (8 warps) per SM at most, one for f32 at DP = 128, except the pipelined
 // forward, compiled for four at DP <= 64 (kPipelinedBlocksPerSm: 172-178 registers before,
 // two blocks); its 87 KB at DP = 128 still allow two. The wide pipelined forward (two row
@@ -242,6 +252,28 @@ void allow_shared_memory(Kernel kernel, size_t bytes) {
 
 dim3 dims(Grid g) { return dim3(g.x, g.y); }
 
+// Trimmed key tiles (TANDEM_ATTENTION_KEY_TILES=trimmed, with a mask): each batch row's key_end
+// (key_end_kernel, B ints of scratch for the op call) and params.key_end pointing at it, so the
+// kernels after it skip the key tiles past each row's last real key. Otherwise nothing: no mask means
+// every key is real, and All visits every tile.
+class KeyEnds {
+ public:
+  KeyEnds(const uint8_t* mask, const AttentionShape& s, int device, cudaStream_t st, Params& params)
+      : scratch_(device, mask != nullptr && attention_key_tiles() == AttentionKeyTiles::Trimmed
+                             ? sizeof(int) * static_cast<size_t>(s.batch)
+                             : 0,
+                 st) {
+    if (scratch_.as<int>() == nullptr) return;
+    key_end_kernel<<<static_cast<unsigned>((s.batch + kWarps - 1) / kWarps), kThreads, 0, st>>>(
+        mask, static_cast<int>(s.batch), params.seq, scratch_.as<int>());
+    TANDEM_CUDA_CHECK_LAUNCH();
+    params.key_end = scratch_.as<int>();
+  }
+
+ private:
+  Scratch scratch_;
+};
+
 // Calls f(kernel, shared-memory bytes, query blocks) with the forward kernel `which` picks for T
 // and DP, after setting the attributes it launches with (so a launch and an occupancy query see
 // the same); the grid is B*H x query blocks.
@@ -269,10 +301,12 @@ void with_forward_kernel(AttentionForwardKernel which, int64_t seq, F&& f) {
 }  // namespace
 
 void attention_forward_cuda(const void* qkv, const uint8_t* mask, void* out, float* lse, const AttentionShape& s,
-                            const AttentionDropout& d, DType t, void* stream, AttentionForwardKernel which) {
+                            const AttentionDropout& d, DType t, int device, void* stream,
+                            AttentionForwardKernel which) {
   if (s.batch * s.seq * s.heads == 0) return;
-  const Params params = make_params(s, d);
+  Params params = make_params(s, d);
   auto st = static_cast<cudaStream_t>(stream);
+  const KeyEnds key_ends(mask, s, device, st, params);
   TANDEM_DISPATCH_FLOAT_NO_F64(t, "attention_forward_cuda", [&] {
     using T = scalar_t;
     with_padded_dim(s.head_dim, [&](auto dp) {
@@ -349,7 +383,8 @@ namespace {
 void backward_split(const void* qkv, const uint8_t* mask, const void* out, const float* lse, const void* dout,
                     void* dqkv, const AttentionShape& s, const AttentionDropout& d, DType t, int device,
                     cudaStream_t st, bool pipelined) {
-  const Params params = make_params(s, d);
+  Params params = make_params(s, d);
+  const KeyEnds key_ends(mask, s, device, st, params);
   const int64_t rows = s.batch * s.seq * s.heads;
   const size_t rowdot_bytes = sizeof(float) * static_cast<size_t>(rows);
   auto* rowdot = static_cast<float*>(cuda_memory::allocate(device, rowdot_bytes, st));
@@ -382,7 +417,8 @@ void backward_split(const void* qkv, const uint8_t* mask, const void* out, const
 void backward_fused(const void* qkv, const uint8_t* mask, const void* out, const float* lse, const void* dout,
                     void* dqkv, const AttentionShape& s, const AttentionDropout& d, DType t, int device,
                     cudaStream_t st, const FusedBackwardPlan& plan, bool ordered, bool pipelined) {
-  const Params params = make_params(s, d);
+  Params params = make_params(s, d);
+  const KeyEnds key_ends(mask, s, device, st, params);
   const int64_t rows = s.batch * s.seq * s.heads, heads = s.batch * s.heads;
   const Scratch rowdot(device, sizeof(float) * static_cast<size_t>(rows), st);
   const Scratch partial(device, plan.scratch_bytes, st);

@@ -58,7 +58,7 @@
 // 4 S Dh bytes and 4 ceil(S/16) bytes of flags, zeroed per launch.
 // TANDEM_ATTENTION_BACKWARD=fused_ordered_pipelined (16 bits) also double-buffers
 // the query tiles by cp.async (Pipelined, below): two blocks per SM with 64-query
-// tiles at DP <= 64 (three spill), 235-255 registers, 55-66 KB of shared memory;
+// tiles at DP <= 64 (three spill), 216-255 registers, 55-66 KB of shared memory;
 // the same bits again (emulated with warps skewed either way).
 //
 // Memory traffic per (b, h), against the split path: the dQ pass's reads go
@@ -92,8 +92,15 @@
 //   kernel      DP   BQ f32/16-bit  f32 regs           f16/bf16 regs     f32 smem   f16/bf16 smem
 //   fused       32   64 / 16        254                168 (3 blocks)      54,784          15,232
 //   fused       64   64 / 32        254                168 (3 blocks)      87,552          32,512
-//   fused      128   16 / 16        255 (spill 56/64)  255                 88,960          45,952
-//   dq_reduce    -    -             40                 40                       0               0
+//   fused      128   16 / 16        255 (spill 84/84)  255                 88,960          45,952
+//   dq_reduce    -    -             32                 32                       0               0
+//
+// The ordered kernels (Ordered, and Pipelined): f32 as above (DP = 128: spill 76/76); 16 bits 164-168
+// (3 blocks) at DP <= 64, with a 4-byte spill (bf16; f16 6/4) at DP = 64, and 216-255 pipelined, no
+// spills. Trimmed key tiles (the early exit of a padding tile's block and the chain's end read from
+// key_end) added those spills at DP = 64 ordered and 28/20 bytes at f32 DP = 128 (56/64 and 56/60
+// before); ending the chain early for a row with no real key, instead of letting key tile 0 run,
+// cost 22 bytes more at DP = 64, so key tile 0 always runs there.
 //
 // Before kFusedBlocksPerSm, 16 bits at DP <= 64 ran BQ = 64 at 233-255
 // registers, two blocks per SM. Three blocks at BQ = 64 spill, and so does
@@ -254,7 +261,13 @@ __global__ void __launch_bounds__(kThreads, kFusedBlocksPerSm<T, DP, Pipelined>)
   const T* do_g = dout + int64_t{b} * P.seq * src.out_stride + int64_t{h} * P.dh;
   const int key_tiles = (P.seq + kRows - 1) / kRows;
   float* dq_g = dq_scratch + (Ordered ? int64_t{local} : int64_t{local} * key_tiles + key_tile) * P.seq * P.dh;
-  const bool last_key_tile = key_tile == key_tiles - 1;
+  // Trimmed key tiles: the tiles from key_tiles_of(P, b) on hold padding only. Their blocks write zero dK and
+  // dV and leave, with no dQ share: dq_reduce_kernel stops before them, and ordered, the last tile that can
+  // hold a real key ends the chain. Ordered, key tile 0 always runs, so that a row with no real key still
+  // gets its dQ (0) written by the chain's end (a special case for that would cost the kernel spills).
+  const int tiles_of_row = key_tiles_of(P, b), real_tiles = Ordered && tiles_of_row == 0 ? 1 : tiles_of_row;
+  if (key_tile >= real_tiles) return store_zero_dkdv_rows<DP>(dqkv, src, k0, P, b, h);
+  const bool last_key_tile = key_tile == real_tiles - 1;
 
   int key[2];
   bool real[2];
@@ -334,9 +347,10 @@ __global__ void dq_reduce_kernel(const float* __restrict__ dq_partial, T* __rest
   const int key_tiles = (P.seq + kRows - 1) / kRows, tile_stride = P.seq * P.dh;
   const int d = idx % P.dh, row = idx / P.dh, i = row % P.seq, local = row / P.seq;
   const float* src = dq_partial + (local * key_tiles * tile_stride + i * P.dh + d);
-  float acc = 0.0f;
-  for (int kt = 0; kt < key_tiles; ++kt) acc += src[kt * tile_stride];
   const int64_t bh = bh0 + local, b = bh / P.heads, h = bh % P.heads;
+  const int real_tiles = key_tiles_of(P, static_cast<int>(b));  // trimmed: padding tiles wrote no share
+  float acc = 0.0f;
+  for (int kt = 0; kt < real_tiles; ++kt) acc += src[kt * tile_stride];
   dqkv[(b * P.seq + i) * (int64_t{3} * P.heads * P.dh) + h * P.dh + d] = store<T>(acc * P.grad_scale);
 }
 

@@ -70,6 +70,8 @@ __global__ void __launch_bounds__(kThreads, 2)
                                       rowdot_s + buf * BQ, src, do_g, lse, rowdot, P, bh, q0, vec_qkv, vec_dout);
   };
 
+  if (padding_key_tile(P, b, k0)) return store_zero_dkdv_rows<DP>(dqkv, src, k0, P, b, h);
+
   int key[2];
   bool real[2];
   load_key_tile<DP>(k_s, v_s, src, mask, P, b, k0, vec_qkv, key, real);  // visible after the first barrier
@@ -119,10 +121,13 @@ __global__ void __launch_bounds__(kThreads, 2)
   const auto load_kv = [&](int k0, int buf) {
     load_kv_pipelined<DP>(k_s + buf * kTile, v_s + buf * kTile, src, k0, P, vec_qkv);
   };
-  load_tile_pipelined<kRows, DP>(q_s, src.q, src.stride, q0, P.seq, P.dh, vec_qkv);
-  load_tile_pipelined<kRows, DP>(do_s, do_g, src.out_stride, q0, P.seq, P.dh, vec_dout);
-  load_kv(0, 0);  // Q and dO join the first K/V tile's group
-  if (threadIdx.x < kRows) real_s[threadIdx.x] = key_flag_of_thread(mask, b, P, 0);
+  const int tiles = key_tiles_of(P, b);
+  if (tiles > 0) {  // none: a row with no real key (trimmed), whose dQ is 0 without reading anything
+    load_tile_pipelined<kRows, DP>(q_s, src.q, src.stride, q0, P.seq, P.dh, vec_qkv);
+    load_tile_pipelined<kRows, DP>(do_s, do_g, src.out_stride, q0, P.seq, P.dh, vec_dout);
+    load_kv(0, 0);  // Q and dO join the first K/V tile's group
+    if (threadIdx.x < kRows) real_s[threadIdx.x] = key_flag_of_thread(mask, b, P, 0);
+  }
   const T* q_w = q_s + warp * 16 * ld;
   const T* do_w = do_s + warp * 16 * ld;
   int query[2];
@@ -130,7 +135,6 @@ __global__ void __launch_bounds__(kThreads, 2)
   dq_rows<T>(lse, rowdot, P, bh, q0, query, lse2, rd);
 
   float dq[DP / 8][4] = {};
-  const int tiles = (P.seq + kRows - 1) / kRows;
   for (int j = 0; j < tiles; ++j) {
     const int buf = j & 1;
     cp_async_wait_group<0>();  // this thread's copies of tile j (the only group in flight) have landed

@@ -22,9 +22,11 @@
 namespace tandem::kernels {
 
 // `kernel` picks the forward kernel for f16/bf16 (attention() passes attention_forward_kernel());
-// f32 runs Tiled whatever it says. Both give the same results.
+// f32 runs Tiled whatever it says. Both give the same results. `device` holds the tensors (scratch
+// for trimmed key tiles comes from its pool). Forward and backward alike skip the key tiles past each
+// batch row's last real key where attention_key_tiles() is Trimmed and there is a mask (the same bits).
 void attention_forward_cuda(const void* qkv, const uint8_t* mask, void* out, float* lse, const AttentionShape& s,
-                            const AttentionDropout& d, DType t, void* stream,
+                            const AttentionDropout& d, DType t, int device, void* stream,
                             AttentionForwardKernel kernel = AttentionForwardKernel::Tiled);
 
 // Thread blocks of the forward kernel `kernel` picks (as above) that fit one multiprocessor of

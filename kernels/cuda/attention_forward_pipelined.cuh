@@ -164,9 +164,12 @@ __global__ void __launch_bounds__(kThreads, kPipelinedBlocksPerSm<DP, MT>)
   const auto load_kv = [&](int k0, int buf) {
     load_kv_pipelined<DP>(k_s + buf * kTile, v_s + buf * kTile, src, k0, P, vec);
   };
-  load_tile_pipelined<kBlockRows, DP>(q_s, src.q, src.stride, q0, P.seq, P.dh, vec);
-  load_kv(0, 0);  // Q joins the first tile's group
-  if (threadIdx.x < kRows) real_s[threadIdx.x] = key_flag_of_thread(mask, b, P, 0);
+  const int tiles = key_tiles_of(P, b);
+  if (tiles > 0) {  // none: a row with no real key (trimmed), whose output is 0 without reading anything
+    load_tile_pipelined<kBlockRows, DP>(q_s, src.q, src.stride, q0, P.seq, P.dh, vec);
+    load_kv(0, 0);  // Q joins the first tile's group
+    if (threadIdx.x < kRows) real_s[threadIdx.x] = key_flag_of_thread(mask, b, P, 0);
+  }
   // Warp w owns rows 16 MT w .. 16 MT w + 16 MT - 1 of the block: row tile mt from row0 + 16 mt.
   const T* q_w = q_s + warp * 16 * MT * ld;
   const int row0 = q0 + warp * 16 * MT + g;
@@ -176,7 +179,6 @@ __global__ void __launch_bounds__(kThreads, kPipelinedBlocksPerSm<DP, MT>)
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) m[mt][0] = m[mt][1] = -INFINITY, l[mt][0] = l[mt][1] = 0.0f;
 
-  const int tiles = (P.seq + kRows - 1) / kRows;
   for (int j = 0; j < tiles; ++j) {
     const int buf = j & 1;
     cp_async_wait_group<0>();  // this thread's copies of tile j (the only group in flight) have landed

@@ -243,6 +243,23 @@ __device__ __forceinline__ bool real_key(const uint8_t* mask, int b, int seq, in
   return j < seq && (mask == nullptr || mask[static_cast<int64_t>(b) * seq + j] != 0);
 }
 
+// key_end[b] = one past the last j with mask[b, j] != 0 (0 for a row with no real key), one warp per
+// batch row: each lane scans every 32nd key, then the lanes' maxima meet by shuffles. Reads B * S bytes.
+__global__ void key_end_kernel(const uint8_t* __restrict__ mask, int batch, int seq, int* __restrict__ key_end) {
+  const int b = static_cast<int>(blockIdx.x) * kWarps + static_cast<int>(threadIdx.x >> 5);
+  if (b >= batch) return;  // the whole warp leaves together
+  const int lane = threadIdx.x & 31;
+  unsigned end = 0;
+  for (int j = lane; j < seq; j += 32)
+    if (mask[static_cast<int64_t>(b) * seq + j] != 0) end = static_cast<unsigned>(j) + 1;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const unsigned other = __shfl_xor_sync(kFullMask, end, o);
+    end = other > end ? other : end;
+  }
+  if (lane == 0) key_end[b] = static_cast<int>(end);
+}
+
 __device__ __forceinline__ float quad_max(float v) {
   v = fmaxf(v, __shfl_xor_sync(kFullMask, v, 1));
   return fmaxf(v, __shfl_xor_sync(kFullMask, v, 2));
@@ -270,7 +287,22 @@ struct Params {
   float drop_scale;         // 1 / (quantised keep rate); 1 without dropout
   uint32_t drop_threshold;  // 16-bit uniforms below it drop their element
   AttentionDropout drop;
+  // Trimmed key tiles (TANDEM_ATTENTION_KEY_TILES=trimmed): key_end[b] is one past batch row b's last
+  // real key (key_end_kernel), so every key tile from ceil(key_end[b] / 64) on holds padding only and
+  // the kernels skip it (key_tiles_of). Null: every tile is visited.
+  const int* key_end = nullptr;
 };
+
+// Key tiles of batch row b that can hold a real key: all ceil(S / 64), or with P.key_end only those
+// before its last real key. A skipped tile's keys are all padding, so in every pass its probabilities
+// are 0: skipping it leaves the running max, the denominators and every accumulator as they were, the
+// same bits (an accumulator that starts at +0 only ever adds +0 products from such a tile; the
+// emulated tests compare the bits). So the work of a right-padded batch row follows its length, not S,
+// which a padded batch (every row padded to max_seq_len) otherwise spends on keys it masks.
+__device__ __forceinline__ int key_tiles_of(const Params& P, int b) {
+  const int end = P.key_end != nullptr ? P.key_end[b] : P.seq;
+  return (end + kRows - 1) / kRows;
+}
 
 // Where head (b, h) starts in a packed qkv [B, S, 3*H*Dh] (the rows of Q, K and V, stride
 // `stride`), and the row stride of out and dout [B, S, H*Dh]. Every kernel's first step.
@@ -451,7 +483,8 @@ __global__ void __launch_bounds__(kThreads, 2)
   float m[2] = {-INFINITY, -INFINITY};  // running max (log2 units) of rows g and g+8
   float l[2] = {0.0f, 0.0f};            // this lane's part of the running denominators
 
-  for (int k0 = 0; k0 < P.seq; k0 += kRows) {
+  const int key_stop = key_tiles_of(P, b) * kRows;
+  for (int k0 = 0; k0 < key_stop; k0 += kRows) {
     __syncthreads();  // every warp is done with the previous K/V tile
     load_tile<kRows, DP>(k_s, src.k, src.stride, k0, P.seq, P.dh, vec);
     load_tile<kRows, DP>(v_s, src.v, src.stride, k0, P.seq, P.dh, vec);
@@ -581,6 +614,23 @@ __device__ __forceinline__ void store_dkdv_rows(const float (&dk)[DP / 8][4], co
   }
 }
 
+// Whether a dK/dV block's key tile k0 lies past batch row b's last real key (trimmed key tiles): the
+// whole block skips it, uniformly, before its first barrier.
+__device__ __forceinline__ bool padding_key_tile(const Params& P, int b, int k0) {
+  return k0 >= key_tiles_of(P, b) * kRows;
+}
+
+// What a skipped key tile's block writes: dK = dV = 0 for its keys, the bits its products would give
+// (every P and dS of a padding key is 0).
+template <int DP, class T>
+__device__ __forceinline__ void store_zero_dkdv_rows(T* __restrict__ dqkv, const HeadRows<T>& src, int k0,
+                                                     const Params& P, int b, int h) {
+  const int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+  const int key[2] = {k0 + warp * 16 + g, k0 + warp * 16 + g + 8};
+  const float zero[DP / 8][4] = {};
+  store_dkdv_rows<DP>(zero, zero, dqkv, src, key, P, b, h, t);
+}
+
 // dK and dV for 64 keys per block, streaming BQ queries at a time.
 template <class T, int DP, int BQ>
 __global__ void __launch_bounds__(kThreads, 2)
@@ -602,6 +652,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int warp = threadIdx.x >> 5, t = threadIdx.x & 3;
   const HeadRows<T> src = head_rows(qkv, P, b, h);
   const T* do_g = dout + int64_t{b} * P.seq * src.out_stride + int64_t{h} * P.dh;
+  if (padding_key_tile(P, b, k0)) return store_zero_dkdv_rows<DP>(dqkv, src, k0, P, b, h);
 
   int key[2];
   bool real[2];
@@ -710,7 +761,8 @@ __global__ void __launch_bounds__(kThreads, 2)
   dq_rows<T>(lse, rowdot, P, bh, q0, query, lse2, rd);
 
   float dq[DP / 8][4] = {};
-  for (int k0 = 0; k0 < P.seq; k0 += kRows) {
+  const int key_stop = key_tiles_of(P, b) * kRows;
+  for (int k0 = 0; k0 < key_stop; k0 += kRows) {
     __syncthreads();  // every warp is done with the previous K/V tile
     load_tile<kRows, DP>(k_s, src.k, src.stride, k0, P.seq, P.dh, vec_qkv);
     load_tile<kRows, DP>(v_s, src.v, src.stride, k0, P.seq, P.dh, vec_qkv);

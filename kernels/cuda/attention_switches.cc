@@ -1,4 +1,4 @@
-// TANDEM_ATTENTION_FORWARD and TANDEM_ATTENTION_BACKWARD (see attention_switches.h).
+// TANDEM_ATTENTION_FORWARD, TANDEM_ATTENTION_BACKWARD and TANDEM_ATTENTION_KEY_TILES (see attention_switches.h).
 #include "kernels/cuda/attention_switches.h"
 
 #include "core/env_switch.h"
@@ -21,6 +21,9 @@ constinit EnvSwitch<AttentionBackwardPath, 6> g_backward{
      {"fused_ordered", AttentionBackwardPath::FusedOrdered},
      {"fused_ordered_pipelined", AttentionBackwardPath::FusedOrderedPipelined}}};
 
+constinit EnvSwitch<AttentionKeyTiles, 2> g_key_tiles{
+    "TANDEM_ATTENTION_KEY_TILES", {{"all", AttentionKeyTiles::All}, {"trimmed", AttentionKeyTiles::Trimmed}}};
+
 }  // namespace
 
 AttentionForwardKernel attention_forward_kernel() { return g_forward.value(); }
@@ -37,6 +40,13 @@ void set_attention_backward_path_for_testing(std::optional<AttentionBackwardPath
   g_backward.force_for_testing(path);
 }
 const char* attention_backward_path_name(AttentionBackwardPath path) { return g_backward.name(path); }
+
+AttentionKeyTiles attention_key_tiles() { return g_key_tiles.value(); }
+AttentionKeyTiles parse_attention_key_tiles(const char* v) { return g_key_tiles.parse(v); }
+void set_attention_key_tiles_for_testing(std::optional<AttentionKeyTiles> tiles) {
+  g_key_tiles.force_for_testing(tiles);
+}
+const char* attention_key_tiles_name(AttentionKeyTiles tiles) { return g_key_tiles.name(tiles); }
 
 AttentionBackwardPath resolve_attention_backward(AttentionBackwardPath path, bool is_f32, bool dropout) {
   if (path == AttentionBackwardPath::SplitPipelined && is_f32) return AttentionBackwardPath::Split;

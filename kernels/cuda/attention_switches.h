@@ -1,4 +1,4 @@
-// The two switches of the CUDA attention op, each an environment variable read
+// The three switches of the CUDA attention op, each an environment variable read
 // once (core/env_switch.h): unset or empty is the default, anything other than
 // the names below is an Error naming the variable and the value. A new kernel
 // sits behind a switch that defaults to the verified path (issue #15) until a
@@ -24,6 +24,12 @@
 //     partials and summed by a second kernel: the same bits. FusedOrderedPipelined
 //     is FusedOrdered with the query tiles double-buffered by cp.async (16 bits;
 //     f32 runs FusedOrdered). All three opt-in until a GPU has timed them.
+//   TANDEM_ATTENTION_KEY_TILES=all|trimmed  which 64-key tiles every attention kernel visits
+//     where there is a key-padding mask: All (the default, what the GPU runs measured) or Trimmed:
+//     a first launch finds each batch row's last real key (key_end_kernel) and every kernel skips
+//     the key tiles past it (attention_kernels.cuh: key_tiles_of), with the same results bit for
+//     bit. Tandem's batches pad every row to max_seq_len, so a row of length L < S costs the
+//     attention about L / S of its work instead of all of it. Opt-in until a GPU has run it.
 #pragma once
 
 #include <optional>
@@ -60,5 +66,16 @@ const char* attention_backward_path_name(AttentionBackwardPath path);
 // dropout 0.1: 8.29 against 8.88 ms, fused regenerating each keep decision once where split does
 // twice); Split for 16-bit without dropout (split 1.05-1.4x faster there at every bench shape).
 AttentionBackwardPath resolve_attention_backward(AttentionBackwardPath path, bool is_f32, bool dropout);
+
+enum class AttentionKeyTiles { All, Trimmed };
+
+// TANDEM_ATTENTION_KEY_TILES's choice, unless a test has overridden it.
+AttentionKeyTiles attention_key_tiles();
+// The choice an environment string names (null or empty: All); throws Error naming the variable.
+AttentionKeyTiles parse_attention_key_tiles(const char* value);
+// Tests force a choice; nullopt returns to the environment's.
+void set_attention_key_tiles_for_testing(std::optional<AttentionKeyTiles> tiles);
+// "all" or "trimmed".
+const char* attention_key_tiles_name(AttentionKeyTiles tiles);
 
 }  // namespace tandem::kernels

@@ -179,6 +179,24 @@ TEST_F(BenchCommands, StepMeasuresEachPrecisionWithItsPeakMemory) {
   for (const report::Profile& p : f.step->cases) EXPECT_GE(p.peak_memory_bytes, 4 * p.facts.num_parameters * 4);
 }
 
+TEST_F(BenchCommands, StepOnPaddedSyntheticRowsRecordsTheirRealShare) {
+  const CommandRun r = run("bench step --precisions fp32 --synthetic-real-fraction 0.25 " + common());
+  ASSERT_EQ(r.status, 0) << r.output;
+  report::BenchFolder f = report::read_bench_folder(dir_);
+  ASSERT_TRUE(f.step.has_value());
+  EXPECT_EQ(f.step->cases[0].facts.synthetic_real_fraction, 0.25);
+  EXPECT_NE(r.output.find("synthetic (about 25 % real tokens, the rest padding)"), std::string::npos) << r.output;
+}
+
+TEST_F(BenchCommands, StepRejectsARealFractionOutsideZeroToOneOrWithoutSynthetic) {
+  const CommandRun zero = run("bench step --precisions fp32 --synthetic-real-fraction 0 " + common());
+  EXPECT_NE(zero.status, 0);
+  EXPECT_NE(zero.output.find("--synthetic-real-fraction must be in (0, 1], got 0"), std::string::npos) << zero.output;
+  const CommandRun real = run("bench step --config " + config_ + " --synthetic-real-fraction 0.5 --out " + dir_.string());
+  EXPECT_NE(real.status, 0);
+  EXPECT_NE(real.output.find("--synthetic-real-fraction needs --synthetic"), std::string::npos) << real.output;
+}
+
 TEST_F(BenchCommands, FindBatchSizeStopsWhereTheMemoryLimitIsCrossed) {
   const CommandRun r =
       run("find-batch-size --config " + config_ +

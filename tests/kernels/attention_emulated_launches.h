@@ -1,12 +1,16 @@
 // The CUDA attention kernels' launches as kernels/cuda/attention.cu makes them
 // (the same grids, shared memory and operands), run on the CPU by
-// tests/testing/warp_emulator.h: the forward (tiled, pipelined or pipelined wide) and the
-// split backward (rowdot, then dK/dV and dQ, plain or pipelined). For the emulated tests, which include
+// tests/testing/warp_emulator.h: the forward (tiled, pipelined or pipelined wide), the
+// split backward (rowdot, then dK/dV and dQ, plain or pipelined) and the fused one (plain,
+// ordered, ordered pipelined), each visiting every key tile or the trimmed ones. For the emulated tests, which include
 // this header first: it brings in the emulator before the device code, and
 // counts the dropout's Philox blocks (attention_kernels.cuh's hook) in
 // philox_blocks_computed.
 #pragma once
 
+#include <gtest/gtest.h>
+
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -18,6 +22,7 @@ inline int64_t philox_blocks_computed = 0;
 #define ATTENTION_COUNT_PHILOX() (++::philox_blocks_computed)
 
 #include "core/tensor.h"
+#include "kernels/cuda/attention_backward_fused.cuh"
 #include "kernels/cuda/attention_backward_pipelined.cuh"
 #include "kernels/cuda/attention_forward_pipelined.cuh"
 #include "kernels/cuda/attention_kernels.cuh"
@@ -26,16 +31,31 @@ inline int64_t philox_blocks_computed = 0;
 
 namespace tandem::kernels::attention_detail {
 
+// attention.cu's KeyEnds: with Trimmed and a mask, key_end_kernel's launch (one warp per batch row) and
+// params.key_end pointing at its output, which the returned vector owns; otherwise nothing.
+inline std::vector<int> emulated_key_ends(const Tensor& mask, const AttentionShape& s, AttentionKeyTiles tiles,
+                                          Params& params) {
+  if (!mask.defined() || tiles != AttentionKeyTiles::Trimmed) return {};
+  std::vector<int> key_end(static_cast<size_t>(s.batch), -1);
+  warp_emulator::launch(static_cast<unsigned>((s.batch + kWarps - 1) / kWarps), 1, kThreads, 0, [&] {
+    key_end_kernel(mask.data<uint8_t>(), static_cast<int>(s.batch), static_cast<int>(s.seq), key_end.data());
+  });
+  params.key_end = key_end.data();  // a vector's buffer stays where it is when the vector is moved
+  return key_end;
+}
+
 // attention_forward_cuda's launch of `which` (f32 always runs the tiled kernel), with the warps
-// interleaved by `schedule`. out and lse start as NaN, so every element must be written.
+// interleaved by `schedule`, visiting the key tiles `tiles` says. out and lse start as NaN, so every element must be written.
 template <class T>
 void emulated_forward(const Tensor& qkv, const Tensor& mask, Tensor& out, Tensor& lse, const AttentionShape& s,
                       const AttentionDropout& d, AttentionForwardKernel which = AttentionForwardKernel::Tiled,
-                      warp_emulator::Schedule schedule = warp_emulator::Schedule::RoundRobin) {
+                      warp_emulator::Schedule schedule = warp_emulator::Schedule::RoundRobin,
+                      AttentionKeyTiles tiles = AttentionKeyTiles::All) {
   using testing::mask_ptr;
   out.fill_(std::nan(""));
   lse.fill_(std::nan(""));
-  const Params params = make_params(s, d);
+  Params params = make_params(s, d);
+  const std::vector<int> key_ends = emulated_key_ends(mask, s, tiles, params);
   const Grid grid = grid_for(s);
   const bool vec = vector_loads<T>(qkv.data_ptr(), s.head_dim);
   with_padded_dim(s.head_dim, [&](auto dp) {
@@ -73,14 +93,16 @@ std::vector<float> emulated_rowdot(const Tensor& out, const Tensor& dout, const 
 
 // The split backward's launches (attention.cu's backward_split): rowdot, dK/dV, dQ, into dqkv; with
 // `pipelined` (16 bits), the passes are dkdv_pipelined_kernel and dq_pipelined_kernel. The dK/dV and
-// dQ passes' warps are interleaved by `schedule`.
+// dQ passes' warps are interleaved by `schedule`; `tiles` as for the forward.
 template <class T>
 void emulated_split_backward(const Tensor& qkv, const Tensor& mask, const Tensor& out, const Tensor& lse,
                              const Tensor& dout, Tensor& dqkv, const AttentionShape& s, const AttentionDropout& d,
                              bool pipelined = false,
-                             warp_emulator::Schedule schedule = warp_emulator::Schedule::RoundRobin) {
+                             warp_emulator::Schedule schedule = warp_emulator::Schedule::RoundRobin,
+                             AttentionKeyTiles tiles = AttentionKeyTiles::All) {
   using testing::mask_ptr;
-  const Params params = make_params(s, d);
+  Params params = make_params(s, d);
+  const std::vector<int> key_ends = emulated_key_ends(mask, s, tiles, params);
   const Grid grid = grid_for(s);
   const std::vector<float> rowdot = emulated_rowdot<T>(out, dout, params, s);
   const bool vec_qkv = vector_loads<T>(qkv.data_ptr(), s.head_dim);
@@ -99,6 +121,80 @@ void emulated_split_backward(const Tensor& qkv, const Tensor& mask, const Tensor
     };
     with_split_passes<T, DP>(pipelined, launch);
   });
+}
+
+// The fused path's launches (attention.cu's backward_fused) with the plan for `scratch_limit`, run by the
+// emulator: per chunk of heads the fused kernel and the dQ reduction, or with `ordered` the turn flags set
+// to `first_turn` (0, as attention.cu's memset; another value checks that the blocks wait) and the ordered
+// kernel on the grid key tiles x heads. The scratch (partials, or the ordered accumulators) starts as NaN,
+// so a partial that no block writes, or an accumulator that key tile 0 does not write first, shows up in dQ.
+// `pipelined` (16 bits, with `ordered`) runs the double-buffered ordered kernel under `schedule`; `tiles`
+// picks the key tiles the kernels visit.
+template <class T>
+void emulated_fused(const testing::AttentionProblem& p, Tensor& dqkv, size_t scratch_limit, bool ordered = false, int first_turn = 0,
+                    bool pipelined = false, warp_emulator::Schedule schedule = warp_emulator::Schedule::RoundRobin,
+                    AttentionKeyTiles tiles = AttentionKeyTiles::All) {
+  Params params = make_params(p.s, p.d);
+  const std::vector<int> key_ends = emulated_key_ends(p.mask, p.s, tiles, params);
+  const FusedBackwardPlan plan = plan_fused_backward(p.s, scratch_limit, ordered);
+  ASSERT_GT(plan.heads_per_launch, 0) << "the plan falls back to the split path";
+  const std::vector<float> rowdot = emulated_rowdot<T>(p.out, p.dout, params, p.s);
+  const int64_t per_launch = plan.heads_per_launch;
+  std::vector<float> scratch(ordered ? per_launch * p.s.seq * p.s.head_dim : plan.scratch_bytes / sizeof(float),
+                             std::nanf(""));
+  std::vector<int> turns(ordered ? per_launch * fused_turns_per_head(p.s.seq) : 0);
+  ASSERT_EQ(scratch.size() * sizeof(float) + turns.size() * sizeof(int), plan.scratch_bytes);
+  const bool vec_qkv = vector_loads<T>(p.qkv.data_ptr(), p.s.head_dim);
+  const bool vec_dout = vector_loads<T>(p.dout.data_ptr(), p.s.head_dim);
+  const int64_t heads = p.s.batch * p.s.heads;
+  with_padded_dim(p.s.head_dim, [&](auto dp) {
+    constexpr int DP = decltype(dp)::value;
+    constexpr int BQ = kFusedQueryTile<T, DP>;
+    for (int64_t bh0 = 0; bh0 < heads; bh0 += per_launch) {
+      const int64_t n = std::min(per_launch, heads - bh0);
+      const unsigned key_tiles = grid_for(p.s).y;
+      if (ordered) {
+        std::fill(turns.begin(), turns.end(), first_turn);
+        const auto run = [&](auto kernel, size_t smem) {
+          warp_emulator::launch(key_tiles, static_cast<unsigned>(n), kThreads, smem, [&] {
+            kernel(p.qkv.data<T>(), testing::mask_ptr(p.mask), p.lse.data<float>(), rowdot.data(), p.dout.data<T>(),
+                   dqkv.data<T>(), scratch.data(), turns.data(), static_cast<int>(bh0), params, vec_qkv, vec_dout);
+          }, schedule);
+        };
+        with_ordered_fused_kernel<T, DP>(pipelined, run);
+        continue;
+      }
+      warp_emulator::launch(static_cast<unsigned>(n), key_tiles, kThreads, fused_backward_smem_bytes<T, DP>(), [&] {
+        fused_backward_kernel<T, DP, BQ>(p.qkv.data<T>(), testing::mask_ptr(p.mask), p.lse.data<float>(), rowdot.data(),
+                                         p.dout.data<T>(), dqkv.data<T>(), scratch.data(), nullptr,
+                                         static_cast<int>(bh0), params, vec_qkv, vec_dout);
+      });
+      const int count = static_cast<int>(n * p.s.seq * p.s.head_dim);
+      warp_emulator::launch(static_cast<unsigned>((count + kThreads - 1) / kThreads), 1, kThreads, 0, [&] {
+        dq_reduce_kernel<T>(scratch.data(), dqkv.data<T>(), static_cast<int>(bh0), count, params);
+      });
+    }
+  });
+}
+
+// A backward path's launches; SplitPipelined and FusedOrderedPipelined are 16-bit only.
+enum class Path { Split, SplitPipelined, Fused, FusedOrdered, FusedOrderedPipelined };
+
+// dqkv from `path`'s launches on p (its CPU forward's out and lse), starting as NaN so that every element
+// must be written.
+inline Tensor emulated_backward(const testing::AttentionProblem& p, Path path, size_t scratch_limit = kFusedScratchLimit,
+                         warp_emulator::Schedule schedule = warp_emulator::Schedule::RoundRobin,
+                         AttentionKeyTiles tiles = AttentionKeyTiles::All) {
+  Tensor dqkv = Tensor::empty(p.qkv.shape(), p.t);
+  dqkv.fill_(std::nan(""));  // every element must be written
+  TANDEM_DISPATCH_FLOAT_NO_F64(p.t, "emulated attention backward", [&] {
+    if (path == Path::Split || path == Path::SplitPipelined)
+      emulated_split_backward<scalar_t>(p.qkv, p.mask, p.out, p.lse, p.dout, dqkv, p.s, p.d,
+                                        path == Path::SplitPipelined, schedule, tiles);
+    else emulated_fused<scalar_t>(p, dqkv, scratch_limit, path != Path::Fused, 0, path == Path::FusedOrderedPipelined,
+                                  schedule, tiles);
+  });
+  return dqkv;
 }
 
 }  // namespace tandem::kernels::attention_detail

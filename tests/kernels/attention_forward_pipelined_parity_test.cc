@@ -96,7 +96,7 @@ TEST_P(PipelinedForwardCuda, MatchesTheTiledKernelToOneRounding) {
   for (int k = 0; k < 2; ++k) {
     out[k] = Tensor::full({s.batch, s.seq, s.heads * s.head_dim}, std::nan(""), t, gpu);
     lse[k] = Tensor::full({s.batch, s.heads, s.seq}, std::nan(""), DType::F32, gpu);
-    attention_forward_cuda(qkv.data_ptr(), m, out[k].data_ptr(), lse[k].data<float>(), s, d, t, stream,
+    attention_forward_cuda(qkv.data_ptr(), m, out[k].data_ptr(), lse[k].data<float>(), s, d, t, 0, stream,
                            k == 0 ? AttentionForwardKernel::Tiled : kernel);
   }
   EXPECT_TRUE(all_close(out[1].to(Device::cpu()), out[0].to(Device::cpu()), one_rounding(t), one_rounding(t)));

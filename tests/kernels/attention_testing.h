@@ -135,7 +135,7 @@ inline std::vector<double> gpu_backward(const AttentionCase& c, DType t, kernels
   Tensor out = Tensor::empty(dout.shape(), t, gpu), lse = Tensor::empty({s.batch, s.heads, s.seq}, DType::F32, gpu);
   Tensor dqkv = Tensor::empty(qkv.shape(), t, gpu);
   void* stream = cuda::current_stream(0).handle();
-  kernels::attention_forward_cuda(qkv.data_ptr(), m, out.data_ptr(), lse.data<float>(), s, d, t, stream);
+  kernels::attention_forward_cuda(qkv.data_ptr(), m, out.data_ptr(), lse.data<float>(), s, d, t, 0, stream);
   kernels::attention_backward_cuda(qkv.data_ptr(), m, out.data_ptr(), lse.data<float>(), dout.data_ptr(),
                                    dqkv.data_ptr(), s, d, t, 0, stream, path);
   return dqkv.to_double_vector();

@@ -1,0 +1,187 @@
+// Trimmed key tiles (TANDEM_ATTENTION_KEY_TILES=trimmed): key_end_kernel, and
+// every attention kernel skipping the 64-key tiles past each batch row's last
+// real key, run on the CPU under tests/testing/warp_emulator.h with
+// attention.cu's launches:
+//   - key_end_kernel against a scan of the mask on the CPU (masks with holes,
+//     a row with no real key, a real last key, more rows than a block's warps);
+//   - the same bits as visiting every tile, for the forward (tiled, pipelined,
+//     pipelined wide) and the backward (split, split pipelined, fused, fused
+//     ordered, fused ordered pipelined), in f32, bf16 and f16, where whole
+//     tiles are padding: a row with none real, a row whose real keys end on a
+//     tile boundary, several padding tiles, dropout;
+//   - that the skipped tiles are not read: K and V of their keys set to NaN
+//     change nothing when trimmed, and poison the results when every tile is
+//     visited (so the comparison can fail). The ordered fused paths run key
+//     tile 0 of a row with no real key (their chain's end writes its dQ), so
+//     for them that tile stays clean.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "tests/kernels/attention_emulated_launches.h"  // first: the emulator before the device code
+
+#include "tests/kernels/attention_testing.h"
+
+namespace tandem::kernels {
+namespace {
+
+using namespace attention_detail;
+using testing::make_problem;
+using testing::same_bits;
+using Case = testing::AttentionCase;
+using Problem = testing::AttentionProblem;
+
+std::vector<int> emulated_key_end_of(const std::vector<std::vector<uint8_t>>& rows) {
+  const int64_t seq = static_cast<int64_t>(rows[0].size());
+  std::vector<int64_t> flat;
+  for (const auto& row : rows) flat.insert(flat.end(), row.begin(), row.end());
+  const Tensor mask = Tensor::from_vector(flat, {static_cast<int64_t>(rows.size()), seq}, DType::U8);
+  Params params = make_params({static_cast<int64_t>(rows.size()), seq, 1, 8}, {0.0f, 0, 0});
+  return emulated_key_ends(mask, {static_cast<int64_t>(rows.size()), seq, 1, 8}, AttentionKeyTiles::Trimmed, params);
+}
+
+TEST(EmulatedKeyEnd, IsOnePastEachRowsLastRealKey) {
+  std::vector<std::vector<uint8_t>> rows(6, std::vector<uint8_t>(70, 0));
+  rows[0][0] = 1;                                  // only the first key
+  rows[1][3] = rows[1][40] = rows[1][66] = 1;      // holes; the last real key in the third warp-stride
+  rows[2] = std::vector<uint8_t>(70, 1);           // all real: S
+  /* rows[3]: none real */
+  for (int j = 0; j < 33; ++j) rows[4][j] = 1;     // right padding, one past a lane stride
+  rows[5][69] = 1;                                 // only the last key
+  EXPECT_EQ(emulated_key_end_of(rows), (std::vector<int>{1, 67, 70, 0, 33, 70}));  // rows past one block's 4 warps
+}
+
+TEST(EmulatedKeyEnd, HandlesASequenceOfOne) {
+  EXPECT_EQ(emulated_key_end_of({{1}, {0}}), (std::vector<int>{1, 0}));
+}
+
+// Cases whose masks leave whole 64-key tiles padding (one head: the heads share every code path).
+const Case kCases[] = {
+    {2, 129, 1, 24, {129, 40}, 0.0},     // row 1: tiles 1 and 2 padding; DP = 32
+    {3, 130, 1, 64, {0, 65, 128}, 0.2},  // no real key, one key into a tile, a tile boundary; dropout; DP = 64
+    {1, 129, 1, 80, {64}, 0.1},          // real keys ending on a tile boundary; DP = 128
+    {2, 70, 1, 33, {1, 70}, 0.0},        // one real key; scalar loads (Dh 33)
+};
+
+using Param = std::tuple<DType, Case>;
+
+class EmulatedTrimmedKeyTiles : public ::testing::TestWithParam<Param> {
+ protected:
+  DType dtype() const { return std::get<0>(GetParam()); }
+  const Case& attention_case() const { return std::get<1>(GetParam()); }
+  std::vector<AttentionForwardKernel> forward_kernels() const {
+    if (dtype() == DType::F32) return {AttentionForwardKernel::Tiled};
+    return {AttentionForwardKernel::Tiled, AttentionForwardKernel::Pipelined, AttentionForwardKernel::PipelinedWide};
+  }
+  std::vector<Path> backward_paths() const {
+    if (dtype() == DType::F32) return {Path::Split, Path::Fused, Path::FusedOrdered};
+    return {Path::Split, Path::SplitPipelined, Path::Fused, Path::FusedOrdered, Path::FusedOrderedPipelined};
+  }
+};
+
+struct Forward {
+  Tensor out, lse;
+};
+
+Forward emulated_forward_of(const Problem& p, AttentionForwardKernel kernel, AttentionKeyTiles tiles) {
+  Forward f{Tensor::empty(p.out.shape(), p.t), Tensor::empty(p.lse.shape(), DType::F32)};
+  TANDEM_DISPATCH_FLOAT_NO_F64(p.t, "emulated attention forward", [&] {
+    emulated_forward<scalar_t>(p.qkv, p.mask, f.out, f.lse, p.s, p.d, kernel, warp_emulator::Schedule::RoundRobin,
+                               tiles);
+  });
+  return f;
+}
+
+Tensor emulated_backward_of(const Problem& p, Path path, AttentionKeyTiles tiles) {
+  return emulated_backward(p, path, kFusedScratchLimit, warp_emulator::Schedule::RoundRobin, tiles);
+}
+
+// K and V of every key in a tile past its row's last real key set to NaN (Q, every query's, untouched);
+// with `keep_first_tile`, never those of tile 0, which the ordered fused paths run for a row with no real
+// key (so that the chain's end writes its dQ).
+void poison_padding_tiles(Problem& p, bool keep_first_tile = false) {
+  const int64_t width = p.s.heads * p.s.head_dim;
+  std::vector<double> qkv = p.qkv.to_double_vector();
+  const std::vector<double> mask = p.mask.to_double_vector();
+  for (int64_t b = 0; b < p.s.batch; ++b) {
+    int64_t end = 0;
+    for (int64_t j = 0; j < p.s.seq; ++j)
+      if (mask[b * p.s.seq + j] != 0) end = j + 1;
+    const int64_t first = (end + kRows - 1) / kRows * kRows;
+    for (int64_t j = keep_first_tile && first == 0 ? kRows : first; j < p.s.seq; ++j)
+      for (int64_t k = width; k < 3 * width; ++k) qkv[(b * p.s.seq + j) * 3 * width + k] = std::nan("");
+  }
+  p.qkv = Tensor::from_vector(qkv, p.qkv.shape(), p.t);
+}
+
+bool any_nan(const Tensor& t) {
+  for (double v : t.to_double_vector())
+    if (std::isnan(v)) return true;
+  return false;
+}
+
+TEST_P(EmulatedTrimmedKeyTiles, ForwardGivesTheSameBitsAsEveryTile) {
+  const Problem p = make_problem(attention_case(), dtype());
+  for (AttentionForwardKernel kernel : forward_kernels()) {
+    const Forward all = emulated_forward_of(p, kernel, AttentionKeyTiles::All);
+    const Forward trimmed = emulated_forward_of(p, kernel, AttentionKeyTiles::Trimmed);
+    EXPECT_TRUE(same_bits(trimmed.out, all.out)) << attention_forward_kernel_name(kernel);
+    EXPECT_TRUE(same_bits(trimmed.lse, all.lse)) << attention_forward_kernel_name(kernel);
+  }
+}
+
+TEST_P(EmulatedTrimmedKeyTiles, BackwardGivesTheSameBitsAsEveryTile) {
+  const Problem p = make_problem(attention_case(), dtype());
+  for (Path path : backward_paths())
+    EXPECT_TRUE(same_bits(emulated_backward_of(p, path, AttentionKeyTiles::Trimmed),
+                          emulated_backward_of(p, path, AttentionKeyTiles::All)))
+        << "path " << static_cast<int>(path);
+}
+
+// The same checks' inputs with the skipped keys' K and V poisoned (bf16 and f32: f16 runs bf16's code).
+class EmulatedTrimmedKeyTilesPoisoned : public EmulatedTrimmedKeyTiles {};
+
+TEST_P(EmulatedTrimmedKeyTilesPoisoned, ForwardNeverReadsTheSkippedKeys) {
+  const Problem clean = make_problem(attention_case(), dtype());
+  Problem poisoned = clean;
+  poison_padding_tiles(poisoned);
+  for (AttentionForwardKernel kernel : forward_kernels()) {
+    const Forward expected = emulated_forward_of(clean, kernel, AttentionKeyTiles::Trimmed);
+    const Forward trimmed = emulated_forward_of(poisoned, kernel, AttentionKeyTiles::Trimmed);
+    EXPECT_TRUE(same_bits(trimmed.out, expected.out)) << attention_forward_kernel_name(kernel);
+    EXPECT_TRUE(same_bits(trimmed.lse, expected.lse)) << attention_forward_kernel_name(kernel);
+    EXPECT_TRUE(any_nan(emulated_forward_of(poisoned, kernel, AttentionKeyTiles::All).out))
+        << attention_forward_kernel_name(kernel) << ": visiting every tile reads the NaN keys";
+  }
+}
+
+TEST_P(EmulatedTrimmedKeyTilesPoisoned, BackwardNeverReadsTheSkippedKeys) {
+  const Problem clean = make_problem(attention_case(), dtype());
+  for (Path path : backward_paths()) {
+    Problem poisoned = clean;  // out and lse stay the clean forward's
+    poison_padding_tiles(poisoned, path == Path::FusedOrdered || path == Path::FusedOrderedPipelined);
+    EXPECT_TRUE(same_bits(emulated_backward_of(poisoned, path, AttentionKeyTiles::Trimmed),
+                          emulated_backward_of(clean, path, AttentionKeyTiles::Trimmed)))
+        << "path " << static_cast<int>(path);
+  }
+  Problem poisoned = clean;
+  poison_padding_tiles(poisoned);
+  EXPECT_TRUE(any_nan(emulated_backward_of(poisoned, Path::Split, AttentionKeyTiles::All)))
+      << "visiting every tile reads the NaN keys";
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, EmulatedTrimmedKeyTiles,
+                         ::testing::Combine(::testing::Values(DType::F32, DType::BF16, DType::F16),
+                                            ::testing::ValuesIn(kCases)),
+                         testing::dtype_and_case_name);
+
+INSTANTIATE_TEST_SUITE_P(Cases, EmulatedTrimmedKeyTilesPoisoned,
+                         ::testing::Combine(::testing::Values(DType::F32, DType::BF16), ::testing::ValuesIn(kCases)),
+                         testing::dtype_and_case_name);
+
+}  // namespace
+}  // namespace tandem::kernels
