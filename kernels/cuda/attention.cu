@@ -90,33 +90,35 @@
 // (none unless noted), dynamic shared memory per 128-thread block:
 //
 //   kernel      DP   f32 regs   f16/bf16 regs         f32 smem   f16/bf16 smem
-//   forward     32   225        151                   27,712     15,424
-//   forward     64   243        167                   52,288     27,712
-//   forward    128   212        182                  101,440     52,288
-//   pipelined   32   -          123 (4 blocks/SM)          -      25,728
-//   pipelined   64   -          126 (4 blocks/SM)          -      46,208
-//   pipelined  128   -          182                        -      87,168
-//   wide        32   -          194 (2 blocks/SM)          -      30,848
-//   wide        64   -          220 (2 blocks/SM)          -      55,424
-//   dkdv        32   255        222                   37,376     20,992
-//   dkdv        64   254        254                   70,144     37,376
-//   dkdv       128   255 (spill 58/56) 255             101,632     52,480
-//   dkdv_pipe   32   -          202                        -      31,744
-//   dkdv_pipe   64   -          230                        -      56,320
-//   dkdv_pipe  128   -          255                        -      70,144
-//   dq_pipe     32   -          189                        -      30,848
-//   dq_pipe     64   -          207                        -      55,424
-//   dq_pipe    128   -          234                        -     104,576
-//   dq          32   251        189-191               36,928     20,544
-//   dq          64   245        205                   69,696     36,928
-//   dq         128   252        234                  135,232     69,696
+//   forward     32   213        145                   27,712     15,424
+//   forward     64   230        159                   52,288     27,712
+//   forward    128   204        170                  101,440     52,288
+//   pipelined   32   -          119-122 (4 blocks/SM)      -      25,728
+//   pipelined   64   -          128 (4 blocks/SM)          -      46,208
+//   pipelined  128   -          171                        -      87,168
+//   wide        32   -          186 (2 blocks/SM)          -      30,848
+//   wide        64   -          212 (2 blocks/SM)          -      55,424
+//   dkdv        32   255        201                   37,376     20,992
+//   dkdv        64   255        239                   70,144     37,376
+//   dkdv       128   252        254                  101,632     52,480
+//   dkdv_pipe   32   -          186                        -      31,744
+//   dkdv_pipe   64   -          213                        -      56,320
+//   dkdv_pipe  128   -          244                        -      70,144
+//   dq_pipe     32   -          180                        -      30,848
+//   dq_pipe     64   -          193                        -      55,424
+//   dq_pipe    128   -          223                        -     104,576
+//   dq          32   239        192                   36,928     20,544
+//   dq          64   235        190                   69,696     36,928
+//   dq         128   252        221                  135,232     69,696
 //   rowdot       -   32         26-31                      0          0
 //   key_end      -   30 (no type: reads the u8 mask)          0          0
 //
-// (Trimmed key tiles, 2026-11-27: reading each pass's key-tile count from key_end instead of
-// deriving it from S took 4-22 registers off most kernels and removed dkdv's 8-byte spills in 16
-// bits; the f32 dkdv at DP = 128 went from 24/24 to 58/56 bytes of spill. Before, ldmatrix had cost
-// dkdv an 8-byte spill at DP = 64 in 16 bits.)
+// No spills. (2026-11-27: every tile now arrives by cp.async from one base address and a fixed
+// step per thread, attention_kernels.cuh's load_tile_async, where the 16-byte loads went through
+// registers by a generic index walk, and the key-tile count comes from key_tiles_of: 10-35
+// registers fewer per kernel, and dkdv's spills are gone: 8 bytes in 16 bits at DP = 64 and 128,
+// 24 in f32 at DP = 128, since ldmatrix. The pipelined forward at DP = 64 went from 126 to 128,
+// its cap for four blocks.)
 // So two blocks (8 warps) per SM at most, one for f32 at DP = 128, except the pipelined
 // forward, compiled for four at DP <= 64 (kPipelinedBlocksPerSm: 172-178 registers before,
 // two blocks); its 87 KB at DP = 128 still allow two. The wide pipelined forward (two row

@@ -58,7 +58,7 @@
 // 4 S Dh bytes and 4 ceil(S/16) bytes of flags, zeroed per launch.
 // TANDEM_ATTENTION_BACKWARD=fused_ordered_pipelined (16 bits) also double-buffers
 // the query tiles by cp.async (Pipelined, below): two blocks per SM with 64-query
-// tiles at DP <= 64 (three spill), 216-255 registers, 55-66 KB of shared memory;
+// tiles at DP <= 64 (three spill), 208-247 registers, 55-66 KB of shared memory;
 // the same bits again (emulated with warps skewed either way).
 //
 // Memory traffic per (b, h), against the split path: the dQ pass's reads go
@@ -91,16 +91,15 @@
 //
 //   kernel      DP   BQ f32/16-bit  f32 regs           f16/bf16 regs     f32 smem   f16/bf16 smem
 //   fused       32   64 / 16        254                168 (3 blocks)      54,784          15,232
-//   fused       64   64 / 32        254                168 (3 blocks)      87,552          32,512
-//   fused      128   16 / 16        255 (spill 84/84)  255                 88,960          45,952
+//   fused       64   64 / 32        255                168 (3 blocks)      87,552          32,512
+//   fused      128   16 / 16        255 (spill 24/24)  252                 88,960          45,952
 //   dq_reduce    -    -             32                 32                       0               0
 //
-// The ordered kernels (Ordered, and Pipelined): f32 as above (DP = 128: spill 76/76); 16 bits 164-168
-// (3 blocks) at DP <= 64, with a 4-byte spill (bf16; f16 6/4) at DP = 64, and 216-255 pipelined, no
-// spills. Trimmed key tiles (the early exit of a padding tile's block and the chain's end read from
-// key_end) added those spills at DP = 64 ordered and 28/20 bytes at f32 DP = 128 (56/64 and 56/60
-// before); ending the chain early for a row with no real key, instead of letting key tile 0 run,
-// cost 22 bytes more at DP = 64, so key tile 0 always runs there.
+// The ordered kernels: f32 250-255 (DP = 128: spill 32/32), 16 bits 162-168 (3 blocks) at DP <= 64
+// and 238-240 at 128, pipelined 208-247; no other spills. The tiles' cp.async loads
+// (load_tile_async) took the f32 DP = 128 spills from 56/64 (ordered 56/60) to these; the
+// trimmed key tiles' early exit and chain end, with 16-byte loads through registers, had cost the
+// 16-bit kernels at DP = 64 4-6 bytes of spill, gone with them.
 //
 // Before kFusedBlocksPerSm, 16 bits at DP <= 64 ran BQ = 64 at 233-255
 // registers, two blocks per SM. Three blocks at BQ = 64 spill, and so does

@@ -17,7 +17,7 @@
 // and padding) then overwrite. Rows past S are zero-filled by cp.async's
 // src-size operand and get lse = +inf, D = 0 (P = 0), as in dkdv_kernel. Where
 // 16-byte copies are impossible (Dh not a multiple of 8, or an unaligned base)
-// load_tile's plain loads fill the same buffers: same results, less overlap.
+// start_tile's plain loads fill the same buffers: same results, less overlap.
 //
 // Memory traffic: the plain kernels' (dK/dV: K, V once, Q, dO, lse, D once per
 // key block; dQ: Q, dO once, K, V once per query block).

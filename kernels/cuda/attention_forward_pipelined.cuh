@@ -16,7 +16,7 @@
 //    Rows past S and head-dim columns past Dh are zero-filled by cp.async's
 //    src-size operand (0 bytes read). Where 16-byte copies are impossible (Dh
 //    not a multiple of 8, or a base address not 16-byte aligned) the same
-//    buffers are filled by load_tile's plain loads: same results, no overlap.
+//    buffers are filled by start_tile's plain loads: same results, no overlap.
 // 2. Operand fragments come from shared memory by ldmatrix: per 16-column
 //    step one ldmatrix.x4 gives a warp's A fragment of Q (4 registers) and
 //    one gives the B fragments of two 8-key blocks of K; for P V, one
@@ -56,28 +56,13 @@
 
 namespace tandem::kernels::attention_detail {
 
-// load_tile's vector case by cp.async, not yet committed: rows [row0, row0 + R) of a matrix with
-// `seq` rows of stride `stride`, columns [0, dh), into an R x DP shared tile. 16-byte pieces past
-// the matrix read 0 bytes (their source address is only an aligned stand-in) and are zero-filled.
-// Needs a 16-byte aligned source and dh a multiple of 8 elements (vector_loads<T>).
-template <int R, int DP, class T>
-__device__ __forceinline__ void load_tile_async(T* dst, const T* src, int64_t stride, int row0, int seq, int dh) {
-  static_assert(sizeof(T) == 2, "16-bit elements: 8 per copy");
-  constexpr int ld = kLd<T, DP>, V = 8, C = DP / V;
-  for (int idx = threadIdx.x; idx < R * C; idx += kThreads) {
-    const int r = idx / C, col = (idx % C) * V;
-    const bool in = row0 + r < seq && col < dh;
-    cp_async_16(dst + r * ld + col, in ? src + (row0 + r) * stride + col : src, in ? 16 : 0);
-  }
-}
-
-// A tile as load_tile_async where 16-byte copies are possible (vec), else by load_tile's plain loads
-// into the same tile (then nothing overlaps, but the results are the same).
+// A tile by load_tile_async where 16-byte copies are possible (vec), else by start_tile's plain loads
+// into the same tile (then nothing overlaps, but the results are the same). Not committed.
 template <int R, int DP, class T>
 __device__ __forceinline__ void load_tile_pipelined(T* dst, const T* src, int64_t stride, int row0, int seq, int dh,
                                                     bool vec) {
-  if (vec) load_tile_async<R, DP>(dst, src, stride, row0, seq, dh);
-  else load_tile<R, DP>(dst, src, stride, row0, seq, dh, false);
+  static_assert(sizeof(T) == 2, "the pipelined kernels are 16-bit (f32 runs the plain ones)");
+  start_tile<R, DP>(dst, src, stride, row0, seq, dh, vec);
 }
 
 // Starts the loads of the 64-key K and V tiles at k0 into k_dst and v_dst, as one cp.async group.

@@ -214,29 +214,67 @@ __device__ __forceinline__ void mma_pb(float (&c)[NT][4], const float (&p)[KT][4
   }
 }
 
-// Rows [row0, row0 + R) of a matrix with `seq` rows of stride `stride`, columns
-// [0, dh), into an R x DP shared tile, zero beyond the matrix. With `vec`, the
-// source is 16-byte aligned and dh a multiple of 16 bytes: 16-byte loads.
+// Shared-memory tiles from global memory. A tile is rows [row0, row0 + R) of a
+// matrix with `seq` rows of stride `stride`, columns [0, dh), in an R x DP
+// shared tile (row stride kLd), zero beyond the matrix.
+//
+// load_tile_async copies 16 bytes per cp.async (global to shared, no register
+// round trip): it needs a 16-byte aligned source and dh a multiple of 16 bytes
+// (vector_loads). Each thread owns one 16-byte column piece (threadIdx.x % C) of
+// every (kThreads / C)-th row from threadIdx.x / C, so its addresses are a base
+// and a fixed step; the generic idx -> (row, column) walk it replaces took about
+// 30 instructions per copy (a loop of unknown trip count, divisions, two 64-bit
+// products), and loading through registers held them across the loads, which
+// cost the 168-register fused backward a spill. Pieces past the matrix read 0
+// bytes (their source address only an aligned stand-in) and are zero-filled.
+// The copies are not committed: the pipelined kernels commit them with their
+// next tiles' (attention_forward_pipelined.cuh), start_tile / finish_tiles below
+// wait for them at once.
+template <int R, int DP, class T>
+__device__ __forceinline__ void load_tile_async(T* dst, const T* src, int64_t stride, int row0, int seq, int dh) {
+  constexpr int ld = kLd<T, DP>, V = 16 / static_cast<int>(sizeof(T)), C = DP / V;
+  static_assert(kThreads % C == 0, "a thread's column piece is the same in every row it copies");
+  constexpr int kRowStep = kThreads / C, kSteps = (R + kRowStep - 1) / kRowStep;
+  const int r0 = static_cast<int>(threadIdx.x) / C, col = (static_cast<int>(threadIdx.x) % C) * V;
+  const bool col_in = col < dh;
+  const T* from = src + (row0 + r0) * stride + col;
+  const int64_t from_step = kRowStep * stride;
+  T* to = dst + r0 * ld + col;
+#pragma unroll
+  for (int i = 0; i < kSteps; ++i, from += from_step, to += kRowStep * ld) {
+    const int r = r0 + i * kRowStep;
+    if (R % kRowStep != 0 && r >= R) break;  // only where the last step covers part of the rows
+    const bool in = col_in && row0 + r < seq;
+    cp_async_16(to, in ? from : src, in ? 16 : 0);
+  }
+}
+
+// A tile's copies started: with `vec` by load_tile_async (uncommitted), else by plain element loads and
+// stores, done at once (Dh not a multiple of 16 bytes, or an unaligned base).
+template <int R, int DP, class T>
+__device__ __forceinline__ void start_tile(T* dst, const T* src, int64_t stride, int row0, int seq, int dh, bool vec) {
+  if (vec) return load_tile_async<R, DP>(dst, src, stride, row0, seq, dh);
+  constexpr int ld = kLd<T, DP>;
+  for (int idx = threadIdx.x; idx < R * DP; idx += kThreads) {
+    const int r = idx / DP, col = idx % DP;
+    T v{};
+    if (row0 + r < seq && col < dh) v = src[(row0 + r) * stride + col];
+    dst[r * ld + col] = v;
+  }
+}
+
+// Waits for this thread's started copies (every group: only where none of a pipeline's is in flight);
+// the caller's next barrier makes everyone's visible.
+__device__ __forceinline__ void finish_tiles() {
+  cp_async_commit_group();
+  cp_async_wait_group<0>();
+}
+
+// One tile, landed (this thread's part; visible to the block after its next barrier).
 template <int R, int DP, class T>
 __device__ __forceinline__ void load_tile(T* dst, const T* src, int64_t stride, int row0, int seq, int dh, bool vec) {
-  constexpr int ld = kLd<T, DP>;
-  if (vec) {
-    constexpr int V = 16 / sizeof(T);
-    constexpr int C = DP / V;
-    for (int idx = threadIdx.x; idx < R * C; idx += kThreads) {
-      const int r = idx / C, col = (idx % C) * V;
-      uint4 v = make_uint4(0, 0, 0, 0);
-      if (row0 + r < seq && col < dh) v = *reinterpret_cast<const uint4*>(src + (row0 + r) * stride + col);
-      *reinterpret_cast<uint4*>(dst + r * ld + col) = v;
-    }
-  } else {
-    for (int idx = threadIdx.x; idx < R * DP; idx += kThreads) {
-      const int r = idx / DP, col = idx % DP;
-      T v{};
-      if (row0 + r < seq && col < dh) v = src[(row0 + r) * stride + col];
-      dst[r * ld + col] = v;
-    }
-  }
+  start_tile<R, DP>(dst, src, stride, row0, seq, dh, vec);
+  finish_tiles();
 }
 
 __device__ __forceinline__ bool real_key(const uint8_t* mask, int b, int seq, int j) {
@@ -486,9 +524,10 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int key_stop = key_tiles_of(P, b) * kRows;
   for (int k0 = 0; k0 < key_stop; k0 += kRows) {
     __syncthreads();  // every warp is done with the previous K/V tile
-    load_tile<kRows, DP>(k_s, src.k, src.stride, k0, P.seq, P.dh, vec);
-    load_tile<kRows, DP>(v_s, src.v, src.stride, k0, P.seq, P.dh, vec);
+    start_tile<kRows, DP>(k_s, src.k, src.stride, k0, P.seq, P.dh, vec);
+    start_tile<kRows, DP>(v_s, src.v, src.stride, k0, P.seq, P.dh, vec);
     for (int j = threadIdx.x; j < kRows; j += kThreads) real_s[j] = real_key(mask, b, P.seq, k0 + j);
+    finish_tiles();
     __syncthreads();
 
     float s[NC][4] = {};
@@ -529,8 +568,9 @@ template <int DP, class T>
 __device__ __forceinline__ void load_key_tile(T* k_s, T* v_s, const HeadRows<T>& src, const uint8_t* mask,
                                               const Params& P, int b, int k0, bool vec, int (&key)[2],
                                               bool (&real)[2]) {
-  load_tile<kRows, DP>(k_s, src.k, src.stride, k0, P.seq, P.dh, vec);
-  load_tile<kRows, DP>(v_s, src.v, src.stride, k0, P.seq, P.dh, vec);
+  start_tile<kRows, DP>(k_s, src.k, src.stride, k0, P.seq, P.dh, vec);
+  start_tile<kRows, DP>(v_s, src.v, src.stride, k0, P.seq, P.dh, vec);
+  finish_tiles();
   const int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
@@ -548,13 +588,14 @@ __device__ __forceinline__ void load_query_tile(T* q_s, T* do_s, float* lse_s, f
                                                 const float* rowdot, const Params& P, int bh, int q0,
                                                 bool vec_qkv, bool vec_dout) {
   __syncthreads();
-  load_tile<BQ, DP>(q_s, src.q, src.stride, q0, P.seq, P.dh, vec_qkv);
-  load_tile<BQ, DP>(do_s, do_g, src.out_stride, q0, P.seq, P.dh, vec_dout);
+  start_tile<BQ, DP>(q_s, src.q, src.stride, q0, P.seq, P.dh, vec_qkv);
+  start_tile<BQ, DP>(do_s, do_g, src.out_stride, q0, P.seq, P.dh, vec_dout);
   for (int i = threadIdx.x; i < BQ; i += kThreads) {
     const bool in = q0 + i < P.seq;  // rows past the end: P = 0
     lse_s[i] = in ? lse[int64_t{bh} * P.seq + q0 + i] * kLog2e : INFINITY;
     rowdot_s[i] = in ? rowdot[int64_t{bh} * P.seq + q0 + i] : 0.0f;
   }
+  finish_tiles();
   __syncthreads();
 }
 
@@ -752,8 +793,9 @@ __global__ void __launch_bounds__(kThreads, 2)
   const HeadRows<T> src = head_rows(qkv, P, b, h);
   const T* do_g = dout + int64_t{b} * P.seq * src.out_stride + int64_t{h} * P.dh;
 
-  load_tile<kRows, DP>(q_s, src.q, src.stride, q0, P.seq, P.dh, vec_qkv);
-  load_tile<kRows, DP>(do_s, do_g, src.out_stride, q0, P.seq, P.dh, vec_dout);
+  start_tile<kRows, DP>(q_s, src.q, src.stride, q0, P.seq, P.dh, vec_qkv);
+  start_tile<kRows, DP>(do_s, do_g, src.out_stride, q0, P.seq, P.dh, vec_dout);
+  finish_tiles();  // visible to every warp after the K/V loop's first barrier
   const T* q_w = q_s + warp * 16 * ld;
   const T* do_w = do_s + warp * 16 * ld;
   int query[2];
@@ -764,9 +806,10 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int key_stop = key_tiles_of(P, b) * kRows;
   for (int k0 = 0; k0 < key_stop; k0 += kRows) {
     __syncthreads();  // every warp is done with the previous K/V tile
-    load_tile<kRows, DP>(k_s, src.k, src.stride, k0, P.seq, P.dh, vec_qkv);
-    load_tile<kRows, DP>(v_s, src.v, src.stride, k0, P.seq, P.dh, vec_qkv);
+    start_tile<kRows, DP>(k_s, src.k, src.stride, k0, P.seq, P.dh, vec_qkv);
+    start_tile<kRows, DP>(v_s, src.v, src.stride, k0, P.seq, P.dh, vec_qkv);
     for (int j = threadIdx.x; j < kRows; j += kThreads) real_s[j] = real_key(mask, b, P.seq, k0 + j);
+    finish_tiles();
     __syncthreads();
     dq_key_tile<DP>(dq, q_w, do_w, k_s, v_s, real_s, lse2, rd, query, P, bh, k0, t);
   }
