@@ -68,8 +68,10 @@
 // fed back as operands (as FlashAttention does); max, sums, exponentials,
 // lse and every accumulator are f32. The f32 path does the same tile
 // algorithm with scalar FMAs (no TF32), so it tracks the CPU reference to
-// f32 rounding. Exponentials are exp2f with log2(e)/sqrt(Dh) folded into the
-// score scale. A row with no real key gets l = 0: output 0, lse = +inf, and
+// f32 rounding. Exponentials are base 2 with log2(e)/sqrt(Dh) folded into the
+// score scale, by the special-function unit alone (exp2_ftz: ex2.approx.ftz, one
+// instruction where exp2f took four; results below 2^-126 flush to 0). A row
+// with no real key gets l = 0: output 0, lse = +inf, and
 // P = exp2(s - inf) = 0 in backward, so no NaN appears. Dropout compares
 // 16-bit uniforms with round(p * 2^16) and scales kept probabilities by the
 // inverse of that quantised keep rate, exactly as the CPU reference does.
@@ -96,27 +98,27 @@
 //   pipelined   32   -          119-122 (4 blocks/SM)      -      25,728
 //   pipelined   64   -          128 (4 blocks/SM)          -      46,208
 //   pipelined  128   -          171                        -      87,168
-//   wide        32   -          186 (2 blocks/SM)          -      30,848
+//   wide        32   -          180 (2 blocks/SM)          -      30,848
 //   wide        64   -          212 (2 blocks/SM)          -      55,424
-//   dkdv        32   255        201                   37,376     20,992
-//   dkdv        64   255        239                   70,144     37,376
-//   dkdv       128   252        254                  101,632     52,480
-//   dkdv_pipe   32   -          186                        -      31,744
-//   dkdv_pipe   64   -          213                        -      56,320
-//   dkdv_pipe  128   -          244                        -      70,144
-//   dq_pipe     32   -          180                        -      30,848
-//   dq_pipe     64   -          193                        -      55,424
-//   dq_pipe    128   -          223                        -     104,576
-//   dq          32   239        192                   36,928     20,544
-//   dq          64   235        190                   69,696     36,928
-//   dq         128   252        221                  135,232     69,696
+//   dkdv        32   255        184                   37,376     20,992
+//   dkdv        64   255        220                   70,144     37,376
+//   dkdv       128   252        248                  101,632     52,480
+//   dkdv_pipe   32   -          206                        -      31,744
+//   dkdv_pipe   64   -          239                        -      56,320
+//   dkdv_pipe  128   -          247                        -      70,144
+//   dq_pipe     32   -          173                        -      30,848
+//   dq_pipe     64   -          191                        -      55,424
+//   dq_pipe    128   -          217                        -     104,576
+//   dq          32   235        185                   36,928     20,544
+//   dq          64   241        187                   69,696     36,928
+//   dq         128   252        215                  135,232     69,696
 //   rowdot       -   32         26-31                      0          0
 //   key_end      -   30 (no type: reads the u8 mask)          0          0
 //
 // No spills. (2026-11-27: every tile now arrives by cp.async from one base address and a fixed
 // step per thread, attention_kernels.cuh's load_tile_async, where the 16-byte loads went through
-// registers by a generic index walk, and the key-tile count comes from key_tiles_of: 10-35
-// registers fewer per kernel, and dkdv's spills are gone: 8 bytes in 16 bits at DP = 64 and 128,
+// registers by a generic index walk; the key-tile count comes from key_tiles_of; exponentials are
+// exp2_ftz: mostly 10-35 registers fewer per kernel (the pipelined dK/dV pass 20-26 more, no spill), and dkdv's spills are gone: 8 bytes in 16 bits at DP = 64 and 128,
 // 24 in f32 at DP = 128, since ldmatrix. The pipelined forward at DP = 64 went from 126 to 128,
 // its cap for four blocks.)
 // So two blocks (8 warps) per SM at most, one for f32 at DP = 128, except the pipelined
@@ -160,6 +162,18 @@ __device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], 
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
   }
+}
+
+// 2^x by the special-function unit alone (ex2.approx.ftz.f32, as FlashAttention's --use_fast_math
+// builds get): exp2f without fast math wraps the same instruction in a range fix-up for results
+// below 2^-126 (a compare and two predicated multiplies), 3 of every 4 instructions per exponential,
+// of which each pass computes one per element of the S x S matrix. Results below 2^-126 flush to 0:
+// such a probability is under 1e-38 of the row's largest (which is 1), rounds to 0 in f16 anyway and
+// changes no f32 sum it joins. Other results are MUFU.EX2's, as before.
+__device__ __forceinline__ float exp2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
 }
 
 // The pipelined forward's memory instructions (attention_forward_pipelined.cuh).

@@ -58,7 +58,7 @@
 // 4 S Dh bytes and 4 ceil(S/16) bytes of flags, zeroed per launch.
 // TANDEM_ATTENTION_BACKWARD=fused_ordered_pipelined (16 bits) also double-buffers
 // the query tiles by cp.async (Pipelined, below): two blocks per SM with 64-query
-// tiles at DP <= 64 (three spill), 208-247 registers, 55-66 KB of shared memory;
+// tiles at DP <= 64 (three spill), 229-247 registers, 55-66 KB of shared memory;
 // the same bits again (emulated with warps skewed either way).
 //
 // Memory traffic per (b, h), against the split path: the dQ pass's reads go
@@ -90,16 +90,17 @@
 // differs between f32 and 16 bits at DP <= 64:
 //
 //   kernel      DP   BQ f32/16-bit  f32 regs           f16/bf16 regs     f32 smem   f16/bf16 smem
-//   fused       32   64 / 16        254                168 (3 blocks)      54,784          15,232
-//   fused       64   64 / 32        255                168 (3 blocks)      87,552          32,512
+//   fused       32   64 / 16        254                167 (3 blocks)      54,784          15,232
+//   fused       64   64 / 32        255                165 (3 blocks)      87,552          32,512
 //   fused      128   16 / 16        255 (spill 24/24)  252                 88,960          45,952
 //   dq_reduce    -    -             32                 32                       0               0
 //
-// The ordered kernels: f32 250-255 (DP = 128: spill 32/32), 16 bits 162-168 (3 blocks) at DP <= 64
-// and 238-240 at 128, pipelined 208-247; no other spills. The tiles' cp.async loads
-// (load_tile_async) took the f32 DP = 128 spills from 56/64 (ordered 56/60) to these; the
-// trimmed key tiles' early exit and chain end, with 16-byte loads through registers, had cost the
-// 16-bit kernels at DP = 64 4-6 bytes of spill, gone with them.
+// The ordered kernels: f32 254-255 (DP = 128: spill 44/36), 16 bits 162-167 (3 blocks) at DP <= 64
+// and 238-240 at 128, pipelined 229-247; no other spills. The tiles' cp.async loads
+// (load_tile_async) took the f32 DP = 128 spills from 56/64 (ordered 56/60) to 24/24 (32/32;
+// exp2_ftz then moved the ordered one to 44/36); the trimmed key tiles' early exit and chain end,
+// with 16-byte loads through registers, had cost the 16-bit kernels at DP = 64 4-6 bytes of spill,
+// gone with them.
 //
 // Before kFusedBlocksPerSm, 16 bits at DP <= 64 ran BQ = 64 at 233-255
 // registers, two blocks per SM. Three blocks at BQ = 64 spill, and so does

@@ -5,7 +5,8 @@
 // It is included (directly, or through kernels/cuda/attention_forward_pipelined.cuh,
 // which builds on it) by:
 //   - kernels/cuda/attention.cu, on the GPU. It first defines the tensor-core
-//     step mma16816<T> (inline PTX) and ATTENTION_SHARED_MEMORY;
+//     step mma16816<T>, ldmatrix, cp.async and exp2_ftz (ex2.approx.ftz: the
+//     softmax's exponentials; inline PTX) and ATTENTION_SHARED_MEMORY;
 //   - the emulated tests (tests/kernels/attention_*emulated_test.cc, through
 //     attention_emulated_launches.h), on the CPU, after
 //     tests/testing/warp_emulator.h, which supplies CPU versions of those and
@@ -444,14 +445,14 @@ __device__ __forceinline__ void online_softmax_tile(float (&s)[NC][4], float (&o
   for (int r = 0; r < 2; ++r) {
     mx[r] = quad_max(mx[r]);
     base[r] = mx[r] == -INFINITY ? 0.0f : mx[r];  // no real key yet: keep everything at 0, not NaN
-    alpha[r] = exp2f(m[r] - base[r]);
+    alpha[r] = exp2_ftz(m[r] - base[r]);
     m[r] = mx[r];
   }
 #pragma unroll
   for (int n = 0; n < NC; ++n)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      s[n][e] = exp2f(s[n][e] - base[e >> 1]);
+      s[n][e] = exp2_ftz(s[n][e] - base[e >> 1]);
       sum[e >> 1] += s[n][e];
     }
 #pragma unroll
@@ -622,7 +623,7 @@ __device__ __forceinline__ void dkdv_query_tile(float (&dk)[DP / 8][4], float (&
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int r = e >> 1, qi = 8 * n + 2 * t + (e & 1);
-      const float p = real[r] ? exp2f(pt[n][e] * P.score_scale - lse_s[qi]) : 0.0f;
+      const float p = real[r] ? exp2_ftz(pt[n][e] * P.score_scale - lse_s[qi]) : 0.0f;
       const float f = (keep[r] >> (2 * n + (e & 1))) & 1u ? P.drop_scale : 0.0f;  // drop_scale = 1 without dropout
       pt[n][e] = p * f;                                // dropped-out probability
       dst[n][e] = p * (dst[n][e] * f - rowdot_s[qi]);  // dS^T
@@ -732,7 +733,7 @@ __device__ __forceinline__ void dq_key_tile(float (&dq)[DP / 8][4], const T* q_w
 #pragma unroll
       for (int c = 0; c < 2; ++c) {
         const int e = 2 * r + c;
-        const float p = real_s[8 * n + 2 * t + c] ? exp2f(s[n][e] * P.score_scale - lse2[r]) : 0.0f;
+        const float p = real_s[8 * n + 2 * t + c] ? exp2_ftz(s[n][e] * P.score_scale - lse2[r]) : 0.0f;
         const float f = (keep[r] >> (2 * n + c)) & 1u ? P.drop_scale : 0.0f;  // drop_scale = 1 without dropout
         s[n][e] = p * (dp[n][e] * f - rd[r]);  // dS (before the 1/sqrt(Dh) of dQ)
       }
