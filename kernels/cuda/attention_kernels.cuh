@@ -423,27 +423,32 @@ __device__ __forceinline__ void keep_bits_along_queries(const Params& P, int64_t
 // ---------------------------------------------------------------------------
 
 // One 64-key tile of the forward for a warp's 16 query rows (row = this lane's
-// first row, q0 + 16 * warp + g), given its scores s = Q K^T: scale and mask
-// them (real[j]: key k0 + j is real), update the running max m and this lane's
-// part of the denominators l, rescale the output accumulator o by exp(m_old -
-// m_new), and leave in s the (dropped-out) probabilities that P V consumes.
+// first row, q0 + 16 * warp + g), given its scores s = Q K^T: mask them
+// (real[j]: key k0 + j is real), update the running max m (scaled, log2 units)
+// and this lane's part of the denominators l, rescale the output accumulator o
+// by exp(m_old - m_new), and leave in s the (dropped-out) probabilities that
+// P V consumes. The scale is applied in the exponent's FMA, s * scale - m, as
+// FlashAttention does (and as the backward recomputes P): the max is taken on
+// the raw scores and scaled once, which gives the same value as the max of the
+// scaled ones (rounding is monotonic and the scale positive), and each element
+// costs one instruction less than a multiply before the max.
 // Shared by forward_kernel and the pipelined forward.
 template <int NC, int NO>
 __device__ __forceinline__ void online_softmax_tile(float (&s)[NC][4], float (&o)[NO][4], float (&m)[2],
                                                     float (&l)[2], const uint8_t* real, const Params& P, int64_t bh,
                                                     int64_t row, int k0, int t) {
-  float mx[2] = {m[0], m[1]};
+  float mx[2] = {-INFINITY, -INFINITY};  // this tile's raw maxima
 #pragma unroll
   for (int n = 0; n < NC; ++n)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      s[n][e] = real[8 * n + 2 * t + (e & 1)] ? s[n][e] * P.score_scale : -INFINITY;
+      if (!real[8 * n + 2 * t + (e & 1)]) s[n][e] = -INFINITY;
       mx[e >> 1] = fmaxf(mx[e >> 1], s[n][e]);
     }
   float base[2], alpha[2], sum[2] = {0.0f, 0.0f};
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    mx[r] = quad_max(mx[r]);
+    mx[r] = fmaxf(m[r], quad_max(mx[r]) * P.score_scale);  // -inf stays -inf
     base[r] = mx[r] == -INFINITY ? 0.0f : mx[r];  // no real key yet: keep everything at 0, not NaN
     alpha[r] = exp2_ftz(m[r] - base[r]);
     m[r] = mx[r];
@@ -452,7 +457,7 @@ __device__ __forceinline__ void online_softmax_tile(float (&s)[NC][4], float (&o
   for (int n = 0; n < NC; ++n)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      s[n][e] = exp2_ftz(s[n][e] - base[e >> 1]);
+      s[n][e] = exp2_ftz(fmaf(s[n][e], P.score_scale, -base[e >> 1]));  // -inf: 0
       sum[e >> 1] += s[n][e];
     }
 #pragma unroll
