@@ -100,25 +100,26 @@
 //   pipelined  128   -          171                        -      87,168
 //   wide        32   -          180 (2 blocks/SM)          -      30,848
 //   wide        64   -          212 (2 blocks/SM)          -      55,424
-//   dkdv        32   255        184                   37,376     20,992
-//   dkdv        64   255        220                   70,144     37,376
-//   dkdv       128   252        248                  101,632     52,480
-//   dkdv_pipe   32   -          206                        -      31,744
-//   dkdv_pipe   64   -          239                        -      56,320
-//   dkdv_pipe  128   -          247                        -      70,144
-//   dq_pipe     32   -          173                        -      30,848
-//   dq_pipe     64   -          191                        -      55,424
-//   dq_pipe    128   -          217                        -     104,576
-//   dq          32   235        185                   36,928     20,544
-//   dq          64   241        187                   69,696     36,928
-//   dq         128   252        215                  135,232     69,696
+//   dkdv        32   255        196                   37,376     20,992
+//   dkdv        64   255        228                   70,144     37,376
+//   dkdv       128   252        244                  101,632     52,480
+//   dkdv_pipe   32   -          201                        -      31,744
+//   dkdv_pipe   64   -          231                        -      56,320
+//   dkdv_pipe  128   -          246                        -      70,144
+//   dq_pipe     32   -          166                        -      30,848
+//   dq_pipe     64   -          180                        -      55,424
+//   dq_pipe    128   -          212                        -     104,576
+//   dq          32   216        175                   36,928     20,544
+//   dq          64   233        180                   69,696     36,928
+//   dq         128   210        209                  135,232     69,696
 //   rowdot       -   32         26-31                      0          0
 //   key_end      -   30 (no type: reads the u8 mask)          0          0
 //
 // No spills. (2026-11-27: every tile now arrives by cp.async from one base address and a fixed
 // step per thread, attention_kernels.cuh's load_tile_async, where the 16-byte loads went through
 // registers by a generic index walk; the key-tile count comes from key_tiles_of; exponentials are
-// exp2_ftz: mostly 10-35 registers fewer per kernel (the pipelined dK/dV pass 20-26 more, no spill), and dkdv's spills are gone: 8 bytes in 16 bits at DP = 64 and 128,
+// exp2_ftz; the split passes have a copy of their element loop without dropout: mostly 10-40
+// registers fewer per kernel, and dkdv's spills are gone: 8 bytes in 16 bits at DP = 64 and 128,
 // 24 in f32 at DP = 128, since ldmatrix. The pipelined forward at DP = 64 went from 126 to 128,
 // its cap for four blocks.)
 // So two blocks (8 warps) per SM at most, one for f32 at DP = 128, except the pipelined

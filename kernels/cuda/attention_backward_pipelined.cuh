@@ -87,7 +87,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     __syncthreads();           // everyone's have, and every warp is done with tile i - 1's buffer
     if (i + 1 < tiles) load_queries((i + 1) * BQ, buf ^ 1);
     float dst[NQ][4];
-    dkdv_query_tile<DP>(dk, dv, dst, k_w, v_w, q_s + buf * kQueryTile, do_s + buf * kQueryTile, lse_s + buf * BQ,
+    dkdv_query_tile<DP, NQ, true>(dk, dv, dst, k_w, v_w, q_s + buf * kQueryTile, do_s + buf * kQueryTile, lse_s + buf * BQ,
                         rowdot_s + buf * BQ, key, real, P, bh, i * BQ, t);
   }
   store_dkdv_rows<DP>(dk, dv, dqkv, src, key, P, b, h, t);

@@ -608,7 +608,11 @@ __device__ __forceinline__ void load_query_tile(T* q_s, T* do_s, float* lse_s, f
 // One query tile for this warp's 16 keys (k_w, v_w: their K and V rows): S^T = K Q^T, dP^T = V dO^T,
 // P^T, dS^T = P^T (dP^T * drop - D), then dV += (P^T * drop) dO and dK += dS^T Q. Leaves dS^T (before
 // the 1/sqrt(Dh) of dK and dQ) in dst, a transposed tile: rows this warp's keys, columns queries.
-template <int DP, int NQ, class T>
+//
+// kDropoutFreeCopy: a second copy of the element loop for P.drop.active() false, without the keep bits
+// and the two multiplies by f = 1 (the same values: p * 1 = p). The split path's dK/dV kernels take it;
+// the fused kernel at its 168-register cap spills 24 bytes with both copies, so it keeps the one loop.
+template <int DP, int NQ, bool kDropoutFreeCopy, class T>
 __device__ __forceinline__ void dkdv_query_tile(float (&dk)[DP / 8][4], float (&dv)[DP / 8][4], float (&dst)[NQ][4],
                                                 const T* k_w, const T* v_w, const T* q_s, const T* do_s,
                                                 const float* lse_s, const float* rowdot_s, const int (&key)[2],
@@ -621,18 +625,34 @@ __device__ __forceinline__ void dkdv_query_tile(float (&dk)[DP / 8][4], float (&
     for (int e = 0; e < 4; ++e) dst[n][e] = 0.0f;
   mma_abt<NQ, DP>(pt, k_w, q_s, ld);
   mma_abt<NQ, DP>(dst, v_w, do_s, ld);
-  uint32_t keep[2] = {~0u, ~0u};
-  if (P.drop.active()) keep_bits_along_queries<NQ>(P, bh, q0, key[0], t, keep);
+  // P^T of element (n, e): row (key) e / 2 of this lane's two, query qi.
+  const auto probability = [&](int n, int e, int qi) {
+    return real[e >> 1] ? exp2_ftz(pt[n][e] * P.score_scale - lse_s[qi]) : 0.0f;
+  };
+  if (!kDropoutFreeCopy || P.drop.active()) {
+    uint32_t keep[2] = {~0u, ~0u};
+    if (P.drop.active()) keep_bits_along_queries<NQ>(P, bh, q0, key[0], t, keep);
 #pragma unroll
-  for (int n = 0; n < NQ; ++n)
+    for (int n = 0; n < NQ; ++n)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int r = e >> 1, qi = 8 * n + 2 * t + (e & 1);
-      const float p = real[r] ? exp2_ftz(pt[n][e] * P.score_scale - lse_s[qi]) : 0.0f;
-      const float f = (keep[r] >> (2 * n + (e & 1))) & 1u ? P.drop_scale : 0.0f;  // drop_scale = 1 without dropout
-      pt[n][e] = p * f;                                // dropped-out probability
-      dst[n][e] = p * (dst[n][e] * f - rowdot_s[qi]);  // dS^T
-    }
+      for (int e = 0; e < 4; ++e) {
+        const int qi = 8 * n + 2 * t + (e & 1);
+        const float p = probability(n, e, qi);
+        const float f = (keep[e >> 1] >> (2 * n + (e & 1))) & 1u ? P.drop_scale : 0.0f;  // 1 without dropout
+        pt[n][e] = p * f;                                // dropped-out probability
+        dst[n][e] = p * (dst[n][e] * f - rowdot_s[qi]);  // dS^T
+      }
+  } else {  // the same with f = 1 (p * 1 = p exactly), without a keep bit and two multiplies per element
+#pragma unroll
+    for (int n = 0; n < NQ; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int qi = 8 * n + 2 * t + (e & 1);
+        const float p = probability(n, e, qi);
+        pt[n][e] = p;
+        dst[n][e] = p * (dst[n][e] - rowdot_s[qi]);
+      }
+  }
   mma_pb<DP / 8, NQ>(dv, pt, do_s, ld);
   mma_pb<DP / 8, NQ>(dk, dst, q_s, ld);
 }
@@ -711,7 +731,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   for (int q0 = 0; q0 < P.seq; q0 += BQ) {
     load_query_tile<BQ, DP>(q_s, do_s, lse_s, rowdot_s, src, do_g, lse, rowdot, P, bh, q0, vec_qkv, vec_dout);
     float dst[NQ][4];
-    dkdv_query_tile<DP>(dk, dv, dst, k_w, v_w, q_s, do_s, lse_s, rowdot_s, key, real, P, bh, q0, t);
+    dkdv_query_tile<DP, NQ, true>(dk, dv, dst, k_w, v_w, q_s, do_s, lse_s, rowdot_s, key, real, P, bh, q0, t);
   }
   store_dkdv_rows<DP>(dk, dv, dqkv, src, key, P, b, h, t);
 }
@@ -729,19 +749,30 @@ __device__ __forceinline__ void dq_key_tile(float (&dq)[DP / 8][4], const T* q_w
   float s[NC][4] = {}, dp[NC][4] = {};
   mma_abt<NC, DP>(s, q_w, k_s, ld);
   mma_abt<NC, DP>(dp, do_w, v_s, ld);
-  uint32_t keep[2] = {~0u, ~0u};
-  if (P.drop.active()) keep_bits_along_keys<NC>(P, bh, query[0], k0, t, keep);
+  // P of element (n, 2r + c): query row r of this lane's two, key 8n + 2t + c of the tile.
+  const auto probability = [&](int n, int r, int c) {
+    return real_s[8 * n + 2 * t + c] ? exp2_ftz(s[n][2 * r + c] * P.score_scale - lse2[r]) : 0.0f;
+  };
+  if (P.drop.active()) {
+    uint32_t keep[2];
+    keep_bits_along_keys<NC>(P, bh, query[0], k0, t, keep);
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
+    for (int r = 0; r < 2; ++r)
 #pragma unroll
-    for (int n = 0; n < NC; ++n)
+      for (int n = 0; n < NC; ++n)
 #pragma unroll
-      for (int c = 0; c < 2; ++c) {
-        const int e = 2 * r + c;
-        const float p = real_s[8 * n + 2 * t + c] ? exp2_ftz(s[n][e] * P.score_scale - lse2[r]) : 0.0f;
-        const float f = (keep[r] >> (2 * n + c)) & 1u ? P.drop_scale : 0.0f;  // drop_scale = 1 without dropout
-        s[n][e] = p * (dp[n][e] * f - rd[r]);  // dS (before the 1/sqrt(Dh) of dQ)
-      }
+        for (int c = 0; c < 2; ++c) {
+          const float p = probability(n, r, c);
+          const float f = (keep[r] >> (2 * n + c)) & 1u ? P.drop_scale : 0.0f;
+          s[n][2 * r + c] = p * (dp[n][2 * r + c] * f - rd[r]);  // dS (before the 1/sqrt(Dh) of dQ)
+        }
+  } else {  // the same with f = 1 (dp * 1 = dp exactly), without a keep bit and a multiply per element
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+#pragma unroll
+      for (int n = 0; n < NC; ++n)
+#pragma unroll
+        for (int c = 0; c < 2; ++c) s[n][2 * r + c] = probability(n, r, c) * (dp[n][2 * r + c] - rd[r]);
   }
   mma_pb<DP / 8, NC>(dq, s, k_s, ld);
 }
