@@ -422,6 +422,30 @@ __device__ __forceinline__ void keep_bits_along_queries(const Params& P, int64_t
 // Forward
 // ---------------------------------------------------------------------------
 
+// Whether every key of a 64-key tile is real, from its flags in shared memory (one byte each, 0 or 1,
+// 16-byte aligned) read as four 16-byte words: about a dozen instructions per tile, where masking the
+// scores costs a flag load per two elements and a select per element. Most tiles are all real (every
+// tile but the last of an unpadded row; with trimmed key tiles, all but one per padded row), and they
+// skip the masking (mask_padding_keys).
+__device__ __forceinline__ bool all_keys_real(const uint8_t* real) {
+  const uint4* words = reinterpret_cast<const uint4*>(real);
+  uint32_t all = ~0u;
+#pragma unroll
+  for (int i = 0; i < kRows / 16; ++i) all &= words[i].x & words[i].y & words[i].z & words[i].w;
+  return all == 0x01010101u;
+}
+
+// A lane's scores of padding keys (columns 8n + 2t + {0, 1} of a tile in the accumulator layout) set to
+// -inf, so that they weigh exp2(-inf) = 0.
+template <int NC>
+__device__ __forceinline__ void mask_padding_keys(float (&s)[NC][4], const uint8_t* real, int t) {
+#pragma unroll
+  for (int n = 0; n < NC; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      if (!real[8 * n + 2 * t + (e & 1)]) s[n][e] = -INFINITY;
+}
+
 // One 64-key tile of the forward for a warp's 16 query rows (row = this lane's
 // first row, q0 + 16 * warp + g), given its scores s = Q K^T: mask them
 // (real[j]: key k0 + j is real), update the running max m (scaled, log2 units)
@@ -437,14 +461,12 @@ template <int NC, int NO>
 __device__ __forceinline__ void online_softmax_tile(float (&s)[NC][4], float (&o)[NO][4], float (&m)[2],
                                                     float (&l)[2], const uint8_t* real, const Params& P, int64_t bh,
                                                     int64_t row, int k0, int t) {
+  if (!all_keys_real(real)) mask_padding_keys(s, real, t);
   float mx[2] = {-INFINITY, -INFINITY};  // this tile's raw maxima
 #pragma unroll
   for (int n = 0; n < NC; ++n)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      if (!real[8 * n + 2 * t + (e & 1)]) s[n][e] = -INFINITY;
-      mx[e >> 1] = fmaxf(mx[e >> 1], s[n][e]);
-    }
+    for (int e = 0; e < 4; ++e) mx[e >> 1] = fmaxf(mx[e >> 1], s[n][e]);
   float base[2], alpha[2], sum[2] = {0.0f, 0.0f};
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
@@ -629,30 +651,26 @@ __device__ __forceinline__ void dkdv_query_tile(float (&dk)[DP / 8][4], float (&
   const auto probability = [&](int n, int e, int qi) {
     return real[e >> 1] ? exp2_ftz(pt[n][e] * P.score_scale - lse_s[qi]) : 0.0f;
   };
-  if (!kDropoutFreeCopy || P.drop.active()) {
+  // The element loop; without WithKeep the same with f = 1 (p * 1 = p exactly): no keep bit and two
+  // multiplies fewer per element.
+  const auto elements = [&](auto with_keep) {
+    constexpr bool WithKeep = decltype(with_keep)::value;
     uint32_t keep[2] = {~0u, ~0u};
-    if (P.drop.active()) keep_bits_along_queries<NQ>(P, bh, q0, key[0], t, keep);
+    if (WithKeep && P.drop.active()) keep_bits_along_queries<NQ>(P, bh, q0, key[0], t, keep);
 #pragma unroll
     for (int n = 0; n < NQ; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int qi = 8 * n + 2 * t + (e & 1);
         const float p = probability(n, e, qi);
-        const float f = (keep[e >> 1] >> (2 * n + (e & 1))) & 1u ? P.drop_scale : 0.0f;  // 1 without dropout
-        pt[n][e] = p * f;                                // dropped-out probability
-        dst[n][e] = p * (dst[n][e] * f - rowdot_s[qi]);  // dS^T
+        // f: 1 without dropout (drop_scale is then 1)
+        const float f = !WithKeep || (keep[e >> 1] >> (2 * n + (e & 1))) & 1u ? P.drop_scale : 0.0f;
+        pt[n][e] = WithKeep ? p * f : p;                                          // dropped-out probability
+        dst[n][e] = p * ((WithKeep ? dst[n][e] * f : dst[n][e]) - rowdot_s[qi]);  // dS^T
       }
-  } else {  // the same with f = 1 (p * 1 = p exactly), without a keep bit and two multiplies per element
-#pragma unroll
-    for (int n = 0; n < NQ; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int qi = 8 * n + 2 * t + (e & 1);
-        const float p = probability(n, e, qi);
-        pt[n][e] = p;
-        dst[n][e] = p * (dst[n][e] - rowdot_s[qi]);
-      }
-  }
+  };
+  if (!kDropoutFreeCopy || P.drop.active()) elements(std::true_type{});
+  else elements(std::false_type{});
   mma_pb<DP / 8, NQ>(dv, pt, do_s, ld);
   mma_pb<DP / 8, NQ>(dk, dst, q_s, ld);
 }
@@ -749,9 +767,10 @@ __device__ __forceinline__ void dq_key_tile(float (&dq)[DP / 8][4], const T* q_w
   float s[NC][4] = {}, dp[NC][4] = {};
   mma_abt<NC, DP>(s, q_w, k_s, ld);
   mma_abt<NC, DP>(dp, do_w, v_s, ld);
+  if (!all_keys_real(real_s)) mask_padding_keys(s, real_s, t);  // then P = exp2(-inf) = 0 there, as the forward's
   // P of element (n, 2r + c): query row r of this lane's two, key 8n + 2t + c of the tile.
   const auto probability = [&](int n, int r, int c) {
-    return real_s[8 * n + 2 * t + c] ? exp2_ftz(s[n][2 * r + c] * P.score_scale - lse2[r]) : 0.0f;
+    return exp2_ftz(s[n][2 * r + c] * P.score_scale - lse2[r]);
   };
   if (P.drop.active()) {
     uint32_t keep[2];

@@ -93,6 +93,11 @@ bool any_nan(const Tensor& t) {
   return false;
 }
 
+// "pipelined / fused": a variant's name in a failure message.
+std::string variant_name(AttentionForwardKernel kernel, AttentionBackwardPath path) {
+  return std::string(attention_forward_kernel_name(kernel)) + " / " + attention_backward_path_name(path);
+}
+
 class AttentionTrimmedKeyTiles : public ::testing::TestWithParam<std::tuple<DType, Case>> {
  protected:
   void SetUp() override { TANDEM_REQUIRE_GPU(); }
@@ -117,8 +122,7 @@ TEST_P(AttentionTrimmedKeyTiles, GiveTheSameBitsAsEveryTile) {
   for (const auto& [kernel, path] : variants()) {
     const Results all = run(attention_case(), dtype(), x, kernel, path, AttentionKeyTiles::All);
     const Results trimmed = run(attention_case(), dtype(), x, kernel, path, AttentionKeyTiles::Trimmed);
-    const std::string what = std::string(attention_forward_kernel_name(kernel)) + " / " +
-                             attention_backward_path_name(path);
+    const std::string what = variant_name(kernel, path);
     EXPECT_TRUE(same_bits(trimmed.out, all.out)) << what;
     EXPECT_TRUE(same_bits(trimmed.lse, all.lse)) << what;
     EXPECT_TRUE(same_bits(trimmed.dqkv, all.dqkv)) << what;
@@ -133,8 +137,7 @@ TEST_P(AttentionTrimmedKeyTiles, NeverReadTheSkippedKeys) {
     const Tensor poison = poisoned(attention_case(), clean, ordered);
     const Results expected = run(attention_case(), dtype(), clean, kernel, path, AttentionKeyTiles::Trimmed);
     const Results got = run(attention_case(), dtype(), poison, kernel, path, AttentionKeyTiles::Trimmed);
-    const std::string what = std::string(attention_forward_kernel_name(kernel)) + " / " +
-                             attention_backward_path_name(path);
+    const std::string what = variant_name(kernel, path);
     EXPECT_TRUE(same_bits(got.out, expected.out)) << what;
     EXPECT_TRUE(same_bits(got.dqkv, expected.dqkv)) << what;
     EXPECT_TRUE(any_nan(run(attention_case(), dtype(), poison, kernel, path, AttentionKeyTiles::All).out))
