@@ -292,8 +292,8 @@ __global__ void __launch_bounds__(kThreads, kFusedBlocksPerSm<T, DP, Pipelined>)
       load_query_tile<BQ, DP>(q_s, do_s, lse_s, rowdot_s, src, do_g, lse, rowdot, P, bh, q0, vec_qkv, vec_dout);
     }
     float dst[NQ][4];
-    dkdv_query_tile<DP, NQ, false>(dk, dv, dst, k_w, v_w, q_s + buf * BQ * ld, do_s + buf * BQ * ld, lse_s + buf * BQ,
-                        rowdot_s + buf * BQ, key, real, P, bh, q0, t);
+    dkdv_query_tile<DP, NQ, false>(dk, dv, dst, k_w, v_w, q_s + buf * BQ * ld, do_s + buf * BQ * ld,
+                                   lse_s + buf * BQ, rowdot_s + buf * BQ, key, real, P, bh, q0, t);
     // dS^T into shared memory as dS (rows queries), after the products: fewer registers live across them.
 #pragma unroll
     for (int n = 0; n < NQ; ++n)

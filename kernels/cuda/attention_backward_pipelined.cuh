@@ -33,7 +33,7 @@
 // Besides attention_kernels.cuh's requirements, the includer supplies
 // cp_async_16, cp_async_commit_group() and cp_async_wait_group<N>()
 // (attention_forward_pipelined.cuh says where), and includes that header first
-// (load_tile_pipelined, load_kv_pipelined, key_flag_of_thread).
+// (load_kv_pipelined, load_query_tile_pipelined, key_flag_of_thread).
 #pragma once
 
 #include "kernels/cuda/attention_forward_pipelined.cuh"
@@ -87,8 +87,8 @@ __global__ void __launch_bounds__(kThreads, 2)
     __syncthreads();           // everyone's have, and every warp is done with tile i - 1's buffer
     if (i + 1 < tiles) load_queries((i + 1) * BQ, buf ^ 1);
     float dst[NQ][4];
-    dkdv_query_tile<DP, NQ, true>(dk, dv, dst, k_w, v_w, q_s + buf * kQueryTile, do_s + buf * kQueryTile, lse_s + buf * BQ,
-                        rowdot_s + buf * BQ, key, real, P, bh, i * BQ, t);
+    dkdv_query_tile<DP, NQ, true>(dk, dv, dst, k_w, v_w, q_s + buf * kQueryTile, do_s + buf * kQueryTile,
+                                  lse_s + buf * BQ, rowdot_s + buf * BQ, key, real, P, bh, i * BQ, t);
   }
   store_dkdv_rows<DP>(dk, dv, dqkv, src, key, P, b, h, t);
 }
@@ -123,8 +123,8 @@ __global__ void __launch_bounds__(kThreads, 2)
   };
   const int tiles = key_tiles_of(P, b);
   if (tiles > 0) {  // none: a row with no real key (trimmed), whose dQ is 0 without reading anything
-    load_tile_pipelined<kRows, DP>(q_s, src.q, src.stride, q0, P.seq, P.dh, vec_qkv);
-    load_tile_pipelined<kRows, DP>(do_s, do_g, src.out_stride, q0, P.seq, P.dh, vec_dout);
+    start_tile<kRows, DP>(q_s, src.q, src.stride, q0, P.seq, P.dh, vec_qkv);
+    start_tile<kRows, DP>(do_s, do_g, src.out_stride, q0, P.seq, P.dh, vec_dout);
     load_kv(0, 0);  // Q and dO join the first K/V tile's group
     if (threadIdx.x < kRows) real_s[threadIdx.x] = key_flag_of_thread(mask, b, P, 0);
   }

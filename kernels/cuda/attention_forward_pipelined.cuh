@@ -56,21 +56,12 @@
 
 namespace tandem::kernels::attention_detail {
 
-// A tile by load_tile_async where 16-byte copies are possible (vec), else by start_tile's plain loads
-// into the same tile (then nothing overlaps, but the results are the same). Not committed.
-template <int R, int DP, class T>
-__device__ __forceinline__ void load_tile_pipelined(T* dst, const T* src, int64_t stride, int row0, int seq, int dh,
-                                                    bool vec) {
-  static_assert(sizeof(T) == 2, "the pipelined kernels are 16-bit (f32 runs the plain ones)");
-  start_tile<R, DP>(dst, src, stride, row0, seq, dh, vec);
-}
-
 // Starts the loads of the 64-key K and V tiles at k0 into k_dst and v_dst, as one cp.async group.
 template <int DP, class T>
 __device__ __forceinline__ void load_kv_pipelined(T* k_dst, T* v_dst, const HeadRows<T>& src, int k0, const Params& P,
                                                   bool vec) {
-  load_tile_pipelined<kRows, DP>(k_dst, src.k, src.stride, k0, P.seq, P.dh, vec);
-  load_tile_pipelined<kRows, DP>(v_dst, src.v, src.stride, k0, P.seq, P.dh, vec);
+  start_tile<kRows, DP>(k_dst, src.k, src.stride, k0, P.seq, P.dh, vec);
+  start_tile<kRows, DP>(v_dst, src.v, src.stride, k0, P.seq, P.dh, vec);
   cp_async_commit_group();
 }
 
@@ -82,8 +73,8 @@ __device__ __forceinline__ void load_query_tile_pipelined(T* q_dst, T* do_dst, f
                                                           const HeadRows<T>& src, const T* do_g, const float* lse,
                                                           const float* rowdot, const Params& P, int bh, int q0,
                                                           bool vec_qkv, bool vec_dout) {
-  load_tile_pipelined<BQ, DP>(q_dst, src.q, src.stride, q0, P.seq, P.dh, vec_qkv);
-  load_tile_pipelined<BQ, DP>(do_dst, do_g, src.out_stride, q0, P.seq, P.dh, vec_dout);
+  start_tile<BQ, DP>(q_dst, src.q, src.stride, q0, P.seq, P.dh, vec_qkv);
+  start_tile<BQ, DP>(do_dst, do_g, src.out_stride, q0, P.seq, P.dh, vec_dout);
   cp_async_commit_group();
   for (int i = threadIdx.x; i < BQ; i += kThreads) {
     const bool in = q0 + i < P.seq;
@@ -151,7 +142,7 @@ __global__ void __launch_bounds__(kThreads, kPipelinedBlocksPerSm<DP, MT>)
   };
   const int tiles = key_tiles_of(P, b);
   if (tiles > 0) {  // none: a row with no real key (trimmed), whose output is 0 without reading anything
-    load_tile_pipelined<kBlockRows, DP>(q_s, src.q, src.stride, q0, P.seq, P.dh, vec);
+    start_tile<kBlockRows, DP>(q_s, src.q, src.stride, q0, P.seq, P.dh, vec);
     load_kv(0, 0);  // Q joins the first tile's group
     if (threadIdx.x < kRows) real_s[threadIdx.x] = key_flag_of_thread(mask, b, P, 0);
   }

@@ -423,7 +423,7 @@ __device__ __forceinline__ void keep_bits_along_queries(const Params& P, int64_t
 // ---------------------------------------------------------------------------
 
 // Whether every key of a 64-key tile is real, from its flags in shared memory (one byte each, 0 or 1,
-// 16-byte aligned) read as four 16-byte words: about a dozen instructions per tile, where masking the
+// 16-byte aligned) read as four 16-byte words and ANDed: a few instructions per tile, where masking the
 // scores costs a flag load per two elements and a select per element. Most tiles are all real (every
 // tile but the last of an unpadded row; with trimmed key tiles, all but one per padded row), and they
 // skip the masking (mask_padding_keys).

@@ -31,6 +31,7 @@ namespace {
 
 using namespace attention_detail;
 using testing::make_problem;
+using testing::any_nan;
 using testing::same_bits;
 using Case = testing::AttentionCase;
 using Problem = testing::AttentionProblem;
@@ -100,28 +101,11 @@ Tensor emulated_backward_of(const Problem& p, Path path, AttentionKeyTiles tiles
   return emulated_backward(p, path, kFusedScratchLimit, warp_emulator::Schedule::RoundRobin, tiles);
 }
 
-// K and V of every key in a tile past its row's last real key set to NaN (Q, every query's, untouched);
-// with `keep_first_tile`, never those of tile 0, which the ordered fused paths run for a row with no real
-// key (so that the chain's end writes its dQ).
-void poison_padding_tiles(Problem& p, bool keep_first_tile = false) {
-  const int64_t width = p.s.heads * p.s.head_dim;
-  std::vector<double> qkv = p.qkv.to_double_vector();
-  const std::vector<double> mask = p.mask.to_double_vector();
-  for (int64_t b = 0; b < p.s.batch; ++b) {
-    int64_t end = 0;
-    for (int64_t j = 0; j < p.s.seq; ++j)
-      if (mask[b * p.s.seq + j] != 0) end = j + 1;
-    const int64_t first = (end + kRows - 1) / kRows * kRows;
-    for (int64_t j = keep_first_tile && first == 0 ? kRows : first; j < p.s.seq; ++j)
-      for (int64_t k = width; k < 3 * width; ++k) qkv[(b * p.s.seq + j) * 3 * width + k] = std::nan("");
-  }
-  p.qkv = Tensor::from_vector(qkv, p.qkv.shape(), p.t);
-}
-
-bool any_nan(const Tensor& t) {
-  for (double v : t.to_double_vector())
-    if (std::isnan(v)) return true;
-  return false;
+// p (of case c) with its padding tiles' K and V poisoned (testing::with_padding_tiles_poisoned).
+Problem poisoned(const Problem& p, const Case& c, bool keep_first_tile = false) {
+  Problem q = p;
+  q.qkv = testing::with_padding_tiles_poisoned(c, p.qkv, keep_first_tile);
+  return q;
 }
 
 TEST_P(EmulatedTrimmedKeyTiles, ForwardGivesTheSameBitsAsEveryTile) {
@@ -147,14 +131,13 @@ class EmulatedTrimmedKeyTilesPoisoned : public EmulatedTrimmedKeyTiles {};
 
 TEST_P(EmulatedTrimmedKeyTilesPoisoned, ForwardNeverReadsTheSkippedKeys) {
   const Problem clean = make_problem(attention_case(), dtype());
-  Problem poisoned = clean;
-  poison_padding_tiles(poisoned);
+  const Problem poison = poisoned(clean, attention_case());
   for (AttentionForwardKernel kernel : forward_kernels()) {
     const Forward expected = emulated_forward_of(clean, kernel, AttentionKeyTiles::Trimmed);
-    const Forward trimmed = emulated_forward_of(poisoned, kernel, AttentionKeyTiles::Trimmed);
+    const Forward trimmed = emulated_forward_of(poison, kernel, AttentionKeyTiles::Trimmed);
     EXPECT_TRUE(same_bits(trimmed.out, expected.out)) << "forward kernel " << static_cast<int>(kernel);
     EXPECT_TRUE(same_bits(trimmed.lse, expected.lse)) << "forward kernel " << static_cast<int>(kernel);
-    EXPECT_TRUE(any_nan(emulated_forward_of(poisoned, kernel, AttentionKeyTiles::All).out))
+    EXPECT_TRUE(any_nan(emulated_forward_of(poison, kernel, AttentionKeyTiles::All).out))
         << "forward kernel " << static_cast<int>(kernel) << ": visiting every tile reads the NaN keys";
   }
 }
@@ -162,15 +145,14 @@ TEST_P(EmulatedTrimmedKeyTilesPoisoned, ForwardNeverReadsTheSkippedKeys) {
 TEST_P(EmulatedTrimmedKeyTilesPoisoned, BackwardNeverReadsTheSkippedKeys) {
   const Problem clean = make_problem(attention_case(), dtype());
   for (Path path : backward_paths()) {
-    Problem poisoned = clean;  // out and lse stay the clean forward's
-    poison_padding_tiles(poisoned, path == Path::FusedOrdered || path == Path::FusedOrderedPipelined);
-    EXPECT_TRUE(same_bits(emulated_backward_of(poisoned, path, AttentionKeyTiles::Trimmed),
+    // out and lse stay the clean forward's
+    const bool ordered = path == Path::FusedOrdered || path == Path::FusedOrderedPipelined;
+    const Problem poison = poisoned(clean, attention_case(), ordered);
+    EXPECT_TRUE(same_bits(emulated_backward_of(poison, path, AttentionKeyTiles::Trimmed),
                           emulated_backward_of(clean, path, AttentionKeyTiles::Trimmed)))
         << "path " << static_cast<int>(path);
   }
-  Problem poisoned = clean;
-  poison_padding_tiles(poisoned);
-  EXPECT_TRUE(any_nan(emulated_backward_of(poisoned, Path::Split, AttentionKeyTiles::All)))
+  EXPECT_TRUE(any_nan(emulated_backward_of(poisoned(clean, attention_case()), Path::Split, AttentionKeyTiles::All)))
       << "visiting every tile reads the NaN keys";
 }
 

@@ -10,7 +10,6 @@
 // code under the warp emulator.
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <string>
@@ -31,6 +30,7 @@ namespace {
 
 #if TANDEM_WITH_CUDA
 
+using testing::any_nan;
 using testing::padding_mask;
 using testing::random_tensor;
 using testing::rejects_naming_variable_and_value;
@@ -76,23 +76,6 @@ Results run(const Case& c, DType t, const Tensor& qkv, AttentionForwardKernel ke
   return {out.to(Device::cpu()), lse.to(Device::cpu()), dqkv.to(Device::cpu())};
 }
 
-// K and V of every key in a tile past its row's last real key set to NaN (every query's Q untouched);
-// with `keep_first_tile`, never tile 0's, which the ordered fused paths run for a row with no real key.
-Tensor poisoned(const Case& c, const Tensor& qkv, bool keep_first_tile) {
-  const int64_t width = c.heads * c.head_dim;
-  std::vector<double> v = qkv.to_double_vector();
-  for (int64_t b = 0; b < c.batch; ++b)
-    for (int64_t j = std::max<int64_t>((c.lengths[b] + 63) / 64 * 64, keep_first_tile ? 64 : 0); j < c.seq; ++j)
-      for (int64_t k = width; k < 3 * width; ++k) v[(b * c.seq + j) * 3 * width + k] = std::nan("");
-  return Tensor::from_vector(v, qkv.shape(), qkv.dtype(), qkv.device());
-}
-
-bool any_nan(const Tensor& t) {
-  for (double v : t.to_double_vector())
-    if (std::isnan(v)) return true;
-  return false;
-}
-
 // "pipelined / fused": a variant's name in a failure message.
 std::string variant_name(AttentionForwardKernel kernel, AttentionBackwardPath path) {
   return std::string(attention_forward_kernel_name(kernel)) + " / " + attention_backward_path_name(path);
@@ -134,7 +117,7 @@ TEST_P(AttentionTrimmedKeyTiles, NeverReadTheSkippedKeys) {
   for (const auto& [kernel, path] : variants()) {
     const bool ordered = path == AttentionBackwardPath::FusedOrdered ||
                          path == AttentionBackwardPath::FusedOrderedPipelined;
-    const Tensor poison = poisoned(attention_case(), clean, ordered);
+    const Tensor poison = testing::with_padding_tiles_poisoned(attention_case(), clean, ordered);
     const Results expected = run(attention_case(), dtype(), clean, kernel, path, AttentionKeyTiles::Trimmed);
     const Results got = run(attention_case(), dtype(), poison, kernel, path, AttentionKeyTiles::Trimmed);
     const std::string what = variant_name(kernel, path);

@@ -93,6 +93,29 @@ inline AttentionProblem make_problem(const AttentionCase& c, DType t) {
   return p;
 }
 
+// qkv [B, S, 3 H Dh] on c's padding (c.lengths) with K and V of every key in a 64-key tile past its row's
+// last real key set to NaN, Q untouched (every query is computed): what a kernel that skips those tiles
+// (trimmed key tiles) must never read. With keep_first_tile, tile 0 stays clean even in a row with no
+// real key (the ordered fused paths run it, so that their chain's end writes that row's dQ).
+inline Tensor with_padding_tiles_poisoned(const AttentionCase& c, const Tensor& qkv, bool keep_first_tile = false) {
+  const int64_t width = c.heads * c.head_dim, tile = 64;
+  std::vector<double> v = qkv.to_double_vector();
+  for (int64_t b = 0; b < c.batch; ++b) {
+    const int64_t first = (c.lengths[static_cast<size_t>(b)] + tile - 1) / tile * tile;
+    for (int64_t j = keep_first_tile && first == 0 ? tile : first; j < c.seq; ++j)
+      for (int64_t k = width; k < 3 * width; ++k)
+        v[static_cast<size_t>((b * c.seq + j) * 3 * width + k)] = std::nan("");
+  }
+  return Tensor::from_vector(v, qkv.shape(), qkv.dtype(), qkv.device());
+}
+
+// Whether any element of t is NaN.
+inline bool any_nan(const Tensor& t) {
+  for (double v : t.to_double_vector())
+    if (std::isnan(v)) return true;
+  return false;
+}
+
 // The CPU reference's dqkv for p.
 inline Tensor cpu_backward(const AttentionProblem& p) {
   Tensor dqkv = Tensor::empty(p.qkv.shape(), p.t);
