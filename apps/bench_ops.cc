@@ -89,8 +89,8 @@ void run(const Args& a) {
   fmt::print("# ops {:.3f} ms of a {:.3f} ms step (means); the rest, {:.3f} ms, is the optimizer, the data loader "
              "and host work between ops\n",
              in_ops, step_ms, step_ms - in_ops);
-  fmt::print("# {} device, batch {}, {} sequences of {} tokens\n", facts.device, facts.per_device_batch,
-             facts.data_description(), facts.seq_len);
+  fmt::print("# {} device, batch {}, {} sequences {}\n", facts.device, facts.per_device_batch,
+             facts.data_description(), facts.length_description());
 
   const std::filesystem::path file = std::filesystem::path(a.out) / "ops.json";
   std::filesystem::create_directories(file.parent_path());

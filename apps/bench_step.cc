@@ -80,8 +80,8 @@ void run(const Args& a) {
                p.median.forward_ms, p.median.backward_ms, p.median.optimizer_ms,
                static_cast<double>(p.peak_memory_bytes) / (1 << 20));
   const report::RunFacts& f = b.cases.front().facts;
-  fmt::print("# {} device, batch {} per rank, {} sequences of {} tokens; wrote {}\n", f.device, f.per_device_batch,
-             f.data_description(), f.seq_len, file.string());
+  fmt::print("# {} device, batch {} per rank, {} sequences {}; wrote {}\n", f.device, f.per_device_batch,
+             f.data_description(), f.length_description(), file.string());
 }
 
 }  // namespace

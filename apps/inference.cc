@@ -29,6 +29,8 @@ void add_evaluate_command(CLI::App& app) {
     data::DataLoaderOptions lo;
     lo.batch_size = s.config.per_device_eval_batch_size;
     lo.device = s.device;
+    lo.padding = data::parse_padding(s.config.data.padding, "data.padding");
+    lo.pad_to_multiple_of = s.config.data.pad_to_multiple_of;
     data::SamplerOptions so;
     so.shuffle = false;
     data::DataLoader loader(std::make_shared<data::TextClassificationSource>(test, s.tokenizer, s.config.model.max_seq_len),

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <vector>
 
 #include "core/dtype.h"
 #include "data/dataset.h"
@@ -32,7 +33,13 @@ class BatchSource {
   virtual int64_t seq_len() const = 0;  // S, the length of every row
   // Row i of `out` for example indices[i].
   virtual void fill(std::span<const int64_t> indices, const BatchBuffers& out) const = 0;
+  // Example `index`'s real tokens: one past the last nonzero mask entry fill() writes for it
+  // (what group_by_length sorts by).
+  virtual int64_t length(int64_t index) const = 0;
 };
+
+// length(i) of every example, in index order.
+std::vector<int64_t> lengths_of(const BatchSource& source);
 
 // Tokenizes a Dataset's texts: ids and mask from Tokenizer::encode_into, labels from the examples.
 class TextClassificationSource final : public BatchSource {
@@ -42,6 +49,7 @@ class TextClassificationSource final : public BatchSource {
   int64_t size() const override { return dataset_->size(); }
   int64_t seq_len() const override { return max_seq_len_; }
   void fill(std::span<const int64_t> indices, const BatchBuffers& out) const override;
+  int64_t length(int64_t index) const override;  // tokenizes the text
 
  private:
   std::shared_ptr<const Dataset> dataset_;

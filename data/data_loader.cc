@@ -80,6 +80,8 @@ DataLoader::DataLoader(std::shared_ptr<const BatchSource> source, DistributedSam
                options_.prefetch_factor);
   TANDEM_CHECK(options_.timeout_seconds > 0, "DataLoader: timeout_seconds must be positive, got {}",
                options_.timeout_seconds);
+  TANDEM_CHECK(options_.pad_to_multiple_of >= 1, "DataLoader: pad_to_multiple_of must be at least 1, got {}",
+               options_.pad_to_multiple_of);
   TANDEM_CHECK(options_.ids_dtype == DType::I32 || options_.ids_dtype == DType::I64,
                "DataLoader: ids_dtype must be i32 or i64, not {}", dtype_name(options_.ids_dtype));
   if (options_.device.is_cuda()) {
@@ -214,7 +216,15 @@ DataLoader::Result DataLoader::produce(int64_t k, const std::vector<int64_t>& or
     r.batch.indices.assign(order.begin() + first, order.begin() + first + rows);
     source_->fill(r.batch.indices, BatchBuffers{slot.ids.data_ptr(), options_.ids_dtype, slot.mask.data<uint8_t>(),
                                                 slot.labels.data<int64_t>()});
-    Tensor ids = slot.ids.narrow(0, rows), mask = slot.mask.narrow(0, rows), labels = slot.labels.narrow(0, rows);
+    const int64_t seq = source_->seq_len();
+    int64_t length = seq;
+    if (options_.padding == Padding::Longest) {
+      length = longest_padded_length(slot.mask.data<uint8_t>(), rows, seq, options_.pad_to_multiple_of);
+      shorten_rows(slot.ids.data_ptr(), rows, seq, length, dtype_size(options_.ids_dtype));
+      shorten_rows(slot.mask.data<uint8_t>(), rows, seq, length, 1);
+    }
+    Tensor ids = slot.ids.view_range(0, {rows, length}), mask = slot.mask.view_range(0, {rows, length});
+    Tensor labels = slot.labels.narrow(0, rows);
     if (options_.device.is_cuda()) {
       DeviceGuard device(options_.device);
       cuda::StreamGuard stream(copy_stream_);

@@ -8,6 +8,10 @@
 //   - Bounded prefetch: at most num_workers * prefetch_factor batches are
 //     built or being built ahead of the consumer.
 //   - Persistent workers: threads start with the loader and serve every epoch.
+//   - Length: with Padding::MaxLength every batch is [b, S], S the source's
+//     seq_len; with Padding::Longest it is [b, L], L the batch's longest row
+//     rounded up to pad_to_multiple_of (data/batch_padding.h), cut from the
+//     same rows in the staging buffer before any copy.
 //   - Memory: rows are built into reusable host staging buffers (pinned when
 //     pin_memory and a GPU is present; ordinary memory otherwise). For a CUDA
 //     device the worker queues the host-to-device copy on the loader's own
@@ -41,6 +45,7 @@
 #include "core/dtype.h"
 #include "core/stream.h"
 #include "core/tensor.h"
+#include "data/batch_padding.h"
 #include "data/batch_source.h"
 #include "data/distributed_sampler.h"
 
@@ -56,11 +61,13 @@ struct DataLoaderOptions {
   DType ids_dtype = DType::I64;  // I32 or I64
   double timeout_seconds = 300;  // the longest any wait inside the loader may take
   bool time_copies = false;      // CUDA device: record Batch::copy_start/copy_end (the step profiler's h2d)
+  Padding padding = Padding::MaxLength;
+  int64_t pad_to_multiple_of = 1;  // Padding::Longest: the length is a multiple of this (or S)
 };
 
 struct Batch {
-  Tensor ids;                    // [b, S] ids_dtype, on the loader's device
-  Tensor mask;                   // [b, S] U8, 1 = real token
+  Tensor ids;                    // [b, L] ids_dtype, on the loader's device (L = S unless Padding::Longest)
+  Tensor mask;                   // [b, L] U8, nonzero = real token
   Tensor labels;                 // [b] I64
   std::vector<int64_t> indices;  // the dataset index of each row
   int64_t epoch = 0;

@@ -3,6 +3,7 @@
 #include <numeric>
 
 #include "core/check.h"
+#include "data/length_grouping.h"
 #include "data/permutation.h"
 
 namespace tandem::data {
@@ -14,6 +15,12 @@ DistributedSampler::DistributedSampler(int64_t dataset_size, SamplerOptions opti
   TANDEM_CHECK(options.rank >= 0 && options.rank < options.world_size, "DistributedSampler: rank {} is outside [0, {})",
                options.rank, options.world_size);
   TANDEM_CHECK(dataset_size >= 1, "DistributedSampler: the dataset is empty");
+  if (options.lengths) {
+    TANDEM_CHECK(static_cast<int64_t>(options.lengths->size()) == dataset_size,
+                 "DistributedSampler: {} lengths for {} examples", options.lengths->size(), dataset_size);
+    TANDEM_CHECK(options.batch_size >= 1, "DistributedSampler: batch_size must be at least 1, got {}",
+                 options.batch_size);
+  }
   const int64_t w = options.world_size;
   num_samples_ = options.drop_last ? dataset_size / w : (dataset_size + w - 1) / w;
   TANDEM_CHECK(
@@ -36,6 +43,7 @@ std::vector<int64_t> DistributedSampler::global_indices() const {
     order.resize(static_cast<size_t>(dataset_size_));
     std::iota(order.begin(), order.end(), int64_t{0});
   }
+  if (options_.lengths) order = group_by_length(std::move(order), *options_.lengths, options_.batch_size * options_.world_size);
   const auto total = static_cast<size_t>(total_size());
   if (order.size() >= total) {
     order.resize(total);

@@ -12,7 +12,8 @@
 // Differences from PyTorch: the permutation is Philox-based (data/permutation.h),
 // so the same on every platform but not PyTorch's; and (seed, epoch) select
 // independent streams (PyTorch seeds with seed + epoch, so seed 1 epoch 0
-// equals seed 0 epoch 1).
+// equals seed 0 epoch 1). With SamplerOptions::lengths the permutation is
+// grouped by length first (Hugging Face's group_by_length).
 //
 // For resuming, state() is the epoch and the number of this rank's samples
 // already consumed; load_state checks it was saved under the same world size,
@@ -20,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 namespace tandem::data {
@@ -30,6 +32,10 @@ struct SamplerOptions {
   bool shuffle = true;
   uint64_t seed = 0;
   bool drop_last = false;  // cut the tail instead of padding with repeated indices
+  // group_by_length (data/length_grouping.h): every example's length (dataset_size entries) to
+  // group the epoch's order by, before the padding and the sharding; null: no grouping.
+  std::shared_ptr<const std::vector<int64_t>> lengths = nullptr;
+  int64_t batch_size = 1;  // with lengths: the per-rank batch (the grouping's global batch is x world_size)
 };
 
 struct SamplerState {

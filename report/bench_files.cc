@@ -168,6 +168,8 @@ json to_json(const RunFacts& f) {
             {"per_device_batch", f.per_device_batch},
             {"gradient_accumulation_steps", f.gradient_accumulation_steps},
             {"seq_len", f.seq_len},
+            {"padding", f.padding},
+            {"pad_to_multiple_of", f.pad_to_multiple_of},
             {"logging_steps", f.logging_steps},
             {"save_steps", f.save_steps},
             {"dataloader_num_workers", f.dataloader_num_workers},
@@ -201,6 +203,8 @@ RunFacts facts_from_json(const json& f) {
   r.per_device_batch = f.at("per_device_batch").get<int64_t>();
   r.gradient_accumulation_steps = f.at("gradient_accumulation_steps").get<int64_t>();
   r.seq_len = f.at("seq_len").get<int64_t>();
+  r.padding = f.value("padding", std::string("max_length"));  // absent from files written before it
+  r.pad_to_multiple_of = f.value("pad_to_multiple_of", int64_t{1});
   r.logging_steps = f.at("logging_steps").get<int64_t>();
   r.save_steps = f.at("save_steps").get<int64_t>();
   r.dataloader_num_workers = f.at("dataloader_num_workers").get<int64_t>();

@@ -125,4 +125,12 @@ std::string RunFacts::data_description() const {
   return fmt::format("synthetic (about {:.0f} % real tokens, the rest padding)", 100 * synthetic_real_fraction);
 }
 
+std::string RunFacts::length_description() const {
+  if (padding != "longest") return fmt::format("of {} tokens", seq_len);
+  if (pad_to_multiple_of > 1)
+    return fmt::format("padded to each batch's longest row (a multiple of {}, at most {} tokens)", pad_to_multiple_of,
+                       seq_len);
+  return fmt::format("padded to each batch's longest row (at most {} tokens)", seq_len);
+}
+
 }  // namespace tandem::report

@@ -49,7 +49,9 @@ struct RunFacts {
   int world_size = 1;
   int64_t per_device_batch = 0;
   int64_t gradient_accumulation_steps = 1;
-  int64_t seq_len = 0;
+  int64_t seq_len = 0;  // model.max_seq_len: every batch's length with padding max_length, the cap with longest
+  std::string padding = "max_length";  // data.padding: max_length | longest
+  int64_t pad_to_multiple_of = 1;      // data.pad_to_multiple_of (longest)
   int64_t logging_steps = 0;
   int64_t save_steps = 0;
   int64_t dataloader_num_workers = 0;
@@ -78,6 +80,8 @@ struct RunFacts {
   // "real", "synthetic full-length" or "synthetic (about 25 % real tokens, the rest padding)": the
   // data a run measured, for the benches' summary lines.
   std::string data_description() const;
+  // "of 256 tokens" or "padded to each batch's longest row (a multiple of 8, at most 256 tokens)".
+  std::string length_description() const;
 };
 
 struct Profile {

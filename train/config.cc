@@ -188,6 +188,7 @@ const std::vector<Field>& schema() {
       TOP(int64_t, powersgd_start_iter),
       TOP(double, powersgd_min_compression_rate),
       TOP(int64_t, ddp_timeout),
+      TOP(bool, group_by_length),
       TOP(int64_t, dataloader_num_workers),
       TOP(bool, dataloader_pin_memory),
       TOP(int64_t, profile_steps),
@@ -223,6 +224,8 @@ const std::vector<Field>& schema() {
       DATA(int64_t, vocab_min_freq),
       DATA(int64_t, vocab_max_size),
       DATA(bool, lowercase),
+      DATA(S, padding, {"max_length", "longest"}),
+      DATA(int64_t, pad_to_multiple_of),
       TOKENIZER(S, type, {"word", "bpe", "char_ngrams"}),
       TOKENIZER(int64_t, vocab_size),
       TOKENIZER(int64_t, min_frequency),
@@ -489,6 +492,8 @@ void validate(const TrainConfig& c) {
       TANDEM_CHECK(c.data.class_names[i] != c.data.class_names[j],
                    "config: data.class_names names '{}' twice (classes {} and {})", c.data.class_names[i], j, i);
   TANDEM_CHECK(!c.data.text_columns.empty(), "config: data.text_columns must name at least one column");
+  TANDEM_CHECK(c.data.pad_to_multiple_of >= 1, "config: data.pad_to_multiple_of must be at least 1, got {}",
+               c.data.pad_to_multiple_of);
   positive(c.tokenizer.vocab_size, "tokenizer.vocab_size");
   TANDEM_CHECK(c.tokenizer.min_frequency >= 0, "config: tokenizer.min_frequency must be >= 0, got {}",
                c.tokenizer.min_frequency);
@@ -513,6 +518,20 @@ void validate(const TrainConfig& c) {
     refuse(c.ddp_find_unused_parameters,
            "does not support ddp_find_unused_parameters (DDP reads the used-parameter map on the host every step)");
     refuse(c.ddp_static_graph, "does not support ddp_static_graph (DDP reads the used-parameter map on the host)");
+    if (c.data.padding == "longest") {
+      // A graph per sequence of micro-batch shapes, each holding its own activations: the
+      // lengths a batch can have, to the power of the micro-batches in a step.
+      const int64_t lengths = (c.model.max_seq_len + c.data.pad_to_multiple_of - 1) / c.data.pad_to_multiple_of;
+      double graphs = 1;
+      for (int64_t i = 0; i < c.gradient_accumulation_steps; ++i) graphs *= static_cast<double>(lengths);
+      refuse(graphs > kMaxPaddedGraphs,
+             fmt::format("with data.padding longest captures a graph for each sequence of micro-batch lengths, "
+                         "each with its own activation memory: {} length(s) (model.max_seq_len {} in steps of "
+                         "data.pad_to_multiple_of {}) to the power of gradient_accumulation_steps {} is more than "
+                         "{} graphs; raise data.pad_to_multiple_of",
+                         lengths, c.model.max_seq_len, c.data.pad_to_multiple_of, c.gradient_accumulation_steps,
+                         kMaxPaddedGraphs));
+    }
     refuse(c.ddp_comm_hook != "allreduce",
            fmt::format("needs ddp_comm_hook allreduce, got {} (the compression hooks keep per-step buffers alive "
                        "across steps; powersgd also keeps host state)",

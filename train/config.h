@@ -56,6 +56,12 @@ struct DataConfig {
   int64_t vocab_min_freq = 2;
   int64_t vocab_max_size = 20000;
   bool lowercase = true;
+  // How long a batch's rows are (Hugging Face's padding and pad_to_multiple_of; data/batch_padding.h):
+  // max_length: model.max_seq_len, every batch the same shape; longest: the batch's longest text,
+  // rounded up to a multiple of pad_to_multiple_of (at most model.max_seq_len). Training and
+  // evaluation batches alike.
+  std::string padding = "max_length";  // max_length | longest
+  int64_t pad_to_multiple_of = 1;
 };
 
 // `tokenizer:` (data/tokenizer.h). type word uses data.vocab_min_freq/vocab_max_size;
@@ -73,6 +79,9 @@ struct TokenizerConfig {
   bool distinct = true;               // char_ngrams: each id once per text
   bool term_counts = false;           // char_ngrams with distinct: each id's count (<= 255) in its mask entry
 };
+
+// cuda_graph with data.padding longest: the most graphs the padded lengths may need.
+inline constexpr int64_t kMaxPaddedGraphs = 8;
 
 struct TrainConfig {
   std::string output_dir = "runs/tandem";
@@ -131,6 +140,10 @@ struct TrainConfig {
   int64_t powersgd_start_iter = 1000;         // start_powerSGD_iter: plain all-reduce before it
   double powersgd_min_compression_rate = 2;   // compress a matrix only where this much is saved
   int64_t ddp_timeout = 300;  // seconds
+  // Hugging Face's group_by_length: each epoch's shuffled order in megabatches of 50 batches
+  // sorted by text length (data/length_grouping.h), so that data.padding longest cuts most of the
+  // padding. The lengths come from tokenizing the training split once at start-up.
+  bool group_by_length = false;
   int64_t dataloader_num_workers = 0;
   bool dataloader_pin_memory = true;
   // Step profiler (docs/profiling.md). Phase times go to the metrics at every
@@ -142,6 +155,8 @@ struct TrainConfig {
   // One CUDA graph per training step (train/graph_step.h): the step is captured after a few eager
   // steps and replayed. GPU only, with NCCL or one process; not with ZeRO-1,
   // ddp_find_unused_parameters, ddp_static_graph or a comm hook other than allreduce.
+  // With data.padding longest, a graph per sequence of micro-batch lengths: at most
+  // kMaxPaddedGraphs of them (validate), since each keeps its own activation memory.
   bool cuda_graph = false;
   ModelConfig model;
   DataConfig data;

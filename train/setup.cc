@@ -123,12 +123,17 @@ TrainingData load_training_data(const TrainConfig& c, bool with_test) {
   return d;
 }
 
-data::SamplerOptions train_sampler_options(const TrainConfig& c, int rank, int world_size) {
+data::SamplerOptions train_sampler_options(const TrainConfig& c, const data::BatchSource& source, int rank,
+                                           int world_size) {
   data::SamplerOptions o;
   o.world_size = world_size;
   o.rank = rank;
   o.seed = static_cast<uint64_t>(c.seed);
   o.shuffle = true;
+  if (c.group_by_length) {
+    o.lengths = std::make_shared<const std::vector<int64_t>>(data::lengths_of(source));
+    o.batch_size = c.per_device_train_batch_size;
+  }
   return o;
 }
 
@@ -139,6 +144,8 @@ data::DataLoaderOptions train_loader_options(const TrainConfig& c, Device device
   o.pin_memory = c.dataloader_pin_memory;
   o.device = device;
   o.timeout_seconds = static_cast<double>(c.ddp_timeout);
+  o.padding = data::parse_padding(c.data.padding, "data.padding");
+  o.pad_to_multiple_of = c.data.pad_to_multiple_of;
   return o;
 }
 

@@ -44,9 +44,11 @@ struct TrainingData {
   std::shared_ptr<data::Tokenizer> tokenizer;
 };
 TrainingData load_training_data(const TrainConfig& c, bool with_test = true);
-// The training split's sampler (shuffled, seeded) for `rank` of `world_size`.
-data::SamplerOptions train_sampler_options(const TrainConfig& c, int rank, int world_size);
-// The training loader's options (batch size, workers, pinning, timeout) on `device`.
+// The training split's sampler (shuffled, seeded) for `rank` of `world_size`; with
+// group_by_length, grouped by the lengths of `source`'s rows (each example tokenized once).
+data::SamplerOptions train_sampler_options(const TrainConfig& c, const data::BatchSource& source, int rank,
+                                           int world_size);
+// The training loader's options (batch size, workers, pinning, timeout, padding) on `device`.
 data::DataLoaderOptions train_loader_options(const TrainConfig& c, Device device);
 nn::TextClassifierConfig model_config(const TrainConfig& c, int64_t vocab_size, int64_t num_classes);
 // model.pooling tfidf: the training split's idf (data/tfidf.h, over the encodings at

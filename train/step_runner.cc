@@ -215,7 +215,7 @@ StepRunner::StepRunner(const TrainConfig& config, std::shared_ptr<comm::ProcessG
     source = std::make_shared<data::TextClassificationSource>(d.train, d.tokenizer, config.model.max_seq_len);
   }
   // Every step a full batch: the same work each step.
-  data::SamplerOptions so = train_sampler_options(config, s.rank, s.world);
+  data::SamplerOptions so = train_sampler_options(config, *source, s.rank, s.world);
   so.drop_last = true;
   data::DataLoaderOptions lo = train_loader_options(config, s.device);
   lo.drop_last = true;
@@ -278,6 +278,8 @@ report::RunFacts StepRunner::facts(const StepCase& c) const {
   f.per_device_batch = k.per_device_train_batch_size;
   f.gradient_accumulation_steps = k.gradient_accumulation_steps;
   f.seq_len = k.model.max_seq_len;
+  f.padding = k.data.padding;
+  f.pad_to_multiple_of = k.data.pad_to_multiple_of;
   f.logging_steps = k.logging_steps;
   f.save_steps = k.save_steps;
   f.dataloader_num_workers = k.dataloader_num_workers;

@@ -27,7 +27,7 @@ class SyntheticSource final : public data::BatchSource {
   int64_t seq_len() const override { return seq_len_; }
   void fill(std::span<const int64_t> indices, const data::BatchBuffers& out) const override;
   // Real tokens of example `index`'s row.
-  int64_t length(int64_t index) const;
+  int64_t length(int64_t index) const override;
 
  private:
   int64_t examples_, seq_len_, vocab_;

@@ -130,6 +130,9 @@ class Job {
   // The logging window: device sums read only when logging.
   Tensor window_loss_, last_grad_norm_;
   int64_t window_micro_ = 0, window_samples_ = 0;
+  // Rows and row positions (padding included) of this rank's batches in the window: what
+  // data.padding longest saves shows as a shorter mean_padded_length.
+  int64_t window_rows_ = 0, window_positions_ = 0;
   Clock::time_point window_start_, train_start_;
   int64_t trained_samples_ = 0;
   double last_train_loss_ = 0;
@@ -158,9 +161,11 @@ Job::Job(const TrainConfig& config, std::shared_ptr<comm::ProcessGroup> group, c
   data::DataLoaderOptions loader_options = train_loader_options(config_, device_);
   loader_options.time_copies = device_.is_cuda();  // the step profiler's h2d phase
   const int64_t seq_len = config_.model.max_seq_len;
+  auto train_source = std::make_shared<data::TextClassificationSource>(data_.train, data_.tokenizer, seq_len);
   train_loader_ = std::make_unique<data::DataLoader>(
-      std::make_shared<data::TextClassificationSource>(data_.train, data_.tokenizer, seq_len),
-      data::DistributedSampler(data_.train->size(), train_sampler_options(config_, rank_, world_)), loader_options);
+      train_source,
+      data::DistributedSampler(data_.train->size(), train_sampler_options(config_, *train_source, rank_, world_)),
+      loader_options);
   if (main_rank_) {
     // Evaluation runs on rank 0 over the whole split, one process, no padding.
     data::SamplerOptions eval_sampler;
@@ -295,6 +300,8 @@ data::Batch Job::next_batch() {
     if (std::optional<data::Batch> batch = train_loader_->next()) {
       ++batches_in_epoch_;
       position_ += batch->labels.size(0);
+      window_rows_ += batch->ids.size(0);
+      window_positions_ += batch->ids.numel();
       return std::move(*batch);
     }
     profiler_->no_batch();
@@ -347,6 +354,8 @@ void Job::log(double loss, double grad_norm) {
                       {"learning_rate", lr},
                       {"grad_norm", grad_norm},
                       {"samples_per_second", samples_per_second},
+                      {"mean_padded_length", static_cast<double>(window_positions_) /
+                                                 static_cast<double>(std::max<int64_t>(window_rows_, 1))},
                       {"elapsed_s", seconds_since(job_start_)}};
   j.update(TrainProfiler::window_columns(profiler_->take_window()));
   const ddp::IterationStats none;
@@ -360,7 +369,7 @@ void Job::log(double loss, double grad_norm) {
   const double seconds_left = static_cast<double>(total_steps_ - step_) * elapsed / static_cast<double>(window_steps);
   progress_.step(step_, total_steps_, epoch, loss, lr, samples_per_second, seconds_left);
   window_loss_ = Tensor();
-  window_micro_ = window_samples_ = 0;
+  window_micro_ = window_samples_ = window_rows_ = window_positions_ = 0;
   window_start_ = Clock::now();
 }
 

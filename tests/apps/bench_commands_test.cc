@@ -188,6 +188,18 @@ TEST_F(BenchCommands, StepOnPaddedSyntheticRowsRecordsTheirRealShare) {
   EXPECT_NE(r.output.find("synthetic (about 25 % real tokens, the rest padding)"), std::string::npos) << r.output;
 }
 
+TEST_F(BenchCommands, StepWithLongestPaddingRecordsAndSaysIt) {
+  const CommandRun r = run("bench step --precisions fp32 --synthetic-real-fraction 0.25 --set data.padding=longest "
+                           "--set data.pad_to_multiple_of=8 " + common());
+  ASSERT_EQ(r.status, 0) << r.output;
+  report::BenchFolder f = report::read_bench_folder(dir_);
+  ASSERT_TRUE(f.step.has_value());
+  EXPECT_EQ(f.step->cases[0].facts.padding, "longest");
+  EXPECT_EQ(f.step->cases[0].facts.pad_to_multiple_of, 8);
+  EXPECT_NE(r.output.find("padded to each batch's longest row (a multiple of 8, at most"), std::string::npos)
+      << r.output;
+}
+
 TEST_F(BenchCommands, StepRejectsARealFractionOutsideZeroToOneOrWithoutSynthetic) {
   const CommandRun zero = run("bench step --precisions fp32 --synthetic-real-fraction 0 " + common());
   EXPECT_NE(zero.status, 0);

@@ -43,6 +43,7 @@ class NumberSource final : public BatchSource {
       out.labels[i] = x % 5;
     }
   }
+  int64_t length(int64_t index) const override { return index % seq_len_ + 1; }
 
  private:
   int64_t n_, seq_len_;
@@ -392,6 +393,66 @@ TEST(DataLoader, BadOptionsAreErrors) {
               HasSubstr(fmt::format("device cuda:{} is not available", cuda::device_count())));
 }
 
+// NumberSource's row x has (x % S) + 1 real tokens: a batch's longest row decides its length.
+TEST(DataLoader, LongestPaddingCutsEachBatchToItsLongestRowAndKeepsTheRowsPrefixes) {
+  const int64_t seq = 12;
+  auto source = std::make_shared<NumberSource>(61, seq);
+  SamplerOptions sampling{1, 0, true, 5, false};
+  DataLoader full(source, DistributedSampler(61, sampling), with_workers(0, 8));
+  const auto expected = run_epoch(full, 0);
+  for (int workers : {0, 2}) {
+    DataLoaderOptions o = with_workers(workers, 8);
+    o.padding = Padding::Longest;
+    DataLoader loader(source, DistributedSampler(61, sampling), o);
+    loader.start_epoch(0);
+    size_t k = 0;
+    bool some_shorter = false;
+    while (auto b = loader.next()) {
+      ASSERT_LT(k, expected.size());
+      const Flat& e = expected[k++];
+      int64_t longest = 0;
+      for (int64_t x : b->indices) longest = std::max(longest, x % seq + 1);
+      const auto rows = static_cast<int64_t>(b->indices.size());
+      ASSERT_EQ(b->ids.shape(), (Shape{rows, longest})) << "batch " << k - 1;
+      ASSERT_EQ(b->mask.shape(), (Shape{rows, longest}));
+      some_shorter = some_shorter || longest < seq;
+      const Flat got = flatten(*b);
+      EXPECT_EQ(got.labels, e.labels);
+      EXPECT_EQ(got.indices, e.indices);
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t j = 0; j < longest; ++j) {
+          ASSERT_EQ(got.ids[static_cast<size_t>(i * longest + j)], e.ids[static_cast<size_t>(i * seq + j)]);
+          ASSERT_EQ(got.mask[static_cast<size_t>(i * longest + j)], e.mask[static_cast<size_t>(i * seq + j)]);
+        }
+    }
+    EXPECT_EQ(k, expected.size());
+    EXPECT_TRUE(some_shorter) << "the test needs a batch whose rows are all shorter than S";
+  }
+}
+
+TEST(DataLoader, LongestPaddingRoundsUpToPadToMultipleOfAndStopsAtTheRowLength) {
+  const int64_t seq = 10;
+  auto source = std::make_shared<NumberSource>(40, seq);
+  DataLoaderOptions o = with_workers(1, 3);
+  o.padding = Padding::Longest;
+  o.pad_to_multiple_of = 4;
+  DataLoader loader(source, DistributedSampler(40, SamplerOptions{1, 0, false}), o);
+  loader.start_epoch(0);
+  while (auto b = loader.next()) {
+    int64_t longest = 0;
+    for (int64_t x : b->indices) longest = std::max(longest, x % seq + 1);
+    EXPECT_EQ(b->ids.size(1), std::min<int64_t>((longest + 3) / 4 * 4, seq)) << "longest row " << longest;
+  }
+}
+
+TEST(DataLoader, APadToMultipleOfBelowOneIsAnError) {
+  auto source = std::make_shared<NumberSource>(10, 2);
+  DataLoaderOptions o = with_workers(0);
+  o.pad_to_multiple_of = 0;
+  EXPECT_THAT(error_of([&] { DataLoader(source, DistributedSampler(10, SamplerOptions{}), o); }),
+              HasSubstr("pad_to_multiple_of must be at least 1, got 0"));
+}
+
 TEST(DataLoader, NextWithoutAnEpochReturnsNothing) {
   auto source = std::make_shared<NumberSource>(4, 2);
   DataLoader loader(source, DistributedSampler(4, SamplerOptions{}), with_workers(1, 2));
@@ -420,6 +481,25 @@ TEST(DataLoaderCuda, DeviceBatchesEqualHostBatches) {
     }
     EXPECT_EQ(got, expected) << workers << " workers";
   }
+}
+
+TEST(DataLoaderCuda, LongestPaddingCopiesTheShortenedBatches) {
+  TANDEM_REQUIRE_GPU();
+  auto source = std::make_shared<NumberSource>(45, 9);
+  SamplerOptions sampling{1, 0, true, 2, false};
+  DataLoaderOptions host_options = with_workers(0, 8);
+  host_options.padding = Padding::Longest;
+  DataLoader host(source, DistributedSampler(45, sampling), host_options);
+  const auto expected = run_epoch(host, 0);
+  DataLoaderOptions o = host_options;
+  o.device = Device::cuda(0);
+  DataLoader loader(source, DistributedSampler(45, sampling), o);
+  cuda::Stream compute = cuda::Stream::create(0);
+  cuda::StreamGuard guard(compute);
+  loader.start_epoch(0);
+  std::vector<Flat> got;
+  while (auto b = loader.next()) got.push_back(flatten(*b));
+  EXPECT_EQ(got, expected);
 }
 
 TEST(DataLoaderCuda, TimeCopiesRecordsCompletedEventsAroundEachCopy) {

@@ -340,6 +340,41 @@ TEST(TrainConfig, CudaGraphRefusesWhatCannotBeCapturedNamingTheKey) {
   }
 }
 
+TEST(TrainConfig, PaddingIsMaxLengthByDefaultAndItsKeysReachTheLoaderAndSampler) {
+  const TrainConfig off = load_train_config("", {});
+  EXPECT_EQ(train_loader_options(off, Device::cpu()).padding, data::Padding::MaxLength);
+  const TrainConfig on = load_train_config(
+      "", {"data.padding=longest", "data.pad_to_multiple_of=8", "group_by_length=true", "per_device_train_batch_size=3"});
+  validate(on);
+  const data::DataLoaderOptions lo = train_loader_options(on, Device::cpu());
+  EXPECT_EQ(lo.padding, data::Padding::Longest);
+  EXPECT_EQ(lo.pad_to_multiple_of, 8);
+  EXPECT_TRUE(on.group_by_length);
+}
+
+TEST(TrainConfig, BadPaddingValuesAreErrorsNamingTheKey) {
+  EXPECT_NE(error_of([] { load_train_config("", {"data.padding=shortest"}); }).find("data.padding"), std::string::npos);
+  EXPECT_NE(validation_error({"data.pad_to_multiple_of=0"}).find("data.pad_to_multiple_of must be at least 1"),
+            std::string::npos);
+}
+
+TEST(TrainConfig, CudaGraphWithLongestPaddingRefusesMoreGraphsThanItsLimitNamingPadToMultipleOf) {
+  // model.max_seq_len 128 in steps of 16: 8 lengths, one graph each: at the limit.
+  EXPECT_EQ(validation_error({"cuda_graph=true", "data.padding=longest", "model.max_seq_len=128",
+                              "data.pad_to_multiple_of=16"}),
+            "");
+  const std::string e = validation_error(
+      {"cuda_graph=true", "data.padding=longest", "model.max_seq_len=128", "data.pad_to_multiple_of=8"});
+  EXPECT_NE(e.find("16 length(s)"), std::string::npos) << e;
+  EXPECT_NE(e.find("raise data.pad_to_multiple_of"), std::string::npos) << e;
+  // Two micro-batches per step: 4 lengths make 16 sequences of them.
+  EXPECT_NE(validation_error({"cuda_graph=true", "data.padding=longest", "model.max_seq_len=128",
+                              "data.pad_to_multiple_of=32", "gradient_accumulation_steps=2"})
+                .find("gradient_accumulation_steps 2"),
+            std::string::npos);
+  EXPECT_EQ(validation_error({"cuda_graph=true", "model.max_seq_len=128"}), "");  // max_length: one graph
+}
+
 TEST(TrainConfig, CharNgramTokenizerKeysReachTheTokenizerAndBadValuesNameTheKey) {
   const TrainConfig c = load_train_config("", {"tokenizer.type=char_ngrams", "tokenizer.analyzer=char",
                                                "tokenizer.min_n=1", "tokenizer.max_n=4", "tokenizer.buckets=1024",
@@ -455,7 +490,8 @@ TEST(TrainConfig, ClassWeightsSurviveTheResolvedYaml) {
 }
 
 TEST(TrainConfig, ResolvedYamlLoadsBackToTheSameConfig) {
-  TrainConfig c = load_train_config("", {"learning_rate=0.002", "model.n_heads=2", "data.categories=[x, y]", "bf16=true"});
+  TrainConfig c = load_train_config("", {"learning_rate=0.002", "model.n_heads=2", "data.categories=[x, y]", "bf16=true",
+                                         "data.padding=longest", "data.pad_to_multiple_of=8", "group_by_length=true"});
   auto path = write_config("resolved.yaml", to_yaml(c));
   TrainConfig back = load_train_config(path, {});
   EXPECT_EQ(to_yaml(back), to_yaml(c));

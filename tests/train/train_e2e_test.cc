@@ -105,6 +105,30 @@ class TrainEndToEnd : public ::testing::Test {
     a.insert(a.end(), extra.begin(), extra.end());
     return a;
   }
+  // Padding to each batch's longest text cuts only padding: without dropout (whose mask follows
+  // the tensor's shape) training follows max_length's to rounding. The texts have 4-9 words in
+  // rows of 16, so every batch is shorter.
+  static void expect_longest_trains_as_max_length(const fs::path& dir, const std::vector<std::string>& common,
+                                                    int ranks) {
+    std::vector<std::string> longest = common;
+    longest.insert(longest.end(), {"--set", "data.padding=longest"});
+    Output rm = run_tandem(ranks, train_args(dir / "max_length", common));
+    ASSERT_EQ(rm.exit_code, 0) << rm.err;
+    Output rl = run_tandem(ranks, train_args(dir / "longest", longest));
+    ASSERT_EQ(rl.exit_code, 0) << rl.err;
+    auto lm = records(dir / "max_length" / "metrics.jsonl", "train"), ll = records(dir / "longest" / "metrics.jsonl", "train");
+    ASSERT_EQ(lm.size(), ll.size());
+    ASSERT_GT(lm.size(), 30u / static_cast<size_t>(ranks));  // 64 steps on one rank, 32 on two
+    for (size_t i = 0; i < lm.size(); ++i) {
+      const double a = lm[i]["loss"].get<double>(), b = ll[i]["loss"].get<double>();
+      EXPECT_NEAR(b, a, 1e-4 * std::abs(a) + 1e-6) << "step " << lm[i]["step"];
+      EXPECT_EQ(lm[i]["mean_padded_length"].get<double>(), 16.0);
+      EXPECT_LT(ll[i]["mean_padded_length"].get<double>(), 12.0) << "step " << ll[i]["step"];  // texts of 4-9 words
+    }
+    const auto em = read_json(dir / "max_length" / "results.json"), el = read_json(dir / "longest" / "results.json");
+    EXPECT_EQ(el["eval_accuracy"], em["eval_accuracy"]);
+    EXPECT_NEAR(el["eval_loss"].get<double>(), em["eval_loss"].get<double>(), 1e-4);
+  }
   static fs::path dir_;
 };
 fs::path TrainEndToEnd::dir_;
@@ -405,6 +429,43 @@ TEST_F(TrainEndToEnd, CudaGraphTrainsAsEagerStepsOnAGpu) {
   TANDEM_REQUIRE_GPU();
   const fs::path eager = dir_ / "eager_gpu", graphed = dir_ / "graphed_gpu";
   const std::vector<std::string> gpu = {"--set", "device=cuda", "--set", "per_device_train_batch_size=10"};
+  std::vector<std::string> with_graph = gpu;
+  with_graph.insert(with_graph.end(), {"--set", "cuda_graph=true"});
+  Output re = run_tandem(1, train_args(eager, gpu));
+  ASSERT_EQ(re.exit_code, 0) << re.err;
+  Output rg = run_tandem(1, train_args(graphed, with_graph));
+  ASSERT_EQ(rg.exit_code, 0) << rg.err;
+  auto le = records(eager / "metrics.jsonl", "train"), lg = records(graphed / "metrics.jsonl", "train");
+  ASSERT_EQ(le.size(), lg.size());
+  ASSERT_GT(le.size(), 40u);
+  for (size_t i = 0; i < le.size(); ++i)
+    EXPECT_EQ(lg[i]["loss"].get<double>(), le[i]["loss"].get<double>()) << "step " << le[i]["step"];
+  EXPECT_EQ(read_json(graphed / "results.json")["weight_checksums"], read_json(eager / "results.json")["weight_checksums"]);
+}
+
+TEST_F(TrainEndToEnd, PaddingToEachBatchsLongestTextTrainsAsMaxLengthWithoutDropout) {
+  expect_longest_trains_as_max_length(dir_ / "padding", {"--set", "model.dropout=0"}, 1);
+}
+
+TEST_F(TrainEndToEnd, PaddingToEachBatchsLongestTextTrainsAsMaxLengthWithoutDropoutOnTwoRanks) {
+  // Each rank pads to its own batch's longest text; the all-reduced gradients are the same.
+  expect_longest_trains_as_max_length(dir_ / "padding_two", {"--set", "model.dropout=0"}, 2);
+}
+
+TEST_F(TrainEndToEnd, GroupByLengthWithLongestPaddingLearnsTheTask) {
+  const fs::path out = dir_ / "grouped";
+  Output r = run_tandem(1, train_args(out, {"--set", "group_by_length=true", "--set", "data.padding=longest"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  nlohmann::json res = read_json(out / "results.json");
+  EXPECT_GT(res["eval_accuracy"].get<double>(), res["majority_baseline"].get<double>());
+}
+
+TEST_F(TrainEndToEnd, CudaGraphWithLongestPaddingReplaysAGraphPerLengthAsEagerSteps) {
+  // Rows of 16 in steps of 4: up to 4 lengths, a graph for each, each replayed against eager steps.
+  TANDEM_REQUIRE_GPU();
+  const fs::path eager = dir_ / "eager_gpu_longest", graphed = dir_ / "graphed_gpu_longest";
+  const std::vector<std::string> gpu = {"--set", "device=cuda", "--set", "per_device_train_batch_size=10",
+                                        "--set", "data.padding=longest", "--set", "data.pad_to_multiple_of=4"};
   std::vector<std::string> with_graph = gpu;
   with_graph.insert(with_graph.end(), {"--set", "cuda_graph=true"});
   Output re = run_tandem(1, train_args(eager, gpu));

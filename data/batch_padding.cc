@@ -1,0 +1,49 @@
+#include "data/batch_padding.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/check.h"
+
+namespace tandem::data {
+
+Padding parse_padding(const std::string& name, const std::string& key) {
+  if (name == "max_length") return Padding::MaxLength;
+  if (name == "longest") return Padding::Longest;
+  TANDEM_FAIL("{} must be max_length or longest, got '{}'", key, name);
+}
+
+const char* padding_name(Padding p) { return p == Padding::Longest ? "longest" : "max_length"; }
+
+int64_t longest_padded_length(const uint8_t* mask, int64_t rows, int64_t seq, int64_t multiple) {
+  TANDEM_CHECK(seq >= 1 && rows >= 0 && multiple >= 1,
+               "longest_padded_length: needs seq >= 1, rows >= 0 and multiple >= 1 (got {}, {}, {})", seq, rows,
+               multiple);
+  int64_t longest = 1;
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint8_t* row = mask + r * seq;
+    // Only positions past the longest so far can lengthen it.
+    for (int64_t j = seq - 1; j >= longest; --j) {
+      if (row[j] != 0) {
+        longest = j + 1;
+        break;
+      }
+    }
+    if (longest == seq) break;
+  }
+  const int64_t rounded = (longest + multiple - 1) / multiple * multiple;
+  return std::min(rounded, seq);
+}
+
+void shorten_rows(void* data, int64_t rows, int64_t seq, int64_t length, size_t elem_bytes) {
+  TANDEM_CHECK(length >= 0 && length <= seq, "shorten_rows: length {} outside [0, {}]", length, seq);
+  if (length == seq) return;
+  auto* bytes = static_cast<char*>(data);
+  const size_t row = static_cast<size_t>(length) * elem_bytes;
+  // Row 0 stays where it is; row i's destination ends before its source starts or overlaps it
+  // (memmove), and lies wholly before row i + 1's source.
+  for (int64_t i = 1; i < rows; ++i)
+    std::memmove(bytes + static_cast<size_t>(i) * row, bytes + static_cast<size_t>(i * seq) * elem_bytes, row);
+}
+
+}  // namespace tandem::data
