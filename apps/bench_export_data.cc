@@ -76,7 +76,10 @@ nlohmann::json training_json(const train::TrainConfig& c) {
           {"ddp_bucket_cap_mb", c.ddp_bucket_cap_mb},
           {"ddp_static_graph", c.ddp_static_graph},
           {"ddp_gradient_as_bucket_view", c.ddp_gradient_as_bucket_view},
-          {"ddp_find_unused_parameters", c.ddp_find_unused_parameters}};
+          {"ddp_find_unused_parameters", c.ddp_find_unused_parameters},
+          {"padding", c.data.padding},
+          {"pad_to_multiple_of", c.data.pad_to_multiple_of},
+          {"group_by_length", c.group_by_length}};
 }
 
 void run(const Args& a) {

@@ -284,6 +284,20 @@ phase_bench() {
         "$(grep -E '^# precision|^ +bf16 ' "$res/bench_step_padded_${tiles}_graph_$graph.txt")")
     done
   done
+  # The same padded rows cut to each batch's longest (data.padding longest, in steps of 32: 8 lengths,
+  # a graph each) and grouped by length: the whole step on the real length instead of 256. Rows of
+  # 1-127 tokens make 4 lengths; megabatches of 8 batches (4096 / (4 x 128)) show them all within the
+  # 12 warm-up steps, so no capture falls among the timed steps.
+  for graph in false true; do
+    capture "bench_step_padded_longest_graph_$graph" 120 "$build/apps/tandem" bench step \
+      --config configs/ag_news_optimized.yaml --synthetic --synthetic-real-fraction 0.25 --precisions bf16 \
+      --warmup 12 --steps 20 --rounds 1 --set device=cuda --set cuda_graph=$graph --set ddp_static_graph=false \
+      --set data.padding=longest --set data.pad_to_multiple_of=32 --set group_by_length=true \
+      --out "$res/bench_step_padded_longest_graph_$graph"
+    r=$?
+    lines+=("== bench step ag_news_optimized, 25 % real, longest/32 grouped by length, cuda_graph=$graph (exit $r)" \
+      "$(grep -E '^# precision|^ +bf16 ' "$res/bench_step_padded_longest_graph_$graph.txt")")
+  done
   # Two ranks sharing the GPU (NCCL refuses two ranks on one device; the ring stages through pinned host memory).
   capture bench_step_two_ranks_ring 120 "$build/apps/tandem" bench step --config configs/fortunes_demo.yaml \
     --synthetic --nproc 2 --precisions fp32 --warmup 3 --steps 20 --set device=cuda --set ddp_backend=ring \

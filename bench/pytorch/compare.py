@@ -24,7 +24,9 @@ with several ranks; Tandem: the cores divided among the local ranks, core/thread
 Every case runs --repeats times, Tandem and PyTorch interleaved, with the 1-minute load
 average recorded before each run, and the medians are reported. With --synthetic NAME both
 train on random full-length sequences (Tandem's `bench step --synthetic`; the same shape in
-train_classifier.py). Peak memory, the same way for both: each run's peak resident set of its
+train_classifier.py). `--set data.padding=longest` (and `data.pad_to_multiple_of`,
+`group_by_length=true`) reach both sides: export-data writes them to meta.json and the twin
+cuts each batch to its longest row (and groups its order by length) as Tandem's loader does. Peak memory, the same way for both: each run's peak resident set of its
 largest process (the command itself, or a rank it or its launcher waited for), from wait4; the
 JSON also keeps each framework's own figure (Tandem: tensor bytes in use; PyTorch: RSS or CUDA
 bytes allocated).
@@ -145,6 +147,7 @@ def main():
                 out += ["--set", s]
         return out
     cases = []  # (name, config, sets, data, precision, synthetic)
+    shapes = {}  # name -> the data column: real or synthetic, and the padding
     for config in args.config:
         name = os.path.splitext(os.path.basename(config))[0]
         work = os.path.join(args.out, name)
@@ -155,6 +158,11 @@ def main():
         run([args.tandem, "bench", "export-data", "--config", config, "--out", data] + csets)
         meta = json.load(open(os.path.join(data, "meta.json")))
         precision = "bf16" if meta["training"]["bf16"] else ("fp16" if meta["training"]["fp16"] else "fp32")
+        tm = meta["training"]
+        shape = ("synthetic" if synthetic else "real") + (
+            f", longest/{tm['pad_to_multiple_of']}" if tm.get("padding") == "longest" else "") + (
+            ", grouped by length" if tm.get("group_by_length") else "")
+        shapes[name] = shape
         cases.append((name, config, sets, data, precision, synthetic, work))
     samples = {}  # (config, nproc, impl) -> list of results
     for rep in range(args.repeats):
@@ -175,7 +183,8 @@ def main():
         med = statistics.median(sps)
         tandem_med = statistics.median(r["samples_per_second"] for r in samples[(name, nproc, "Tandem", precision)])
         rows.append({"config": name, "nproc": nproc, "precision": precision, "implementation": impl,
-                     "synthetic_data": name in args.synthetic, "samples_per_second_median": med,
+                     "synthetic_data": name in args.synthetic, "data": shapes[name],
+                     "samples_per_second_median": med,
                      "samples_per_second_all": sps,
                      "step_ms_median": statistics.median(r["step_ms_median"] for r in results),
                      "peak_rss_bytes_median": statistics.median(r["peak_rss_bytes"] for r in results),
@@ -191,7 +200,7 @@ def main():
              "|---|---|---:|---|---:|---|---:|---:|---:|---|---:|"]
     for r in rows:
         dev = r["peak_device_bytes_median"]
-        lines.append(f"| {r['config']} | {'synthetic' if r['synthetic_data'] else 'real'} | {r['nproc']} | "
+        lines.append(f"| {r['config']} | {r['data']} | {r['nproc']} | "
                      f"{r['implementation']} | {r['samples_per_second_median']:.1f} | "
                      f"{', '.join(f'{x:.0f}' for x in r['samples_per_second_all'])} | {r['step_ms_median']:.1f} | "
                      f"{r['peak_rss_bytes_median'] / 2**20:.0f} | {'-' if dev is None else f'{dev / 2**20:.1f}'} | "

@@ -69,12 +69,40 @@ def decay_groups(model, weight_decay):
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 
-def shard(n, world, rank, epoch, seed, batch):
-    """This rank's batches of an epoch: a seeded permutation, rank::world, whole batches only."""
+def group_by_length(order, lengths, batch):
+    """transformers' get_length_grouped_indices on a given permutation: megabatches of
+    min(50, n // (4 batch)) batches (at least 1), each sorted by descending length, the longest
+    example of all swapped to the front (what `group_by_length: true` does in Tandem too)."""
+    n = len(order)
+    size = max(1, min(50, n // (batch * 4))) * batch
+    mega = [sorted(order[i: i + size], key=lambda k: lengths[k], reverse=True) for i in range(0, n, size)]
+    best = max(range(len(mega)), key=lambda j: (lengths[mega[j][0]], -j))
+    mega[0][0], mega[best][0] = mega[best][0], mega[0][0]
+    return [k for m in mega for k in m]
+
+
+def shard(n, world, rank, epoch, seed, batch, lengths=None):
+    """This rank's batches of an epoch: a seeded permutation (grouped by length when `lengths` is
+    given, before sharding, as Hugging Face and Tandem do), rank::world, whole batches only."""
     g = torch.Generator().manual_seed(seed + epoch)
-    order = torch.randperm(n, generator=g)[: n - n % world][rank::world]
+    order = torch.randperm(n, generator=g).tolist()
+    if lengths is not None:
+        order = group_by_length(order, lengths, batch * world)
+    order = torch.tensor(order[: n - n % world][rank::world], dtype=torch.int64)
     usable = len(order) - len(order) % batch
     return [order[i: i + batch] for i in range(0, usable, batch)]
+
+
+def row_lengths(mask):
+    """One past each row's last real (nonzero-mask) position, on the host."""
+    real = mask.cpu() != 0
+    return (real * torch.arange(1, real.shape[1] + 1)).amax(dim=1)
+
+
+def padded_length(longest, multiple, seq):
+    """Hugging Face's padding="longest" with pad_to_multiple_of: the batch's longest row (at
+    least 1) rounded up, at most seq."""
+    return min(seq, -(-max(longest, 1) // multiple) * multiple)
 
 
 def main():
@@ -147,20 +175,27 @@ def main():
     amp_dtype = torch.bfloat16 if tc["bf16"] else (torch.float16 if tc["fp16"] else None)
     scaler = torch.amp.GradScaler("cuda", enabled=use_cuda and amp_dtype == torch.float16)
     batch, accum = tc["per_device_train_batch_size"], tc["gradient_accumulation_steps"]
+    # data.padding and group_by_length (absent from meta.json files written before them: max_length).
+    longest = tc.get("padding", "max_length") == "longest"
+    multiple = tc.get("pad_to_multiple_of", 1)
+    row_len = row_lengths(mask) if longest or tc.get("group_by_length", False) else None
+    lengths = row_len.tolist() if tc.get("group_by_length", False) else None
 
     epoch, batches = 0, []
 
     def next_batch():
         nonlocal epoch, batches
         if not batches:
-            batches = shard(len(labels), world, rank, epoch, tc["seed"], batch)
+            batches = shard(len(labels), world, rank, epoch, tc["seed"], batch, lengths)
             epoch += 1
             if not batches:
                 raise SystemExit(f"rank {rank}: no full batch of {batch} in {len(labels)} examples")
         idx = batches.pop(0)
+        # A batch's rows cut to its longest text, decided on the host as a padding collator does.
+        n = padded_length(int(row_len[idx].max()), multiple, ids.shape[1]) if longest else ids.shape[1]
         if use_cuda:
             idx = idx.to(device)
-        return ids[idx], mask[idx], labels[idx]
+        return ids[idx, :n], mask[idx, :n], labels[idx]
 
     def step(index):
         for micro in range(accum):
@@ -206,7 +241,8 @@ def main():
         "framework": "pytorch", "mode": args.mode, "torch_version": torch.__version__,
         "device": device.type, "world_size": world, "per_device_batch": batch, "gradient_accumulation_steps": accum,
         "precision": "bf16" if tc["bf16"] else ("fp16" if tc["fp16"] else "fp32"), "threads_per_rank": torch.get_num_threads(),
-        "synthetic_data": bool(args.synthetic),
+        "synthetic_data": bool(args.synthetic), "padding": "longest" if longest else "max_length",
+        "pad_to_multiple_of": multiple, "group_by_length": lengths is not None,
         "num_parameters": params, "warmup": args.warmup, "steps": args.steps,
         "step_ms_median": median, "step_ms_p10": q[0], "step_ms_p90": q[-1],
         "samples_per_second": world * batch * accum / (median / 1e3),
