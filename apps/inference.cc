@@ -11,6 +11,7 @@
 #include "train/evaluation.h"
 #include "core/autograd/grad_mode.h"
 #include "core/check.h"
+#include "data/batch_padding.h"
 #include "data/batch_source.h"
 #include "data/dataset_spec.h"
 
@@ -73,6 +74,16 @@ void add_predict_command(CLI::App& app) {
     SavedModel s = load_saved_model(args->checkpoint, args->overrides);
     NoGradGuard no_grad;
     data::Encoding enc = s.tokenizer->encode_batch(texts, s.config.model.max_seq_len);
+    if (data::parse_padding(s.config.data.padding, "data.padding") == data::Padding::Longest) {
+      // As the saved config's loader did: the rows cut to the longest text.
+      const int64_t rows = enc.mask.size(0), seq = enc.mask.size(1);
+      const int64_t length =
+          data::longest_padded_length(enc.mask.data<uint8_t>(), rows, seq, s.config.data.pad_to_multiple_of);
+      data::shorten_rows(enc.ids.data_ptr(), rows, seq, length, dtype_size(enc.ids.dtype()));
+      data::shorten_rows(enc.mask.data<uint8_t>(), rows, seq, length, 1);
+      enc.ids = enc.ids.view_range(0, {rows, length});
+      enc.mask = enc.mask.view_range(0, {rows, length});
+    }
     nn::ForwardContext ctx;
     ctx.compute_dtype = train::compute_dtype(s.config);
     Tensor logits = s.model->forward(enc.ids.to(s.device), enc.mask.to(s.device), ctx);

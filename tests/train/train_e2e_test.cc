@@ -458,6 +458,22 @@ TEST_F(TrainEndToEnd, GroupByLengthWithLongestPaddingLearnsTheTask) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   nlohmann::json res = read_json(out / "results.json");
   EXPECT_GT(res["eval_accuracy"].get<double>(), res["majority_baseline"].get<double>());
+  // evaluate reads the padding from the saved config and scores as the trainer did.
+  const std::string ck = last_checkpoint(out).string();
+  Output ev = run_tandem(1, {"evaluate", "--checkpoint", ck});
+  ASSERT_EQ(ev.exit_code, 0) << ev.err;
+  EXPECT_NE(ev.out.find(fmt::format("accuracy {:.4f}", res["eval_accuracy"].get<double>())), std::string::npos)
+      << ev.out;
+  // predict cuts its batch to the longest text too, and labels as with full-length rows.
+  const std::vector<std::string> texts = {"--text", "the alpha cat", "--text", "omega tree house river stone cloud"};
+  std::vector<std::string> longest = {"predict", "--checkpoint", ck}, full = longest;
+  longest.insert(longest.end(), texts.begin(), texts.end());
+  full.insert(full.end(), texts.begin(), texts.end());
+  full.insert(full.end(), {"--set", "data.padding=max_length"});
+  Output pl = run_tandem(1, longest), pf = run_tandem(1, full);
+  ASSERT_EQ(pl.exit_code, 0) << pl.err;
+  ASSERT_EQ(pf.exit_code, 0) << pf.err;
+  EXPECT_EQ(pl.out, pf.out);
 }
 
 TEST_F(TrainEndToEnd, CudaGraphWithLongestPaddingReplaysAGraphPerLengthAsEagerSteps) {
