@@ -46,4 +46,22 @@ void shorten_rows(void* data, int64_t rows, int64_t seq, int64_t length, size_t 
     std::memmove(bytes + static_cast<size_t>(i) * row, bytes + static_cast<size_t>(i * seq) * elem_bytes, row);
 }
 
+double mean_longest_row(const std::vector<int64_t>& order, const std::vector<int64_t>& lengths, int64_t batch) {
+  TANDEM_CHECK(batch >= 1, "mean_longest_row: the batch must hold at least 1 row, got {}", batch);
+  if (order.empty()) return 0;
+  double positions = 0;
+  for (size_t b = 0; b < order.size(); b += static_cast<size_t>(batch)) {
+    const size_t end = std::min(order.size(), b + static_cast<size_t>(batch));
+    int64_t longest = 0;
+    for (size_t i = b; i < end; ++i) {
+      const int64_t k = order[i];
+      TANDEM_CHECK(k >= 0 && k < static_cast<int64_t>(lengths.size()), "mean_longest_row: index {} outside the {} lengths",
+                   k, lengths.size());
+      longest = std::max(longest, lengths[static_cast<size_t>(k)]);
+    }
+    positions += static_cast<double>(longest) * static_cast<double>(end - b);
+  }
+  return positions / static_cast<double>(order.size());
+}
+
 }  // namespace tandem::data

@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace tandem::data {
 
@@ -36,5 +37,10 @@ int64_t longest_padded_length(const uint8_t* mask, int64_t rows, int64_t seq, in
 // element i * seq to i * length, so the buffer's start holds a [rows, length] array.
 // length <= seq; rows are moved in increasing order, which never overwrites one not yet moved.
 void shorten_rows(void* data, int64_t rows, int64_t seq, int64_t length, size_t elem_bytes);
+
+// The mean row length, padding included, when batches of `batch` consecutive entries of `order`
+// (indices into `lengths`, the rows' real lengths) are each padded to their longest row: what
+// Padding::Longest runs on for that order, weighting each batch by its rows (the last may be short).
+double mean_longest_row(const std::vector<int64_t>& order, const std::vector<int64_t>& lengths, int64_t batch);
 
 }  // namespace tandem::data

@@ -37,6 +37,17 @@ TEST(DataCommand, SummaryPrintsClassCountsBaselineAndLengths) {
   EXPECT_THAT(out, HasSubstr("2 of 3 (66.7%) longer than max_seq_len 2"));
 }
 
+TEST(DataCommand, SummarySaysWhatPaddingToTheLongestTextSaves) {
+  // Four texts of 2 words (3 tokens with [CLS]) in rows of 8: 37.5 % real; any batch's longest is 3.
+  TempDir dir;
+  auto path = dir.write("d.tsv", "pos\tgood film\npos\tgreat film\nneg\tdull plot\nneg\tbad acting\n");
+  std::string out = run({"data", "summary", "--format", "tsv", "--path", path.string(), "--max-seq-len", "8",
+                         "--batch-size", "2"});
+  EXPECT_THAT(out, HasSubstr("padding, batches of 2: rows of max_seq_len 8 are 37.5% real tokens; cut to each "
+                             "batch's longest (data.padding longest) the mean row is 3.0 (100.0% real); grouped by "
+                             "length as well, 3.0 (100.0% real)"));
+}
+
 TEST(DataCommand, SummaryReportsTheBadRecord) {
   TempDir dir;
   auto path = dir.write("d.tsv", "pos\tgood film\nneg\n");

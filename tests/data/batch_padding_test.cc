@@ -83,6 +83,15 @@ TEST(ShortenRows, ALengthPastTheRowIsAnError) {
   EXPECT_THAT(error_of([&] { shorten_rows(buf.data(), 2, 3, 4, sizeof(int32_t)); }), HasSubstr("length 4 outside"));
 }
 
+TEST(MeanLongestRow, WeighsEachBatchsLongestRowByItsRows) {
+  const std::vector<int64_t> lengths = {5, 1, 2, 9, 3};
+  // Batches {5, 1} {2, 9} {3}: (2 x 5 + 2 x 9 + 1 x 3) / 5.
+  EXPECT_DOUBLE_EQ(mean_longest_row({0, 1, 2, 3, 4}, lengths, 2), 31.0 / 5.0);
+  // Sorted: {9, 5} {3, 2} {1}: (18 + 6 + 1) / 5.
+  EXPECT_DOUBLE_EQ(mean_longest_row({3, 0, 4, 2, 1}, lengths, 2), 25.0 / 5.0);
+  EXPECT_DOUBLE_EQ(mean_longest_row({}, lengths, 2), 0.0);
+}
+
 TEST(Padding, NamesParseBackAndAnotherNameIsAnErrorNamingTheKey) {
   EXPECT_EQ(parse_padding("longest", "data.padding"), Padding::Longest);
   EXPECT_EQ(parse_padding(padding_name(Padding::MaxLength), "data.padding"), Padding::MaxLength);
