@@ -129,6 +129,46 @@ class TrainEndToEnd : public ::testing::Test {
     EXPECT_EQ(el["eval_accuracy"], em["eval_accuracy"]);
     EXPECT_NEAR(el["eval_loss"].get<double>(), em["eval_loss"].get<double>(), 1e-4);
   }
+  // Trains on the GPU eagerly and with cuda_graph (batches of 10, `extra` settings on both): the
+  // same loss at every logging step and the same weights.
+  static void expect_graph_replays_eager(const fs::path& eager, const fs::path& graphed,
+                                         const std::vector<std::string>& extra) {
+    std::vector<std::string> gpu = {"--set", "device=cuda", "--set", "per_device_train_batch_size=10"};
+    gpu.insert(gpu.end(), extra.begin(), extra.end());
+    std::vector<std::string> with_graph = gpu;
+    with_graph.insert(with_graph.end(), {"--set", "cuda_graph=true"});
+    Output re = run_tandem(1, train_args(eager, gpu));
+    ASSERT_EQ(re.exit_code, 0) << re.err;
+    Output rg = run_tandem(1, train_args(graphed, with_graph));
+    ASSERT_EQ(rg.exit_code, 0) << rg.err;
+    auto le = records(eager / "metrics.jsonl", "train"), lg = records(graphed / "metrics.jsonl", "train");
+    ASSERT_EQ(le.size(), lg.size());
+    ASSERT_GT(le.size(), 40u);
+    for (size_t i = 0; i < le.size(); ++i)
+      EXPECT_EQ(lg[i]["loss"].get<double>(), le[i]["loss"].get<double>()) << "step " << le[i]["step"];
+    EXPECT_EQ(read_json(graphed / "results.json")["weight_checksums"], read_json(eager / "results.json")["weight_checksums"]);
+  }
+  // A run stopped after 13 steps and resumed from its checkpoint (`extra` settings on all runs)
+  // logs the same losses and ends with the same weights as one run straight through.
+  static void expect_resumed_run_matches(const fs::path& a, const fs::path& b, const std::vector<std::string>& extra) {
+    std::vector<std::string> stop = extra, resume = extra;
+    stop.insert(stop.end(), {"--stop-after", "13"});
+    resume.insert(resume.end(), {"--resume", "latest"});
+    Output ra = run_tandem(1, train_args(a, extra));
+    ASSERT_EQ(ra.exit_code, 0) << ra.err;
+    Output rb1 = run_tandem(1, train_args(b, stop));
+    ASSERT_EQ(rb1.exit_code, 0) << rb1.err;
+    EXPECT_TRUE(read_json(b / "results.json")["stopped_early"].get<bool>());
+    Output rb2 = run_tandem(1, train_args(b, resume));
+    ASSERT_EQ(rb2.exit_code, 0) << rb2.err;
+    auto la = records(a / "metrics.jsonl", "train"), lb = records(b / "metrics.jsonl", "train");
+    ASSERT_EQ(la.size(), lb.size());
+    for (size_t i = 0; i < la.size(); ++i) {
+      EXPECT_EQ(la[i]["step"], lb[i]["step"]);
+      EXPECT_EQ(la[i]["loss"].get<double>(), lb[i]["loss"].get<double>()) << "step " << la[i]["step"];
+    }
+    EXPECT_EQ(read_json(a / "results.json")["weight_checksums"], read_json(b / "results.json")["weight_checksums"]);
+  }
   static fs::path dir_;
 };
 fs::path TrainEndToEnd::dir_;
@@ -199,42 +239,14 @@ TEST_F(TrainEndToEnd, ResumingAZeroStageOneRunIsRefusedWithAClearMessage) {
 }
 
 TEST_F(TrainEndToEnd, ResumingGivesTheSameLossCurveAsAnUninterruptedRun) {
-  const fs::path a = dir_ / "straight", b = dir_ / "interrupted";
-  Output ra = run_tandem(1, train_args(a));
-  ASSERT_EQ(ra.exit_code, 0) << ra.err;
-  Output rb1 = run_tandem(1, train_args(b, {"--stop-after", "13"}));
-  ASSERT_EQ(rb1.exit_code, 0) << rb1.err;
-  EXPECT_TRUE(read_json(b / "results.json")["stopped_early"].get<bool>());
-  Output rb2 = run_tandem(1, train_args(b, {"--resume", "latest"}));
-  ASSERT_EQ(rb2.exit_code, 0) << rb2.err;
-  auto la = records(a / "metrics.jsonl", "train"), lb = records(b / "metrics.jsonl", "train");
-  ASSERT_EQ(la.size(), lb.size());
-  for (size_t i = 0; i < la.size(); ++i) {
-    EXPECT_EQ(la[i]["step"], lb[i]["step"]);
-    EXPECT_EQ(la[i]["loss"].get<double>(), lb[i]["loss"].get<double>()) << "step " << la[i]["step"];
-  }
-  EXPECT_EQ(read_json(a / "results.json")["weight_checksums"], read_json(b / "results.json")["weight_checksums"]);
+  expect_resumed_run_matches(dir_ / "straight", dir_ / "interrupted", {});
 }
 
 TEST_F(TrainEndToEnd, ResumingARunGroupedByLengthGivesTheSameLossCurve) {
   // The sampler's saved position refers to the grouped order, which the resumed run rebuilds
   // from the same lengths, seed and epoch.
-  const std::vector<std::string> grouped = {"--set", "group_by_length=true", "--set", "data.padding=longest"};
-  std::vector<std::string> stop = grouped, resume = grouped;
-  stop.insert(stop.end(), {"--stop-after", "13"});
-  resume.insert(resume.end(), {"--resume", "latest"});
-  const fs::path a = dir_ / "grouped_straight", b = dir_ / "grouped_interrupted";
-  Output ra = run_tandem(1, train_args(a, grouped));
-  ASSERT_EQ(ra.exit_code, 0) << ra.err;
-  Output rb1 = run_tandem(1, train_args(b, stop));
-  ASSERT_EQ(rb1.exit_code, 0) << rb1.err;
-  Output rb2 = run_tandem(1, train_args(b, resume));
-  ASSERT_EQ(rb2.exit_code, 0) << rb2.err;
-  auto la = records(a / "metrics.jsonl", "train"), lb = records(b / "metrics.jsonl", "train");
-  ASSERT_EQ(la.size(), lb.size());
-  for (size_t i = 0; i < la.size(); ++i)
-    EXPECT_EQ(la[i]["loss"].get<double>(), lb[i]["loss"].get<double>()) << "step " << la[i]["step"];
-  EXPECT_EQ(read_json(a / "results.json")["weight_checksums"], read_json(b / "results.json")["weight_checksums"]);
+  expect_resumed_run_matches(dir_ / "grouped_straight", dir_ / "grouped_interrupted",
+                             {"--set", "group_by_length=true", "--set", "data.padding=longest"});
 }
 
 TEST_F(TrainEndToEnd, EvaluateAndPredictUseTheSavedCheckpoint) {
@@ -448,20 +460,7 @@ TEST_F(TrainEndToEnd, CudaGraphTrainsAsEagerStepsOnAGpu) {
   // One CUDA graph per step, with the trainer around it: the loader, the logging window, the
   // per-epoch evaluations and checkpoints, and a shorter last batch per epoch (256 = 25 x 10 + 6).
   TANDEM_REQUIRE_GPU();
-  const fs::path eager = dir_ / "eager_gpu", graphed = dir_ / "graphed_gpu";
-  const std::vector<std::string> gpu = {"--set", "device=cuda", "--set", "per_device_train_batch_size=10"};
-  std::vector<std::string> with_graph = gpu;
-  with_graph.insert(with_graph.end(), {"--set", "cuda_graph=true"});
-  Output re = run_tandem(1, train_args(eager, gpu));
-  ASSERT_EQ(re.exit_code, 0) << re.err;
-  Output rg = run_tandem(1, train_args(graphed, with_graph));
-  ASSERT_EQ(rg.exit_code, 0) << rg.err;
-  auto le = records(eager / "metrics.jsonl", "train"), lg = records(graphed / "metrics.jsonl", "train");
-  ASSERT_EQ(le.size(), lg.size());
-  ASSERT_GT(le.size(), 40u);
-  for (size_t i = 0; i < le.size(); ++i)
-    EXPECT_EQ(lg[i]["loss"].get<double>(), le[i]["loss"].get<double>()) << "step " << le[i]["step"];
-  EXPECT_EQ(read_json(graphed / "results.json")["weight_checksums"], read_json(eager / "results.json")["weight_checksums"]);
+  expect_graph_replays_eager(dir_ / "eager_gpu", dir_ / "graphed_gpu", {});
 }
 
 TEST_F(TrainEndToEnd, PaddingToEachBatchsLongestTextTrainsAsMaxLengthWithoutDropout) {
@@ -500,21 +499,8 @@ TEST_F(TrainEndToEnd, GroupByLengthWithLongestPaddingLearnsTheTask) {
 TEST_F(TrainEndToEnd, CudaGraphWithLongestPaddingReplaysAGraphPerLengthAsEagerSteps) {
   // Rows of 16 in steps of 4: up to 4 lengths, a graph for each, each replayed against eager steps.
   TANDEM_REQUIRE_GPU();
-  const fs::path eager = dir_ / "eager_gpu_longest", graphed = dir_ / "graphed_gpu_longest";
-  const std::vector<std::string> gpu = {"--set", "device=cuda", "--set", "per_device_train_batch_size=10",
-                                        "--set", "data.padding=longest", "--set", "data.pad_to_multiple_of=4"};
-  std::vector<std::string> with_graph = gpu;
-  with_graph.insert(with_graph.end(), {"--set", "cuda_graph=true"});
-  Output re = run_tandem(1, train_args(eager, gpu));
-  ASSERT_EQ(re.exit_code, 0) << re.err;
-  Output rg = run_tandem(1, train_args(graphed, with_graph));
-  ASSERT_EQ(rg.exit_code, 0) << rg.err;
-  auto le = records(eager / "metrics.jsonl", "train"), lg = records(graphed / "metrics.jsonl", "train");
-  ASSERT_EQ(le.size(), lg.size());
-  ASSERT_GT(le.size(), 40u);
-  for (size_t i = 0; i < le.size(); ++i)
-    EXPECT_EQ(lg[i]["loss"].get<double>(), le[i]["loss"].get<double>()) << "step " << le[i]["step"];
-  EXPECT_EQ(read_json(graphed / "results.json")["weight_checksums"], read_json(eager / "results.json")["weight_checksums"]);
+  expect_graph_replays_eager(dir_ / "eager_gpu_longest", dir_ / "graphed_gpu_longest",
+                             {"--set", "data.padding=longest", "--set", "data.pad_to_multiple_of=4"});
 }
 
 TEST_F(TrainEndToEnd, CudaGraphOnTheCpuExitsNonZeroNamingTheKey) {
