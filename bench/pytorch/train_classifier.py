@@ -33,6 +33,8 @@ import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
 
+from length_grouping import group_by_length
+
 
 class TorchTextClassifier(nn.Module):
     """Tandem's nn::TextClassifier in PyTorch (same names as the test fixtures' twin)."""
@@ -67,18 +69,6 @@ def decay_groups(model, weight_decay):
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-
-
-def group_by_length(order, lengths, batch):
-    """transformers' get_length_grouped_indices on a given permutation: megabatches of
-    min(50, n // (4 batch)) batches (at least 1), each sorted by descending length, the longest
-    example of all swapped to the front (what `group_by_length: true` does in Tandem too)."""
-    n = len(order)
-    size = max(1, min(50, n // (batch * 4))) * batch
-    mega = [sorted(order[i: i + size], key=lambda k: lengths[k], reverse=True) for i in range(0, n, size)]
-    best = max(range(len(mega)), key=lambda j: (lengths[mega[j][0]], -j))
-    mega[0][0], mega[best][0] = mega[best][0], mega[0][0]
-    return [k for m in mega for k in m]
 
 
 def shard(n, world, rank, epoch, seed, batch, lengths=None):
