@@ -1,6 +1,7 @@
 // `tandem evaluate` and `tandem predict`: use a saved checkpoint.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -73,32 +74,40 @@ void add_predict_command(CLI::App& app) {
     TANDEM_CHECK(!texts.empty(), "predict: give --text or --input");
     SavedModel s = load_saved_model(args->checkpoint, args->overrides);
     NoGradGuard no_grad;
-    data::Encoding enc = s.tokenizer->encode_batch(texts, s.config.model.max_seq_len);
-    if (data::parse_padding(s.config.data.padding, "data.padding") == data::Padding::Longest) {
-      // As the saved config's loader did: the rows cut to the longest text.
-      const int64_t rows = enc.mask.size(0), seq = enc.mask.size(1);
-      const int64_t length =
-          data::longest_padded_length(enc.mask.data<uint8_t>(), rows, seq, s.config.data.pad_to_multiple_of);
-      data::shorten_rows(enc.ids.data_ptr(), rows, seq, length, dtype_size(enc.ids.dtype()));
-      data::shorten_rows(enc.mask.data<uint8_t>(), rows, seq, length, 1);
-      enc.ids = enc.ids.view_range(0, {rows, length});
-      enc.mask = enc.mask.view_range(0, {rows, length});
-    }
     nn::ForwardContext ctx;
     ctx.compute_dtype = train::compute_dtype(s.config);
-    Tensor logits = s.model->forward(enc.ids.to(s.device), enc.mask.to(s.device), ctx);
-    std::vector<double> l = logits.to_double_vector();
+    const bool longest = data::parse_padding(s.config.data.padding, "data.padding") == data::Padding::Longest;
     const size_t c = s.class_names.size();
-    for (size_t i = 0; i < texts.size(); ++i) {
-      // Softmax on the host: a handful of numbers per text.
-      double mx = l[i * c];
-      for (size_t k = 1; k < c; ++k) mx = std::max(mx, l[i * c + k]);
-      double z = 0;
-      for (size_t k = 0; k < c; ++k) z += std::exp(l[i * c + k] - mx);
-      size_t best = 0;
-      for (size_t k = 1; k < c; ++k)
-        if (l[i * c + k] > l[i * c + best]) best = k;
-      fmt::print("{}\t{:.3f}\t{}\n", s.class_names[best], std::exp(l[i * c + best] - mx) / z, texts[i]);
+    // Batches of per_device_eval_batch_size texts, as evaluation runs: a file of any length is read
+    // whole, but the model never sees more than one batch at a time.
+    const auto batch = static_cast<size_t>(s.config.per_device_eval_batch_size);
+    for (size_t first = 0; first < texts.size(); first += batch) {
+      const std::vector<std::string> part(texts.begin() + static_cast<std::ptrdiff_t>(first),
+                                          texts.begin() + static_cast<std::ptrdiff_t>(std::min(texts.size(), first + batch)));
+      data::Encoding enc = s.tokenizer->encode_batch(part, s.config.model.max_seq_len);
+      if (longest) {
+        // As the saved config's loader did: the rows cut to the batch's longest text.
+        const int64_t rows = enc.mask.size(0), seq = enc.mask.size(1);
+        const int64_t length =
+            data::longest_padded_length(enc.mask.data<uint8_t>(), rows, seq, s.config.data.pad_to_multiple_of);
+        data::shorten_rows(enc.ids.data_ptr(), rows, seq, length, dtype_size(enc.ids.dtype()));
+        data::shorten_rows(enc.mask.data<uint8_t>(), rows, seq, length, 1);
+        enc.ids = enc.ids.view_range(0, {rows, length});
+        enc.mask = enc.mask.view_range(0, {rows, length});
+      }
+      Tensor logits = s.model->forward(enc.ids.to(s.device), enc.mask.to(s.device), ctx);
+      std::vector<double> l = logits.to_double_vector();
+      for (size_t i = 0; i < part.size(); ++i) {
+        // Softmax on the host: a handful of numbers per text.
+        double mx = l[i * c];
+        for (size_t k = 1; k < c; ++k) mx = std::max(mx, l[i * c + k]);
+        double z = 0;
+        for (size_t k = 0; k < c; ++k) z += std::exp(l[i * c + k] - mx);
+        size_t best = 0;
+        for (size_t k = 1; k < c; ++k)
+          if (l[i * c + k] > l[i * c + best]) best = k;
+        fmt::print("{}\t{:.3f}\t{}\n", s.class_names[best], std::exp(l[i * c + best] - mx) / z, part[i]);
+      }
     }
   });
 }

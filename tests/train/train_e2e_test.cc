@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -494,6 +495,37 @@ TEST_F(TrainEndToEnd, GroupByLengthWithLongestPaddingLearnsTheTask) {
   ASSERT_EQ(pl.exit_code, 0) << pl.err;
   ASSERT_EQ(pf.exit_code, 0) << pf.err;
   EXPECT_EQ(pl.out, pf.out);
+}
+
+TEST_F(TrainEndToEnd, PredictClassifiesAnInputFileInBatchesOfTheEvalBatchSize) {
+  // 70 texts of 1-9 words: batches of 8 (each cut to its own longest text) print what one batch of
+  // 100 prints, line for line, in the file's order.
+  const fs::path out = dir_ / "predict_batches";
+  Output r = run_tandem(1, train_args(out, {"--set", "data.padding=longest"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const fs::path input = dir_ / "predict_input.txt";
+  {
+    std::ofstream f(input);
+    static const char* words[] = {"alpha", "omega", "cat", "tree", "river", "lamp", "book", "dog", "stone"};
+    for (int i = 0; i < 70; ++i) {
+      for (int w = 0; w <= i % 9; ++w) f << (w ? " " : "") << words[(i + w) % 9];
+      f << "\n";
+    }
+  }
+  const std::string ck = last_checkpoint(out).string();
+  Output small = run_tandem(1, {"predict", "--checkpoint", ck, "--input", input.string(), "--set",
+                                "per_device_eval_batch_size=8"});
+  Output one = run_tandem(1, {"predict", "--checkpoint", ck, "--input", input.string(), "--set",
+                              "per_device_eval_batch_size=100"});
+  ASSERT_EQ(small.exit_code, 0) << small.err;
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  EXPECT_EQ(std::count(small.out.begin(), small.out.end(), '\n'), 70);
+  EXPECT_EQ(small.out, one.out);
+  // The file's order: text 1 is "omega cat", text 2 "cat tree river".
+  const size_t second = small.out.find("\tomega cat\n"), third = small.out.find("\tcat tree river\n");
+  ASSERT_NE(second, std::string::npos) << small.out;
+  ASSERT_NE(third, std::string::npos) << small.out;
+  EXPECT_EQ(small.out.find('\n', second + 1) + 1, small.out.rfind('\n', third) + 1);  // adjacent lines
 }
 
 TEST_F(TrainEndToEnd, CudaGraphWithLongestPaddingReplaysAGraphPerLengthAsEagerSteps) {
