@@ -87,11 +87,10 @@ void add_predict_command(CLI::App& app) {
       data::Encoding enc = s.tokenizer->encode_batch(part, s.config.model.max_seq_len);
       if (longest) {
         // As the saved config's loader did: the rows cut to the batch's longest text.
-        const int64_t rows = enc.mask.size(0), seq = enc.mask.size(1);
-        const int64_t length =
-            data::longest_padded_length(enc.mask.data<uint8_t>(), rows, seq, s.config.data.pad_to_multiple_of);
-        data::shorten_rows(enc.ids.data_ptr(), rows, seq, length, dtype_size(enc.ids.dtype()));
-        data::shorten_rows(enc.mask.data<uint8_t>(), rows, seq, length, 1);
+        const int64_t rows = enc.mask.size(0);
+        const int64_t length = data::cut_to_longest(enc.ids.data_ptr(), dtype_size(enc.ids.dtype()),
+                                                    enc.mask.data<uint8_t>(), rows, enc.mask.size(1),
+                                                    s.config.data.pad_to_multiple_of);
         enc.ids = enc.ids.view_range(0, {rows, length});
         enc.mask = enc.mask.view_range(0, {rows, length});
       }

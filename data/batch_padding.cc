@@ -13,8 +13,6 @@ Padding parse_padding(const std::string& name, const std::string& key) {
   TANDEM_FAIL("{} must be max_length or longest, got '{}'", key, name);
 }
 
-const char* padding_name(Padding p) { return p == Padding::Longest ? "longest" : "max_length"; }
-
 int64_t longest_padded_length(const uint8_t* mask, int64_t rows, int64_t seq, int64_t multiple) {
   TANDEM_CHECK(seq >= 1 && rows >= 0 && multiple >= 1,
                "longest_padded_length: needs seq >= 1, rows >= 0 and multiple >= 1 (got {}, {}, {})", seq, rows,
@@ -44,6 +42,13 @@ void shorten_rows(void* data, int64_t rows, int64_t seq, int64_t length, size_t 
   // (memmove), and lies wholly before row i + 1's source.
   for (int64_t i = 1; i < rows; ++i)
     std::memmove(bytes + static_cast<size_t>(i) * row, bytes + static_cast<size_t>(i * seq) * elem_bytes, row);
+}
+
+int64_t cut_to_longest(void* ids, size_t id_bytes, uint8_t* mask, int64_t rows, int64_t seq, int64_t multiple) {
+  const int64_t length = longest_padded_length(mask, rows, seq, multiple);
+  shorten_rows(ids, rows, seq, length, id_bytes);
+  shorten_rows(mask, rows, seq, length, 1);
+  return length;
 }
 
 double mean_longest_row(const std::vector<int64_t>& order, const std::vector<int64_t>& lengths, int64_t batch) {

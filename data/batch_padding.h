@@ -26,7 +26,6 @@ enum class Padding {
 
 // "max_length" | "longest"; anything else is an error naming `key`.
 Padding parse_padding(const std::string& name, const std::string& key);
-const char* padding_name(Padding p);
 
 // Padding::Longest's length of a batch of `rows` rows of `seq` mask bytes: one past the last
 // nonzero byte of any row (at least 1, so an all-padding batch keeps one column), rounded up to a
@@ -37,6 +36,11 @@ int64_t longest_padded_length(const uint8_t* mask, int64_t rows, int64_t seq, in
 // element i * seq to i * length, so the buffer's start holds a [rows, length] array.
 // length <= seq; rows are moved in increasing order, which never overwrites one not yet moved.
 void shorten_rows(void* data, int64_t rows, int64_t seq, int64_t length, size_t elem_bytes);
+
+// Padding::Longest on one batch in host memory: its [rows, seq] ids (`id_bytes` each) and mask
+// cut in place to longest_padded_length columns, which it returns (their first rows * length
+// elements are then [rows, length] arrays). What the DataLoader and `tandem predict` run.
+int64_t cut_to_longest(void* ids, size_t id_bytes, uint8_t* mask, int64_t rows, int64_t seq, int64_t multiple);
 
 // The mean row length, padding included, when batches of `batch` consecutive entries of `order`
 // (indices into `lengths`, the rows' real lengths) are each padded to their longest row: what

@@ -27,11 +27,9 @@ int64_t TextClassificationSource::length(int64_t index) const {
   TANDEM_CHECK(index >= 0 && index < size(), "example index {} outside the dataset [0, {})", index, size());
   std::vector<int32_t> ids(static_cast<size_t>(max_seq_len_));
   std::vector<uint8_t> mask(static_cast<size_t>(max_seq_len_));
-  tokenizer_->encode_into(dataset_->examples[static_cast<size_t>(index)].text, max_seq_len_, DType::I32, ids.data(),
-                          mask.data());
-  int64_t n = max_seq_len_;
-  while (n > 0 && mask[static_cast<size_t>(n - 1)] == 0) --n;
-  return n;
+  // Real tokens come first in a row, so their count is one past the last.
+  return tokenizer_->encode_into(dataset_->examples[static_cast<size_t>(index)].text, max_seq_len_, DType::I32,
+                                 ids.data(), mask.data());
 }
 
 std::vector<int64_t> lengths_of(const BatchSource& source) {

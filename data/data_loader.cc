@@ -218,11 +218,9 @@ DataLoader::Result DataLoader::produce(int64_t k, const std::vector<int64_t>& or
                                                 slot.labels.data<int64_t>()});
     const int64_t seq = source_->seq_len();
     int64_t length = seq;
-    if (options_.padding == Padding::Longest) {
-      length = longest_padded_length(slot.mask.data<uint8_t>(), rows, seq, options_.pad_to_multiple_of);
-      shorten_rows(slot.ids.data_ptr(), rows, seq, length, dtype_size(options_.ids_dtype));
-      shorten_rows(slot.mask.data<uint8_t>(), rows, seq, length, 1);
-    }
+    if (options_.padding == Padding::Longest)
+      length = cut_to_longest(slot.ids.data_ptr(), dtype_size(options_.ids_dtype), slot.mask.data<uint8_t>(), rows,
+                              seq, options_.pad_to_multiple_of);
     Tensor ids = slot.ids.view_range(0, {rows, length}), mask = slot.mask.view_range(0, {rows, length});
     Tensor labels = slot.labels.narrow(0, rows);
     if (options_.device.is_cuda()) {

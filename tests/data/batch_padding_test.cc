@@ -83,6 +83,15 @@ TEST(ShortenRows, ALengthPastTheRowIsAnError) {
   EXPECT_THAT(error_of([&] { shorten_rows(buf.data(), 2, 3, 4, sizeof(int32_t)); }), HasSubstr("length 4 outside"));
 }
 
+TEST(CutToLongest, CutsIdsAndMaskAlikeAndReturnsTheLength) {
+  // Rows of 5: lengths 2 and 3, in steps of 2: 4 columns.
+  std::vector<int64_t> ids = {1, 2, 0, 0, 0, 6, 7, 8, 0, 0};
+  std::vector<uint8_t> mask = {1, 1, 0, 0, 0, 1, 1, 1, 0, 0};
+  EXPECT_EQ(cut_to_longest(ids.data(), sizeof(int64_t), mask.data(), 2, 5, 2), 4);
+  EXPECT_EQ(std::vector<int64_t>(ids.begin(), ids.begin() + 8), (std::vector<int64_t>{1, 2, 0, 0, 6, 7, 8, 0}));
+  EXPECT_EQ(std::vector<uint8_t>(mask.begin(), mask.begin() + 8), (std::vector<uint8_t>{1, 1, 0, 0, 1, 1, 1, 0}));
+}
+
 TEST(MeanLongestRow, WeighsEachBatchsLongestRowByItsRows) {
   const std::vector<int64_t> lengths = {5, 1, 2, 9, 3};
   // Batches {5, 1} {2, 9} {3}: (2 x 5 + 2 x 9 + 1 x 3) / 5.
@@ -92,9 +101,9 @@ TEST(MeanLongestRow, WeighsEachBatchsLongestRowByItsRows) {
   EXPECT_DOUBLE_EQ(mean_longest_row({}, lengths, 2), 0.0);
 }
 
-TEST(Padding, NamesParseBackAndAnotherNameIsAnErrorNamingTheKey) {
+TEST(Padding, ItsTwoNamesParseAndAnotherIsAnErrorNamingTheKey) {
   EXPECT_EQ(parse_padding("longest", "data.padding"), Padding::Longest);
-  EXPECT_EQ(parse_padding(padding_name(Padding::MaxLength), "data.padding"), Padding::MaxLength);
+  EXPECT_EQ(parse_padding("max_length", "data.padding"), Padding::MaxLength);
   EXPECT_THAT(error_of([] { parse_padding("do_not_pad", "data.padding"); }),
               HasSubstr("data.padding must be max_length or longest, got 'do_not_pad'"));
 }

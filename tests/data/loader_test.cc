@@ -6,6 +6,7 @@
 #include <chrono>
 #include <future>
 #include <mutex>
+#include <numeric>
 #include <set>
 #include <thread>
 
@@ -137,6 +138,31 @@ TEST(DataLoader, TextBatchesMatchTheTokenizerOnTheSamplersIndices) {
     }
     EXPECT_EQ(row, shard.size());
   }
+}
+
+TEST(TextClassificationSource, LengthIsOnePastTheLastRealPositionOfItsRow) {
+  // Texts of 1-9 words in rows of 6 ([CLS] included): some cut, some padded.
+  auto dataset = std::make_shared<Dataset>();
+  dataset->class_names = {"a", "b"};
+  for (int i = 0; i < 9; ++i) {
+    std::string text = "w";
+    for (int w = 0; w < i; ++w) text += " w";
+    dataset->examples.push_back({text, i % 2, "mem:" + std::to_string(i)});
+  }
+  auto tokenizer = std::make_shared<Tokenizer>(Tokenizer::build(*dataset, {.min_freq = 1}));
+  const TextClassificationSource source(dataset, tokenizer, 6);
+  std::vector<int64_t> all(9);
+  std::iota(all.begin(), all.end(), int64_t{0});
+  std::vector<int64_t> ids(9 * 6), labels(9);
+  std::vector<uint8_t> mask(9 * 6);
+  source.fill(all, BatchBuffers{ids.data(), DType::I64, mask.data(), labels.data()});
+  for (int64_t i = 0; i < 9; ++i) {
+    int64_t last = 0;
+    for (int64_t j = 0; j < 6; ++j)
+      if (mask[static_cast<size_t>(i * 6 + j)]) last = j + 1;
+    EXPECT_EQ(source.length(i), last) << "example " << i;
+  }
+  EXPECT_EQ(lengths_of(source), (std::vector<int64_t>{2, 3, 4, 5, 6, 6, 6, 6, 6}));
 }
 
 TEST(DataLoader, FinalPartialBatchIsKeptOrDropped) {
