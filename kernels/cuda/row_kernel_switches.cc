@@ -7,8 +7,9 @@ namespace tandem::kernels {
 
 namespace {
 
-constinit EnvSwitch<LayerNormKernel, 2> g_layer_norm{
-    "TANDEM_LAYER_NORM", {{"one_row", LayerNormKernel::OneRow}, {"multi_row", LayerNormKernel::MultiRow}}};
+constinit EnvSwitch<LayerNormKernel, 3> g_layer_norm{
+    "TANDEM_LAYER_NORM",
+    {{"one_row", LayerNormKernel::OneRow}, {"multi_row", LayerNormKernel::MultiRow}, {"lanes", LayerNormKernel::Lanes}}};
 
 constinit EnvSwitch<MaskedMeanKernel, 2> g_masked_mean{
     "TANDEM_MASKED_MEAN", {{"one_block", MaskedMeanKernel::OneBlock}, {"lane_groups", MaskedMeanKernel::LaneGroups}}};

@@ -7,7 +7,7 @@
 // defaulting to the path a GPU has verified, until a GPU run has timed both
 // (issue #15; tools/gpu-check.sh's bench phase runs kernels_bench with each).
 //
-//   TANDEM_LAYER_NORM=one_row|multi_row  (kernels/cuda/layer_norm.cu)
+//   TANDEM_LAYER_NORM=one_row|multi_row|lanes  (kernels/cuda/layer_norm_kernels.cuh)
 //     OneRow (the default): a thread group normalises one row, and in backward
 //     walks its slot's rows with the next row's loads in flight. MultiRow: the
 //     forward's group normalises R rows at once (R * V * C <= 16 values per
@@ -20,6 +20,12 @@
 //     copy bandwidth there (docs/results/gpu.md). Same operations in the same
 //     order, but the unrolled code may fuse a product and a sum into an FMA
 //     where the one-row code does not: equal to a rounding, not bit for bit.
+//     Lanes: one_row's forward; the backward deals each slot's rows to every
+//     group of a block (8 warps at d_model 256 in 16 bits) instead of one, and
+//     loads each row's statistics with its data, one row ahead: 8192 warps of
+//     4 rows instead of 1024 of 32 at 32768 rows, the same partial sums. Its
+//     column sums add in a fixed order of their own (layer_norm_kernels.cuh),
+//     so it agrees with one_row to a rounding.
 //   TANDEM_MASKED_MEAN=one_block|lane_groups  (kernels/cuda/pooling.cu)
 //     OneBlock (the default): one block per (sequence, 32 vector columns) sums
 //     the sequence in 16 lanes. LaneGroups: the 16 lanes are dealt to up to 16
@@ -43,7 +49,7 @@
 
 namespace tandem::kernels {
 
-enum class LayerNormKernel { OneRow, MultiRow };
+enum class LayerNormKernel { OneRow, MultiRow, Lanes };
 
 // TANDEM_LAYER_NORM's kernel, unless a test has overridden it.
 LayerNormKernel layer_norm_kernel();
@@ -51,7 +57,7 @@ LayerNormKernel layer_norm_kernel();
 LayerNormKernel parse_layer_norm_kernel(const char* value);
 // Tests force a kernel; nullopt returns to the environment's choice.
 void set_layer_norm_kernel_for_testing(std::optional<LayerNormKernel> kernel);
-// "one_row" or "multi_row".
+// "one_row", "multi_row" or "lanes".
 const char* layer_norm_kernel_name(LayerNormKernel kernel);
 
 enum class MaskedMeanKernel { OneBlock, LaneGroups };

@@ -7,10 +7,16 @@
 // hardware round-to-nearest-even conversions, which give the same bits as
 // core/half.h on the CPU. Blocks are (Tx, Ty): Tx threads across the vectors
 // of a row, Ty rows (or row groups) at once.
+//
+// Device code built on this header can also run on the CPU under
+// tests/testing/warp_emulator.h, which a test includes first: it supplies the
+// CUDA built-ins and types that the headers below supply to nvcc.
 #pragma once
 
+#if defined(__CUDACC__)
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#endif
 
 #include <cstdint>
 #include <initializer_list>
@@ -19,6 +25,14 @@
 #include "core/half.h"
 
 namespace tandem::kernels {
+
+// A kernel's static shared array of `count` values (one per kernel): __shared__ under nvcc; under the
+// emulator, the block's shared memory, which the emulated launch sizes to at least count * sizeof(type).
+#if defined(__CUDACC__)
+#define ROW_KERNEL_SHARED(type, name, count) __shared__ type name[count]
+#else
+#define ROW_KERNEL_SHARED(type, name, count) type* name = reinterpret_cast<type*>(::warp_emulator::shared_memory())
+#endif
 
 template <class T, int V>
 struct alignas(sizeof(T) * V) Vec {

@@ -52,7 +52,8 @@ TEST(LayerNormSwitch, IsOneRowUnlessSetAndNamesTheVariableAndValueOnABadValue) {
   EXPECT_EQ(parse_layer_norm_kernel(""), LayerNormKernel::OneRow);
   EXPECT_EQ(parse_layer_norm_kernel("one_row"), LayerNormKernel::OneRow);
   EXPECT_EQ(parse_layer_norm_kernel("multi_row"), LayerNormKernel::MultiRow);
-  for (const char* bad : {"multi", "1", "Multi_Row", "multi_row "})
+  EXPECT_EQ(parse_layer_norm_kernel("lanes"), LayerNormKernel::Lanes);
+  for (const char* bad : {"multi", "1", "Multi_Row", "multi_row ", "lane"})
     EXPECT_TRUE(rejects_naming_variable_and_value(parse_layer_norm_kernel, "TANDEM_LAYER_NORM", bad));
 }
 
@@ -142,23 +143,37 @@ Results layer_norm_results(LayerNormKernel kernel, int64_t rows, int64_t dim, DT
   return ::testing::AssertionSuccess();
 }
 
-TEST_P(NewRowKernels, LayerNormMultiRowAgreesWithOneRowToARounding) {
+// Layer norm's forward, input gradient and parameter gradients under `kernel` against one_row's, at
+// 1000 x 256: 16-bit rows of one warp (eight groups per block: two rows per group and three ahead
+// for multi_row, eight lanes of a slot for lanes) and a partial last block; 513 x 768: f32 rows of
+// 192 threads; 7 x 100, 3 x 1, 2 x 520: scalar kernels in 16 bits; 5 x 4096: 16 values per thread.
+void expect_layer_norm_agrees_with_one_row(LayerNormKernel kernel, DType t) {
   struct Case { int64_t rows, dim; };
-  // 1000 x 256: 16-bit rows of one warp (two rows per group, three ahead) and a partial last block;
-  // 513 x 768: f32 rows of 192 threads (four per group); 7 x 100, 3 x 1, 2 x 520: scalar kernels in
-  // 16 bits; 5 x 4096: 16 values per thread (one row per group, one ahead: the one_row kernels).
   for (Case c : {Case{1000, 256}, Case{513, 768}, Case{7, 100}, Case{129, 200}, Case{3, 1}, Case{5, 4096},
                  Case{2, 520}, Case{3000, 64}}) {
-    for (DType param_type : {DType::F32, t()}) {
-      const std::string what = std::to_string(c.rows) + " x " + std::to_string(c.dim) + ", parameters " +
-                               std::string(dtype_name(param_type));
-      const Results multi = layer_norm_results(LayerNormKernel::MultiRow, c.rows, c.dim, t(), param_type);
-      const Results one = layer_norm_results(LayerNormKernel::OneRow, c.rows, c.dim, t(), param_type);
+    for (DType param_type : {DType::F32, t}) {
+      const std::string what = std::string(layer_norm_kernel_name(kernel)) + ", " + std::to_string(c.rows) + " x " +
+                               std::to_string(c.dim) + ", parameters " + std::string(dtype_name(param_type));
+      const Results other = layer_norm_results(kernel, c.rows, c.dim, t, param_type);
+      const Results one = layer_norm_results(LayerNormKernel::OneRow, c.rows, c.dim, t, param_type);
       const char* names[] = {"output", "input gradient", "weight gradient", "bias gradient"};
       for (size_t i = 0; i < one.size(); ++i)
-        EXPECT_TRUE(within_a_rounding(multi[i], one[i], i < 2 ? t() : param_type)) << names[i] << ", " << what;
+        EXPECT_TRUE(within_a_rounding(other[i], one[i], i < 2 ? t : param_type)) << names[i] << ", " << what;
     }
   }
+}
+
+TEST_P(NewRowKernels, LayerNormMultiRowAgreesWithOneRowToARounding) {
+  expect_layer_norm_agrees_with_one_row(LayerNormKernel::MultiRow, t());
+}
+
+TEST_P(NewRowKernels, LayerNormLanesAgreesWithOneRowToARounding) {
+  expect_layer_norm_agrees_with_one_row(LayerNormKernel::Lanes, t());
+}
+
+TEST_P(NewRowKernels, LayerNormLanesParameterGradientsAreBitwiseRepeatable) {
+  EXPECT_EQ(layer_norm_results(LayerNormKernel::Lanes, 1000, 256, t(), DType::F32),
+            layer_norm_results(LayerNormKernel::Lanes, 1000, 256, t(), DType::F32));
 }
 
 // Sequence b keeps its first seq - b * seq / batch positions; the last of a batch > 1 is all padding.

@@ -50,6 +50,7 @@ constexpr size_t kStackBytes = 256 * 1024;
 // The block being run on this thread.
 struct Block {
   const std::function<void()>* kernel = nullptr;
+  Dim3 shape;  // blockDim
   std::vector<Fiber> fibers;
   ucontext_t scheduler;
   int current = 0;
@@ -135,7 +136,7 @@ void run_block(Block& b, unsigned bx, unsigned by) {
   for (Barrier& w : b.warps) w = Barrier{32, 0, 0};
   for (int i = 0; i < threads; ++i) {
     Fiber& f = b.fibers[static_cast<size_t>(i)];
-    f.thread = Dim3{static_cast<unsigned>(i), 0, 0};
+    f.thread = Dim3{static_cast<unsigned>(i) % b.shape.x, static_cast<unsigned>(i) / b.shape.x, 0};
     f.done = false;
     f.uncommitted.clear();  // copies still in flight when a thread exits land nowhere visible
     f.in_flight.clear();
@@ -147,6 +148,7 @@ void run_block(Block& b, unsigned bx, unsigned by) {
     b.current = i;
     threadIdx = f.thread;
     blockIdx = Dim3{bx, by, 0};
+    blockDim = b.shape;
 #if WARP_EMULATOR_ASAN
     __sanitizer_start_switch_fiber(&b.asan_scheduler_fake_stack, f.stack.get(), kStackBytes);
 #endif
@@ -188,8 +190,17 @@ void run_block(Block& b, unsigned bx, unsigned by) {
 
 void launch(unsigned grid_x, unsigned grid_y, int threads, size_t shared_bytes, const std::function<void()>& kernel,
             Schedule schedule) {
-  if (threads <= 0 || threads % 32 != 0) throw std::invalid_argument("warp_emulator: threads must be a multiple of 32");
+  if (threads <= 0) throw std::invalid_argument("warp_emulator: threads must be a multiple of 32");
+  launch(grid_x, grid_y, Dim3{static_cast<unsigned>(threads), 1, 1}, shared_bytes, kernel, schedule);
+}
+
+void launch(unsigned grid_x, unsigned grid_y, Dim3 shape, size_t shared_bytes, const std::function<void()>& kernel,
+            Schedule schedule) {
+  const int threads = static_cast<int>(shape.x * shape.y);
+  if (shape.z != 1 || threads <= 0 || threads % 32 != 0)
+    throw std::invalid_argument("warp_emulator: a block is x * y threads (z = 1), a multiple of 32");
   Block b;
+  b.shape = shape;
   b.kernel = &kernel;
   b.schedule = schedule;
   b.fibers.resize(static_cast<size_t>(threads));

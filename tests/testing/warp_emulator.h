@@ -84,6 +84,11 @@ enum class Schedule { RoundRobin, WarpByWarp, WarpByWarpReversed };
 // (a multiple of 32) threads with `shared_bytes` of dynamic shared memory. Throws on deadlock.
 void launch(unsigned grid_x, unsigned grid_y, int threads, size_t shared_bytes, const std::function<void()>& kernel,
             Schedule schedule = Schedule::RoundRobin);
+// The same with two-dimensional blocks of block.x * block.y threads (block.z must be 1; the product a
+// multiple of 32): thread (x, y) is linear thread x + y * block.x, and a warp is 32 consecutive linear
+// threads, as on hardware. blockDim holds the block's shape inside the kernel.
+void launch(unsigned grid_x, unsigned grid_y, Dim3 block, size_t shared_bytes, const std::function<void()>& kernel,
+            Schedule schedule = Schedule::RoundRobin);
 
 // Inside launch(): the block's dynamic shared memory; this warp's barrier; exchange slots of this warp.
 unsigned char* shared_memory();
@@ -100,7 +105,17 @@ void ldmatrix(int matrices, bool trans, uint32_t* regs, const void* row);
 
 }  // namespace warp_emulator
 
-inline thread_local warp_emulator::Dim3 threadIdx, blockIdx;
+inline thread_local warp_emulator::Dim3 threadIdx, blockIdx, blockDim;
+
+// The host side's dim3 (for helpers shared with the launchers) and the float2 vector type.
+struct dim3 {
+  unsigned x = 1, y = 1, z = 1;
+  dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
+};
+struct float2 {
+  float x, y;
+};
+inline float2 make_float2(float x, float y) { return {x, y}; }
 
 struct alignas(16) uint4 {
   uint32_t x, y, z, w;
@@ -145,8 +160,12 @@ struct __nv_bfloat16 {
 };
 inline __half __float2half_rn(float f) { return {tandem::float_to_f16_bits(f)}; }
 inline unsigned short __half_as_ushort(__half h) { return h.bits; }
+inline __half __ushort_as_half(unsigned short bits) { return {bits}; }
+inline float __half2float(__half h) { return tandem::f16_bits_to_float(h.bits); }
 inline __nv_bfloat16 __float2bfloat16_rn(float f) { return {tandem::float_to_bf16_bits(f)}; }
 inline unsigned short __bfloat16_as_ushort(__nv_bfloat16 h) { return h.bits; }
+inline __nv_bfloat16 __ushort_as_bfloat16(unsigned short bits) { return {bits}; }
+inline float __bfloat162float(__nv_bfloat16 h) { return tandem::bf16_bits_to_float(h.bits); }
 
 // D = A B + C for one warp: A 16x16, B 16x8 (16-bit T), C/D 16x8 f32, in the PTX fragment layouts:
 // lane = 4g + t; A regs {row g | g+8} x {cols 2t,2t+1 | 2t+8,2t+9} as a[0]=(g,lo) a[1]=(g+8,lo)

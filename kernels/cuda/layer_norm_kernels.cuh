@@ -1,0 +1,445 @@
+// Layer norm over the last dimension on the GPU, forward and backward: the
+// device code (kernels/cuda/layer_norm.cu launches it; the emulated tests run it
+// on the CPU, tests/kernels/layer_norm_emulated_test.cc).
+//
+// Layout: a group of Tx threads (a multiple of 32) owns one row and keeps it in
+// registers: each thread holds C vectors of V elements (V * C <= 16), so the
+// row is read from memory once; a block holds Ty groups. Row statistics are
+// group-wide f32 sums (warp shuffles, then, for a group of several warps, the
+// warps' partials added in a fixed order through shared memory; a one-warp
+// group needs no barrier), two-pass: the mean, then sum((x - mean)^2).
+//
+// Forward traffic: read x, write y (+ 8 bytes/row of mean/rstd); weight and
+// bias are re-read per row from L1/L2. Backward traffic: read x and dy, write
+// dx, plus the dweight/dbias partials (kernels/cuda/column_sum.cuh): a group
+// walks the rows of one slot, prefetching the next row's x and dy while it
+// reduces the current one, and accumulates dy * xhat and dy per column in
+// registers. Both are memory bound.
+//
+// How much is in flight (TANDEM_LAYER_NORM, kernels/cuda/row_kernel_switches.h):
+// one_row (the default) has a group normalise one row in forward and keep one
+// row ahead in backward; multi_row normalises up to four rows per group in
+// forward, with the parameters loaded before the statistics, and keeps three
+// rows ahead in backward, for more bytes in flight per thread where a thread
+// holds few values of a row (d_model 256 in 16 bits: 8). Either way each row
+// sees the same operations in the same order; the unrolled rows may be fused
+// into FMAs differently (PTX's plain mul and add allow it), so the two agree to
+// a rounding rather than bit for bit. lanes has one_row's forward and deals
+// each slot of the backward to a whole block instead of one group (below,
+// layer_norm_backward_lanes_kernel): its column sums add in another order, so
+// it too agrees with one_row to a rounding.
+//
+// Numerics: f32 statistics and arithmetic for f32/f16/bf16 data, 1/sqrtf (IEEE
+// rounded, not rsqrtf) as on the CPU, one rounding per output; parameters are
+// read as f32 or as the data type (w_f32). dweight/dbias are deterministic.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+#include "core/check.h"
+#include "core/element.h"
+#include "kernels/cuda/row_vectors.cuh"
+
+namespace tandem::kernels::layer_norm_detail {
+
+constexpr int kMaxThreads = 256;
+constexpr int kMaxGroups = kMaxThreads / 32;  // Ty
+constexpr int kGroupScratchFloats = kMaxGroups * 2 * 32;  // group_sum2's
+
+// Sum over the Tx threads of this thread's group; every thread of the block must call it.
+__device__ __forceinline__ float2 group_sum2(float2 v, float (*scratch)[2][32]) {
+  v.x = warp_sum(v.x);
+  v.y = warp_sum(v.y);
+  // A row of one warp (Tx = 32: up to 256 elements in 16 bits, 128 in f32, e.g. d_model 256) has
+  // its sum now; skipping the two block-wide barriers lets the block's Ty rows proceed on their
+  // own instead of each waiting for the slowest row's loads. (Tx is the same for the whole block,
+  // so either every thread skips the barriers or none does.) 0 + v keeps the bits of the path
+  // below, which starts its sum at 0 (so a -0 sum becomes +0 in both).
+  if (blockDim.x == 32) return make_float2(0.0f + v.x, 0.0f + v.y);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  if (lane == 0) {
+    scratch[threadIdx.y][0][warp] = v.x;
+    scratch[threadIdx.y][1][warp] = v.y;
+  }
+  __syncthreads();
+  float2 t = make_float2(0.0f, 0.0f);
+  for (int k = 0; k < warps; ++k) {
+    t.x += scratch[threadIdx.y][0][k];
+    t.y += scratch[threadIdx.y][1][k];
+  }
+  __syncthreads();  // scratch is reused by the next call
+  return t;
+}
+
+template <int V, class W>
+__device__ __forceinline__ void load_param(const void* p, int64_t col, float (&out)[V]) {
+  load_vec<V>(static_cast<const W*>(p) + col, out);
+}
+
+template <int V, class T>
+__device__ __forceinline__ void load_param_any(const void* p, bool f32, int64_t col, float (&out)[V]) {
+  if (f32) load_param<V, float>(p, col, out);
+  else load_param<V, T>(p, col, out);
+}
+
+// R rows per group (TANDEM_LAYER_NORM=multi_row: R > 1): a block's R * Ty rows are consecutive,
+// row (blockIdx.x * R + r) * Ty + ty for the group's r-th. All R rows' loads, and for R > 1 the
+// parameters', are issued before the first statistic waits on any of them.
+template <class T, int V, int C, int R>
+__global__ void __launch_bounds__(kMaxThreads) layer_norm_forward_kernel(const T* __restrict__ x, const void* __restrict__ w,
+                                          const void* __restrict__ b, bool w_f32, T* __restrict__ y,
+                                          float* __restrict__ mean_out, float* __restrict__ rstd_out, int64_t rows,
+                                          int64_t dim, float eps) {
+  ROW_KERNEL_SHARED(float, shared, kGroupScratchFloats);
+  float(*scratch)[2][32] = reinterpret_cast<float(*)[2][32]>(shared);
+  const int64_t nvec = dim / V;
+  int64_t row[R];
+  float xv[R][C][V], s[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    row[r] = (blockIdx.x * static_cast<int64_t>(R) + r) * blockDim.y + threadIdx.y;
+    s[r] = 0.0f;
+#pragma unroll
+    for (int k = 0; k < C; ++k) {
+      const int64_t c = threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
+      if (row[r] < rows && c < nvec) load_vec<V>(x + row[r] * dim + c * V, xv[r][k]);
+      else fill(xv[r][k], 0.0f);
+#pragma unroll
+      for (int j = 0; j < V; ++j) s[r] += xv[r][k][j];
+    }
+  }
+  float wv[C][V], bv[C][V];
+  if constexpr (R > 1) {
+#pragma unroll
+    for (int k = 0; k < C; ++k) {
+      const int64_t c = threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
+      if (c < nvec) {
+        load_param_any<V, T>(w, w_f32, c * V, wv[k]);
+        load_param_any<V, T>(b, w_f32, c * V, bv[k]);
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const float mean = group_sum2(make_float2(s[r], 0.0f), scratch).x / static_cast<float>(dim);
+    float q = 0.0f;
+#pragma unroll
+    for (int k = 0; k < C; ++k) {
+      const int64_t c = threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
+      if (c < nvec)
+#pragma unroll
+        for (int j = 0; j < V; ++j) q += (xv[r][k][j] - mean) * (xv[r][k][j] - mean);
+    }
+    const float var = group_sum2(make_float2(q, 0.0f), scratch).x / static_cast<float>(dim);
+    const float rstd = 1.0f / sqrtf(var + eps);
+    if (row[r] >= rows) continue;  // after the group sums: every thread of the block takes part in those
+#pragma unroll
+    for (int k = 0; k < C; ++k) {
+      const int64_t c = threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
+      if (c >= nvec) continue;
+      if constexpr (R == 1) {
+        load_param_any<V, T>(w, w_f32, c * V, wv[k]);
+        load_param_any<V, T>(b, w_f32, c * V, bv[k]);
+      }
+      float out[V];
+#pragma unroll
+      for (int j = 0; j < V; ++j) out[j] = (xv[r][k][j] - mean) * rstd * wv[k][j] + bv[k][j];
+      store_vec<V>(y + row[r] * dim + c * V, out);
+    }
+    if (threadIdx.x == 0) {
+      if (mean_out) mean_out[row[r]] = mean;
+      if (rstd_out) rstd_out[row[r]] = rstd;
+    }
+  }
+}
+
+// Row `it` of a backward slot (slot + it * slots) into registers, zeros past the rows.
+template <int V, int C, class T>
+__device__ __forceinline__ void load_backward_row(const T* __restrict__ x, const T* __restrict__ dy, int64_t slot,
+                                                  int64_t slots, int64_t it, int64_t rows, int64_t dim,
+                                                  float (&xr)[C][V], float (&gr)[C][V]) {
+  const int64_t row = slot + it * slots, nvec = dim / V;
+  const bool active = slot < slots && row < rows;
+#pragma unroll
+  for (int k = 0; k < C; ++k) {
+    const int64_t c = threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
+    if (active && c < nvec) {
+      load_vec<V>(x + row * dim + c * V, xr[k]);
+      load_vec<V>(dy + row * dim + c * V, gr[k]);
+    } else {
+      fill(xr[k], 0.0f);
+      fill(gr[k], 0.0f);
+    }
+  }
+}
+
+// Row `it` of a slot's mean and rstd (0 past the rows).
+__device__ __forceinline__ void load_row_stats(const float* __restrict__ mean, const float* __restrict__ rstd,
+                                               int64_t slot, int64_t slots, int64_t it, int64_t rows, float& mu,
+                                               float& rs) {
+  const int64_t row = slot + it * slots;
+  const bool active = slot < slots && row < rows;
+  mu = active ? mean[row] : 0.0f;
+  rs = active ? rstd[row] : 0.0f;
+}
+
+// The backward of row `it` of a slot, whose x and dy are in xr, gr and whose statistics are mu, rs:
+// adds dy * xhat and dy to the column sums acc_w, acc_b and writes the row of dx. Every thread of
+// the block calls it (group_sum2).
+template <class T, int V, int C>
+__device__ __forceinline__ void backward_row(const float (&xr)[C][V], const float (&gr)[C][V], const float (&wv)[C][V],
+                                             float mu, float rs, T* __restrict__ dx, int64_t slot, int64_t slots,
+                                             int64_t it, int64_t rows, int64_t dim, float (&acc_w)[C][V],
+                                             float (&acc_b)[C][V], float (*scratch)[2][32]) {
+  const int64_t row = slot + it * slots, nvec = dim / V;
+  const bool active = slot < slots && row < rows;
+  float sg = 0.0f, sgx = 0.0f;
+#pragma unroll
+  for (int k = 0; k < C; ++k)
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      const float xhat = (xr[k][j] - mu) * rs;
+      const float g = gr[k][j] * wv[k][j];
+      sg += g;
+      sgx += g * xhat;
+      acc_w[k][j] += gr[k][j] * xhat;
+      acc_b[k][j] += gr[k][j];
+    }
+  const float2 sums = group_sum2(make_float2(sg, sgx), scratch);
+  if (!dx || !active) return;
+  const float inv_dim = 1.0f / static_cast<float>(dim);
+  const float mg = sums.x * inv_dim, mgx = sums.y * inv_dim;
+#pragma unroll
+  for (int k = 0; k < C; ++k) {
+    const int64_t c = threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
+    if (c >= nvec) continue;
+    float out[V];
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      const float xhat = (xr[k][j] - mu) * rs;
+      out[j] = rs * (gr[k][j] * wv[k][j] - mg - xhat * mgx);
+    }
+    store_vec<V>(dx + row * dim + c * V, out);
+  }
+}
+
+// The weight (for every column of this thread) at the start of a backward slot, and the slot's
+// column sums at its end.
+template <int V, int C, class T>
+__device__ __forceinline__ void load_backward_weight(const void* w, bool w_f32, int64_t nvec, float (&wv)[C][V]) {
+#pragma unroll
+  for (int k = 0; k < C; ++k) {
+    const int64_t c = threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
+    if (c < nvec) load_param_any<V, T>(w, w_f32, c * V, wv[k]);
+    else fill(wv[k], 0.0f);
+  }
+}
+
+template <int V, int C>
+__device__ __forceinline__ void store_backward_partials(const float (&acc_w)[C][V], const float (&acc_b)[C][V],
+                                                        float* __restrict__ partial_w, float* __restrict__ partial_b,
+                                                        int64_t slot, int64_t dim) {
+  const int64_t nvec = dim / V;
+#pragma unroll
+  for (int k = 0; k < C; ++k) {
+    const int64_t c = threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
+    if (c >= nvec) continue;
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      if (partial_w) partial_w[slot * dim + c * V + j] = acc_w[k][j];
+      if (partial_b) partial_b[slot * dim + c * V + j] = acc_b[k][j];
+    }
+  }
+}
+
+// Slot s (= blockIdx.x * Ty + ty) takes rows s, s + slots, ... in order, with D - 1 rows' loads in
+// flight while one is reduced: rows it + 1 .. it + D - 1 sit in a ring of D register buffers, and
+// row it + D - 1's loads go out into the buffer row it - 1 freed. D = 2 (TANDEM_LAYER_NORM=one_row)
+// is one row ahead; multi_row takes D = 4 where a thread's share of a row is at most 8 values.
+// The rows are reduced in the same order whatever D (to a rounding: see the top of the file).
+template <class T, int V, int C, int D>
+__global__ void __launch_bounds__(kMaxThreads) layer_norm_backward_kernel(const T* __restrict__ dy, const T* __restrict__ x,
+                                           const void* __restrict__ w, bool w_f32, const float* __restrict__ mean,
+                                           const float* __restrict__ rstd, T* __restrict__ dx,
+                                           float* __restrict__ partial_w, float* __restrict__ partial_b, int64_t rows,
+                                           int64_t dim, int64_t slots) {
+  static_assert(D >= 2, "one buffer being reduced and at least one loading");
+  ROW_KERNEL_SHARED(float, shared, kGroupScratchFloats);
+  float(*scratch)[2][32] = reinterpret_cast<float(*)[2][32]>(shared);
+  const int64_t slot = blockIdx.x * static_cast<int64_t>(blockDim.y) + threadIdx.y;
+  const int64_t iters = (rows + slots - 1) / slots;  // the same for every group: group_sum2 needs all threads
+  float wv[C][V], acc_w[C][V], acc_b[C][V];
+  load_backward_weight<V, C, T>(w, w_f32, dim / V, wv);
+#pragma unroll
+  for (int k = 0; k < C; ++k) {
+    fill(acc_w[k], 0.0f);
+    fill(acc_b[k], 0.0f);
+  }
+  float xb[D][C][V], gb[D][C][V];
+#pragma unroll
+  for (int d = 0; d < D - 1; ++d) load_backward_row(x, dy, slot, slots, d, rows, dim, xb[d], gb[d]);
+  if constexpr (D == 2) {
+    // One row ahead without unrolling: the next row's loads go to buffer 1, which then moves to
+    // buffer 0 (register moves), so the loop body stays one row long (fewer registers than the
+    // ring below unrolled twice: 80 against 124 at 16-bit d_model 256).
+    for (int64_t it = 0; it < iters; ++it) {
+      if (it + 1 < iters) load_backward_row(x, dy, slot, slots, it + 1, rows, dim, xb[1], gb[1]);
+      float mu, rs;
+      load_row_stats(mean, rstd, slot, slots, it, rows, mu, rs);
+      backward_row(xb[0], gb[0], wv, mu, rs, dx, slot, slots, it, rows, dim, acc_w, acc_b, scratch);
+      if (it + 1 < iters) {
+#pragma unroll
+        for (int k = 0; k < C; ++k)
+#pragma unroll
+          for (int j = 0; j < V; ++j) {
+            xb[0][k][j] = xb[1][k][j];
+            gb[0][k][j] = gb[1][k][j];
+          }
+      }
+    }
+  } else {
+  for (int64_t it0 = 0; it0 < iters; it0 += D) {
+#pragma unroll
+    for (int d = 0; d < D; ++d) {
+      const int64_t it = it0 + d;
+      if (it >= iters) break;
+      if (it + D - 1 < iters)
+        load_backward_row(x, dy, slot, slots, it + D - 1, rows, dim, xb[(d + D - 1) % D], gb[(d + D - 1) % D]);
+      float mu, rs;
+      load_row_stats(mean, rstd, slot, slots, it, rows, mu, rs);
+      backward_row(xb[d], gb[d], wv, mu, rs, dx, slot, slots, it, rows, dim, acc_w, acc_b, scratch);
+    }
+  }
+  }
+  if (slot >= slots) return;
+  store_backward_partials(acc_w, acc_b, partial_w, partial_b, slot, dim);
+}
+
+// TANDEM_LAYER_NORM=lanes: the backward with a block per slot instead of a group per slot.
+//
+// Why: one_row gives each slot (32 rows) to one group, so at 32768 rows of d_model 256 in 16 bits the
+// backward is 1024 warps walking 32 rows each, about 8 warps per SM of the H200, and it ran at 17 % of
+// copy (docs/results/gpu.md). Here the slot's rows are dealt to all Ty groups of a block: 8192 warps
+// of 4 rows each at that shape, and each row's mean and rstd are loaded with its x and dy, one row
+// ahead, instead of when the row is reduced. The slots, their partial sums and the finish pass are
+// one_row's, so the extra traffic is the same; the block adds its groups' sums through shared memory.
+//
+// The order of the column sums: slot s's rows s + i * slots (i = 0, 1, ...) are dealt to the block's
+// Ty groups, row i to group i % Ty, which sums its rows in order of i; the slot's partial is the
+// groups' sums added in group order (0 + group 0 + group 1 + ...). Ty depends on the layout, as
+// the row statistics already do (a row's sums are split over the group's threads), so the bits
+// depend on the shape and the vector width, like every layer-norm result, and not on the run.
+template <class T, int V, int C>
+struct LaneRow {
+  float x[C][V], g[C][V], mu, rs;
+};
+
+template <class T, int V, int C>
+__device__ __forceinline__ void load_lane_row(const T* __restrict__ x, const T* __restrict__ dy,
+                                              const float* __restrict__ mean, const float* __restrict__ rstd,
+                                              int64_t slot, int64_t slots, int64_t i, int64_t rows, int64_t dim,
+                                              LaneRow<T, V, C>& r) {
+  load_backward_row(x, dy, slot, slots, i, rows, dim, r.x, r.g);
+  load_row_stats(mean, rstd, slot, slots, i, rows, r.mu, r.rs);
+}
+
+// Shared memory of the lanes kernel: group_sum2's scratch, then the groups' sums, [Ty][2][dim]
+// floats (Ty * dim <= 4096: Ty = 256 / Tx and dim <= 16 * Tx).
+constexpr int kGroupSumFloats = 2 * 4096;
+constexpr int kLanesSharedFloats = kGroupScratchFloats + kGroupSumFloats;
+
+template <class T, int V, int C>
+__global__ void __launch_bounds__(kMaxThreads)
+    layer_norm_backward_lanes_kernel(const T* __restrict__ dy, const T* __restrict__ x, const void* __restrict__ w,
+                                     bool w_f32, const float* __restrict__ mean, const float* __restrict__ rstd,
+                                     T* __restrict__ dx, float* __restrict__ partial_w, float* __restrict__ partial_b,
+                                     int64_t rows, int64_t dim, int64_t slots) {
+  ROW_KERNEL_SHARED(float, shared, kLanesSharedFloats);
+  float(*scratch)[2][32] = reinterpret_cast<float(*)[2][32]>(shared);
+  float* group_sums = shared + kGroupScratchFloats;
+  const int64_t slot = blockIdx.x, nvec = dim / V, ty = threadIdx.y, groups = blockDim.y;
+  // Every group runs the same number of rows (group_sum2 needs all threads): the most any slot has.
+  const int64_t per_slot = (rows + slots - 1) / slots, iters = (per_slot + groups - 1) / groups;
+  float wv[C][V], acc_w[C][V], acc_b[C][V];
+  load_backward_weight<V, C, T>(w, w_f32, nvec, wv);
+#pragma unroll
+  for (int k = 0; k < C; ++k) {
+    fill(acc_w[k], 0.0f);
+    fill(acc_b[k], 0.0f);
+  }
+  LaneRow<T, V, C> cur, next;
+  load_lane_row(x, dy, mean, rstd, slot, slots, ty, rows, dim, cur);
+  for (int64_t it = 0; it < iters; ++it) {
+    const int64_t i = ty + it * groups;
+    if (it + 1 < iters) load_lane_row(x, dy, mean, rstd, slot, slots, i + groups, rows, dim, next);
+    backward_row(cur.x, cur.g, wv, cur.mu, cur.rs, dx, slot, slots, i, rows, dim, acc_w, acc_b, scratch);
+    if (it + 1 < iters) cur = next;
+  }
+  // The groups' sums to shared memory, then each of the slot's 2 * dim sums adds them in group order.
+#pragma unroll
+  for (int k = 0; k < C; ++k) {
+    const int64_t c = threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
+    if (c >= nvec) continue;
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      group_sums[(ty * 2) * dim + c * V + j] = acc_w[k][j];
+      group_sums[(ty * 2 + 1) * dim + c * V + j] = acc_b[k][j];
+    }
+  }
+  __syncthreads();
+  for (int64_t e = ty * blockDim.x + threadIdx.x; e < 2 * dim; e += static_cast<int64_t>(blockDim.x) * groups) {
+    const int64_t which = e / dim, col = e % dim;
+    float* out = which == 0 ? partial_w : partial_b;
+    if (!out) continue;
+    float t = 0.0f;
+    for (int64_t g = 0; g < groups; ++g) t += group_sums[(g * 2 + which) * dim + col];
+    out[slot * dim + col] = t;
+  }
+}
+
+// How a row is spread over a group: V-wide vectors, C per thread, Tx threads per row, Ty rows per block.
+struct Layout {
+  int v, c, tx, ty;
+};
+
+// At most 256 threads per block: the backward kernel needs up to ~190 registers per thread
+// when V * C = 16, and 256 of them fit an SM's 64K registers.
+inline Layout layout_for(int64_t dim, int v) {
+  const int64_t nvec = dim / v;
+  const int max_c = 16 / v;
+  int c = 1;
+  while (c < max_c && (nvec + c - 1) / c > kMaxThreads) c *= 2;
+  const int64_t tx = round_up_32((nvec + c - 1) / c);
+  TANDEM_CHECK(tx <= kMaxThreads, "layer_norm on CUDA supports rows of at most 4096 elements, got {}", dim);
+  const int t = static_cast<int>(tx);
+  return Layout{v, c, t, kMaxThreads / t};
+}
+
+// Calls f.template operator()<V, C>() for the (V, C) of the layout; V is 1 or kVec16<T>.
+template <class T, class F>
+void with_layout(const Layout& l, F&& f) {
+  constexpr int VV = kVec16<T>;
+  auto by_c = [&](auto v_tag) {
+    constexpr int V = decltype(v_tag)::value;
+    switch (l.c) {
+      case 1: f.template operator()<V, 1>(); break;
+      case 2: if constexpr (16 / V >= 2) f.template operator()<V, 2>(); break;
+      case 4: if constexpr (16 / V >= 4) f.template operator()<V, 4>(); break;
+      case 8: if constexpr (16 / V >= 8) f.template operator()<V, 8>(); break;
+      case 16: if constexpr (16 / V >= 16) f.template operator()<V, 16>(); break;
+      default: TANDEM_FAIL("layer_norm: no kernel for {} vectors per thread", l.c);
+    }
+  };
+  if (l.v == VV) by_c(std::integral_constant<int, VV>{});
+  else by_c(std::integral_constant<int, 1>{});
+}
+
+// TANDEM_LAYER_NORM=multi_row's depths for a thread's V * C values of a row: the forward's rows per
+// group (R * V * C <= 16, at most 4) and the backward's row buffers (three rows ahead up to 8
+// values, one beyond, as one_row). one_row is R = 1, D = 2.
+constexpr int multi_row_rows(int values) { return values >= 16 ? 1 : (16 / values < 4 ? 16 / values : 4); }
+constexpr int multi_row_buffers(int values) { return values <= 8 ? 4 : 2; }
+
+}  // namespace tandem::kernels::layer_norm_detail
