@@ -187,6 +187,22 @@ TEST(WarpEmulator, ShufflesExchangeWithinAWarpOnly) {
   for (unsigned i = 0; i < 64; ++i) EXPECT_EQ(got[i], float(i ^ 1u) + 100.0f * float((i & ~31u) + 3)) << i;
 }
 
+// A 16 x 4 block: thread (x, y) is linear thread x + 16 y, so a warp is two rows of x, as on hardware.
+TEST(WarpEmulator, TwoDimensionalBlocksNumberThreadsXFirstAndFormWarpsOfConsecutiveThreads) {
+  std::vector<float> got(64);
+  std::vector<unsigned> shape(64);
+  warp_emulator::launch(1, 1, warp_emulator::Dim3{16, 4, 1}, 0, [&] {
+    const unsigned linear = threadIdx.x + threadIdx.y * blockDim.x;
+    shape[linear] = blockDim.x * 100 + blockDim.y;
+    got[linear] = __shfl_sync(0xffffffffu, static_cast<float>(threadIdx.y), 31);  // lane 31: the warp's last thread
+  });
+  for (unsigned i = 0; i < 64; ++i) {
+    EXPECT_EQ(shape[i], 1604u) << i;
+    EXPECT_EQ(got[i], i < 32 ? 1.0f : 3.0f) << i;
+  }
+  EXPECT_THROW(warp_emulator::launch(1, 1, warp_emulator::Dim3{16, 3, 1}, 0, [] {}), std::invalid_argument);
+}
+
 }  // namespace
 }  // namespace tandem::kernels
 

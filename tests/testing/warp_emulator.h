@@ -1,6 +1,7 @@
-// A CPU stand-in for the parts of the CUDA execution model that
-// kernels/cuda/attention_kernels.cuh uses, so that exact device code runs and
-// is tested on a machine without a GPU.
+// A CPU stand-in for the parts of the CUDA execution model that the attention
+// kernels (kernels/cuda/attention_*.cuh) and the layer-norm kernels
+// (kernels/cuda/layer_norm_kernels.cuh) use, so that exact device code runs
+// and is tested on a machine without a GPU.
 //
 // launch() runs the blocks of a grid one after another. Inside a block every
 // thread is a fiber (ucontext) on the calling thread; fibers switch only at
@@ -14,7 +15,8 @@
 // shared memory show up in results; under AddressSanitizer, reads past it fault.
 //
 // What it supplies, in the global namespace: the CUDA keywords as no-ops,
-// threadIdx/blockIdx, uint4/make_uint4, __syncthreads, __shfl_sync and
+// threadIdx/blockIdx/blockDim (blocks of one or two dimensions), dim3,
+// float2/make_float2, uint4/make_uint4, __syncthreads, __shfl_sync and
 // __shfl_xor_sync (float and unsigned), the __half/__nv_bfloat16
 // conversions, and mma16816<T> (mma.sync.m16n8k16.row.col, f32 accumulate),
 // which places operands by the fragment layouts of the PTX ISA ("Matrix
@@ -107,6 +109,11 @@ void ldmatrix(int matrices, bool trans, uint32_t* regs, const void* row);
 
 inline thread_local warp_emulator::Dim3 threadIdx, blockIdx, blockDim;
 
+namespace warp_emulator {
+// This thread's lane: its linear index in the block (x first) modulo 32.
+inline unsigned lane_id() { return (threadIdx.x + threadIdx.y * blockDim.x) & 31u; }
+}  // namespace warp_emulator
+
 // The host side's dim3 (for helpers shared with the launchers) and the float2 vector type.
 struct dim3 {
   unsigned x = 1, y = 1, z = 1;
@@ -126,7 +133,7 @@ inline void __syncthreads() { warp_emulator::block_barrier(); }
 
 inline float __shfl_sync(unsigned /*mask: kernels always pass all lanes*/, float v, int src_lane) {
   float* slots = warp_emulator::warp_float_slots();
-  const unsigned lane = threadIdx.x & 31;
+  const unsigned lane = warp_emulator::lane_id();
   slots[lane] = v;
   warp_emulator::warp_barrier();
   const float r = slots[src_lane & 31];
@@ -135,12 +142,12 @@ inline float __shfl_sync(unsigned /*mask: kernels always pass all lanes*/, float
 }
 
 inline float __shfl_xor_sync(unsigned mask, float v, int lane_mask) {
-  return __shfl_sync(mask, v, static_cast<int>(threadIdx.x & 31) ^ lane_mask);
+  return __shfl_sync(mask, v, static_cast<int>(warp_emulator::lane_id()) ^ lane_mask);
 }
 
 inline unsigned __shfl_sync(unsigned /*mask: kernels always pass all lanes*/, unsigned v, int src_lane) {
   uint32_t* slots = warp_emulator::warp_word_slots();
-  const unsigned lane = threadIdx.x & 31;
+  const unsigned lane = warp_emulator::lane_id();
   slots[lane] = v;
   warp_emulator::warp_barrier();
   const unsigned r = slots[src_lane & 31];
@@ -149,7 +156,7 @@ inline unsigned __shfl_sync(unsigned /*mask: kernels always pass all lanes*/, un
 }
 
 inline unsigned __shfl_xor_sync(unsigned mask, unsigned v, int lane_mask) {
-  return __shfl_sync(mask, v, static_cast<int>(threadIdx.x & 31) ^ lane_mask);
+  return __shfl_sync(mask, v, static_cast<int>(warp_emulator::lane_id()) ^ lane_mask);
 }
 
 struct __half {
@@ -180,7 +187,7 @@ void mma16816(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
     else return tandem::bf16_bits_to_float(bits);
   };
   uint32_t* slots = warp_emulator::warp_word_slots();
-  const int lane = static_cast<int>(threadIdx.x & 31);
+  const int lane = static_cast<int>(warp_emulator::lane_id());
   for (int r = 0; r < 4; ++r) slots[6 * lane + r] = a[r];
   for (int r = 0; r < 2; ++r) slots[6 * lane + 4 + r] = b[r];
   warp_emulator::warp_barrier();
