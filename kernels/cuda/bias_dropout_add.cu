@@ -4,7 +4,8 @@
 // walking rows; without a bias the data is viewed as one long row, so 16-byte
 // vectors apply whenever numel allows. Forward traffic: read x (and residual),
 // write y. Backward: read dy, write dx, plus the bias-gradient partials
-// (kernels/cuda/column_sum.cuh, deterministic) when a bias is present; rows
+// (kernels/cuda/column_sum.cuh, deterministic; the rows a thread walks are
+// TANDEM_COLUMN_SUM's, column_sum_walk.cuh) when a bias is present; rows
 // four at a time per thread. Without a bias gradient the data is one long row
 // and each thread has one vector, so the four-row batch only costs registers
 // (114 against 43 for the forward in 16 bits: a quarter of the threads per SM);
@@ -17,6 +18,7 @@
 #include "core/element.h"
 #include "kernels/cuda/bias_dropout_add_cuda.h"
 #include "kernels/cuda/column_sum.cuh"
+#include "kernels/cuda/column_sum_walk.cuh"
 #include "kernels/cuda/row_kernel_switches.h"
 #include "kernels/cuda/row_vectors.cuh"
 #include "kernels/dropout_mask.h"
@@ -75,39 +77,40 @@ __global__ void forward_kernel(const T* __restrict__ x, const T* __restrict__ b,
   }
 }
 
-// Slot s (= blockIdx.y * Ty + ty) takes rows s, s + slots, ...; RowBatch at a time (kRowBatch,
-// or 1 for the one long row of TANDEM_DROPOUT_BACKWARD=flat).
-template <class T, int V, int RowBatch>
+// A thread walks its slot's rows (column_sum_walk.cuh: TANDEM_COLUMN_SUM's thread or block walk,
+// the block walk only with a bias gradient) RowBatch at a time (kRowBatch, or 1 for the one long
+// row of TANDEM_DROPOUT_BACKWARD=flat).
+template <class T, int V, int RowBatch, bool PerBlock>
 __global__ void backward_kernel(const T* __restrict__ dy, T* __restrict__ dx, float* __restrict__ partial,
                                 int64_t rows, int64_t dim, int64_t slots, Mask m) {
   m.subsequence = dropout_subsequence(m.subsequence, m.step);
   const int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  const int64_t slot = blockIdx.y * static_cast<int64_t>(blockDim.y) + threadIdx.y;
-  if (c * V >= dim || slot >= slots) return;
+  const SlotWalk w = slot_walk<PerBlock>(slots);
+  const bool active = c * V < dim && w.slot < slots;
+  if (!PerBlock && !active) return;
   float acc[V];
   fill(acc, 0.0f);
-  for (int64_t r0 = slot; r0 < rows; r0 += RowBatch * slots) {
-    float g[RowBatch][V];
+  if (active)
+    for (int64_t r0 = w.first; r0 < rows; r0 += RowBatch * w.stride) {
+      float g[RowBatch][V];
 #pragma unroll
-    for (int u = 0; u < RowBatch; ++u)
-      if (r0 + u * slots < rows) load_vec<V>(dy + (r0 + u * slots) * dim + c * V, g[u]);
+      for (int u = 0; u < RowBatch; ++u)
+        if (r0 + u * w.stride < rows) load_vec<V>(dy + (r0 + u * w.stride) * dim + c * V, g[u]);
 #pragma unroll
-    for (int u = 0; u < RowBatch; ++u) {
-      const int64_t r = r0 + u * slots;
-      if (r >= rows) break;
-      float f[V];
-      keep_factors<V>(m, static_cast<uint64_t>(r * dim + c * V), f);
+      for (int u = 0; u < RowBatch; ++u) {
+        const int64_t r = r0 + u * w.stride;
+        if (r >= rows) break;
+        float f[V];
+        keep_factors<V>(m, static_cast<uint64_t>(r * dim + c * V), f);
 #pragma unroll
-      for (int k = 0; k < V; ++k) {
-        g[u][k] *= f[k];
-        acc[k] += g[u][k];
+        for (int k = 0; k < V; ++k) {
+          g[u][k] *= f[k];
+          acc[k] += g[u][k];
+        }
+        if (dx) store_vec<V>(dx + r * dim + c * V, g[u]);
       }
-      if (dx) store_vec<V>(dx + r * dim + c * V, g[u]);
     }
-  }
-  if (partial)
-#pragma unroll
-    for (int k = 0; k < V; ++k) partial[slot * dim + c * V + k] = acc[k];
+  store_slot_sums<PerBlock, V>(acc, active, c, w, dim, partial);
 }
 
 }  // namespace
@@ -149,16 +152,17 @@ void bias_dropout_add_backward_cuda(const void* dy, void* dx, void* dbias, DType
   TANDEM_DISPATCH_FLOAT_NO_F64(t, "bias_dropout_add_backward_cuda", [&] {
     if (rows > 0) {
       const bool vec = rows_vectorizable(dim, sizeof(scalar_t), {dy, dx});
+      const bool per_block = dbias && column_sum_kernel() == ColumnSumKernel::Block;
       with_width<scalar_t>(vec, [&]<int V>() {
-        const dim3 block = column_block(dim / V, rows);
-        const dim3 grid(blocks_for(dim / V, block.x, INT32_MAX), blocks_for(slots, block.y, 65535));
-        auto launch = [&]<int RowBatch>() {
-          backward_kernel<scalar_t, V, RowBatch><<<grid, block, 0, s>>>(
+        const ColumnSumLaunch l = column_sum_launch(dim / V, rows, slots, per_block);
+        auto launch = [&]<int RowBatch, bool PerBlock>() {
+          backward_kernel<scalar_t, V, RowBatch, PerBlock><<<l.grid, l.block, 0, s>>>(
               static_cast<const scalar_t*>(dy), static_cast<scalar_t*>(dx), partial.get(0), rows, dim, slots, m);
           TANDEM_CUDA_CHECK_LAUNCH();
         };
-        if (!dbias && dropout_backward_kernel() == DropoutBackwardKernel::Flat) launch.template operator()<1>();
-        else launch.template operator()<kRowBatch>();
+        if (per_block) launch.template operator()<kRowBatch, true>();
+        else if (!dbias && dropout_backward_kernel() == DropoutBackwardKernel::Flat) launch.template operator()<1, false>();
+        else launch.template operator()<kRowBatch, false>();
       });
     }
     if (dbias) {

@@ -5,7 +5,8 @@
 // with one thread per vector column (its bias kept in registers) walking the
 // rows; forward reads x and writes y. Backward reads dy and x, writes dx and
 // folds du = dy * gelu'(x + b) into per-column f32 sums for the bias gradient
-// (kernels/cuda/column_sum.cuh: deterministic); rows are processed four at a
+// (kernels/cuda/column_sum.cuh: deterministic; the rows a thread walks are
+// TANDEM_COLUMN_SUM's, column_sum_walk.cuh); rows are processed four at a
 // time so four loads per tensor are in flight per thread. All memory bound:
 // erff/tanhf/expf cost ~20-40 FLOPs per element, below the ~20 FLOP/byte
 // balance point of an H100 for 4-byte elements and close to it for 2-byte ones.
@@ -13,7 +14,9 @@
 #include "core/cuda_check.h"
 #include "core/element.h"
 #include "kernels/cuda/column_sum.cuh"
+#include "kernels/cuda/column_sum_walk.cuh"
 #include "kernels/cuda/gelu_cuda.h"
+#include "kernels/cuda/row_kernel_switches.h"
 #include "kernels/cuda/row_vectors.cuh"
 
 namespace tandem::kernels {
@@ -66,43 +69,45 @@ __global__ void bias_gelu_forward_kernel(const T* __restrict__ x, const T* __res
   }
 }
 
-// Slot s (= blockIdx.y * Ty + ty) takes rows s, s + slots, ...; four at a time.
-template <class T, int V>
+// A thread walks its slot's rows (column_sum_walk.cuh: TANDEM_COLUMN_SUM's thread or block walk)
+// four at a time.
+template <class T, int V, bool PerBlock>
 __global__ void bias_gelu_backward_kernel(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict__ b,
                                           T* __restrict__ dx, float* __restrict__ partial, int64_t rows, int64_t dim,
                                           int64_t slots, GeluApproximation a) {
   const int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  const int64_t slot = blockIdx.y * static_cast<int64_t>(blockDim.y) + threadIdx.y;
-  if (c * V >= dim || slot >= slots) return;
+  const SlotWalk w = slot_walk<PerBlock>(slots);
+  const bool active = c * V < dim && w.slot < slots;
+  if (!PerBlock && !active) return;
   float bv[V], acc[V];
-  load_vec<V>(b + c * V, bv);
   fill(acc, 0.0f);
-  for (int64_t r0 = slot; r0 < rows; r0 += kRowBatch * slots) {
-    float g[kRowBatch][V], v[kRowBatch][V];
+  if (active) {
+    load_vec<V>(b + c * V, bv);
+    for (int64_t r0 = w.first; r0 < rows; r0 += kRowBatch * w.stride) {
+      float g[kRowBatch][V], v[kRowBatch][V];
 #pragma unroll
-    for (int u = 0; u < kRowBatch; ++u) {
-      const int64_t r = r0 + u * slots;
-      if (r < rows) {
-        load_vec<V>(dy + r * dim + c * V, g[u]);
-        load_vec<V>(x + r * dim + c * V, v[u]);
+      for (int u = 0; u < kRowBatch; ++u) {
+        const int64_t r = r0 + u * w.stride;
+        if (r < rows) {
+          load_vec<V>(dy + r * dim + c * V, g[u]);
+          load_vec<V>(x + r * dim + c * V, v[u]);
+        }
       }
-    }
 #pragma unroll
-    for (int u = 0; u < kRowBatch; ++u) {
-      const int64_t r = r0 + u * slots;
-      if (r >= rows) break;
-      float du[V];
+      for (int u = 0; u < kRowBatch; ++u) {
+        const int64_t r = r0 + u * w.stride;
+        if (r >= rows) break;
+        float du[V];
 #pragma unroll
-      for (int k = 0; k < V; ++k) {
-        du[k] = g[u][k] * gelu_derivative(v[u][k] + bv[k], a);
-        acc[k] += du[k];
+        for (int k = 0; k < V; ++k) {
+          du[k] = g[u][k] * gelu_derivative(v[u][k] + bv[k], a);
+          acc[k] += du[k];
+        }
+        if (dx) store_vec<V>(dx + r * dim + c * V, du);
       }
-      if (dx) store_vec<V>(dx + r * dim + c * V, du);
     }
   }
-  if (partial)
-#pragma unroll
-    for (int k = 0; k < V; ++k) partial[slot * dim + c * V + k] = acc[k];
+  store_slot_sums<PerBlock, V>(acc, active, c, w, dim, partial);
 }
 
 }  // namespace
@@ -159,13 +164,17 @@ void bias_gelu_backward_cuda(const void* dy, const void* x, const void* bias, vo
   TANDEM_DISPATCH_FLOAT_NO_F64(t, "bias_gelu_backward_cuda", [&] {
     if (rows > 0) {
       const bool vec = rows_vectorizable(dim, sizeof(scalar_t), {dy, x, bias, dx});
+      const bool per_block = column_sum_kernel() == ColumnSumKernel::Block;
       with_width<scalar_t>(vec, [&]<int V>() {
-        const dim3 block = column_block(dim / V, rows);
-        const dim3 grid(blocks_for(dim / V, block.x, INT32_MAX), blocks_for(slots, block.y, 65535));
-        bias_gelu_backward_kernel<scalar_t, V><<<grid, block, 0, s>>>(
-            static_cast<const scalar_t*>(dy), static_cast<const scalar_t*>(x), static_cast<const scalar_t*>(bias),
-            static_cast<scalar_t*>(dx), partial.get(0), rows, dim, slots, approx);
-        TANDEM_CUDA_CHECK_LAUNCH();
+        const ColumnSumLaunch l = column_sum_launch(dim / V, rows, slots, per_block);
+        auto launch = [&]<bool PerBlock>() {
+          bias_gelu_backward_kernel<scalar_t, V, PerBlock><<<l.grid, l.block, 0, s>>>(
+              static_cast<const scalar_t*>(dy), static_cast<const scalar_t*>(x), static_cast<const scalar_t*>(bias),
+              static_cast<scalar_t*>(dx), partial.get(0), rows, dim, slots, approx);
+          TANDEM_CUDA_CHECK_LAUNCH();
+        };
+        if (per_block) launch.template operator()<true>();
+        else launch.template operator()<false>();
       });
     }
     if (dbias) {

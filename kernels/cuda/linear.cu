@@ -11,17 +11,20 @@
 // registers and rows strided (no index arithmetic per element). Bias backward:
 // db[j] = sum_r dy[r, j], the deterministic two-pass column sum of
 // kernels/cuda/column_sum.cuh (the layout gelu and layer_norm use): pass 1
-// reads dy once with 16-byte loads into per-slot f32 partial sums, pass 2 adds
-// the slots in a fixed order, so the bits depend only on the shape.
+// (column_sum_walk.cuh's kernel, either walk of TANDEM_COLUMN_SUM) reads dy
+// once with 16-byte loads into per-slot f32 partial sums, pass 2 adds the
+// slots in a fixed order, so the bits depend only on the shape and the walk.
 // TANDEM_CUBLASLT_EPILOGUES (gemm_epilogue.h): by default the bias rides in the
 // forward GEMM's epilogue, removing the separate bias pass; set to 1, db also
 // rides in dw's GEMM (BGRADB); set to 0, neither.
 #include "core/cuda_check.h"
 #include "core/element.h"
 #include "kernels/cuda/column_sum.cuh"
+#include "kernels/cuda/column_sum_walk.cuh"
 #include "kernels/cuda/cublas_handle.h"
 #include "kernels/cuda/gemm_epilogue.h"
 #include "kernels/cuda/linear_cuda.h"
+#include "kernels/cuda/row_kernel_switches.h"
 #include "kernels/cuda/row_vectors.cuh"
 
 namespace tandem::kernels {
@@ -53,25 +56,6 @@ __global__ void add_bias_kernel(T* __restrict__ y, const T* __restrict__ b, int6
     for (int k = 0; k < V; ++k) v[k] += bv[k];
     store_vec<V>(y + r * out + c * V, v);
   }
-}
-
-// Pass 1 of db: slot s (= blockIdx.y * Ty + ty) sums rows s, s + slots, ... of its vector column.
-template <class T, int V>
-__global__ void bias_grad_partial_kernel(const T* __restrict__ dy, float* __restrict__ partial, int64_t rows,
-                                         int64_t out, int64_t slots) {
-  const int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  const int64_t slot = blockIdx.y * static_cast<int64_t>(blockDim.y) + threadIdx.y;
-  if (c * V >= out || slot >= slots) return;
-  float acc[V];
-  fill(acc, 0.0f);
-  for (int64_t r = slot; r < rows; r += slots) {
-    float g[V];
-    load_vec<V>(dy + r * out + c * V, g);
-#pragma unroll
-    for (int k = 0; k < V; ++k) acc[k] += g[k];
-  }
-#pragma unroll
-  for (int k = 0; k < V; ++k) partial[slot * out + c * V + k] = acc[k];
 }
 
 }  // namespace
@@ -125,12 +109,16 @@ void linear_backward_cuda(const void* dy, const void* x, const void* w, void* dx
       }
       const int64_t slots = column_sum_slots(rows, out);
       PartialSums partial(device, slots, out, 1, s);
+      const bool per_block = column_sum_kernel() == ColumnSumKernel::Block;
       with_width<scalar_t>(rows_vectorizable(out, sizeof(scalar_t), {dy}), [&]<int V>() {
-        const dim3 block = column_block(out / V, rows);
-        const dim3 grid(blocks_for(out / V, block.x, INT32_MAX), blocks_for(slots, block.y, 65535));
-        bias_grad_partial_kernel<scalar_t, V>
-            <<<grid, block, 0, s>>>(static_cast<const scalar_t*>(dy), partial.get(0), rows, out, slots);
-        TANDEM_CUDA_CHECK_LAUNCH();
+        const ColumnSumLaunch l = column_sum_launch(out / V, rows, slots, per_block);
+        auto launch = [&]<bool PerBlock>() {
+          column_sum_partial_kernel<scalar_t, V, PerBlock>
+              <<<l.grid, l.block, 0, s>>>(static_cast<const scalar_t*>(dy), partial.get(0), rows, out, slots);
+          TANDEM_CUDA_CHECK_LAUNCH();
+        };
+        if (per_block) launch.template operator()<true>();
+        else launch.template operator()<false>();
       });
       column_sum_finish(partial.get(0), slots, out, static_cast<scalar_t*>(db), s);
     });

@@ -1,4 +1,4 @@
-// TANDEM_LAYER_NORM, TANDEM_MASKED_MEAN and TANDEM_DROPOUT_BACKWARD (see row_kernel_switches.h).
+// TANDEM_LAYER_NORM, TANDEM_MASKED_MEAN, TANDEM_DROPOUT_BACKWARD and TANDEM_COLUMN_SUM (see row_kernel_switches.h).
 #include "kernels/cuda/row_kernel_switches.h"
 
 #include "core/env_switch.h"
@@ -16,6 +16,9 @@ constinit EnvSwitch<MaskedMeanKernel, 2> g_masked_mean{
 
 constinit EnvSwitch<DropoutBackwardKernel, 2> g_dropout_backward{
     "TANDEM_DROPOUT_BACKWARD", {{"batched", DropoutBackwardKernel::Batched}, {"flat", DropoutBackwardKernel::Flat}}};
+
+constinit EnvSwitch<ColumnSumKernel, 2> g_column_sum{
+    "TANDEM_COLUMN_SUM", {{"thread", ColumnSumKernel::Thread}, {"block", ColumnSumKernel::Block}}};
 
 }  // namespace
 
@@ -37,5 +40,10 @@ void set_dropout_backward_kernel_for_testing(std::optional<DropoutBackwardKernel
   g_dropout_backward.force_for_testing(kernel);
 }
 const char* dropout_backward_kernel_name(DropoutBackwardKernel kernel) { return g_dropout_backward.name(kernel); }
+
+ColumnSumKernel column_sum_kernel() { return g_column_sum.value(); }
+ColumnSumKernel parse_column_sum_kernel(const char* v) { return g_column_sum.parse(v); }
+void set_column_sum_kernel_for_testing(std::optional<ColumnSumKernel> kernel) { g_column_sum.force_for_testing(kernel); }
+const char* column_sum_kernel_name(ColumnSumKernel kernel) { return g_column_sum.name(kernel); }
 
 }  // namespace tandem::kernels

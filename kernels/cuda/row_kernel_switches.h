@@ -1,5 +1,5 @@
 // Switches of the memory-bound row kernels (layer norm, masked-mean pooling,
-// dropout backward),
+// dropout backward, the bias gradients' column sums),
 // each an environment variable read once (core/env_switch.h): unset or empty
 // is the default, anything other than the names below is an Error naming the
 // variable and the value. As with the attention switches
@@ -43,6 +43,14 @@
 //     at 29-42 % of copy on the H200 (the forward, one vector per thread too,
 //     36-47 registers, at 42-70 %).
 //     The same arithmetic per element: the same bits.
+//   TANDEM_COLUMN_SUM=thread|block  (kernels/cuda/column_sum_walk.cuh)
+//     Thread (the default): pass 1 of the bias gradients' column sums (linear,
+//     bias_gelu, bias_dropout_add) runs a thread per (vector column, slot),
+//     walking the slot's 32 rows alone. Block: a block per (32 vector
+//     columns, slot), its 8 thread rows taking every 8th row of the slot and
+//     adding their sums in shared memory in order: 8x the threads, four rows
+//     each, the same slots and partial sums. The sums add in another order:
+//     equal to a rounding, not bit for bit; the input gradients are the same bits.
 #pragma once
 
 #include <optional>
@@ -81,5 +89,16 @@ DropoutBackwardKernel parse_dropout_backward_kernel(const char* value);
 void set_dropout_backward_kernel_for_testing(std::optional<DropoutBackwardKernel> kernel);
 // "batched" or "flat".
 const char* dropout_backward_kernel_name(DropoutBackwardKernel kernel);
+
+enum class ColumnSumKernel { Thread, Block };
+
+// TANDEM_COLUMN_SUM's walk, unless a test has overridden it.
+ColumnSumKernel column_sum_kernel();
+// The walk an environment string names (null or empty: Thread); throws Error naming the variable.
+ColumnSumKernel parse_column_sum_kernel(const char* value);
+// Tests force a walk; nullopt returns to the environment's choice.
+void set_column_sum_kernel_for_testing(std::optional<ColumnSumKernel> kernel);
+// "thread" or "block".
+const char* column_sum_kernel_name(ColumnSumKernel kernel);
 
 }  // namespace tandem::kernels

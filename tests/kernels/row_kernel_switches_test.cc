@@ -6,7 +6,8 @@
 // no whole 16-byte vectors), parameters in f32 and in the data's type; for the
 // masked mean, every lane-group count from 1 to 16 and padding; for the dropout
 // backward, plain dropout and dropout + residual at widths with and without
-// whole vectors.
+// whole vectors; for the column sums' block walk, the three bias gradients
+// (linear, bias_gelu, bias_dropout_add) at many and few rows.
 //
 // The masked mean and the dropout backward must give exactly the default's
 // bits: their per-element arithmetic is additions in a fixed order, a division
@@ -16,7 +17,8 @@
 // unrolled multi-row code can be fused differently from the one-row code, as
 // tests/kernels/attention_forward_pipelined_parity_test.cc found for the
 // softmax: there the results are held to a few f32 roundings (a unit in the
-// last place of a 16-bit output). The CPU parity of the default kernels is
+// last place of a 16-bit output). The column sums' two walks add in different
+// orders: the bias gradients agree to a rounding, the input gradients exactly. The CPU parity of the default kernels is
 // tests/kernels/ops_parity_test.cc's. Skipped where no GPU is present
 // (TANDEM_REQUIRE_GPU=1 makes that a failure).
 #include <gtest/gtest.h>
@@ -30,7 +32,9 @@
 
 #include "core/tensor.h"
 #include "kernels/bias_dropout_add.h"
+#include "kernels/gelu.h"
 #include "kernels/layer_norm.h"
+#include "kernels/linear.h"
 #include "kernels/pooling.h"
 #include "tests/testing/errors.h"
 #include "tests/testing/gradcheck.h"
@@ -75,14 +79,29 @@ TEST(DropoutBackwardSwitch, IsBatchedUnlessSetAndNamesTheVariableAndValueOnABadV
     EXPECT_TRUE(rejects_naming_variable_and_value(parse_dropout_backward_kernel, "TANDEM_DROPOUT_BACKWARD", bad));
 }
 
+TEST(ColumnSumSwitch, IsThreadUnlessSetAndNamesTheVariableAndValueOnABadValue) {
+  EXPECT_EQ(parse_column_sum_kernel(nullptr), ColumnSumKernel::Thread);
+  EXPECT_EQ(parse_column_sum_kernel(""), ColumnSumKernel::Thread);
+  EXPECT_EQ(parse_column_sum_kernel("thread"), ColumnSumKernel::Thread);
+  EXPECT_EQ(parse_column_sum_kernel("block"), ColumnSumKernel::Block);
+  for (const char* bad : {"blocks", "1", "Block"})
+    EXPECT_TRUE(rejects_naming_variable_and_value(parse_column_sum_kernel, "TANDEM_COLUMN_SUM", bad));
+}
+
 TEST(RowKernelSwitches, ATestOverrideWinsUntilItIsCleared) {
   const LayerNormKernel ln_env = parse_layer_norm_kernel(std::getenv("TANDEM_LAYER_NORM"));
   const MaskedMeanKernel mm_env = parse_masked_mean_kernel(std::getenv("TANDEM_MASKED_MEAN"));
   const DropoutBackwardKernel db_env = parse_dropout_backward_kernel(std::getenv("TANDEM_DROPOUT_BACKWARD"));
+  const ColumnSumKernel cs_env = parse_column_sum_kernel(std::getenv("TANDEM_COLUMN_SUM"));
   EXPECT_EQ(layer_norm_kernel(), ln_env);
   EXPECT_EQ(masked_mean_kernel(), mm_env);
   EXPECT_EQ(dropout_backward_kernel(), db_env);
-  for (LayerNormKernel k : {LayerNormKernel::MultiRow, LayerNormKernel::OneRow}) {
+  EXPECT_EQ(column_sum_kernel(), cs_env);
+  for (ColumnSumKernel k : {ColumnSumKernel::Block, ColumnSumKernel::Thread}) {
+    set_column_sum_kernel_for_testing(k);
+    EXPECT_EQ(column_sum_kernel(), k);
+  }
+  for (LayerNormKernel k : {LayerNormKernel::MultiRow, LayerNormKernel::Lanes, LayerNormKernel::OneRow}) {
     set_layer_norm_kernel_for_testing(k);
     EXPECT_EQ(layer_norm_kernel(), k);
   }
@@ -97,9 +116,11 @@ TEST(RowKernelSwitches, ATestOverrideWinsUntilItIsCleared) {
   set_layer_norm_kernel_for_testing(std::nullopt);
   set_masked_mean_kernel_for_testing(std::nullopt);
   set_dropout_backward_kernel_for_testing(std::nullopt);
+  set_column_sum_kernel_for_testing(std::nullopt);
   EXPECT_EQ(layer_norm_kernel(), ln_env);
   EXPECT_EQ(masked_mean_kernel(), mm_env);
   EXPECT_EQ(dropout_backward_kernel(), db_env);
+  EXPECT_EQ(column_sum_kernel(), cs_env);
 }
 
 // What one run of an op gave: its output and every input gradient, as exact doubles.
@@ -112,6 +133,7 @@ class NewRowKernels : public ::testing::TestWithParam<DType> {
     set_layer_norm_kernel_for_testing(std::nullopt);
     set_masked_mean_kernel_for_testing(std::nullopt);
     set_dropout_backward_kernel_for_testing(std::nullopt);
+    set_column_sum_kernel_for_testing(std::nullopt);
   }
   DType t() const { return GetParam(); }
 };
@@ -230,6 +252,69 @@ TEST_P(NewRowKernels, DropoutBackwardFlatGivesTheBatchedBits) {
       const Results batched = dropout_results(DropoutBackwardKernel::Batched, c.rows, c.dim, residual, t());
       for (size_t i = 0; i < batched.size(); ++i) EXPECT_EQ(flat[i], batched[i]) << "result " << i << ", " << what;
     }
+}
+
+// The three ops whose bias gradient is a column sum, forward and backward under `walk`: linear
+// (its bias gradient when cuBLASLt's BGRADB epilogue is off, the default), bias + GELU, and
+// bias + dropout + residual (p = 0.1). Results: per op, the output and every gradient.
+Results bias_gradient_results(ColumnSumKernel walk, int64_t rows, int64_t dim, DType t) {
+  set_column_sum_kernel_for_testing(walk);
+  const Device gpu = Device::cuda(0);
+  Results out;
+  auto run = [&](auto op, std::vector<Tensor> inputs) {
+    for (Tensor& in : inputs) in.set_requires_grad(true);
+    Tensor y = op(inputs);
+    y.backward(random_tensor(y.shape(), 64, t, gpu));
+    out.push_back(y.to_double_vector());
+    for (const Tensor& in : inputs) out.push_back(in.grad().to_double_vector());
+  };
+  run([](const auto& in) { return linear(in[0], in[1], in[2]); },
+      {random_tensor({rows, 48}, 61, t, gpu), random_tensor({dim, 48}, 62, t, gpu), random_tensor({dim}, 63, t, gpu)});
+  run([](const auto& in) { return bias_gelu(in[0], in[1]); },
+      {random_tensor({rows, dim}, 65, t, gpu), random_tensor({dim}, 66, t, gpu)});
+  run([](const auto& in) { return bias_dropout_add(in[0], in[1], in[2], 0.1, true, 67, 68); },
+      {random_tensor({rows, dim}, 69, t, gpu), random_tensor({dim}, 70, t, gpu), random_tensor({rows, dim}, 71, t, gpu)});
+  return out;
+}
+
+// Column sums of the same terms added in two orders: each within a unit in the last place of a
+// 16-bit type of the other, plus 2^-16 of the largest sum (f32 reordering over up to 3000 rows of
+// terms near 1 moves a sum by about 1e-5; a row missed or counted twice, by about 1).
+::testing::AssertionResult within_a_reordered_sum(const std::vector<double>& a, const std::vector<double>& b, DType t) {
+  if (a.size() != b.size()) return ::testing::AssertionFailure() << a.size() << " values against " << b.size();
+  double largest = 0;
+  for (double v : b) largest = std::max(largest, std::fabs(v));
+  const double ulp = t == DType::BF16 ? 0x1p-7 : t == DType::F16 ? 0x1p-10 : 0.0;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (std::fabs(a[i] - b[i]) > ulp * std::fabs(b[i]) + 0x1p-16 * largest)
+      return ::testing::AssertionFailure() << "element " << i << ": " << a[i] << " against " << b[i];
+  return ::testing::AssertionSuccess();
+}
+
+TEST_P(NewRowKernels, ColumnSumBlockWalkAgreesWithTheThreadWalk) {
+  struct Case { int64_t rows, dim; };
+  // 1000 x 256: a block row per slot of whole 16-byte vectors, a partial last slot; 3000 x 64: four
+  // vector columns, most of the block's lanes idle; 513 x 768 and 7 x 100 (scalar in 16 bits); 5 x 3:
+  // fewer rows than thread rows.
+  for (Case c : {Case{1000, 256}, Case{3000, 64}, Case{513, 768}, Case{7, 100}, Case{5, 3}}) {
+    const std::string what = std::to_string(c.rows) + " x " + std::to_string(c.dim);
+    const Results block = bias_gradient_results(ColumnSumKernel::Block, c.rows, c.dim, t());
+    const Results thread = bias_gradient_results(ColumnSumKernel::Thread, c.rows, c.dim, t());
+    ASSERT_EQ(block.size(), thread.size());
+    // Per op: output, input gradient(s), then the bias gradient (and bias_dropout_add's residual's).
+    const std::vector<size_t> bias_grads = {3, 6, 9};
+    for (size_t i = 0; i < thread.size(); ++i) {
+      if (std::find(bias_grads.begin(), bias_grads.end(), i) != bias_grads.end())
+        EXPECT_TRUE(within_a_reordered_sum(block[i], thread[i], t())) << "bias gradient " << i << ", " << what;
+      else
+        EXPECT_EQ(block[i], thread[i]) << "result " << i << ", " << what;
+    }
+  }
+}
+
+TEST_P(NewRowKernels, ColumnSumBlockWalkIsBitwiseRepeatable) {
+  EXPECT_EQ(bias_gradient_results(ColumnSumKernel::Block, 1000, 256, t()),
+            bias_gradient_results(ColumnSumKernel::Block, 1000, 256, t()));
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, NewRowKernels, ::testing::Values(DType::F32, DType::BF16, DType::F16),

@@ -1,0 +1,111 @@
+// How the kernels that sum columns of [rows, dim] data (the bias gradients of
+// linear, bias_gelu and bias_dropout_add) walk the rows of their slot, and how
+// they write the slot's sums: pass 1 of kernels/cuda/column_sum.cuh. Device
+// code that also runs on the CPU under tests/testing/warp_emulator.h.
+//
+// TANDEM_COLUMN_SUM (kernels/cuda/row_kernel_switches.h) picks one of two walks:
+//
+//   thread (the default): a thread per (vector column, slot). Blocks are
+//     column_block's (Tx, Ty): thread row ty of block row by is slot
+//     by * Ty + ty and sums rows slot, slot + slots, ... in order. At 32768
+//     rows of 256 16-bit columns that is 1024 warps of 32 rows each, about 8
+//     warps per SM of an H200 (bias_dropout_add's backward ran at 27 % of copy).
+//   block: a block per (32 vector columns, slot). Blocks are (32, 8): block row
+//     by is slot by, and its thread row ty sums the slot's rows
+//     slot + (ty + 8 j) * slots, j = 0, 1, ..., in order; the 8 sums of a column
+//     are added in order of ty through shared memory and written as the slot's.
+//     At that shape 8192 warps of 4 rows each, the four rows' loads in flight
+//     together (the kernels' four-row batches).
+//
+// Either way the slots and their partial sums are column_sum_slots' (the extra
+// traffic and the finish pass are the same), and the order of every addition
+// depends only on the shape, not on the vector width: a thread row covers the
+// same rows whether its thread holds 1 or 16 / sizeof(T) columns. The two walks
+// add in different orders, so they agree to a rounding, not bit for bit.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cuda/row_vectors.cuh"
+
+namespace tandem::kernels {
+
+// Thread rows of a block in the block walk.
+inline constexpr int kColumnSumSubRows = 8;
+
+// The slot a thread sums for and the rows it visits: first, first + stride, ... below rows.
+struct SlotWalk {
+  int64_t slot, first, stride;
+};
+
+template <bool PerBlock>
+__device__ __forceinline__ SlotWalk slot_walk(int64_t slots) {
+  if constexpr (PerBlock) {
+    const int64_t slot = blockIdx.y;
+    return {slot, slot + static_cast<int64_t>(threadIdx.y) * slots, kColumnSumSubRows * slots};
+  } else {
+    const int64_t slot = blockIdx.y * static_cast<int64_t>(blockDim.y) + threadIdx.y;
+    return {slot, slot, slots};
+  }
+}
+
+// Writes this thread's sums of vector column c as (its share of) the slot's partial sums.
+// `active`: the thread has a column and a slot. In the block walk every thread of the block must
+// call it (a barrier); thread (x, y) then adds element y of column x's 8 sums (V <= 8).
+template <bool PerBlock, int V>
+__device__ __forceinline__ void store_slot_sums(const float (&acc)[V], bool active, int64_t c, const SlotWalk& w,
+                                                int64_t dim, float* __restrict__ partial) {
+  if constexpr (PerBlock) {
+    static_assert(V <= kColumnSumSubRows, "thread row y finishes element y of each column vector");
+    ROW_KERNEL_SHARED(float, sums, kColumnSumSubRows * 8 * 32);  // [sub row][element][lane]
+    const int lane = static_cast<int>(threadIdx.x), sub = static_cast<int>(threadIdx.y);
+#pragma unroll
+    for (int k = 0; k < V; ++k) sums[(sub * V + k) * 32 + lane] = acc[k];
+    __syncthreads();
+    if (active && partial && sub < V) {
+      float t = 0.0f;
+#pragma unroll
+      for (int s = 0; s < kColumnSumSubRows; ++s) t += sums[(s * V + sub) * 32 + lane];
+      partial[w.slot * dim + c * V + sub] = t;
+    }
+  } else {
+    if (!active || !partial) return;
+#pragma unroll
+    for (int k = 0; k < V; ++k) partial[w.slot * dim + c * V + k] = acc[k];
+  }
+}
+
+// Pass 1 of a plain column sum (linear's bias gradient): each slot's f32 sums of dy's rows.
+template <class T, int V, bool PerBlock>
+__global__ void column_sum_partial_kernel(const T* __restrict__ dy, float* __restrict__ partial, int64_t rows,
+                                          int64_t dim, int64_t slots) {
+  const int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  const SlotWalk w = slot_walk<PerBlock>(slots);
+  const bool active = c * V < dim && w.slot < slots;
+  if (!PerBlock && !active) return;
+  float acc[V];
+  fill(acc, 0.0f);
+  if (active)
+#pragma unroll 4
+    for (int64_t r = w.first; r < rows; r += w.stride) {
+      float g[V];
+      load_vec<V>(dy + r * dim + c * V, g);
+#pragma unroll
+      for (int k = 0; k < V; ++k) acc[k] += g[k];
+    }
+  store_slot_sums<PerBlock, V>(acc, active, c, w, dim, partial);
+}
+
+// The grid and block of a pass-1 launch over nvec vector columns: column_block's shape with Ty slots
+// per block row (thread walk), or (32, 8) with a block row per slot (block walk).
+struct ColumnSumLaunch {
+  dim3 grid, block;
+};
+
+inline ColumnSumLaunch column_sum_launch(int64_t nvec, int64_t rows, int64_t slots, bool per_block) {
+  if (per_block) return {dim3(blocks_for(nvec, 32, INT32_MAX), static_cast<unsigned>(slots)), dim3(32, kColumnSumSubRows)};
+  const dim3 block = column_block(nvec, rows);
+  return {dim3(blocks_for(nvec, block.x, INT32_MAX), blocks_for(slots, block.y, 65535)), block};
+}
+
+}  // namespace tandem::kernels

@@ -1,0 +1,148 @@
+// Pass 1 of the deterministic column sums (kernels/cuda/column_sum_walk.cuh)
+// run on the CPU under tests/testing/warp_emulator.h, with the grids and blocks
+// the CUDA launchers use: both of TANDEM_COLUMN_SUM's walks (a thread per slot,
+// a block per slot) at both vector widths, against double-precision column
+// sums, and the property the walks promise: the partial sums' bits depend on
+// the shape and the walk, not on the vector width or on which warp runs ahead.
+#include <gtest/gtest.h>
+
+#include "tests/testing/warp_emulator.h"  // first: CUDA keywords and built-ins for the device code
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/half.h"
+#include "kernels/column_sum_slots.h"
+#include "kernels/cuda/column_sum_walk.cuh"
+
+namespace tandem::kernels {
+namespace {
+
+template <class T>
+T as_element(float f) {
+  if constexpr (std::is_same_v<T, BFloat16>) return BFloat16{float_to_bf16_bits(f)};
+  else return f;
+}
+
+template <class T>
+double as_double(T v) {
+  if constexpr (std::is_same_v<T, BFloat16>) return bf16_bits_to_float(v.bits);
+  else return v;
+}
+
+template <class T>
+std::vector<T> values(int64_t n, uint32_t seed) {
+  std::vector<T> v(static_cast<size_t>(n));
+  uint32_t s = seed * 2654435761u + 12345u;
+  for (auto& e : v) {
+    s = s * 1664525u + 1013904223u;
+    e = as_element<T>(static_cast<float>(s >> 8) / static_cast<float>(1u << 24) * 2.0f - 1.0f);
+  }
+  return v;
+}
+
+struct Shape {
+  int64_t rows, dim;
+};
+
+// The partial sums [slots, dim] that pass 1 writes for dy, launched as the CUDA launchers launch it
+// (column_sum_launch) with vector width V. They start as NaN, so every one must be written.
+template <class T, int V, bool PerBlock>
+std::vector<float> partial_sums(const std::vector<T>& dy, Shape s,
+                                warp_emulator::Schedule schedule = warp_emulator::Schedule::RoundRobin) {
+  const int64_t slots = column_sum_slots(s.rows, s.dim);
+  std::vector<float> partial(static_cast<size_t>(slots * s.dim), std::nanf(""));
+  const ColumnSumLaunch l = column_sum_launch(s.dim / V, s.rows, slots, PerBlock);
+  warp_emulator::launch(
+      l.grid.x, l.grid.y, warp_emulator::Dim3{l.block.x, l.block.y, 1}, kColumnSumSubRows * 8 * 32 * sizeof(float),
+      [&] { column_sum_partial_kernel<T, V, PerBlock>(dy.data(), partial.data(), s.rows, s.dim, slots); }, schedule);
+  return partial;
+}
+
+std::vector<double> summed_over_slots(const std::vector<float>& partial, int64_t dim) {
+  std::vector<double> sum(static_cast<size_t>(dim), 0.0);
+  for (size_t i = 0; i < partial.size(); ++i) sum[i % static_cast<size_t>(dim)] += partial[i];
+  return sum;
+}
+
+template <class T>
+std::vector<double> column_sums(const std::vector<T>& dy, Shape s) {
+  std::vector<double> sum(static_cast<size_t>(s.dim), 0.0);
+  for (int64_t r = 0; r < s.rows; ++r)
+    for (int64_t j = 0; j < s.dim; ++j) sum[static_cast<size_t>(j)] += as_double(dy[static_cast<size_t>(r * s.dim + j)]);
+  return sum;
+}
+
+::testing::AssertionResult close(const std::vector<double>& got, const std::vector<double>& want) {
+  double largest = 0;
+  for (double v : want) largest = std::max(largest, std::fabs(v));
+  for (size_t i = 0; i < got.size(); ++i)
+    if (!(std::fabs(got[i] - want[i]) <= 1e-5 * std::max(largest, 1.0)))
+      return ::testing::AssertionFailure() << "column " << i << ": " << got[i] << " against " << want[i];
+  return ::testing::AssertionSuccess();
+}
+
+// 1000 x 256 and 3000 x 64: many slots, a partial last one; 100 x 768: columns past one block of
+// 128 vectors in the thread walk; 7 x 40: fewer rows than one slot's 8 thread rows; 33 x 17: no
+// 16-byte path (the scalar kernel only).
+const Shape kShapes[] = {{1000, 256}, {3000, 64}, {100, 768}, {7, 40}, {33, 17}};
+
+template <class T, bool PerBlock>
+void expect_sums_and_the_same_bits_at_both_widths() {
+  constexpr int VV = 16 / sizeof(T);
+  for (Shape s : kShapes) {
+    SCOPED_TRACE(std::string(PerBlock ? "block" : "thread") + " walk, " + std::to_string(s.rows) + " x " +
+                 std::to_string(s.dim));
+    const std::vector<T> dy = values<T>(s.rows * s.dim, static_cast<uint32_t>(s.dim));
+    const std::vector<float> scalar = partial_sums<T, 1, PerBlock>(dy, s);
+    EXPECT_TRUE(close(summed_over_slots(scalar, s.dim), column_sums(dy, s)));
+    if (s.dim % VV == 0) {
+      EXPECT_EQ((partial_sums<T, VV, PerBlock>(dy, s)), scalar);
+    }
+  }
+}
+
+TEST(EmulatedColumnSum, TheThreadWalkSumsEveryColumnWithTheSameBitsAtBothWidths) {
+  expect_sums_and_the_same_bits_at_both_widths<float, false>();
+  expect_sums_and_the_same_bits_at_both_widths<BFloat16, false>();
+}
+
+TEST(EmulatedColumnSum, TheBlockWalkSumsEveryColumnWithTheSameBitsAtBothWidths) {
+  expect_sums_and_the_same_bits_at_both_widths<float, true>();
+  expect_sums_and_the_same_bits_at_both_widths<BFloat16, true>();
+}
+
+// The block walk's slot partial is its 8 thread rows' sums added in order: the first slot of a
+// 64-row, 16-column problem, by hand (rows 0, 2, 4, ... of 2 slots; thread row y takes the slot's
+// rows y and y + 8).
+TEST(EmulatedColumnSum, TheBlockWalkAddsItsThreadRowsSumsInOrder) {
+  const Shape s{64, 16};
+  ASSERT_EQ(column_sum_slots(s.rows, s.dim), 2);
+  const std::vector<float> dy = values<float>(s.rows * s.dim, 7);
+  const std::vector<float> partial = partial_sums<float, 4, true>(dy, s);
+  for (int64_t j = 0; j < s.dim; ++j) {
+    float t = 0.0f;
+    for (int64_t y = 0; y < 8; ++y) {
+      float row_sum = 0.0f;
+      for (int64_t i = y; i < 32; i += 8) row_sum += dy[static_cast<size_t>((i * 2) * s.dim + j)];  // slot 0: rows 2i
+      t += row_sum;
+    }
+    EXPECT_EQ(partial[static_cast<size_t>(j)], t) << j;
+  }
+}
+
+// Warps skewed as far apart as the barrier allows, either way round: a sum read from shared memory
+// before its thread row wrote it would change the bits (shared memory starts as NaN).
+TEST(EmulatedColumnSum, TheBlockWalkGivesTheSameBitsWhicheverWarpRunsAhead) {
+  const Shape s{1000, 256};
+  const std::vector<BFloat16> dy = values<BFloat16>(s.rows * s.dim, 3);
+  const std::vector<float> round_robin = partial_sums<BFloat16, 8, true>(dy, s);
+  for (auto schedule : {warp_emulator::Schedule::WarpByWarp, warp_emulator::Schedule::WarpByWarpReversed})
+    EXPECT_EQ((partial_sums<BFloat16, 8, true>(dy, s, schedule)), round_robin);
+}
+
+}  // namespace
+}  // namespace tandem::kernels
