@@ -1,13 +1,14 @@
 // How many row slots a deterministic column sum over [rows, dim] data uses
 // (kernels/cuda/column_sum.cuh: bias and layer-norm parameter gradients).
 //
-// Slot s sums rows s, s + slots, ... of every column in order (pass 1, inside
-// the op's own kernel, which runs one thread per slot and 16-byte column
-// vector); pass 2 adds the slots' f32 partials in order. So the slot count is
-// pass 1's parallelism and pass 2's extra traffic (slots x dim x 4 bytes,
-// written and read once), and it fixes the order of every addition: it depends
-// only on the shape (rows, dim), never on the vector width, the GPU or the run,
-// so the bits of a column sum depend only on the shape.
+// Slot s sums rows s, s + slots, ... of every column (pass 1, inside the op's
+// own kernel: by default one thread per slot and 16-byte column vector, in
+// order; kernels/cuda/column_sum_walk.cuh's block walk and layer norm's lanes
+// kernel spread a slot over a block's thread rows instead); pass 2 adds the
+// slots' f32 partials in order. So the slot count is pass 1's parallelism in
+// the thread walk and pass 2's extra traffic (slots x dim x 4 bytes, written
+// and read once), and with the walk it fixes the order of every addition: it
+// depends only on the shape (rows, dim), never on the GPU or the run.
 //
 // The rule: one slot per 32 rows, at most kColumnSumMaxSlots (1024) slots and
 // 16 MiB of partials.

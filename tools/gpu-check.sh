@@ -256,12 +256,14 @@ phase_bench() {
     lines+=("== kernels_bench ${spec#*:}, the opt-in row kernels (multi_row, lane_groups, flat)" \
       "$(grep -E '^\| *cuda *\| *(layer_norm|masked_mean_pool|dropout) ' "$res/bench_kernels_${spec%%:*}_opt_in.txt")")
   done
-  # TANDEM_LAYER_NORM=lanes (a block per backward slot instead of a group) at the training shape, where
-  # the one_row backward ran at 17 % of copy in the second run.
-  capture bench_kernels_rows_32768_lanes 120 env TANDEM_LAYER_NORM=lanes "$build/bench/kernels_bench" --device cuda \
-    --rows 32768 --d-model 256
-  lines+=("== kernels_bench --rows 32768 --d-model 256, TANDEM_LAYER_NORM=lanes" \
-    "$(grep -E '^\| *cuda *\| *layer_norm ' "$res/bench_kernels_rows_32768_lanes.txt")")
+  # A block per column-sum slot instead of a thread (group) at the training shape, where the second run
+  # measured 17 % (layer_norm backward) and 27 % (bias_dropout_add backward) of copy:
+  # TANDEM_LAYER_NORM=lanes and TANDEM_COLUMN_SUM=block (bias_gelu, bias_dropout_add, linear's bias).
+  capture bench_kernels_rows_32768_block_slots 120 env TANDEM_LAYER_NORM=lanes TANDEM_COLUMN_SUM=block \
+    "$build/bench/kernels_bench" --device cuda --rows 32768 --d-model 256
+  lines+=("== kernels_bench --rows 32768 --d-model 256, TANDEM_LAYER_NORM=lanes TANDEM_COLUMN_SUM=block" \
+    "$(grep -E '^\| *cuda *\| *(layer_norm|bias_gelu_tanh|bias_dropout_add|linear) ' \
+      "$res/bench_kernels_rows_32768_block_slots.txt")")
   # linear again with both cuBLASLt epilogues (TANDEM_CUBLASLT_EPILOGUES=1: bias and bias gradient)
   # and with neither (0); the default, above, has the forward's bias epilogue only.
   for lt in 1 0; do
@@ -343,7 +345,7 @@ phase_compare() {
   # both passes pipelined, the fused backward's ordered dQ, and the three opt-in row kernels.
   local eager=() variant variants
   for c in ${COMPARE_CONFIGS:-ag_news_small ag_news_optimized}; do
-    variants="default first wide lt_all split split_pipelined fused_ordered fused_ordered_pipelined rows ln_lanes"
+    variants="default first wide lt_all split split_pipelined fused_ordered fused_ordered_pipelined rows block_slots"
     [ "$c" = ag_news_small ] && variants="default first"
     for variant in $variants; do
       local envs=()
@@ -356,7 +358,7 @@ phase_compare() {
         fused_ordered) envs=(TANDEM_ATTENTION_BACKWARD=fused_ordered) ;;
         fused_ordered_pipelined) envs=(TANDEM_ATTENTION_BACKWARD=fused_ordered_pipelined) ;;
         rows) envs=(TANDEM_LAYER_NORM=multi_row TANDEM_MASKED_MEAN=lane_groups TANDEM_DROPOUT_BACKWARD=flat) ;;
-        ln_lanes) envs=(TANDEM_LAYER_NORM=lanes) ;;
+        block_slots) envs=(TANDEM_LAYER_NORM=lanes TANDEM_COLUMN_SUM=block) ;;
       esac
       capture "compare_eager_${c}_$variant" 120 env "${envs[@]}" "$build/apps/tandem" bench step \
         --config "configs/$c.yaml" --synthetic --precisions bf16 --warmup 5 --steps 30 --rounds 2 --set device=cuda \
@@ -371,7 +373,7 @@ phase_compare() {
     "split = TANDEM_ATTENTION_BACKWARD=split; split_pipelined = TANDEM_ATTENTION_BACKWARD=split_pipelined;" \
     "fused_ordered(_pipelined) = TANDEM_ATTENTION_BACKWARD=fused_ordered(_pipelined);" \
     "rows = TANDEM_LAYER_NORM=multi_row TANDEM_MASKED_MEAN=lane_groups TANDEM_DROPOUT_BACKWARD=flat;" \
-    "ln_lanes = TANDEM_LAYER_NORM=lanes:" \
+    "block_slots = TANDEM_LAYER_NORM=lanes TANDEM_COLUMN_SUM=block:" \
     "${eager[@]}"
   return $rc
 }

@@ -3,7 +3,8 @@
 //
 // Pass 1 (in the op's own kernel): the rows are dealt to `slots` row slots
 // (slot s takes rows s, s + slots, s + 2 slots, ...), and each slot's f32 sum
-// of its rows is written to partial[s, :]. Pass 2 (column_sum_finish): 16 lanes
+// of its rows is written to partial[s, :] (how a kernel's threads walk a slot:
+// column_sum_walk.cuh). Pass 2 (column_sum_finish): 16 lanes
 // per column sum the slots lane-strided, then lane sums are added in lane order.
 // The slot count (kernels/column_sum_slots.h) depends only on the shape, so the
 // order of additions for every column, and hence the result bits, depend only
