@@ -3,7 +3,7 @@
 //
 // Slot s sums rows s, s + slots, ... of every column (pass 1, inside the op's
 // own kernel: by default one thread per slot and 16-byte column vector, in
-// order; kernels/cuda/column_sum_walk.cuh's block walk and layer norm's lanes
+// order; kernels/cuda/column_sum_kernels.cuh's block walk and layer norm's lanes
 // kernel spread a slot over a block's thread rows instead); pass 2 adds the
 // slots' f32 partials in order. So the slot count is pass 1's parallelism in
 // the thread walk and pass 2's extra traffic (slots x dim x 4 bytes, written

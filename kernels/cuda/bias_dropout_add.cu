@@ -5,7 +5,7 @@
 // vectors apply whenever numel allows. Forward traffic: read x (and residual),
 // write y. Backward: read dy, write dx, plus the bias-gradient partials
 // (kernels/cuda/column_sum.cuh, deterministic; the rows a thread walks are
-// TANDEM_COLUMN_SUM's, column_sum_walk.cuh) when a bias is present; rows
+// TANDEM_COLUMN_SUM's, column_sum_kernels.cuh) when a bias is present; rows
 // four at a time per thread. Without a bias gradient the data is one long row
 // and each thread has one vector, so the four-row batch only costs registers
 // (114 against 43 for the forward in 16 bits: a quarter of the threads per SM);
@@ -18,7 +18,7 @@
 #include "core/element.h"
 #include "kernels/cuda/bias_dropout_add_cuda.h"
 #include "kernels/cuda/column_sum.cuh"
-#include "kernels/cuda/column_sum_walk.cuh"
+#include "kernels/cuda/column_sum_kernels.cuh"
 #include "kernels/cuda/row_kernel_switches.h"
 #include "kernels/cuda/row_vectors.cuh"
 #include "kernels/dropout_mask.h"
@@ -77,7 +77,7 @@ __global__ void forward_kernel(const T* __restrict__ x, const T* __restrict__ b,
   }
 }
 
-// A thread walks its slot's rows (column_sum_walk.cuh: TANDEM_COLUMN_SUM's thread or block walk,
+// A thread walks its slot's rows (column_sum_kernels.cuh: TANDEM_COLUMN_SUM's thread or block walk,
 // the block walk only with a bias gradient) RowBatch at a time (kRowBatch, or 1 for the one long
 // row of TANDEM_DROPOUT_BACKWARD=flat).
 template <class T, int V, int RowBatch, bool PerBlock>

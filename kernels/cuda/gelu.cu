@@ -6,7 +6,7 @@
 // rows; forward reads x and writes y. Backward reads dy and x, writes dx and
 // folds du = dy * gelu'(x + b) into per-column f32 sums for the bias gradient
 // (kernels/cuda/column_sum.cuh: deterministic; the rows a thread walks are
-// TANDEM_COLUMN_SUM's, column_sum_walk.cuh); rows are processed four at a
+// TANDEM_COLUMN_SUM's, column_sum_kernels.cuh); rows are processed four at a
 // time so four loads per tensor are in flight per thread. All memory bound:
 // erff/tanhf/expf cost ~20-40 FLOPs per element, below the ~20 FLOP/byte
 // balance point of an H100 for 4-byte elements and close to it for 2-byte ones.
@@ -14,7 +14,7 @@
 #include "core/cuda_check.h"
 #include "core/element.h"
 #include "kernels/cuda/column_sum.cuh"
-#include "kernels/cuda/column_sum_walk.cuh"
+#include "kernels/cuda/column_sum_kernels.cuh"
 #include "kernels/cuda/gelu_cuda.h"
 #include "kernels/cuda/row_kernel_switches.h"
 #include "kernels/cuda/row_vectors.cuh"
@@ -69,7 +69,7 @@ __global__ void bias_gelu_forward_kernel(const T* __restrict__ x, const T* __res
   }
 }
 
-// A thread walks its slot's rows (column_sum_walk.cuh: TANDEM_COLUMN_SUM's thread or block walk)
+// A thread walks its slot's rows (column_sum_kernels.cuh: TANDEM_COLUMN_SUM's thread or block walk)
 // four at a time.
 template <class T, int V, bool PerBlock>
 __global__ void bias_gelu_backward_kernel(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict__ b,

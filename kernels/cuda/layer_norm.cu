@@ -73,16 +73,20 @@ void layer_norm_backward_cuda(const void* dy, const void* x, const void* weight,
         else launch.template operator()<2>();
       });
     }
-    for (auto [out, part] : {std::pair{dweight, pw}, std::pair{dbias, pb}}) {
-      if (!out) continue;
-      if (rows == 0) {
-        TANDEM_CUDA_CHECK(cudaMemsetAsync(out, 0, static_cast<size_t>(dim) * (w_f32 ? 4 : sizeof(scalar_t)), s));
-      } else if (w_f32) {
-        column_sum_finish(part, slots, dim, static_cast<float*>(out), s);
-      } else {
-        column_sum_finish(part, slots, dim, static_cast<scalar_t*>(out), s);
-      }
+    if (rows == 0) {
+      for (void* out : {dweight, dbias})
+        if (out) TANDEM_CUDA_CHECK(cudaMemsetAsync(out, 0, static_cast<size_t>(dim) * (w_f32 ? 4 : sizeof(scalar_t)), s));
+      return;
     }
+    // Both sums in one launch when both are wanted (the usual case).
+    auto finish = [&]<class Out>() {
+      if (dweight && dbias)
+        column_sum_finish(pw, static_cast<Out*>(dweight), pb, static_cast<Out*>(dbias), slots, dim, s);
+      else if (dweight || dbias)
+        column_sum_finish(dweight ? pw : pb, slots, dim, static_cast<Out*>(dweight ? dweight : dbias), s);
+    };
+    if (w_f32) finish.template operator()<float>();
+    else finish.template operator()<scalar_t>();
   });
 }
 

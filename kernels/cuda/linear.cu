@@ -11,7 +11,7 @@
 // registers and rows strided (no index arithmetic per element). Bias backward:
 // db[j] = sum_r dy[r, j], the deterministic two-pass column sum of
 // kernels/cuda/column_sum.cuh (the layout gelu and layer_norm use): pass 1
-// (column_sum_walk.cuh's kernel, either walk of TANDEM_COLUMN_SUM) reads dy
+// (column_sum_kernels.cuh's kernel, either walk of TANDEM_COLUMN_SUM) reads dy
 // once with 16-byte loads into per-slot f32 partial sums, pass 2 adds the
 // slots in a fixed order, so the bits depend only on the shape and the walk.
 // TANDEM_CUBLASLT_EPILOGUES (gemm_epilogue.h): by default the bias rides in the
@@ -20,7 +20,7 @@
 #include "core/cuda_check.h"
 #include "core/element.h"
 #include "kernels/cuda/column_sum.cuh"
-#include "kernels/cuda/column_sum_walk.cuh"
+#include "kernels/cuda/column_sum_kernels.cuh"
 #include "kernels/cuda/cublas_handle.h"
 #include "kernels/cuda/gemm_epilogue.h"
 #include "kernels/cuda/linear_cuda.h"

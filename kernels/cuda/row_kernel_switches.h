@@ -43,7 +43,7 @@
 //     at 29-42 % of copy on the H200 (the forward, one vector per thread too,
 //     36-47 registers, at 42-70 %).
 //     The same arithmetic per element: the same bits.
-//   TANDEM_COLUMN_SUM=thread|block  (kernels/cuda/column_sum_walk.cuh)
+//   TANDEM_COLUMN_SUM=thread|block  (kernels/cuda/column_sum_kernels.cuh)
 //     Thread (the default): pass 1 of the bias gradients' column sums (linear,
 //     bias_gelu, bias_dropout_add) runs a thread per (vector column, slot),
 //     walking the slot's 32 rows alone. Block: a block per (32 vector

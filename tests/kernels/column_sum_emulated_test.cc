@@ -1,9 +1,10 @@
-// Pass 1 of the deterministic column sums (kernels/cuda/column_sum_walk.cuh)
+// The deterministic column sums' device code (kernels/cuda/column_sum_kernels.cuh)
 // run on the CPU under tests/testing/warp_emulator.h, with the grids and blocks
-// the CUDA launchers use: both of TANDEM_COLUMN_SUM's walks (a thread per slot,
-// a block per slot) at both vector widths, against double-precision column
-// sums, and the property the walks promise: the partial sums' bits depend on
-// the shape and the walk, not on the vector width or on which warp runs ahead.
+// the CUDA launchers use. Pass 1: both of TANDEM_COLUMN_SUM's walks (a thread
+// per slot, a block per slot) at both vector widths, against double-precision
+// column sums, and the property the walks promise: the partial sums' bits
+// depend on the shape and the walk, not on the vector width or on which warp
+// runs ahead. Pass 2: the documented order, bit for bit, one sum or two.
 #include <gtest/gtest.h>
 
 #include "tests/testing/warp_emulator.h"  // first: CUDA keywords and built-ins for the device code
@@ -16,7 +17,7 @@
 
 #include "core/half.h"
 #include "kernels/column_sum_slots.h"
-#include "kernels/cuda/column_sum_walk.cuh"
+#include "kernels/cuda/column_sum_kernels.cuh"
 
 namespace tandem::kernels {
 namespace {
@@ -142,6 +143,49 @@ TEST(EmulatedColumnSum, TheBlockWalkGivesTheSameBitsWhicheverWarpRunsAhead) {
   const std::vector<float> round_robin = partial_sums<BFloat16, 8, true>(dy, s);
   for (auto schedule : {warp_emulator::Schedule::WarpByWarp, warp_emulator::Schedule::WarpByWarpReversed})
     EXPECT_EQ((partial_sums<BFloat16, 8, true>(dy, s, schedule)), round_robin);
+}
+
+// Pass 2 as column_sum.cuh launches it, on `count` (1 or 2) partial arrays [slots, dim].
+template <class Out>
+std::vector<std::vector<Out>> finished(const std::vector<std::vector<float>>& partials, int64_t slots, int64_t dim) {
+  std::vector<std::vector<Out>> out(partials.size(), std::vector<Out>(static_cast<size_t>(dim), as_element<Out>(std::nanf(""))));
+  const bool two = partials.size() == 2;
+  warp_emulator::launch(static_cast<unsigned>((dim + 31) / 32), two ? 2 : 1, warp_emulator::Dim3{32, 16, 1},
+                        16 * 33 * sizeof(float), [&] {
+                          column_sum_finish_kernel<Out>(partials[0].data(), out[0].data(),
+                                                        two ? partials[1].data() : nullptr,
+                                                        two ? out[1].data() : nullptr, slots, dim);
+                        });
+  return out;
+}
+
+// 70 slots (lanes of 5 and 4 slots: the unrolled loop's remainder) of 40 columns (a partial block).
+TEST(EmulatedColumnSum, TheFinishAddsSixteenLanesOfSlotsInOrder) {
+  const int64_t slots = 70, dim = 40;
+  const std::vector<float> partial = values<float>(slots * dim, 11);
+  std::vector<float> want(static_cast<size_t>(dim));
+  for (int64_t c = 0; c < dim; ++c) {
+    float t = 0.0f;
+    for (int64_t lane = 0; lane < 16; ++lane) {
+      float a = 0.0f;
+      for (int64_t s = lane; s < slots; s += 16) a += partial[static_cast<size_t>(s * dim + c)];
+      t += a;
+    }
+    want[static_cast<size_t>(c)] = t;
+  }
+  EXPECT_EQ(finished<float>({partial}, slots, dim)[0], want);
+  const std::vector<BFloat16> rounded = finished<BFloat16>({partial}, slots, dim)[0];
+  for (int64_t c = 0; c < dim; ++c)
+    EXPECT_EQ(rounded[static_cast<size_t>(c)].bits, float_to_bf16_bits(want[static_cast<size_t>(c)])) << c;
+}
+
+TEST(EmulatedColumnSum, TheFinishOfTwoSumsInOneLaunchGivesEachItsOwnBits) {
+  const int64_t slots = 1024, dim = 256;
+  const std::vector<float> w = values<float>(slots * dim, 12), b = values<float>(slots * dim, 13);
+  const auto both = finished<float>({w, b}, slots, dim);
+  EXPECT_EQ(both[0], finished<float>({w}, slots, dim)[0]);
+  EXPECT_EQ(both[1], finished<float>({b}, slots, dim)[0]);
+  EXPECT_NE(both[0], both[1]);
 }
 
 }  // namespace

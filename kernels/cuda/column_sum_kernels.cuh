@@ -1,7 +1,8 @@
-// How the kernels that sum columns of [rows, dim] data (the bias gradients of
-// linear, bias_gelu and bias_dropout_add) walk the rows of their slot, and how
-// they write the slot's sums: pass 1 of kernels/cuda/column_sum.cuh. Device
-// code that also runs on the CPU under tests/testing/warp_emulator.h.
+// The device code of the deterministic column sums of [rows, dim] data
+// (kernels/cuda/column_sum.cuh has the two passes and their launches): how the
+// pass-1 kernels (linear's below, bias_gelu's and bias_dropout_add's backward)
+// walk the rows of their slot and write the slot's sums, and pass 2, which
+// adds the slots. Also runs on the CPU under tests/testing/warp_emulator.h.
 //
 // TANDEM_COLUMN_SUM (kernels/cuda/row_kernel_switches.h) picks one of two walks:
 //
@@ -94,6 +95,33 @@ __global__ void column_sum_partial_kernel(const T* __restrict__ dy, float* __res
       for (int k = 0; k < V; ++k) acc[k] += g[k];
     }
   store_slot_sums<PerBlock, V>(acc, active, c, w, dim, partial);
+}
+
+// Pass 2: out[c] = the sum over slots of partial[s, c], in a fixed order: 16 lanes per column, lane l
+// adding slots l, l + 16, ... in order, then the lanes in order. Block (32, 16) per 32 columns; up to
+// two sums at once (block row blockIdx.y picks partial0/out0 or partial1/out1: layer norm's dweight
+// and dbias in one launch). Each lane's loads are unrolled 16 deep: they do not depend on the sum,
+// so 16 are in flight where a lane has that many slots (64 at 1024 slots), not the compiler's 4.
+template <class Out>
+__global__ void column_sum_finish_kernel(const float* __restrict__ partial0, Out* __restrict__ out0,
+                                         const float* __restrict__ partial1, Out* __restrict__ out1, int64_t slots,
+                                         int64_t dim) {
+  ROW_KERNEL_SHARED(float, lanes, 16 * 33);
+  const float* partial = blockIdx.y == 0 ? partial0 : partial1;
+  Out* out = blockIdx.y == 0 ? out0 : out1;
+  const int64_t col = blockIdx.x * 32ll + threadIdx.x;
+  float a = 0.0f;
+  if (col < dim)
+#pragma unroll 16
+    for (int64_t s = threadIdx.y; s < slots; s += 16) a += partial[s * dim + col];
+  lanes[threadIdx.y * 33 + threadIdx.x] = a;
+  __syncthreads();
+  if (threadIdx.y == 0 && col < dim) {
+    float t = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 16; ++k) t += lanes[k * 33 + threadIdx.x];
+    out[col] = from_f32<Out>(t);
+  }
 }
 
 // The grid and block of a pass-1 launch over nvec vector columns: column_block's shape with Ty slots
