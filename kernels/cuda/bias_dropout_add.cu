@@ -84,9 +84,7 @@ template <class T, int V, int RowBatch, bool PerBlock>
 __global__ void backward_kernel(const T* __restrict__ dy, T* __restrict__ dx, float* __restrict__ partial,
                                 int64_t rows, int64_t dim, int64_t slots, Mask m) {
   m.subsequence = dropout_subsequence(m.subsequence, m.step);
-  const int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  const SlotWalk w = slot_walk<PerBlock>(slots);
-  const bool active = c * V < dim && w.slot < slots;
+  const auto [c, w, active] = column_sum_thread<PerBlock, V>(dim, slots);
   if (!PerBlock && !active) return;
   float acc[V];
   fill(acc, 0.0f);

@@ -50,6 +50,21 @@ __device__ __forceinline__ SlotWalk slot_walk(int64_t slots) {
   }
 }
 
+// A pass-1 thread: its vector column c, its walk, and whether it has a column and a slot (a thread
+// without one returns at once in the thread walk, and in the block walk only skips the rows).
+struct ColumnSumThread {
+  int64_t c;
+  SlotWalk w;
+  bool active;
+};
+
+template <bool PerBlock, int V>
+__device__ __forceinline__ ColumnSumThread column_sum_thread(int64_t dim, int64_t slots) {
+  const int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  const SlotWalk w = slot_walk<PerBlock>(slots);
+  return {c, w, c * V < dim && w.slot < slots};
+}
+
 // Writes this thread's sums of vector column c as (its share of) the slot's partial sums.
 // `active`: the thread has a column and a slot. In the block walk every thread of the block must
 // call it (a barrier); thread (x, y) then adds element y of column x's 8 sums (V <= 8).
@@ -80,9 +95,7 @@ __device__ __forceinline__ void store_slot_sums(const float (&acc)[V], bool acti
 template <class T, int V, bool PerBlock>
 __global__ void column_sum_partial_kernel(const T* __restrict__ dy, float* __restrict__ partial, int64_t rows,
                                           int64_t dim, int64_t slots) {
-  const int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  const SlotWalk w = slot_walk<PerBlock>(slots);
-  const bool active = c * V < dim && w.slot < slots;
+  const auto [c, w, active] = column_sum_thread<PerBlock, V>(dim, slots);
   if (!PerBlock && !active) return;
   float acc[V];
   fill(acc, 0.0f);

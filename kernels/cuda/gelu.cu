@@ -75,9 +75,7 @@ template <class T, int V, bool PerBlock>
 __global__ void bias_gelu_backward_kernel(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict__ b,
                                           T* __restrict__ dx, float* __restrict__ partial, int64_t rows, int64_t dim,
                                           int64_t slots, GeluApproximation a) {
-  const int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  const SlotWalk w = slot_walk<PerBlock>(slots);
-  const bool active = c * V < dim && w.slot < slots;
+  const auto [c, w, active] = column_sum_thread<PerBlock, V>(dim, slots);
   if (!PerBlock && !active) return;
   float bv[V], acc[V];
   fill(acc, 0.0f);

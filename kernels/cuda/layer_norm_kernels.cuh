@@ -377,17 +377,9 @@ __global__ void __launch_bounds__(kMaxThreads)
     backward_row(cur.x, cur.g, wv, cur.mu, cur.rs, dx, slot, slots, i, rows, dim, acc_w, acc_b, scratch);
     if (it + 1 < iters) cur = next;
   }
-  // The groups' sums to shared memory, then each of the slot's 2 * dim sums adds them in group order.
-#pragma unroll
-  for (int k = 0; k < C; ++k) {
-    const int64_t c = threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
-    if (c >= nvec) continue;
-#pragma unroll
-    for (int j = 0; j < V; ++j) {
-      group_sums[(ty * 2) * dim + c * V + j] = acc_w[k][j];
-      group_sums[(ty * 2 + 1) * dim + c * V + j] = acc_b[k][j];
-    }
-  }
+  // The groups' sums to shared memory (group ty's dweight sums at row 2 ty of [2 Ty, dim], its dbias
+  // sums at row 2 ty + 1), then each of the slot's 2 * dim sums adds them in group order.
+  store_backward_partials(acc_w, acc_b, group_sums, group_sums + dim, 2 * ty, dim);
   __syncthreads();
   for (int64_t e = ty * blockDim.x + threadIdx.x; e < 2 * dim; e += static_cast<int64_t>(blockDim.x) * groups) {
     const int64_t which = e / dim, col = e % dim;

@@ -18,32 +18,14 @@
 #include "core/half.h"
 #include "kernels/column_sum_slots.h"
 #include "kernels/cuda/column_sum_kernels.cuh"
+#include "tests/testing/element_values.h"
 
 namespace tandem::kernels {
 namespace {
 
-template <class T>
-T as_element(float f) {
-  if constexpr (std::is_same_v<T, BFloat16>) return BFloat16{float_to_bf16_bits(f)};
-  else return f;
-}
-
-template <class T>
-double as_double(T v) {
-  if constexpr (std::is_same_v<T, BFloat16>) return bf16_bits_to_float(v.bits);
-  else return v;
-}
-
-template <class T>
-std::vector<T> values(int64_t n, uint32_t seed) {
-  std::vector<T> v(static_cast<size_t>(n));
-  uint32_t s = seed * 2654435761u + 12345u;
-  for (auto& e : v) {
-    s = s * 1664525u + 1013904223u;
-    e = as_element<T>(static_cast<float>(s >> 8) / static_cast<float>(1u << 24) * 2.0f - 1.0f);
-  }
-  return v;
-}
+using testing::as_double;
+using testing::as_element;
+using testing::spread_values;
 
 struct Shape {
   int64_t rows, dim;
@@ -97,7 +79,7 @@ void expect_sums_and_the_same_bits_at_both_widths() {
   for (Shape s : kShapes) {
     SCOPED_TRACE(std::string(PerBlock ? "block" : "thread") + " walk, " + std::to_string(s.rows) + " x " +
                  std::to_string(s.dim));
-    const std::vector<T> dy = values<T>(s.rows * s.dim, static_cast<uint32_t>(s.dim));
+    const std::vector<T> dy = spread_values<T>(s.rows * s.dim, static_cast<uint32_t>(s.dim));
     const std::vector<float> scalar = partial_sums<T, 1, PerBlock>(dy, s);
     EXPECT_TRUE(close(summed_over_slots(scalar, s.dim), column_sums(dy, s)));
     if (s.dim % VV == 0) {
@@ -122,7 +104,7 @@ TEST(EmulatedColumnSum, TheBlockWalkSumsEveryColumnWithTheSameBitsAtBothWidths) 
 TEST(EmulatedColumnSum, TheBlockWalkAddsItsThreadRowsSumsInOrder) {
   const Shape s{64, 16};
   ASSERT_EQ(column_sum_slots(s.rows, s.dim), 2);
-  const std::vector<float> dy = values<float>(s.rows * s.dim, 7);
+  const std::vector<float> dy = spread_values<float>(s.rows * s.dim, 7);
   const std::vector<float> partial = partial_sums<float, 4, true>(dy, s);
   for (int64_t j = 0; j < s.dim; ++j) {
     float t = 0.0f;
@@ -139,7 +121,7 @@ TEST(EmulatedColumnSum, TheBlockWalkAddsItsThreadRowsSumsInOrder) {
 // before its thread row wrote it would change the bits (shared memory starts as NaN).
 TEST(EmulatedColumnSum, TheBlockWalkGivesTheSameBitsWhicheverWarpRunsAhead) {
   const Shape s{1000, 256};
-  const std::vector<BFloat16> dy = values<BFloat16>(s.rows * s.dim, 3);
+  const std::vector<BFloat16> dy = spread_values<BFloat16>(s.rows * s.dim, 3);
   const std::vector<float> round_robin = partial_sums<BFloat16, 8, true>(dy, s);
   for (auto schedule : {warp_emulator::Schedule::WarpByWarp, warp_emulator::Schedule::WarpByWarpReversed})
     EXPECT_EQ((partial_sums<BFloat16, 8, true>(dy, s, schedule)), round_robin);
@@ -162,7 +144,7 @@ std::vector<std::vector<Out>> finished(const std::vector<std::vector<float>>& pa
 // 70 slots (lanes of 5 and 4 slots: the unrolled loop's remainder) of 40 columns (a partial block).
 TEST(EmulatedColumnSum, TheFinishAddsSixteenLanesOfSlotsInOrder) {
   const int64_t slots = 70, dim = 40;
-  const std::vector<float> partial = values<float>(slots * dim, 11);
+  const std::vector<float> partial = spread_values<float>(slots * dim, 11);
   std::vector<float> want(static_cast<size_t>(dim));
   for (int64_t c = 0; c < dim; ++c) {
     float t = 0.0f;
@@ -181,7 +163,7 @@ TEST(EmulatedColumnSum, TheFinishAddsSixteenLanesOfSlotsInOrder) {
 
 TEST(EmulatedColumnSum, TheFinishOfTwoSumsInOneLaunchGivesEachItsOwnBits) {
   const int64_t slots = 1024, dim = 256;
-  const std::vector<float> w = values<float>(slots * dim, 12), b = values<float>(slots * dim, 13);
+  const std::vector<float> w = spread_values<float>(slots * dim, 12), b = spread_values<float>(slots * dim, 13);
   const auto both = finished<float>({w, b}, slots, dim);
   EXPECT_EQ(both[0], finished<float>({w}, slots, dim)[0]);
   EXPECT_EQ(both[1], finished<float>({b}, slots, dim)[0]);

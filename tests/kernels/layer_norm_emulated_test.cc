@@ -24,38 +24,20 @@
 #include "core/half.h"
 #include "kernels/column_sum_slots.h"
 #include "kernels/cuda/layer_norm_kernels.cuh"
+#include "tests/testing/element_values.h"
 
 namespace tandem::kernels::layer_norm_detail {
 namespace {
+
+using testing::as_double;
+using testing::as_element;
+using testing::spread_values;
 
 enum class Backward { OneRow, MultiRow, Lanes };
 
 const char* name(Backward b) { return b == Backward::OneRow ? "one_row" : b == Backward::MultiRow ? "multi_row" : "lanes"; }
 
-template <class T>
-T as_element(float f) {
-  if constexpr (std::is_same_v<T, BFloat16>) return BFloat16{float_to_bf16_bits(f)};
-  else return f;
-}
-
-template <class T>
-double as_double(T v) {
-  if constexpr (std::is_same_v<T, BFloat16>) return bf16_bits_to_float(v.bits);
-  else return v;
-}
-
-// A deterministic spread of values with a non-zero mean per row (so centring matters).
-template <class T>
-std::vector<T> values(int64_t n, uint32_t seed, float offset) {
-  std::vector<T> v(static_cast<size_t>(n));
-  uint32_t s = seed * 2654435761u + 12345u;
-  for (auto& e : v) {
-    s = s * 1664525u + 1013904223u;
-    e = as_element<T>(offset + static_cast<float>(s >> 8) / static_cast<float>(1u << 24) * 2.0f - 1.0f);
-  }
-  return v;
-}
-
+// x has a non-zero mean per row (offset 0.5), so centring matters.
 struct Problem {
   int64_t rows, dim;
 };
@@ -65,8 +47,8 @@ struct Inputs {
   std::vector<T> x, dy;
   std::vector<float> w, b;
   Inputs(Problem p)
-      : x(values<T>(p.rows * p.dim, 1, 0.5f)), dy(values<T>(p.rows * p.dim, 2, 0.0f)),
-        w(values<float>(p.dim, 3, 1.0f)), b(values<float>(p.dim, 4, 0.0f)) {}
+      : x(spread_values<T>(p.rows * p.dim, 1, 0.5f)), dy(spread_values<T>(p.rows * p.dim, 2, 0.0f)),
+        w(spread_values<float>(p.dim, 3, 1.0f)), b(spread_values<float>(p.dim, 4, 0.0f)) {}
 };
 
 struct Reference {
