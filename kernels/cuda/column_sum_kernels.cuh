@@ -143,6 +143,13 @@ struct ColumnSumLaunch {
   dim3 grid, block;
 };
 
+// Calls f.template operator()<PerBlock>() for the walk TANDEM_COLUMN_SUM picked (as with_width does for V).
+template <class F>
+void with_column_sum_walk(bool per_block, F&& f) {
+  if (per_block) f.template operator()<true>();
+  else f.template operator()<false>();
+}
+
 inline ColumnSumLaunch column_sum_launch(int64_t nvec, int64_t rows, int64_t slots, bool per_block) {
   if (per_block) return {dim3(blocks_for(nvec, 32, INT32_MAX), static_cast<unsigned>(slots)), dim3(32, kColumnSumSubRows)};
   const dim3 block = column_block(nvec, rows);

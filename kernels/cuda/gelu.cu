@@ -165,14 +165,12 @@ void bias_gelu_backward_cuda(const void* dy, const void* x, const void* bias, vo
       const bool per_block = column_sum_kernel() == ColumnSumKernel::Block;
       with_width<scalar_t>(vec, [&]<int V>() {
         const ColumnSumLaunch l = column_sum_launch(dim / V, rows, slots, per_block);
-        auto launch = [&]<bool PerBlock>() {
+        with_column_sum_walk(per_block, [&]<bool PerBlock>() {
           bias_gelu_backward_kernel<scalar_t, V, PerBlock><<<l.grid, l.block, 0, s>>>(
               static_cast<const scalar_t*>(dy), static_cast<const scalar_t*>(x), static_cast<const scalar_t*>(bias),
               static_cast<scalar_t*>(dx), partial.get(0), rows, dim, slots, approx);
           TANDEM_CUDA_CHECK_LAUNCH();
-        };
-        if (per_block) launch.template operator()<true>();
-        else launch.template operator()<false>();
+        });
       });
     }
     if (dbias) {

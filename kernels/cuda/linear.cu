@@ -112,13 +112,11 @@ void linear_backward_cuda(const void* dy, const void* x, const void* w, void* dx
       const bool per_block = column_sum_kernel() == ColumnSumKernel::Block;
       with_width<scalar_t>(rows_vectorizable(out, sizeof(scalar_t), {dy}), [&]<int V>() {
         const ColumnSumLaunch l = column_sum_launch(out / V, rows, slots, per_block);
-        auto launch = [&]<bool PerBlock>() {
+        with_column_sum_walk(per_block, [&]<bool PerBlock>() {
           column_sum_partial_kernel<scalar_t, V, PerBlock>
               <<<l.grid, l.block, 0, s>>>(static_cast<const scalar_t*>(dy), partial.get(0), rows, out, slots);
           TANDEM_CUDA_CHECK_LAUNCH();
-        };
-        if (per_block) launch.template operator()<true>();
-        else launch.template operator()<false>();
+        });
       });
       column_sum_finish(partial.get(0), slots, out, static_cast<scalar_t*>(db), s);
     });
