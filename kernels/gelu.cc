@@ -4,11 +4,15 @@
 #include "core/check.h"
 #include "core/op_scope.h"
 #include "kernels/checks.h"
+#include "kernels/cpu/bias_dropout_add_cpu.h"
 #include "kernels/cpu/gelu_cpu.h"
 #include "kernels/device_stream.h"
+#include "kernels/dropout_mask.h"
 
 #if TANDEM_WITH_CUDA
+#include "kernels/cuda/bias_dropout_add_cuda.h"
 #include "kernels/cuda/gelu_cuda.h"
+#include "kernels/cuda/row_kernel_switches.h"
 #endif
 
 namespace tandem::kernels {
@@ -67,6 +71,73 @@ class BiasGeluBackward final : public Node {
   GeluApproximation approx_;
 };
 
+// The dropout after bias_gelu: its probability (> 0) and Philox stream, as kernels::dropout takes them.
+struct DropoutStream {
+  float p;
+  uint64_t seed, subsequence;
+  const int64_t* step;  // null, or the step count in the tensors' memory space (kernels/dropout_mask.h)
+};
+
+bool fused_on_gpu() {
+#if TANDEM_WITH_CUDA
+  return gelu_dropout_kernel() == GeluDropoutKernel::Fused;
+#else
+  return false;
+#endif
+}
+
+// The gradient of dropout(bias_gelu(x, b)). Separately (the CPU, and the GPU's default), dropout's
+// backward writes its input gradient to a temporary that bias_gelu's backward reads, exactly as the
+// two ops' nodes would; fused, one kernel does both.
+class BiasGeluDropoutBackward final : public Node {
+ public:
+  BiasGeluDropoutBackward(const Tensor& x, const Tensor& b, GeluApproximation approx, DropoutStream d)
+      : x_(x), b_(b), approx_(approx), d_(d) {}
+  std::vector<Tensor> apply(std::vector<Tensor>&& g) override {
+    Tensor x = x_.unpack(*this), b = b_.unpack(*this);
+    const int64_t dim = b.numel(), rows = x.numel() / dim;
+    Tensor dx, db;
+    if (next_edges_[0].valid()) dx = Tensor::empty(x.shape(), x.dtype(), x.device());
+    if (next_edges_[1].valid()) db = Tensor::empty(b.shape(), b.dtype(), b.device());
+    void* pdx = dx.defined() ? dx.data_ptr() : nullptr;
+    void* pdb = db.defined() ? db.data_ptr() : nullptr;
+    if (x.device().is_cpu()) {
+      Tensor du = Tensor::empty(x.shape(), x.dtype(), x.device());
+      bias_dropout_add_backward_cpu(g[0].data_ptr(), du.data_ptr(), nullptr, x.dtype(), rows, dim, d_.p, d_.seed,
+                                    dropout_subsequence(d_.subsequence, d_.step));
+      bias_gelu_backward_cpu(du.data_ptr(), x.data_ptr(), b.data_ptr(), pdx, pdb, x.dtype(), rows, dim, approx_);
+    } else if (fused_on_gpu()) {
+      TANDEM_CUDA_ONLY(bias_gelu_dropout_backward_cuda(g[0].data_ptr(), x.data_ptr(), b.data_ptr(), pdx, pdb,
+                                                       x.dtype(), rows, dim, approx_, d_.p, d_.seed, d_.subsequence,
+                                                       d_.step, x.device().index, stream_of(x)));
+    } else {
+      Tensor du = Tensor::empty(x.shape(), x.dtype(), x.device());
+      TANDEM_CUDA_ONLY(bias_dropout_add_backward_cuda(g[0].data_ptr(), du.data_ptr(), nullptr, x.dtype(), rows, dim,
+                                                      d_.p, d_.seed, d_.subsequence, d_.step, x.device().index,
+                                                      stream_of(x)));
+      TANDEM_CUDA_ONLY(bias_gelu_backward_cuda(du.data_ptr(), x.data_ptr(), b.data_ptr(), pdx, pdb, x.dtype(), rows,
+                                               dim, approx_, x.device().index, stream_of(x)));
+    }
+    return {dx, db};
+  }
+  void release_saved() override {
+    x_.release();
+    b_.release();
+  }
+  std::string name() const override { return "BiasGeluDropoutBackward"; }
+
+ private:
+  SavedTensor x_, b_;
+  GeluApproximation approx_;
+  DropoutStream d_;
+};
+
+void check_bias_gelu(const char* op, const Tensor& x, const Tensor& bias) {
+  check_same_device_and_dtype(op, {&x, &bias});
+  TANDEM_CHECK(x.dim() >= 1 && bias.dim() == 1 && bias.size(0) == x.size(-1) && bias.size(0) > 0,
+               "{}: bias {} must be [D] for input {} [..., D] with D > 0", op, bias.str(), x.str());
+}
+
 }  // namespace
 
 Tensor gelu(const Tensor& x, GeluApproximation approx) {
@@ -84,9 +155,7 @@ Tensor gelu(const Tensor& x, GeluApproximation approx) {
 
 Tensor bias_gelu(const Tensor& x, const Tensor& bias, GeluApproximation approx) {
   OpScope scope("bias_gelu");
-  check_same_device_and_dtype("bias_gelu", {&x, &bias});
-  TANDEM_CHECK(x.dim() >= 1 && bias.dim() == 1 && bias.size(0) == x.size(-1) && bias.size(0) > 0,
-               "bias_gelu: bias {} must be [D] for input {} [..., D] with D > 0", bias.str(), x.str());
+  check_bias_gelu("bias_gelu", x, bias);
   const int64_t dim = bias.size(0), rows = x.numel() / dim;
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
   if (x.device().is_cpu()) {
@@ -96,6 +165,35 @@ Tensor bias_gelu(const Tensor& x, const Tensor& bias, GeluApproximation approx) 
                                             stream_of(x)));
   }
   if (any_requires_grad({&x, &bias})) std::make_shared<BiasGeluBackward>(x, bias, approx)->connect({&x, &bias}, {&y});
+  return y;
+}
+
+Tensor bias_gelu_dropout(const Tensor& x, const Tensor& bias, GeluApproximation approx, double p, bool training,
+                         uint64_t seed, uint64_t subsequence, const int64_t* step) {
+  TANDEM_CHECK(p >= 0.0 && p <= 1.0, "bias_gelu_dropout: dropout probability must be in [0, 1], got {}", p);
+  if (!training || p == 0.0) return bias_gelu(x, bias, approx);
+  OpScope scope("bias_gelu_dropout");
+  check_bias_gelu("bias_gelu_dropout", x, bias);
+  const DropoutStream d{static_cast<float>(p), seed, subsequence, step};
+  const int64_t dim = bias.size(0), rows = x.numel() / dim;
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  if (x.device().is_cpu()) {
+    Tensor h = Tensor::empty(x.shape(), x.dtype(), x.device());
+    bias_gelu_forward_cpu(x.data_ptr(), bias.data_ptr(), h.data_ptr(), x.dtype(), rows, dim, approx);
+    bias_dropout_add_forward_cpu(h.data_ptr(), nullptr, nullptr, y.data_ptr(), x.dtype(), rows, dim, d.p, d.seed,
+                                 dropout_subsequence(d.subsequence, d.step));
+  } else if (fused_on_gpu()) {
+    TANDEM_CUDA_ONLY(bias_gelu_dropout_forward_cuda(x.data_ptr(), bias.data_ptr(), y.data_ptr(), x.dtype(), rows, dim,
+                                                    approx, d.p, d.seed, d.subsequence, d.step, stream_of(x)));
+  } else {
+    Tensor h = Tensor::empty(x.shape(), x.dtype(), x.device());
+    TANDEM_CUDA_ONLY(bias_gelu_forward_cuda(x.data_ptr(), bias.data_ptr(), h.data_ptr(), x.dtype(), rows, dim, approx,
+                                            stream_of(x)));
+    TANDEM_CUDA_ONLY(bias_dropout_add_forward_cuda(h.data_ptr(), nullptr, nullptr, y.data_ptr(), x.dtype(), rows, dim,
+                                                   d.p, d.seed, d.subsequence, d.step, stream_of(x)));
+  }
+  if (any_requires_grad({&x, &bias}))
+    std::make_shared<BiasGeluDropoutBackward>(x, bias, approx, d)->connect({&x, &bias}, {&y});
   return y;
 }
 

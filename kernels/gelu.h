@@ -8,7 +8,17 @@
 // unfused ops), and the backward produces dx and db in one pass, db being a
 // deterministic f32 column sum. x and b share dtype and device; arithmetic is
 // f32 (f64 for f64), one rounding per output.
+//
+// bias_gelu_dropout(x, b, approx, p, training, seed, subsequence, step) =
+// dropout(bias_gelu(x, b, approx), p, training, seed, subsequence, step)
+// (kernels/bias_dropout_add.h): the feed-forward block's activation and its
+// dropout as one op, with the two ops' values, bits and keep mask. On a GPU
+// it runs their two kernels each way, or one (TANDEM_GELU_DROPOUT=fused,
+// kernels/cuda/row_kernel_switches.h), which saves a read and a write of the
+// activation each way. p = 0 or training = false is bias_gelu.
 #pragma once
+
+#include <cstdint>
 
 #include "core/tensor.h"
 #include "kernels/gelu_formula.h"
@@ -17,5 +27,7 @@ namespace tandem::kernels {
 
 Tensor gelu(const Tensor& x, GeluApproximation approx = GeluApproximation::None);
 Tensor bias_gelu(const Tensor& x, const Tensor& bias, GeluApproximation approx = GeluApproximation::None);
+Tensor bias_gelu_dropout(const Tensor& x, const Tensor& bias, GeluApproximation approx, double p, bool training,
+                         uint64_t seed, uint64_t subsequence, const int64_t* step = nullptr);
 
 }  // namespace tandem::kernels

@@ -46,12 +46,21 @@ Tensor TransformerEncoderLayer::feed_forward_block(const Tensor& x, const Tensor
                                                    ForwardContext& ctx) const {
   Tensor h = kernels::linear(x, as_compute(linear1_->weight(), ctx));
   Tensor b1 = as_compute(linear1_->bias(), ctx);
+  // dropout(activation(h + b1)): with GELU one op (kernels/gelu.h), one kernel each way where
+  // TANDEM_GELU_DROPOUT=fused; the same dropout stream and bits either way.
+  const uint64_t stream = ctx.next_dropout_stream();
   switch (activation_) {
-    case Activation::Gelu: h = kernels::bias_gelu(h, b1, kernels::GeluApproximation::None); break;
-    case Activation::GeluTanh: h = bias_gelu(h, b1, kernels::GeluApproximation::Tanh); break;
-    case Activation::Relu: h = kernels::relu(kernels::add_bias(h, b1)); break;
+    case Activation::Gelu:
+    case Activation::GeluTanh:
+      h = kernels::bias_gelu_dropout(
+          h, b1, activation_ == Activation::Gelu ? kernels::GeluApproximation::None : kernels::GeluApproximation::Tanh,
+          dropout_, is_training(), ctx.seed, stream, ctx.device_step);
+      break;
+    case Activation::Relu:
+      h = kernels::dropout(kernels::relu(kernels::add_bias(h, b1)), dropout_, is_training(), ctx.seed, stream,
+                           ctx.device_step);
+      break;
   }
-  h = kernels::dropout(h, dropout_, is_training(), ctx.seed, ctx.next_dropout_stream(), ctx.device_step);
   Tensor y = kernels::linear(h, as_compute(linear2_->weight(), ctx));
   return kernels::bias_dropout_add(y, as_compute(linear2_->bias(), ctx), residual, dropout_, is_training(), ctx.seed,
                           ctx.next_dropout_stream(), ctx.device_step);

@@ -1,20 +1,15 @@
-// GELU (exact erf or tanh approximation) and the fused bias + GELU on the GPU.
+// GELU (exact erf or tanh approximation) on the GPU, and the launches of the
+// fused bias + GELU (its kernels, optionally with dropout: kernels/cuda/bias_gelu_kernels.cuh).
 //
 // gelu forward/backward: one pass over n elements, 16-byte vectors where the
-// pointers allow (traffic: 2 or 3 * n * sizeof(T)). bias_gelu: [rows, dim]
-// with one thread per vector column (its bias kept in registers) walking the
-// rows; forward reads x and writes y. Backward reads dy and x, writes dx and
-// folds du = dy * gelu'(x + b) into per-column f32 sums for the bias gradient
-// (kernels/cuda/column_sum.cuh: deterministic; the rows a thread walks are
-// TANDEM_COLUMN_SUM's, column_sum_kernels.cuh); rows are processed four at a
-// time so four loads per tensor are in flight per thread. All memory bound:
-// erff/tanhf/expf cost ~20-40 FLOPs per element, below the ~20 FLOP/byte
-// balance point of an H100 for 4-byte elements and close to it for 2-byte ones.
-// Numerics: f32 math (x + b not rounded before the GELU), one rounding per output.
+// pointers allow (traffic: 2 or 3 * n * sizeof(T)). Memory bound (see
+// bias_gelu_kernels.cuh). Numerics: f32 math, one rounding per output.
 #include "core/cuda_check.h"
 #include "core/element.h"
+#include "kernels/cuda/bias_gelu_kernels.cuh"
 #include "kernels/cuda/column_sum.cuh"
 #include "kernels/cuda/column_sum_kernels.cuh"
+#include "kernels/cuda/dropout_factors.cuh"
 #include "kernels/cuda/gelu_cuda.h"
 #include "kernels/cuda/row_kernel_switches.h"
 #include "kernels/cuda/row_vectors.cuh"
@@ -24,7 +19,6 @@ namespace tandem::kernels {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kRowBatch = 4;
 
 template <class T, int V>
 __global__ void gelu_forward_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t nvec, GeluApproximation a) {
@@ -50,62 +44,6 @@ __global__ void gelu_backward_kernel(const T* __restrict__ dy, const T* __restri
     for (int k = 0; k < V; ++k) v[k] = g[k] * gelu_derivative(v[k], a);
     store_vec<V>(dx + i * V, v);
   }
-}
-
-template <class T, int V>
-__global__ void bias_gelu_forward_kernel(const T* __restrict__ x, const T* __restrict__ b, T* __restrict__ y,
-                                         int64_t rows, int64_t dim, GeluApproximation a) {
-  const int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (c * V >= dim) return;
-  float bv[V];
-  load_vec<V>(b + c * V, bv);
-  for (int64_t r = blockIdx.y * static_cast<int64_t>(blockDim.y) + threadIdx.y; r < rows;
-       r += static_cast<int64_t>(gridDim.y) * blockDim.y) {
-    float v[V];
-    load_vec<V>(x + r * dim + c * V, v);
-#pragma unroll
-    for (int k = 0; k < V; ++k) v[k] = gelu_value(v[k] + bv[k], a);
-    store_vec<V>(y + r * dim + c * V, v);
-  }
-}
-
-// A thread walks its slot's rows (column_sum_kernels.cuh: TANDEM_COLUMN_SUM's thread or block walk)
-// four at a time.
-template <class T, int V, bool PerBlock>
-__global__ void bias_gelu_backward_kernel(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict__ b,
-                                          T* __restrict__ dx, float* __restrict__ partial, int64_t rows, int64_t dim,
-                                          int64_t slots, GeluApproximation a) {
-  const auto [c, w, active] = column_sum_thread<PerBlock, V>(dim, slots);
-  if (!PerBlock && !active) return;
-  float bv[V], acc[V];
-  fill(acc, 0.0f);
-  if (active) {
-    load_vec<V>(b + c * V, bv);
-    for (int64_t r0 = w.first; r0 < rows; r0 += kRowBatch * w.stride) {
-      float g[kRowBatch][V], v[kRowBatch][V];
-#pragma unroll
-      for (int u = 0; u < kRowBatch; ++u) {
-        const int64_t r = r0 + u * w.stride;
-        if (r < rows) {
-          load_vec<V>(dy + r * dim + c * V, g[u]);
-          load_vec<V>(x + r * dim + c * V, v[u]);
-        }
-      }
-#pragma unroll
-      for (int u = 0; u < kRowBatch; ++u) {
-        const int64_t r = r0 + u * w.stride;
-        if (r >= rows) break;
-        float du[V];
-#pragma unroll
-        for (int k = 0; k < V; ++k) {
-          du[k] = g[u][k] * gelu_derivative(v[u][k] + bv[k], a);
-          acc[k] += du[k];
-        }
-        if (dx) store_vec<V>(dx + r * dim + c * V, du);
-      }
-    }
-  }
-  store_slot_sums<PerBlock, V>(acc, active, c, w, dim, partial);
 }
 
 }  // namespace
@@ -137,24 +75,37 @@ void gelu_backward_cuda(const void* dy, const void* x, void* dx, DType t, int64_
   });
 }
 
-void bias_gelu_forward_cuda(const void* x, const void* bias, void* y, DType t, int64_t rows, int64_t dim,
-                            GeluApproximation approx, void* stream) {
+namespace {
+
+using namespace bias_gelu_detail;
+
+template <bool Dropout>
+void launch_bias_gelu_forward(const void* x, const void* bias, void* y, DType t, int64_t rows, int64_t dim,
+                              GeluApproximation approx, const DropoutMask& m, void* stream) {
   if (rows == 0 || dim == 0) return;
   TANDEM_DISPATCH_FLOAT_NO_F64(t, "bias_gelu_forward_cuda", [&] {
     const bool vec = rows_vectorizable(dim, sizeof(scalar_t), {x, bias, y});
     with_width<scalar_t>(vec, [&]<int V>() {
       const dim3 block = column_block(dim / V, rows);
       const dim3 grid(blocks_for(dim / V, block.x, INT32_MAX), blocks_for(rows, block.y * kRowBatch, 65535));
-      bias_gelu_forward_kernel<scalar_t, V><<<grid, block, 0, static_cast<cudaStream_t>(stream)>>>(
-          static_cast<const scalar_t*>(x), static_cast<const scalar_t*>(bias), static_cast<scalar_t*>(y), rows, dim,
-          approx);
+      const auto* px = static_cast<const scalar_t*>(x);
+      const auto* pb = static_cast<const scalar_t*>(bias);
+      auto* py = static_cast<scalar_t*>(y);
+      if constexpr (Dropout)
+        bias_gelu_dropout_forward_kernel<scalar_t, V><<<grid, block, 0, static_cast<cudaStream_t>(stream)>>>(
+            px, pb, py, rows, dim, approx, m);
+      else
+        bias_gelu_forward_kernel<scalar_t, V><<<grid, block, 0, static_cast<cudaStream_t>(stream)>>>(px, pb, py, rows,
+                                                                                                   dim, approx);
       TANDEM_CUDA_CHECK_LAUNCH();
     });
   });
 }
 
-void bias_gelu_backward_cuda(const void* dy, const void* x, const void* bias, void* dx, void* dbias, DType t,
-                             int64_t rows, int64_t dim, GeluApproximation approx, int device, void* stream) {
+template <bool Dropout>
+void launch_bias_gelu_backward(const void* dy, const void* x, const void* bias, void* dx, void* dbias, DType t,
+                               int64_t rows, int64_t dim, GeluApproximation approx, const DropoutMask& m, int device,
+                               void* stream) {
   if (dim == 0) return;
   auto s = static_cast<cudaStream_t>(stream);
   const int64_t slots = column_sum_slots(rows, dim);
@@ -166,9 +117,16 @@ void bias_gelu_backward_cuda(const void* dy, const void* x, const void* bias, vo
       with_width<scalar_t>(vec, [&]<int V>() {
         const ColumnSumLaunch l = column_sum_launch(dim / V, rows, slots, per_block);
         with_column_sum_walk(per_block, [&]<bool PerBlock>() {
-          bias_gelu_backward_kernel<scalar_t, V, PerBlock><<<l.grid, l.block, 0, s>>>(
-              static_cast<const scalar_t*>(dy), static_cast<const scalar_t*>(x), static_cast<const scalar_t*>(bias),
-              static_cast<scalar_t*>(dx), partial.get(0), rows, dim, slots, approx);
+          const auto* pdy = static_cast<const scalar_t*>(dy);
+          const auto* px = static_cast<const scalar_t*>(x);
+          const auto* pb = static_cast<const scalar_t*>(bias);
+          auto* pdx = static_cast<scalar_t*>(dx);
+          if constexpr (Dropout)
+            bias_gelu_dropout_backward_kernel<scalar_t, V, PerBlock><<<l.grid, l.block, 0, s>>>(
+                pdy, px, pb, pdx, partial.get(0), rows, dim, slots, approx, m);
+          else
+            bias_gelu_backward_kernel<scalar_t, V, PerBlock><<<l.grid, l.block, 0, s>>>(pdy, px, pb, pdx, partial.get(0),
+                                                                                      rows, dim, slots, approx);
           TANDEM_CUDA_CHECK_LAUNCH();
         });
       });
@@ -178,6 +136,32 @@ void bias_gelu_backward_cuda(const void* dy, const void* x, const void* bias, vo
       else column_sum_finish(partial.get(0), slots, dim, static_cast<scalar_t*>(dbias), s);
     }
   });
+}
+
+}  // namespace
+
+void bias_gelu_forward_cuda(const void* x, const void* bias, void* y, DType t, int64_t rows, int64_t dim,
+                            GeluApproximation approx, void* stream) {
+  launch_bias_gelu_forward<false>(x, bias, y, t, rows, dim, approx, dropout_mask(0.0f, 0, 0, nullptr), stream);
+}
+
+void bias_gelu_backward_cuda(const void* dy, const void* x, const void* bias, void* dx, void* dbias, DType t,
+                             int64_t rows, int64_t dim, GeluApproximation approx, int device, void* stream) {
+  launch_bias_gelu_backward<false>(dy, x, bias, dx, dbias, t, rows, dim, approx, dropout_mask(0.0f, 0, 0, nullptr),
+                                   device, stream);
+}
+
+void bias_gelu_dropout_forward_cuda(const void* x, const void* bias, void* y, DType t, int64_t rows, int64_t dim,
+                                    GeluApproximation approx, float p, uint64_t seed, uint64_t subsequence,
+                                    const int64_t* step, void* stream) {
+  launch_bias_gelu_forward<true>(x, bias, y, t, rows, dim, approx, dropout_mask(p, seed, subsequence, step), stream);
+}
+
+void bias_gelu_dropout_backward_cuda(const void* dy, const void* x, const void* bias, void* dx, void* dbias, DType t,
+                                     int64_t rows, int64_t dim, GeluApproximation approx, float p, uint64_t seed,
+                                     uint64_t subsequence, const int64_t* step, int device, void* stream) {
+  launch_bias_gelu_backward<true>(dy, x, bias, dx, dbias, t, rows, dim, approx,
+                                  dropout_mask(p, seed, subsequence, step), device, stream);
 }
 
 }  // namespace tandem::kernels

@@ -1,4 +1,5 @@
-// CUDA GELU and bias + GELU; same contracts as kernels/cpu/gelu_cpu.h, queued on `stream`.
+// CUDA GELU and bias + GELU (with or without the dropout after it); same contracts as
+// kernels/cpu/gelu_cpu.h, queued on `stream`.
 #pragma once
 
 #include <cstdint>
@@ -15,5 +16,16 @@ void bias_gelu_forward_cuda(const void* x, const void* bias, void* y, DType t, i
                             GeluApproximation approx, void* stream);
 void bias_gelu_backward_cuda(const void* dy, const void* x, const void* bias, void* dx, void* dbias, DType t,
                              int64_t rows, int64_t dim, GeluApproximation approx, int device, void* stream);
+
+// TANDEM_GELU_DROPOUT=fused: dropout(bias_gelu(x, bias)) in one pass, and its backward (dy: the
+// gradient of dropout's output) in one pass: the bits of bias_gelu_forward_cuda then
+// bias_dropout_add_forward_cuda without bias or residual (and of their backwards in reverse), the
+// same keep mask (kernels/dropout_mask.h). step: null, or a device i64 step count (as for dropout).
+void bias_gelu_dropout_forward_cuda(const void* x, const void* bias, void* y, DType t, int64_t rows, int64_t dim,
+                                    GeluApproximation approx, float p, uint64_t seed, uint64_t subsequence,
+                                    const int64_t* step, void* stream);
+void bias_gelu_dropout_backward_cuda(const void* dy, const void* x, const void* bias, void* dx, void* dbias, DType t,
+                                     int64_t rows, int64_t dim, GeluApproximation approx, float p, uint64_t seed,
+                                     uint64_t subsequence, const int64_t* step, int device, void* stream);
 
 }  // namespace tandem::kernels

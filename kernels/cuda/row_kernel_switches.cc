@@ -1,4 +1,5 @@
-// TANDEM_LAYER_NORM, TANDEM_MASKED_MEAN, TANDEM_DROPOUT_BACKWARD and TANDEM_COLUMN_SUM (see row_kernel_switches.h).
+// TANDEM_LAYER_NORM, TANDEM_MASKED_MEAN, TANDEM_DROPOUT_BACKWARD, TANDEM_COLUMN_SUM and
+// TANDEM_GELU_DROPOUT (see row_kernel_switches.h).
 #include "kernels/cuda/row_kernel_switches.h"
 
 #include "core/env_switch.h"
@@ -19,6 +20,9 @@ constinit EnvSwitch<DropoutBackwardKernel, 2> g_dropout_backward{
 
 constinit EnvSwitch<ColumnSumKernel, 2> g_column_sum{
     "TANDEM_COLUMN_SUM", {{"thread", ColumnSumKernel::Thread}, {"block", ColumnSumKernel::Block}}};
+
+constinit EnvSwitch<GeluDropoutKernel, 2> g_gelu_dropout{
+    "TANDEM_GELU_DROPOUT", {{"separate", GeluDropoutKernel::Separate}, {"fused", GeluDropoutKernel::Fused}}};
 
 }  // namespace
 
@@ -45,5 +49,12 @@ ColumnSumKernel column_sum_kernel() { return g_column_sum.value(); }
 ColumnSumKernel parse_column_sum_kernel(const char* v) { return g_column_sum.parse(v); }
 void set_column_sum_kernel_for_testing(std::optional<ColumnSumKernel> kernel) { g_column_sum.force_for_testing(kernel); }
 const char* column_sum_kernel_name(ColumnSumKernel kernel) { return g_column_sum.name(kernel); }
+
+GeluDropoutKernel gelu_dropout_kernel() { return g_gelu_dropout.value(); }
+GeluDropoutKernel parse_gelu_dropout_kernel(const char* v) { return g_gelu_dropout.parse(v); }
+void set_gelu_dropout_kernel_for_testing(std::optional<GeluDropoutKernel> kernel) {
+  g_gelu_dropout.force_for_testing(kernel);
+}
+const char* gelu_dropout_kernel_name(GeluDropoutKernel kernel) { return g_gelu_dropout.name(kernel); }
 
 }  // namespace tandem::kernels

@@ -1,5 +1,10 @@
-// gelu (exact and tanh) and bias_gelu: values at known points, gradients against finite differences.
+// gelu (exact and tanh), bias_gelu and bias_gelu_dropout: values at known points, gradients against finite
+// differences, and bias_gelu_dropout against the two ops it fuses.
 #include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
 
 #include "kernels/bias_dropout_add.h"
 #include "kernels/gelu.h"
@@ -63,6 +68,73 @@ TEST(BiasGelu, GradientsMatchFiniteDifferences) {
 TEST(BiasGelu, BiasOfTheWrongWidthIsAnError) {
   EXPECT_TRUE(testing::throws_error_containing(
       [] { bias_gelu(random_tensor({2, 4}, 1), random_tensor({3}, 2)); }, "must be [D]"));
+}
+
+// bias_gelu_dropout is dropout(bias_gelu(...)) on the same stream: the same bits forward and backward,
+// in f32 and in 16 bits (where the separate ops round the GELU, and dropout's gradient, to bf16 in
+// between), the second and third operands' gradients included.
+TEST(BiasGeluDropout, GivesTheBitsOfBiasGeluThenDropout) {
+  const uint64_t seed = 7, sub = 11;
+  for (DType t : {DType::F32, DType::BF16})
+    for (auto a : {GeluApproximation::None, GeluApproximation::Tanh}) {
+      SCOPED_TRACE(std::string(dtype_name(t)) + (a == GeluApproximation::Tanh ? ", tanh" : ", erf"));
+      Tensor x1 = random_tensor({5, 3, 24}, 8, t).set_requires_grad(true);
+      Tensor b1 = random_tensor({24}, 9, t).set_requires_grad(true);
+      Tensor x2 = random_tensor({5, 3, 24}, 8, t).set_requires_grad(true);
+      Tensor b2 = random_tensor({24}, 9, t).set_requires_grad(true);
+      Tensor fused = bias_gelu_dropout(x1, b1, a, 0.3, true, seed, sub);
+      Tensor separate = dropout(bias_gelu(x2, b2, a), 0.3, true, seed, sub);
+      EXPECT_EQ(fused.to_double_vector(), separate.to_double_vector());
+      const Tensor dy = random_tensor({5, 3, 24}, 10, t);
+      fused.backward(dy);
+      separate.backward(dy);
+      EXPECT_EQ(x1.grad().to_double_vector(), x2.grad().to_double_vector());
+      EXPECT_EQ(b1.grad().to_double_vector(), b2.grad().to_double_vector());
+    }
+}
+
+TEST(BiasGeluDropout, DropsAboutPOfTheElementsAndScalesTheRest) {
+  Tensor x = random_tensor({64, 32}, 12), b = random_tensor({32}, 13);
+  const std::vector<double> y = bias_gelu_dropout(x, b, GeluApproximation::None, 0.25, true, 1, 2).to_double_vector();
+  const std::vector<double> h = bias_gelu(x, b).to_double_vector();
+  int dropped = 0;
+  for (size_t i = 0; i < y.size(); ++i) {
+    if (y[i] == 0.0 && h[i] != 0.0) ++dropped;
+    else EXPECT_NEAR(y[i], h[i] / 0.75, 1e-6 * std::max(1.0, std::fabs(h[i]))) << i;  // f32 scale
+  }
+  EXPECT_NEAR(static_cast<double>(dropped) / static_cast<double>(y.size()), 0.25, 0.03);
+}
+
+TEST(BiasGeluDropout, ZeroProbabilityAndEvalModeAreBiasGelu) {
+  Tensor x = random_tensor({4, 6}, 14), b = random_tensor({6}, 15);
+  const std::vector<double> want = bias_gelu(x, b).to_double_vector();
+  EXPECT_EQ(bias_gelu_dropout(x, b, GeluApproximation::None, 0.0, true, 1, 2).to_double_vector(), want);
+  EXPECT_EQ(bias_gelu_dropout(x, b, GeluApproximation::None, 0.5, false, 1, 2).to_double_vector(), want);
+}
+
+TEST(BiasGeluDropout, GradientsMatchFiniteDifferences) {
+  for (auto a : {GeluApproximation::None, GeluApproximation::Tanh})
+    EXPECT_TRUE(gradcheck([a](const auto& in) { return bias_gelu_dropout(in[0], in[1], a, 0.25, true, 3, 4); },
+                          {random_tensor({2, 3, 5}, 16).set_requires_grad(true),
+                           random_tensor({5}, 17).set_requires_grad(true)}));
+}
+
+TEST(BiasGeluDropout, AStepCountInMemoryGivesTheMaskOfTheCombinedSubsequence) {
+  const int64_t step = 5;
+  const uint64_t call = 7;
+  Tensor x = random_tensor({3, 40}, 18, DType::F32), b = random_tensor({40}, 19, DType::F32);
+  EXPECT_EQ(bias_gelu_dropout(x, b, GeluApproximation::None, 0.4, true, 1, call, &step).to_double_vector(),
+            bias_gelu_dropout(x, b, GeluApproximation::None, 0.4, true, 1, (uint64_t{step} << 16) | call)
+                .to_double_vector());
+}
+
+TEST(BiasGeluDropout, ProbabilityOutsideZeroOneAndABiasOfTheWrongWidthAreErrors) {
+  EXPECT_TRUE(testing::throws_error_containing(
+      [] { bias_gelu_dropout(random_tensor({2, 4}, 1), random_tensor({4}, 2), GeluApproximation::None, -0.1, true, 0, 0); },
+      "bias_gelu_dropout: dropout probability must be in [0, 1], got -0.1"));
+  EXPECT_TRUE(testing::throws_error_containing(
+      [] { bias_gelu_dropout(random_tensor({2, 4}, 1), random_tensor({3}, 2), GeluApproximation::None, 0.1, true, 0, 0); },
+      "bias_gelu_dropout: bias"));
 }
 
 }  // namespace
