@@ -1,4 +1,4 @@
-// Host-side values of the kernels' element types (f32 and bf16) for tests that
+// Host-side values of the kernels' element types (f32, bf16, f16) for tests that
 // run device code on plain std::vectors (the emulated kernel tests): conversions
 // with the device's rounding (core/half.h), and a deterministic spread of values.
 #pragma once
@@ -11,17 +11,32 @@
 
 namespace tandem::testing {
 
-// f rounded to T (bf16: to nearest, ties to even, as __float2bfloat16_rn).
+// f rounded to T (16 bits: to nearest, ties to even, as __float2bfloat16_rn and __float2half_rn).
 template <class T>
 T as_element(float f) {
   if constexpr (std::is_same_v<T, BFloat16>) return BFloat16{float_to_bf16_bits(f)};
+  else if constexpr (std::is_same_v<T, Half>) return Half{float_to_f16_bits(f)};
   else return f;
 }
 
 template <class T>
 double as_double(T v) {
   if constexpr (std::is_same_v<T, BFloat16>) return bf16_bits_to_float(v.bits);
+  else if constexpr (std::is_same_v<T, Half>) return f16_bits_to_float(v.bits);
   else return v;
+}
+
+// The bits of each value (f32's 32, a 16-bit type's 16): to compare results bit for bit, signed zeros
+// and NaN payloads included.
+template <class T>
+std::vector<uint32_t> bit_patterns(const std::vector<T>& v) {
+  std::vector<uint32_t> out;
+  out.reserve(v.size());
+  for (const T& e : v) {
+    if constexpr (std::is_same_v<T, float>) out.push_back(float_bits(e));
+    else out.push_back(e.bits);
+  }
+  return out;
 }
 
 // n values in [offset - 1, offset + 1), the same for the same seed (a linear congruential sequence).

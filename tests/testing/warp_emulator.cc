@@ -130,7 +130,7 @@ void fiber_main() {
   makecontext(context, fiber_main, 0);
 }
 
-void run_block(Block& b, unsigned bx, unsigned by) {
+void run_block(Block& b, unsigned bx, unsigned by, Dim3 grid) {
   const int threads = static_cast<int>(b.fibers.size());
   b.block = Barrier{threads, 0, 0};
   for (Barrier& w : b.warps) w = Barrier{32, 0, 0};
@@ -149,6 +149,7 @@ void run_block(Block& b, unsigned bx, unsigned by) {
     threadIdx = f.thread;
     blockIdx = Dim3{bx, by, 0};
     blockDim = b.shape;
+    gridDim = grid;
 #if WARP_EMULATOR_ASAN
     __sanitizer_start_switch_fiber(&b.asan_scheduler_fake_stack, f.stack.get(), kStackBytes);
 #endif
@@ -214,12 +215,13 @@ void launch(unsigned grid_x, unsigned grid_y, Dim3 shape, size_t shared_bytes, c
     ~Reset() { running = nullptr; }
   } reset;
   running = &b;
+  const Dim3 grid{grid_x, grid_y, 1};
   for (unsigned by = 0; by < grid_y; ++by)
     for (unsigned bx = 0; bx < grid_x; ++bx) {
       b.shared = {new (std::align_val_t(16)) unsigned char[shared_bytes > 0 ? shared_bytes : 1],
                   [](unsigned char* p) { ::operator delete[](p, std::align_val_t(16)); }};
       std::fill(b.shared.get(), b.shared.get() + shared_bytes, static_cast<unsigned char>(0xff));
-      run_block(b, bx, by);
+      run_block(b, bx, by, grid);
     }
 }
 

@@ -1,7 +1,7 @@
 // A CPU stand-in for the parts of the CUDA execution model that the attention
-// kernels (kernels/cuda/attention_*.cuh) and the layer-norm kernels
-// (kernels/cuda/layer_norm_kernels.cuh) use, so that exact device code runs
-// and is tested on a machine without a GPU.
+// kernels (kernels/cuda/attention_*.cuh) and the row kernels (layer norm, the
+// column sums, bias + GELU, dropout: kernels/cuda/*_kernels.cuh) use, so that
+// exact device code runs and is tested on a machine without a GPU.
 //
 // launch() runs the blocks of a grid one after another. Inside a block every
 // thread is a fiber (ucontext) on the calling thread; fibers switch only at
@@ -15,7 +15,7 @@
 // shared memory show up in results; under AddressSanitizer, reads past it fault.
 //
 // What it supplies, in the global namespace: the CUDA keywords as no-ops,
-// threadIdx/blockIdx/blockDim (blocks of one or two dimensions), dim3,
+// threadIdx/blockIdx/blockDim/gridDim (blocks and grids of one or two dimensions), dim3,
 // float2/make_float2, uint4/make_uint4, __syncthreads, __shfl_sync and
 // __shfl_xor_sync (float and unsigned), the __half/__nv_bfloat16
 // conversions, and mma16816<T> (mma.sync.m16n8k16.row.col, f32 accumulate),
@@ -107,7 +107,7 @@ void ldmatrix(int matrices, bool trans, uint32_t* regs, const void* row);
 
 }  // namespace warp_emulator
 
-inline thread_local warp_emulator::Dim3 threadIdx, blockIdx, blockDim;
+inline thread_local warp_emulator::Dim3 threadIdx, blockIdx, blockDim, gridDim;
 
 namespace warp_emulator {
 // This thread's lane: its linear index in the block (x first) modulo 32.

@@ -1,0 +1,210 @@
+// TANDEM_GELU_DROPOUT=fused's device code (kernels/cuda/bias_gelu_kernels.cuh)
+// run on the CPU under tests/testing/warp_emulator.h, against the separate
+// kernels it replaces (bias + GELU, then dropout's: bias_dropout_add_kernels.cuh),
+// launched with the grids and blocks the CUDA launchers use, bit for bit: the
+// forward's output, and the backward's input gradient and bias-gradient partial
+// sums under both column-sum walks, in f32, bf16 and f16, at widths with and
+// without whole 16-byte vectors, with the step count read from memory as a
+// captured step does. And the keep mask against the CPU op's.
+#include <gtest/gtest.h>
+
+#include "tests/testing/warp_emulator.h"  // first: CUDA keywords and built-ins for the device code
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/half.h"
+#include "core/tensor.h"
+#include "kernels/column_sum_slots.h"
+#include "kernels/cuda/bias_dropout_add_kernels.cuh"
+#include "kernels/cuda/bias_gelu_kernels.cuh"
+#include "kernels/gelu.h"
+#include "tests/testing/element_values.h"
+
+namespace tandem::kernels {
+namespace {
+
+using testing::as_double;
+using testing::bit_patterns;
+using testing::spread_values;
+
+struct Shape {
+  int64_t rows, dim;
+};
+
+constexpr float kP = 0.3f;
+constexpr uint64_t kSeed = 99, kCall = 5;
+constexpr int64_t kStep = 7;  // the subsequence is (kStep << 16) | kCall, kStep read from memory
+
+DropoutMask mask() { return dropout_mask(kP, kSeed, kCall, &kStep); }
+
+template <class T>
+constexpr int kWide = 16 / static_cast<int>(sizeof(T));
+
+// The launchers' choice of vector width: 16 bytes when rows of `dim` elements allow it (the test's
+// vectors are aligned).
+template <class T>
+bool wide(int64_t dim) {
+  return dim % kWide<T> == 0;
+}
+
+// Calls f.template operator()<V>() with the width the launchers would pick for rows of `dim`.
+template <class T, class F>
+void at_width(int64_t dim, F&& f) {
+  if (wide<T>(dim)) f.template operator()<kWide<T>>();
+  else f.template operator()<1>();
+}
+
+// bias_gelu_forward_cuda's launch (Dropout: bias_gelu_dropout_forward_cuda's).
+template <class T, bool Dropout>
+std::vector<T> bias_gelu_forward(const std::vector<T>& x, const std::vector<T>& b, Shape s, GeluApproximation a) {
+  std::vector<T> y(x.size(), testing::as_element<T>(std::nanf("")));
+  at_width<T>(s.dim, [&]<int V>() {
+    const dim3 block = column_block(s.dim / V, s.rows);
+    const dim3 grid(blocks_for(s.dim / V, block.x, INT32_MAX),
+                    blocks_for(s.rows, block.y * bias_gelu_detail::kRowBatch, 65535));
+    warp_emulator::launch(grid.x, grid.y, warp_emulator::Dim3{block.x, block.y, 1}, 0, [&] {
+      if constexpr (Dropout)
+        bias_gelu_detail::bias_gelu_dropout_forward_kernel<T, V>(x.data(), b.data(), y.data(), s.rows, s.dim, a, mask());
+      else
+        bias_gelu_detail::bias_gelu_forward_kernel<T, V>(x.data(), b.data(), y.data(), s.rows, s.dim, a);
+    });
+  });
+  return y;
+}
+
+// bias_dropout_add_forward_cuda's launch for plain dropout: no bias or residual, one long row.
+template <class T>
+std::vector<T> dropout_forward(const std::vector<T>& h) {
+  const int64_t n = static_cast<int64_t>(h.size());
+  std::vector<T> y(h.size(), testing::as_element<T>(std::nanf("")));
+  at_width<T>(n, [&]<int V>() {
+    const dim3 block = column_block(n / V, 1);
+    const dim3 grid(blocks_for(n / V, block.x, INT32_MAX), blocks_for(1, block.y * bias_dropout_add_detail::kRowBatch, 65535));
+    warp_emulator::launch(grid.x, grid.y, warp_emulator::Dim3{block.x, block.y, 1}, 0, [&] {
+      bias_dropout_add_detail::forward_kernel<T, V>(h.data(), nullptr, nullptr, y.data(), 1, n, mask());
+    });
+  });
+  return y;
+}
+
+// bias_dropout_add_backward_cuda's launch for plain dropout (no bias gradient: one long row, the
+// default batched kernel).
+template <class T>
+std::vector<T> dropout_backward(const std::vector<T>& dy) {
+  const int64_t n = static_cast<int64_t>(dy.size()), slots = column_sum_slots(1, n);
+  std::vector<T> dx(dy.size(), testing::as_element<T>(std::nanf("")));
+  at_width<T>(n, [&]<int V>() {
+    const ColumnSumLaunch l = column_sum_launch(n / V, 1, slots, false);
+    warp_emulator::launch(l.grid.x, l.grid.y, warp_emulator::Dim3{l.block.x, l.block.y, 1}, 0, [&] {
+      bias_dropout_add_detail::backward_kernel<T, V, bias_dropout_add_detail::kRowBatch, false>(
+          dy.data(), dx.data(), nullptr, 1, n, slots, mask());
+    });
+  });
+  return dx;
+}
+
+struct Backward {
+  std::vector<uint32_t> dx, partial;  // bit patterns
+};
+
+// bias_gelu_backward_cuda's pass 1 (Dropout: bias_gelu_dropout_backward_cuda's) under `walk`: the
+// input gradient (none when !with_dx) and the bias gradient's partial sums.
+template <class T, bool PerBlock, bool Dropout>
+Backward bias_gelu_backward(const std::vector<T>& dy, const std::vector<T>& x, const std::vector<T>& b, Shape s,
+                            GeluApproximation a, bool with_dx) {
+  const int64_t slots = column_sum_slots(s.rows, s.dim);
+  std::vector<T> dx(with_dx ? x.size() : 0, testing::as_element<T>(std::nanf("")));
+  std::vector<float> partial(static_cast<size_t>(slots * s.dim), std::nanf(""));
+  T* pdx = with_dx ? dx.data() : nullptr;
+  at_width<T>(s.dim, [&]<int V>() {
+    const ColumnSumLaunch l = column_sum_launch(s.dim / V, s.rows, slots, PerBlock);
+    warp_emulator::launch(l.grid.x, l.grid.y, warp_emulator::Dim3{l.block.x, l.block.y, 1},
+                          kColumnSumSubRows * 8 * 32 * sizeof(float), [&] {
+                            if constexpr (Dropout)
+                              bias_gelu_detail::bias_gelu_dropout_backward_kernel<T, V, PerBlock>(
+                                  dy.data(), x.data(), b.data(), pdx, partial.data(), s.rows, s.dim, slots, a, mask());
+                            else
+                              bias_gelu_detail::bias_gelu_backward_kernel<T, V, PerBlock>(
+                                  dy.data(), x.data(), b.data(), pdx, partial.data(), s.rows, s.dim, slots, a);
+                          });
+  });
+  return {bit_patterns(dx), bit_patterns(partial)};
+}
+
+// 100 x 256: whole vectors, several slots; 64 x 1024: 128 vectors of a row, the FFN's width; 33 x 17:
+// the scalar kernels (and a long row of 561 for the separate dropout); 5 x 3: fewer rows than a slot.
+const Shape kShapes[] = {{100, 256}, {64, 1024}, {33, 17}, {5, 3}};
+
+std::string describe(Shape s, GeluApproximation a) {
+  return std::to_string(s.rows) + " x " + std::to_string(s.dim) + (a == GeluApproximation::Tanh ? ", tanh" : ", erf");
+}
+
+template <class T>
+void expect_fused_forward_gives_the_separate_bits() {
+  for (Shape s : kShapes)
+    for (auto a : {GeluApproximation::None, GeluApproximation::Tanh}) {
+      SCOPED_TRACE(describe(s, a));
+      const std::vector<T> x = spread_values<T>(s.rows * s.dim, 1, 0.5f), b = spread_values<T>(s.dim, 2);
+      const std::vector<T> separate = dropout_forward(bias_gelu_forward<T, false>(x, b, s, a));
+      const std::vector<T> fused = bias_gelu_forward<T, true>(x, b, s, a);
+      EXPECT_EQ(bit_patterns(fused), bit_patterns(separate));
+    }
+}
+
+TEST(EmulatedBiasGeluDropout, TheFusedForwardGivesTheSeparateKernelsBits) {
+  expect_fused_forward_gives_the_separate_bits<float>();
+  expect_fused_forward_gives_the_separate_bits<BFloat16>();
+  expect_fused_forward_gives_the_separate_bits<Half>();
+}
+
+template <class T, bool PerBlock>
+void expect_fused_backward_gives_the_separate_bits() {
+  for (Shape s : kShapes)
+    for (auto a : {GeluApproximation::None, GeluApproximation::Tanh})
+      for (bool with_dx : {true, false}) {
+        SCOPED_TRACE(describe(s, a) + (PerBlock ? ", block walk" : ", thread walk") + (with_dx ? "" : ", no dx"));
+        const std::vector<T> x = spread_values<T>(s.rows * s.dim, 3, 0.5f), b = spread_values<T>(s.dim, 4);
+        const std::vector<T> dy = spread_values<T>(s.rows * s.dim, 5);
+        const Backward separate = bias_gelu_backward<T, PerBlock, false>(dropout_backward(dy), x, b, s, a, with_dx);
+        const Backward fused = bias_gelu_backward<T, PerBlock, true>(dy, x, b, s, a, with_dx);
+        EXPECT_EQ(fused.dx, separate.dx);
+        EXPECT_EQ(fused.partial, separate.partial);
+      }
+}
+
+TEST(EmulatedBiasGeluDropout, TheFusedBackwardGivesTheSeparateKernelsBitsInTheThreadWalk) {
+  expect_fused_backward_gives_the_separate_bits<float, false>();
+  expect_fused_backward_gives_the_separate_bits<BFloat16, false>();
+  expect_fused_backward_gives_the_separate_bits<Half, false>();
+}
+
+TEST(EmulatedBiasGeluDropout, TheFusedBackwardGivesTheSeparateKernelsBitsInTheBlockWalk) {
+  expect_fused_backward_gives_the_separate_bits<float, true>();
+  expect_fused_backward_gives_the_separate_bits<BFloat16, true>();
+  expect_fused_backward_gives_the_separate_bits<Half, true>();
+}
+
+// The kernels drop the elements the CPU op drops (kernels/dropout_mask.h on the same stream) and
+// scale the others alike; the GELU's own values agree to f32 roundings (the CPU's f32 path is its
+// vectorised kernel, not gelu_formula.h's erff).
+TEST(EmulatedBiasGeluDropout, TheFusedForwardDropsWhatTheCpuOpDrops) {
+  const Shape s{64, 256};
+  const std::vector<float> x = spread_values<float>(s.rows * s.dim, 6, 0.5f), b = spread_values<float>(s.dim, 7);
+  const std::vector<float> fused = bias_gelu_forward<float, true>(x, b, s, GeluApproximation::None);
+  const Tensor cpu = bias_gelu_dropout(Tensor::from_vector(x, {s.rows, s.dim}), Tensor::from_vector(b, {s.dim}),
+                                       GeluApproximation::None, kP, true, kSeed, (uint64_t{kStep} << 16) | kCall);
+  const std::vector<double> want = cpu.to_double_vector();
+  int dropped = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    ASSERT_EQ(fused[i] == 0.0f, want[i] == 0.0) << i;
+    if (want[i] == 0.0) ++dropped;
+    else EXPECT_NEAR(fused[i], want[i], 1e-6 * std::fabs(want[i])) << i;
+  }
+  EXPECT_GT(dropped, 0);
+}
+
+}  // namespace
+}  // namespace tandem::kernels
