@@ -268,6 +268,34 @@ Suite make_suite(Device dev, DType t, int64_t rows, int64_t d, int cuda_device) 
     cases.push_back({"bias_gelu_tanh", rf, "bwd", 3.0 * n * es + 2.0 * ffn * es, 0,
                      ON(bias_gelu_backward_cpu(y, x, b, dx, db, t, rows, ffn, a),
                         bias_gelu_backward_cuda(y, x, b, dx, db, t, rows, ffn, a, cuda_device, stream))});
+    // dropout(bias_gelu(x)), p = 0.1, as the feed-forward block runs it: the two kernels each way
+    // through a temporary h (TANDEM_GELU_DROPOUT=separate, the default) and, on a GPU, the one fused
+    // kernel each way (=fused). Bytes are the fused op's (forward: read x, write y; backward: read
+    // dy and x, write dx), so the two rows' percentages compare directly.
+    void* h = B.raw({rows, ffn}, t);
+    cases.push_back(
+        {"bias_gelu_dropout_separate", rf, "fwd", 2.0 * n * es + ffn * es, 0,
+         ON((bias_gelu_forward_cpu(x, b, h, t, rows, ffn, a),
+             bias_dropout_add_forward_cpu(h, nullptr, nullptr, y, t, rows, ffn, 0.1f, 1, 2)),
+            (bias_gelu_forward_cuda(x, b, h, t, rows, ffn, a, stream),
+             bias_dropout_add_forward_cuda(h, nullptr, nullptr, y, t, rows, ffn, 0.1f, 1, 2, nullptr, stream)))});
+    cases.push_back(
+        {"bias_gelu_dropout_separate", rf, "bwd", 3.0 * n * es + 2.0 * ffn * es, 0,
+         ON((bias_dropout_add_backward_cpu(y, h, nullptr, t, rows, ffn, 0.1f, 1, 2),
+             bias_gelu_backward_cpu(h, x, b, dx, db, t, rows, ffn, a)),
+            (bias_dropout_add_backward_cuda(y, h, nullptr, t, rows, ffn, 0.1f, 1, 2, nullptr, cuda_device, stream),
+             bias_gelu_backward_cuda(h, x, b, dx, db, t, rows, ffn, a, cuda_device, stream)))});
+#if TANDEM_WITH_CUDA
+    if (gpu) {
+      cases.push_back({"bias_gelu_dropout_fused", rf, "fwd", 2.0 * n * es + ffn * es, 0, [=] {
+                         bias_gelu_dropout_forward_cuda(x, b, y, t, rows, ffn, a, 0.1f, 1, 2, nullptr, stream);
+                       }});
+      cases.push_back({"bias_gelu_dropout_fused", rf, "bwd", 3.0 * n * es + 2.0 * ffn * es, 0, [=] {
+                         bias_gelu_dropout_backward_cuda(y, x, b, dx, db, t, rows, ffn, a, 0.1f, 1, 2, nullptr,
+                                                         cuda_device, stream);
+                       }});
+    }
+#endif
   }
   // dropout(x + b) + residual, and dropout alone, p = 0.1
   {

@@ -7,9 +7,10 @@
 // masked mean, every lane-group count from 1 to 16 and padding; for the dropout
 // backward, plain dropout and dropout + residual at widths with and without
 // whole vectors; for the column sums' block walk, the three bias gradients
-// (linear, bias_gelu, bias_dropout_add) at many and few rows.
+// (linear, bias_gelu, bias_dropout_add) at many and few rows; for the fused
+// GELU + dropout, both walks at the FFN's width and at scalar widths.
 //
-// The masked mean and the dropout backward must give exactly the default's
+// The masked mean, the dropout backward and the fused GELU + dropout must give exactly the default's
 // bits: their per-element arithmetic is additions in a fixed order, a division
 // and a product, which no compiler can reorder or fuse. The layer norm's rows
 // see the same operations in the same order too, but a product followed by a
@@ -88,15 +89,30 @@ TEST(ColumnSumSwitch, IsThreadUnlessSetAndNamesTheVariableAndValueOnABadValue) {
     EXPECT_TRUE(rejects_naming_variable_and_value(parse_column_sum_kernel, "TANDEM_COLUMN_SUM", bad));
 }
 
+TEST(GeluDropoutSwitch, IsSeparateUnlessSetAndNamesTheVariableAndValueOnABadValue) {
+  EXPECT_EQ(parse_gelu_dropout_kernel(nullptr), GeluDropoutKernel::Separate);
+  EXPECT_EQ(parse_gelu_dropout_kernel(""), GeluDropoutKernel::Separate);
+  EXPECT_EQ(parse_gelu_dropout_kernel("separate"), GeluDropoutKernel::Separate);
+  EXPECT_EQ(parse_gelu_dropout_kernel("fused"), GeluDropoutKernel::Fused);
+  for (const char* bad : {"fuse", "1", "Fused", "fused "})
+    EXPECT_TRUE(rejects_naming_variable_and_value(parse_gelu_dropout_kernel, "TANDEM_GELU_DROPOUT", bad));
+}
+
 TEST(RowKernelSwitches, ATestOverrideWinsUntilItIsCleared) {
   const LayerNormKernel ln_env = parse_layer_norm_kernel(std::getenv("TANDEM_LAYER_NORM"));
   const MaskedMeanKernel mm_env = parse_masked_mean_kernel(std::getenv("TANDEM_MASKED_MEAN"));
   const DropoutBackwardKernel db_env = parse_dropout_backward_kernel(std::getenv("TANDEM_DROPOUT_BACKWARD"));
   const ColumnSumKernel cs_env = parse_column_sum_kernel(std::getenv("TANDEM_COLUMN_SUM"));
+  const GeluDropoutKernel gd_env = parse_gelu_dropout_kernel(std::getenv("TANDEM_GELU_DROPOUT"));
   EXPECT_EQ(layer_norm_kernel(), ln_env);
   EXPECT_EQ(masked_mean_kernel(), mm_env);
   EXPECT_EQ(dropout_backward_kernel(), db_env);
   EXPECT_EQ(column_sum_kernel(), cs_env);
+  EXPECT_EQ(gelu_dropout_kernel(), gd_env);
+  for (GeluDropoutKernel k : {GeluDropoutKernel::Fused, GeluDropoutKernel::Separate}) {
+    set_gelu_dropout_kernel_for_testing(k);
+    EXPECT_EQ(gelu_dropout_kernel(), k);
+  }
   for (ColumnSumKernel k : {ColumnSumKernel::Block, ColumnSumKernel::Thread}) {
     set_column_sum_kernel_for_testing(k);
     EXPECT_EQ(column_sum_kernel(), k);
@@ -117,10 +133,12 @@ TEST(RowKernelSwitches, ATestOverrideWinsUntilItIsCleared) {
   set_masked_mean_kernel_for_testing(std::nullopt);
   set_dropout_backward_kernel_for_testing(std::nullopt);
   set_column_sum_kernel_for_testing(std::nullopt);
+  set_gelu_dropout_kernel_for_testing(std::nullopt);
   EXPECT_EQ(layer_norm_kernel(), ln_env);
   EXPECT_EQ(masked_mean_kernel(), mm_env);
   EXPECT_EQ(dropout_backward_kernel(), db_env);
   EXPECT_EQ(column_sum_kernel(), cs_env);
+  EXPECT_EQ(gelu_dropout_kernel(), gd_env);
 }
 
 // What one run of an op gave: its output and every input gradient, as exact doubles.
@@ -134,6 +152,7 @@ class NewRowKernels : public ::testing::TestWithParam<DType> {
     set_masked_mean_kernel_for_testing(std::nullopt);
     set_dropout_backward_kernel_for_testing(std::nullopt);
     set_column_sum_kernel_for_testing(std::nullopt);
+    set_gelu_dropout_kernel_for_testing(std::nullopt);
   }
   DType t() const { return GetParam(); }
 };
@@ -315,6 +334,43 @@ TEST_P(NewRowKernels, ColumnSumBlockWalkAgreesWithTheThreadWalk) {
 TEST_P(NewRowKernels, ColumnSumBlockWalkIsBitwiseRepeatable) {
   EXPECT_EQ(bias_gradient_results(ColumnSumKernel::Block, 1000, 256, t()),
             bias_gradient_results(ColumnSumKernel::Block, 1000, 256, t()));
+}
+
+// bias_gelu_dropout's output and both gradients under `kernel`, p = 0.1 (ag_news_optimized's).
+Results gelu_dropout_results(GeluDropoutKernel kernel, ColumnSumKernel walk, int64_t rows, int64_t dim, DType t) {
+  set_gelu_dropout_kernel_for_testing(kernel);
+  set_column_sum_kernel_for_testing(walk);
+  const Device gpu = Device::cuda(0);
+  Tensor x = random_tensor({rows, dim}, 72, t, gpu).set_requires_grad(true);
+  Tensor b = random_tensor({dim}, 73, t, gpu).set_requires_grad(true);
+  Results out;
+  for (auto a : {GeluApproximation::None, GeluApproximation::Tanh}) {
+    Tensor y = bias_gelu_dropout(x, b, a, 0.1, true, 74, 75);
+    y.backward(random_tensor(y.shape(), 76, t, gpu));
+    out.push_back(y.to_double_vector());
+    out.push_back(x.grad().to_double_vector());
+    out.push_back(b.grad().to_double_vector());
+    x.set_grad(Tensor());
+    b.set_grad(Tensor());
+  }
+  return out;
+}
+
+// The fused kernels round where the separate ones store and draw the same keep decisions: the same
+// bits, output and both gradients, under both column-sum walks. 4096 x 1024: the FFN's width, whole
+// 16-byte vectors, many slots; 513 x 256; 7 x 100 and 33 x 17: the scalar kernels (in 16 bits, and in
+// f32 for 17).
+TEST_P(NewRowKernels, GeluDropoutFusedGivesTheSeparateKernelsBits) {
+  struct Case { int64_t rows, dim; };
+  for (Case c : {Case{4096, 1024}, Case{513, 256}, Case{7, 100}, Case{33, 17}})
+    for (ColumnSumKernel walk : {ColumnSumKernel::Thread, ColumnSumKernel::Block}) {
+      const std::string what = std::to_string(c.rows) + " x " + std::to_string(c.dim) + ", " +
+                               column_sum_kernel_name(walk) + " walk";
+      const Results fused = gelu_dropout_results(GeluDropoutKernel::Fused, walk, c.rows, c.dim, t());
+      const Results separate = gelu_dropout_results(GeluDropoutKernel::Separate, walk, c.rows, c.dim, t());
+      ASSERT_EQ(fused.size(), separate.size());
+      for (size_t i = 0; i < fused.size(); ++i) EXPECT_EQ(fused[i], separate[i]) << "result " << i << ", " << what;
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, NewRowKernels, ::testing::Values(DType::F32, DType::BF16, DType::F16),
