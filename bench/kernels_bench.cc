@@ -297,6 +297,42 @@ Suite make_suite(Device dev, DType t, int64_t rows, int64_t d, int cuda_device) 
     }
 #endif
   }
+  // layer_norm(dropout(x + b) + residual), p = 0.1, as a post-norm sublayer ends: the two ops' kernels
+  // each way through the sum s (TANDEM_ADD_LAYER_NORM=separate, the default) and, on a GPU, the fused
+  // kernels (=fused). Bytes are the fused op's: forward read x and the residual, write s and y;
+  // backward read dy and s, write ds and dx (the parameters' and statistics' bytes left out).
+  {
+    void *x = B.f({rows, d}), *b = B.f({d}, 7), *r = B.f({rows, d}, 8), *s = B.raw({rows, d}, t);
+    void *w = B.f({d}, 9, DType::F32), *lb = B.f({d}, 10, DType::F32), *y = B.raw({rows, d}, t);
+    void *mean = B.raw({rows}, DType::F32), *rstd = B.raw({rows}, DType::F32), *ds = B.raw({rows, d}, t);
+    void *dx = B.raw({rows, d}, t), *db = B.raw({d}, t), *dw = B.raw({d}, DType::F32), *dlb = B.raw({d}, DType::F32);
+    const double bytes = 4.0 * rows * d * es;
+    cases.push_back(
+        {"bias_dropout_add_layer_norm_separate", rd, "fwd", bytes, 0,
+         ON((bias_dropout_add_forward_cpu(x, b, r, s, t, rows, d, 0.1f, 1, 2),
+             layer_norm_forward_cpu(s, w, lb, y, mean, rstd, rows, d, 1e-5, t, DType::F32)),
+            (bias_dropout_add_forward_cuda(x, b, r, s, t, rows, d, 0.1f, 1, 2, nullptr, stream),
+             layer_norm_forward_cuda(s, w, lb, y, mean, rstd, rows, d, 1e-5, t, DType::F32, stream)))});
+    cases.push_back(
+        {"bias_dropout_add_layer_norm_separate", rd, "bwd", bytes, 0,
+         ON((layer_norm_backward_cpu(y, s, w, mean, rstd, ds, dw, dlb, rows, d, t, DType::F32),
+             bias_dropout_add_backward_cpu(ds, dx, db, t, rows, d, 0.1f, 1, 2)),
+            (layer_norm_backward_cuda(y, s, w, mean, rstd, ds, dw, dlb, rows, d, t, DType::F32, cuda_device, stream),
+             bias_dropout_add_backward_cuda(ds, dx, db, t, rows, d, 0.1f, 1, 2, nullptr, cuda_device, stream)))});
+#if TANDEM_WITH_CUDA
+    if (gpu) {
+      cases.push_back({"bias_dropout_add_layer_norm_fused", rd, "fwd", bytes, 0, [=] {
+                         bias_dropout_add_layer_norm_forward_cuda(x, b, r, s, 0.1f, 1, 2, nullptr, w, lb, y, mean, rstd,
+                                                                  rows, d, 1e-5, t, DType::F32, stream);
+                       }});
+      cases.push_back({"bias_dropout_add_layer_norm_fused", rd, "bwd", bytes, 0, [=] {
+                         bias_dropout_add_layer_norm_backward_cuda(y, s, w, mean, rstd, ds, dw, dlb, dx, db, 0.1f, 1, 2,
+                                                                   nullptr, rows, d, t, DType::F32, cuda_device,
+                                                                   stream);
+                       }});
+    }
+#endif
+  }
   // dropout(x + b) + residual, and dropout alone, p = 0.1
   {
     void *x = B.f({rows, d}), *b = B.f({d}, 5), *r = B.f({rows, d}, 6), *y = B.raw({rows, d}, t);

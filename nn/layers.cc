@@ -5,6 +5,7 @@
 #include "core/autograd/grad_mode.h"
 #include "core/check.h"
 #include "kernels/attention.h"
+#include "kernels/bias_dropout_add_layer_norm.h"
 #include "kernels/elementwise.h"
 #include "kernels/embedding.h"
 #include "kernels/layer_norm.h"
@@ -42,6 +43,14 @@ Tensor LayerNorm::forward(const Tensor& x, ForwardContext& ctx) const {
   // layer_norm reads f32 weights for 16-bit x: no cast, f32 gradients.
   if (x.dtype() == DType::F64) return kernels::layer_norm(x, kernels::cast(weight_, DType::F64), kernels::cast(bias_, DType::F64), eps_);
   return kernels::layer_norm(x, weight_, bias_, eps_);
+}
+
+Tensor LayerNorm::forward_after_residual(const Tensor& x, const Tensor& bias, const Tensor& residual, double p,
+                                         bool training, ForwardContext& ctx, uint64_t subsequence) const {
+  const bool f64 = x.dtype() == DType::F64;
+  return kernels::bias_dropout_add_layer_norm(x, bias, residual, p, training, ctx.seed, subsequence,
+                                              ctx.device_step, f64 ? kernels::cast(weight_, DType::F64) : weight_,
+                                              f64 ? kernels::cast(bias_, DType::F64) : bias_, eps_);
 }
 
 MultiheadAttention::MultiheadAttention(int64_t d_model, int64_t n_heads, double dropout, Init& init)

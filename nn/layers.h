@@ -48,6 +48,10 @@ class LayerNorm : public Module {
  public:
   explicit LayerNorm(int64_t d, double eps = 1e-5);
   Tensor forward(const Tensor& x, ForwardContext& ctx) const;
+  // forward(dropout(x + bias) + residual) as one op (kernels/bias_dropout_add_layer_norm.h): a
+  // post-norm sublayer's epilogue; its dropout (when `training`) on the stream `subsequence`.
+  Tensor forward_after_residual(const Tensor& x, const Tensor& bias, const Tensor& residual, double p, bool training,
+                                ForwardContext& ctx, uint64_t subsequence) const;
 
  private:
   Tensor weight_, bias_;

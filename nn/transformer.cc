@@ -34,15 +34,22 @@ TransformerEncoderLayer::TransformerEncoderLayer(int64_t d_model, int64_t n_head
   norm2_ = register_module("norm2", std::make_shared<LayerNorm>(d_model));
 }
 
-Tensor TransformerEncoderLayer::self_attention_block(const Tensor& x, const Tensor& residual, const Tensor& mask,
-                                                     ForwardContext& ctx) const {
-  Tensor a = self_attn_->forward_without_out_bias(x, mask, ctx);
-  // dropout1(a + out_proj.bias) + residual, one pass.
-  return kernels::bias_dropout_add(a, as_compute(self_attn_->out_proj_bias(), ctx), residual, dropout_, is_training(), ctx.seed,
-                          ctx.next_dropout_stream(), ctx.device_step);
+// dropout(branch + bias) + residual, then (post-norm: `norm`) its layer norm, each one op with the bias
+// fused in (kernels/bias_dropout_add.h, kernels/bias_dropout_add_layer_norm.h).
+Tensor TransformerEncoderLayer::epilogue(const Tensor& branch, const Tensor& bias, const Tensor& residual,
+                                         const LayerNorm* norm, ForwardContext& ctx) const {
+  const uint64_t stream = ctx.next_dropout_stream();
+  if (norm) return norm->forward_after_residual(branch, bias, residual, dropout_, is_training(), ctx, stream);
+  return kernels::bias_dropout_add(branch, bias, residual, dropout_, is_training(), ctx.seed, stream, ctx.device_step);
 }
 
-Tensor TransformerEncoderLayer::feed_forward_block(const Tensor& x, const Tensor& residual,
+Tensor TransformerEncoderLayer::self_attention_block(const Tensor& x, const Tensor& residual, const Tensor& mask,
+                                                     const LayerNorm* norm, ForwardContext& ctx) const {
+  Tensor a = self_attn_->forward_without_out_bias(x, mask, ctx);
+  return epilogue(a, as_compute(self_attn_->out_proj_bias(), ctx), residual, norm, ctx);
+}
+
+Tensor TransformerEncoderLayer::feed_forward_block(const Tensor& x, const Tensor& residual, const LayerNorm* norm,
                                                    ForwardContext& ctx) const {
   Tensor h = kernels::linear(x, as_compute(linear1_->weight(), ctx));
   Tensor b1 = as_compute(linear1_->bias(), ctx);
@@ -62,17 +69,16 @@ Tensor TransformerEncoderLayer::feed_forward_block(const Tensor& x, const Tensor
       break;
   }
   Tensor y = kernels::linear(h, as_compute(linear2_->weight(), ctx));
-  return kernels::bias_dropout_add(y, as_compute(linear2_->bias(), ctx), residual, dropout_, is_training(), ctx.seed,
-                          ctx.next_dropout_stream(), ctx.device_step);
+  return epilogue(y, as_compute(linear2_->bias(), ctx), residual, norm, ctx);
 }
 
 Tensor TransformerEncoderLayer::forward(const Tensor& x, const Tensor& key_padding_mask, ForwardContext& ctx) const {
   if (norm_first_) {
-    Tensor h = self_attention_block(norm1_->forward(x, ctx), x, key_padding_mask, ctx);
-    return feed_forward_block(norm2_->forward(h, ctx), h, ctx);
+    Tensor h = self_attention_block(norm1_->forward(x, ctx), x, key_padding_mask, nullptr, ctx);
+    return feed_forward_block(norm2_->forward(h, ctx), h, nullptr, ctx);
   }
-  Tensor h = norm1_->forward(self_attention_block(x, x, key_padding_mask, ctx), ctx);
-  return norm2_->forward(feed_forward_block(h, h, ctx), ctx);
+  Tensor h = self_attention_block(x, x, key_padding_mask, norm1_.get(), ctx);
+  return feed_forward_block(h, h, norm2_.get(), ctx);
 }
 
 Encoder::Encoder(const TextClassifierConfig& c, Init& init) {

@@ -43,8 +43,12 @@ class TransformerEncoderLayer : public Module {
   Tensor forward(const Tensor& x, const Tensor& key_padding_mask, ForwardContext& ctx) const;
 
  private:
-  Tensor self_attention_block(const Tensor& x, const Tensor& residual, const Tensor& mask, ForwardContext& ctx) const;
-  Tensor feed_forward_block(const Tensor& x, const Tensor& residual, ForwardContext& ctx) const;
+  // Each sublayer ends in epilogue(): norm is the post-norm layer's LayerNorm after it, or null (pre-norm).
+  Tensor self_attention_block(const Tensor& x, const Tensor& residual, const Tensor& mask, const LayerNorm* norm,
+                              ForwardContext& ctx) const;
+  Tensor feed_forward_block(const Tensor& x, const Tensor& residual, const LayerNorm* norm, ForwardContext& ctx) const;
+  Tensor epilogue(const Tensor& branch, const Tensor& bias, const Tensor& residual, const LayerNorm* norm,
+                  ForwardContext& ctx) const;
 
   double dropout_;
   Activation activation_;

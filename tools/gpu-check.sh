@@ -242,7 +242,8 @@ phase_bench() {
   # The memory-bound ops at configs/ag_news_optimized.yaml's training shape (128 x 256 tokens of 256:
   # a row is one warp of 16-bit vectors), where the column-sum slots and the one-warp layer norm of
   # 2026-11-27 (docs/device.md) matter most.
-  # Its bias_gelu_dropout_separate and _fused rows time TANDEM_GELU_DROPOUT's two choices side by side.
+  # Its bias_gelu_dropout_* and bias_dropout_add_layer_norm_* rows (separate, fused) time
+  # TANDEM_GELU_DROPOUT's and TANDEM_ADD_LAYER_NORM's two choices side by side.
   capture bench_kernels_training 120 "$build/bench/kernels_bench" --device cuda --rows 32768 --d-model 256
   lines+=("== kernels_bench at ag_news_optimized's shape (32768 x 256)" \
     "$(grep -E '^\| *cuda' "$res/bench_kernels_training.txt" | grep -v ' linear ')")
@@ -344,7 +345,8 @@ phase_compare() {
   # their kernels rather than by launches (not ag_news_small), with each remaining alternative
   # alone: the wide pipelined forward, both epilogues, the split backward, the split backward with
   # both passes pipelined, the fused backward's ordered dQ, and the opt-in row kernels (with the
-  # fused GELU + dropout, whose kernels_bench rows, bias_gelu_dropout_*, are in the bench phase).
+  # fused GELU + dropout and bias + dropout + residual + layer norm, whose kernels_bench rows,
+  # bias_gelu_dropout_* and bias_dropout_add_layer_norm_*, are in the bench phase).
   local eager=() variant variants
   for c in ${COMPARE_CONFIGS:-ag_news_small ag_news_optimized}; do
     variants="default first wide lt_all split split_pipelined fused_ordered fused_ordered_pipelined rows block_slots"
@@ -360,7 +362,7 @@ phase_compare() {
         fused_ordered) envs=(TANDEM_ATTENTION_BACKWARD=fused_ordered) ;;
         fused_ordered_pipelined) envs=(TANDEM_ATTENTION_BACKWARD=fused_ordered_pipelined) ;;
         rows) envs=(TANDEM_LAYER_NORM=multi_row TANDEM_MASKED_MEAN=lane_groups TANDEM_DROPOUT_BACKWARD=flat
-          TANDEM_GELU_DROPOUT=fused) ;;
+          TANDEM_GELU_DROPOUT=fused TANDEM_ADD_LAYER_NORM=fused) ;;
         block_slots) envs=(TANDEM_LAYER_NORM=lanes TANDEM_COLUMN_SUM=block) ;;
       esac
       capture "compare_eager_${c}_$variant" 120 env "${envs[@]}" "$build/apps/tandem" bench step \
@@ -376,7 +378,7 @@ phase_compare() {
     "split = TANDEM_ATTENTION_BACKWARD=split; split_pipelined = TANDEM_ATTENTION_BACKWARD=split_pipelined;" \
     "fused_ordered(_pipelined) = TANDEM_ATTENTION_BACKWARD=fused_ordered(_pipelined);" \
     "rows = TANDEM_LAYER_NORM=multi_row TANDEM_MASKED_MEAN=lane_groups TANDEM_DROPOUT_BACKWARD=flat" \
-    "  TANDEM_GELU_DROPOUT=fused;" \
+    "  TANDEM_GELU_DROPOUT=fused TANDEM_ADD_LAYER_NORM=fused;" \
     "block_slots = TANDEM_LAYER_NORM=lanes TANDEM_COLUMN_SUM=block:" \
     "${eager[@]}"
   return $rc

@@ -11,9 +11,10 @@ Without a GPU (and without cuobjdump), the PTX is the closest look at what a
 kernel runs; ptxas then turns equal PTX into equal SASS. Kernels are paired by
 their demangled signatures with namespaces dropped, so moving a kernel into
 another namespace or file still pairs it; the bodies are compared after
-renaming what only names differ in: branch labels, mangled symbols (the
-kernel's own, its parameters', its callees'), and where a function-scope
-__shared__ array is declared (in whichever kernel the file defines first).
+renaming what only names differ in: branch labels, virtual registers
+(renumbered by first use), mangled symbols (the kernel's own, its
+parameters', its callees'), and where a function-scope __shared__ array is
+declared (in whichever kernel the file defines first).
 --rename OLD=NEW pairs kernels whose signatures differ by a renamed type.
 Prints "same", "DIFFERENT" (with the first differing lines) or "missing" for
 each kernel of the first listing, and exits 1 unless all are the same.
@@ -38,6 +39,19 @@ def key(signature):
     return re.sub(r"\b[A-Za-z_]\w*::", "", signature)
 
 
+def canonical_registers(body):
+    """Virtual registers renumbered by first use within each class (%f, %r, %rd, %p, ...), their
+    declarations dropped: the numbering follows the front end's order of creation, not the code."""
+    body = re.sub(r"[ \t]*\.reg [^\n]*\n", "", body)
+    names = {}
+
+    def rename(m):
+        cls = m.group(1)
+        return names.setdefault(m.group(0), f"%{cls}#{sum(1 for k in names if k[1:1 + len(cls)] == cls and k[1 + len(cls)].isdigit())}")
+
+    return re.sub(r"%([a-z]+)(\d+)", rename, body)
+
+
 def bodies(path):
     """{key: normalised body} of every kernel in a PTX file."""
     text = open(path).read()
@@ -49,7 +63,7 @@ def bodies(path):
         body = re.sub(r"[ \t]*// demoted variable\n[ \t]*\.shared[^\n]*\n", "", body)
         body = re.sub(r"_Z\w+", "SYMBOL", body)
         body = re.sub(r"\n\s*\n", "\n", body)
-        out[key(signature)] = body
+        out[key(signature)] = canonical_registers(body)
     return out
 
 

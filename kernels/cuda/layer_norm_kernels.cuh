@@ -29,6 +29,16 @@
 // layer_norm_backward_lanes_kernel): its column sums add in another order, so
 // it too agrees with one_row to a rounding.
 //
+// After a sublayer (TANDEM_ADD_LAYER_NORM=fused, residual_layer_norm_*_kernel): the
+// forward's input is s = dropout(x + bias) + residual, formed as the rows are
+// loaded and stored for the backward (ResidualIn); the backward also forms the
+// branch's gradient, dx as stored times the keep factors, and its bias's column
+// sums, as it stores each piece of dx (BranchGrad). Forward traffic: read x and
+// the residual, write s and y (separately: also read s again); backward: read dy
+// and s, write ds and the branch's gradient (separately: also read ds again).
+// The separate kernels' operations at the points they store and load: the same
+// bits (tests/kernels/residual_layer_norm_emulated_test.cc).
+//
 // Numerics: f32 statistics and arithmetic for f32/f16/bf16 data, 1/sqrtf (IEEE
 // rounded, not rsqrtf) as on the CPU, one rounding per output; parameters are
 // read as f32 or as the data type (w_f32). dweight/dbias are deterministic.
@@ -40,6 +50,7 @@
 
 #include "core/check.h"
 #include "core/element.h"
+#include "kernels/cuda/dropout_factors.cuh"
 #include "kernels/cuda/row_vectors.cuh"
 
 namespace tandem::kernels::layer_norm_detail {
@@ -84,17 +95,54 @@ __device__ __forceinline__ void load_param_any(const void* p, bool f32, int64_t 
   else load_param<V, T>(p, col, out);
 }
 
+// TANDEM_ADD_LAYER_NORM=fused's inputs: the layer norm's input is s = dropout(x + bias) + residual
+// (x the sublayer's branch), computed as the rows are loaded and stored to `sum` (backward's input),
+// rounded to T as bias_dropout_add's kernel stores it (bias_dropout_add_kernels.cuh: the same
+// expression and keep decisions), so the normalised rows are the separate kernels' bits.
+template <class T>
+struct ResidualIn {
+  const T* residual;
+  const T* bias;  // [dim], T
+  T* sum;         // [rows, dim]: s
+  DropoutMask m;  // its subsequence resolved by the kernel
+};
+
+// A piece of a row of s computed from x, the residual and the bias bb, stored, and returned as stored.
+template <class T, int V>
+__device__ __forceinline__ void load_input(const T* __restrict__ x, int64_t off, const float (&bb)[V],
+                                           const ResidualIn<T>& in, float (&out)[V]) {
+  float rv[V], f[V];
+  load_vec<V>(x + off, out);
+  load_vec<V>(in.residual + off, rv);
+  keep_factors<V>(in.m, static_cast<uint64_t>(off), f);
+#pragma unroll
+  for (int j = 0; j < V; ++j) out[j] = dropout_add(out[j], bb[j], f[j], rv[j]);
+  store_vec<V>(in.sum + off, out);
+#pragma unroll
+  for (int j = 0; j < V; ++j) out[j] = to_f32(from_f32<T>(out[j]));
+}
+
 // R rows per group (TANDEM_LAYER_NORM=multi_row: R > 1): a block's R * Ty rows are consecutive,
 // row (blockIdx.x * R + r) * Ty + ty for the group's r-th. All R rows' loads, and for R > 1 the
 // parameters', are issued before the first statistic waits on any of them.
-template <class T, int V, int C, int R>
-__global__ void __launch_bounds__(kMaxThreads) layer_norm_forward_kernel(const T* __restrict__ x, const void* __restrict__ w,
-                                          const void* __restrict__ b, bool w_f32, T* __restrict__ y,
-                                          float* __restrict__ mean_out, float* __restrict__ rstd_out, int64_t rows,
-                                          int64_t dim, float eps) {
+template <class T, int V, int C, int R, bool Add>
+__device__ __forceinline__ void layer_norm_forward(const T* __restrict__ x, const void* __restrict__ w,
+                                                   const void* __restrict__ b, bool w_f32, T* __restrict__ y,
+                                                   float* __restrict__ mean_out, float* __restrict__ rstd_out,
+                                                   int64_t rows, int64_t dim, float eps, ResidualIn<T> in) {
   ROW_KERNEL_SHARED(float, shared, kGroupScratchFloats);
   float(*scratch)[2][32] = reinterpret_cast<float(*)[2][32]>(shared);
   const int64_t nvec = dim / V;
+  float bb[Add ? C : 1][V];  // the branch's bias (Add)
+  if constexpr (Add) {
+    in.m.subsequence = dropout_subsequence(in.m.subsequence, in.m.step);
+#pragma unroll
+    for (int k = 0; k < C; ++k) {
+      const int64_t c = threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
+      if (c < nvec) load_vec<V>(in.bias + c * V, bb[k]);
+      else fill(bb[k], 0.0f);
+    }
+  }
   int64_t row[R];
   float xv[R][C][V], s[R];
 #pragma unroll
@@ -104,8 +152,13 @@ __global__ void __launch_bounds__(kMaxThreads) layer_norm_forward_kernel(const T
 #pragma unroll
     for (int k = 0; k < C; ++k) {
       const int64_t c = threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
-      if (row[r] < rows && c < nvec) load_vec<V>(x + row[r] * dim + c * V, xv[r][k]);
-      else fill(xv[r][k], 0.0f);
+      if constexpr (Add) {
+        if (row[r] < rows && c < nvec) load_input<T, V>(x, row[r] * dim + c * V, bb[k], in, xv[r][k]);
+        else fill(xv[r][k], 0.0f);
+      } else {
+        if (row[r] < rows && c < nvec) load_vec<V>(x + row[r] * dim + c * V, xv[r][k]);
+        else fill(xv[r][k], 0.0f);
+      }
 #pragma unroll
       for (int j = 0; j < V; ++j) s[r] += xv[r][k][j];
     }
@@ -155,6 +208,24 @@ __global__ void __launch_bounds__(kMaxThreads) layer_norm_forward_kernel(const T
   }
 }
 
+template <class T, int V, int C, int R>
+__global__ void __launch_bounds__(kMaxThreads) layer_norm_forward_kernel(const T* __restrict__ x, const void* __restrict__ w,
+                                          const void* __restrict__ b, bool w_f32, T* __restrict__ y,
+                                          float* __restrict__ mean_out, float* __restrict__ rstd_out, int64_t rows,
+                                          int64_t dim, float eps) {
+  layer_norm_forward<T, V, C, R, false>(x, w, b, w_f32, y, mean_out, rstd_out, rows, dim, eps, ResidualIn<T>{});
+}
+
+// TANDEM_ADD_LAYER_NORM=fused: layer_norm(dropout(x + bias) + residual), s stored on the way (ResidualIn).
+template <class T, int V, int C, int R>
+__global__ void __launch_bounds__(kMaxThreads)
+    residual_layer_norm_forward_kernel(const T* __restrict__ x, const void* __restrict__ w, const void* __restrict__ b,
+                                       bool w_f32, T* __restrict__ y, float* __restrict__ mean_out,
+                                       float* __restrict__ rstd_out, int64_t rows, int64_t dim, float eps,
+                                       ResidualIn<T> in) {
+  layer_norm_forward<T, V, C, R, true>(x, w, b, w_f32, y, mean_out, rstd_out, rows, dim, eps, in);
+}
+
 // Row `it` of a backward slot (slot + it * slots) into registers, zeros past the rows.
 template <int V, int C, class T>
 __device__ __forceinline__ void load_backward_row(const T* __restrict__ x, const T* __restrict__ dy, int64_t slot,
@@ -185,14 +256,42 @@ __device__ __forceinline__ void load_row_stats(const float* __restrict__ mean, c
   rs = active ? rstd[row] : 0.0f;
 }
 
-// The backward of row `it` of a slot, whose x and dy are in xr, gr and whose statistics are mu, rs:
-// adds dy * xhat and dy to the column sums acc_w, acc_b and writes the row of dx. Every thread of
-// the block calls it (group_sum2).
+// What the backward does with each stored piece of a row of dx besides storing it: nothing (NoBranch),
+// or (BranchGrad, TANDEM_ADD_LAYER_NORM=fused) the gradient of the sublayer's branch x of
+// s = dropout(x + bias) + residual: dx rounded to T as stored (the residual's gradient), times the
+// keep factor, stored to dbranch and added to the bias gradient's column sums, as
+// bias_dropout_add_kernels.cuh's backward does with the stored dx.
+struct NoBranch {
+  template <int V>
+  __device__ __forceinline__ void operator()(int, int64_t, const float (&)[V]) {}
+};
+
 template <class T, int V, int C>
+struct BranchGrad {
+  DropoutMask m;  // its subsequence resolved by the kernel
+  T* dbranch;     // [rows, dim], or null (p = 0: the branch's gradient is dx itself)
+  float acc[C][V];
+
+  __device__ __forceinline__ void operator()(int k, int64_t off, const float (&dx)[V]) {
+    float f[V], g[V];
+    keep_factors<V>(m, static_cast<uint64_t>(off), f);
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      g[j] = to_f32(from_f32<T>(dx[j])) * f[j];
+      acc[k][j] += g[j];
+    }
+    if (dbranch) store_vec<V>(dbranch + off, g);
+  }
+};
+
+// The backward of row `it` of a slot, whose x and dy are in xr, gr and whose statistics are mu, rs:
+// adds dy * xhat and dy to the column sums acc_w, acc_b and writes the row of dx (each piece also to
+// `branch`). Every thread of the block calls it (group_sum2).
+template <class T, int V, int C, class Branch = NoBranch>
 __device__ __forceinline__ void backward_row(const float (&xr)[C][V], const float (&gr)[C][V], const float (&wv)[C][V],
                                              float mu, float rs, T* __restrict__ dx, int64_t slot, int64_t slots,
                                              int64_t it, int64_t rows, int64_t dim, float (&acc_w)[C][V],
-                                             float (&acc_b)[C][V], float (*scratch)[2][32]) {
+                                             float (&acc_b)[C][V], float (*scratch)[2][32], Branch&& branch = {}) {
   const int64_t row = slot + it * slots, nvec = dim / V;
   const bool active = slot < slots && row < rows;
   float sg = 0.0f, sgx = 0.0f;
@@ -222,6 +321,7 @@ __device__ __forceinline__ void backward_row(const float (&xr)[C][V], const floa
       out[j] = rs * (gr[k][j] * wv[k][j] - mg - xhat * mgx);
     }
     store_vec<V>(dx + row * dim + c * V, out);
+    branch(k, row * dim + c * V, out);
   }
 }
 
@@ -259,12 +359,14 @@ __device__ __forceinline__ void store_backward_partials(const float (&acc_w)[C][
 // row it + D - 1's loads go out into the buffer row it - 1 freed. D = 2 (TANDEM_LAYER_NORM=one_row)
 // is one row ahead; multi_row takes D = 4 where a thread's share of a row is at most 8 values.
 // The rows are reduced in the same order whatever D (to a rounding: see the top of the file).
-template <class T, int V, int C, int D>
-__global__ void __launch_bounds__(kMaxThreads) layer_norm_backward_kernel(const T* __restrict__ dy, const T* __restrict__ x,
-                                           const void* __restrict__ w, bool w_f32, const float* __restrict__ mean,
-                                           const float* __restrict__ rstd, T* __restrict__ dx,
-                                           float* __restrict__ partial_w, float* __restrict__ partial_b, int64_t rows,
-                                           int64_t dim, int64_t slots) {
+// Branch: NoBranch, or (TANDEM_ADD_LAYER_NORM=fused) a BranchGrad whose column sums go to partial_bb.
+template <class T, int V, int C, int D, class Branch>
+__device__ __forceinline__ void layer_norm_backward(const T* __restrict__ dy, const T* __restrict__ x,
+                                                    const void* __restrict__ w, bool w_f32,
+                                                    const float* __restrict__ mean, const float* __restrict__ rstd,
+                                                    T* __restrict__ dx, float* __restrict__ partial_w,
+                                                    float* __restrict__ partial_b, int64_t rows, int64_t dim,
+                                                    int64_t slots, Branch& branch, float* __restrict__ partial_bb) {
   static_assert(D >= 2, "one buffer being reduced and at least one loading");
   ROW_KERNEL_SHARED(float, shared, kGroupScratchFloats);
   float(*scratch)[2][32] = reinterpret_cast<float(*)[2][32]>(shared);
@@ -288,7 +390,7 @@ __global__ void __launch_bounds__(kMaxThreads) layer_norm_backward_kernel(const 
       if (it + 1 < iters) load_backward_row(x, dy, slot, slots, it + 1, rows, dim, xb[1], gb[1]);
       float mu, rs;
       load_row_stats(mean, rstd, slot, slots, it, rows, mu, rs);
-      backward_row(xb[0], gb[0], wv, mu, rs, dx, slot, slots, it, rows, dim, acc_w, acc_b, scratch);
+      backward_row(xb[0], gb[0], wv, mu, rs, dx, slot, slots, it, rows, dim, acc_w, acc_b, scratch, branch);
       if (it + 1 < iters) {
 #pragma unroll
         for (int k = 0; k < C; ++k)
@@ -309,12 +411,42 @@ __global__ void __launch_bounds__(kMaxThreads) layer_norm_backward_kernel(const 
         load_backward_row(x, dy, slot, slots, it + D - 1, rows, dim, xb[(d + D - 1) % D], gb[(d + D - 1) % D]);
       float mu, rs;
       load_row_stats(mean, rstd, slot, slots, it, rows, mu, rs);
-      backward_row(xb[d], gb[d], wv, mu, rs, dx, slot, slots, it, rows, dim, acc_w, acc_b, scratch);
+      backward_row(xb[d], gb[d], wv, mu, rs, dx, slot, slots, it, rows, dim, acc_w, acc_b, scratch, branch);
     }
   }
   }
   if (slot >= slots) return;
   store_backward_partials(acc_w, acc_b, partial_w, partial_b, slot, dim);
+  if constexpr (!std::is_same_v<Branch, NoBranch>) store_backward_partials(branch.acc, branch.acc, partial_bb, nullptr, slot, dim);
+}
+
+template <class T, int V, int C, int D>
+__global__ void __launch_bounds__(kMaxThreads) layer_norm_backward_kernel(const T* __restrict__ dy, const T* __restrict__ x,
+                                           const void* __restrict__ w, bool w_f32, const float* __restrict__ mean,
+                                           const float* __restrict__ rstd, T* __restrict__ dx,
+                                           float* __restrict__ partial_w, float* __restrict__ partial_b, int64_t rows,
+                                           int64_t dim, int64_t slots) {
+  NoBranch none;
+  layer_norm_backward<T, V, C, D>(dy, x, w, w_f32, mean, rstd, dx, partial_w, partial_b, rows, dim, slots, none,
+                                  nullptr);
+}
+
+// TANDEM_ADD_LAYER_NORM=fused: the layer norm's backward (dx: the gradient of s, and so of the residual)
+// and the branch's of s = dropout(x + bias) + residual (dbranch, its bias's partial sums in
+// partial_bb) in one pass; dx must not be null.
+template <class T, int V, int C, int D>
+__global__ void __launch_bounds__(kMaxThreads)
+    residual_layer_norm_backward_kernel(const T* __restrict__ dy, const T* __restrict__ x, const void* __restrict__ w,
+                                        bool w_f32, const float* __restrict__ mean, const float* __restrict__ rstd,
+                                        T* __restrict__ dx, float* __restrict__ partial_w,
+                                        float* __restrict__ partial_b, int64_t rows, int64_t dim, int64_t slots,
+                                        DropoutMask m, T* __restrict__ dbranch, float* __restrict__ partial_bb) {
+  m.subsequence = dropout_subsequence(m.subsequence, m.step);
+  BranchGrad<T, V, C> branch{m, dbranch, {}};
+#pragma unroll
+  for (int k = 0; k < C; ++k) fill(branch.acc[k], 0.0f);
+  layer_norm_backward<T, V, C, D>(dy, x, w, w_f32, mean, rstd, dx, partial_w, partial_b, rows, dim, slots, branch,
+                                  partial_bb);
 }
 
 // TANDEM_LAYER_NORM=lanes: the backward with a block per slot instead of a group per slot.

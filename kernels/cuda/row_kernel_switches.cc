@@ -1,5 +1,5 @@
-// TANDEM_LAYER_NORM, TANDEM_MASKED_MEAN, TANDEM_DROPOUT_BACKWARD, TANDEM_COLUMN_SUM and
-// TANDEM_GELU_DROPOUT (see row_kernel_switches.h).
+// TANDEM_LAYER_NORM, TANDEM_MASKED_MEAN, TANDEM_DROPOUT_BACKWARD, TANDEM_COLUMN_SUM,
+// TANDEM_GELU_DROPOUT and TANDEM_ADD_LAYER_NORM (see row_kernel_switches.h).
 #include "kernels/cuda/row_kernel_switches.h"
 
 #include "core/env_switch.h"
@@ -23,6 +23,9 @@ constinit EnvSwitch<ColumnSumKernel, 2> g_column_sum{
 
 constinit EnvSwitch<GeluDropoutKernel, 2> g_gelu_dropout{
     "TANDEM_GELU_DROPOUT", {{"separate", GeluDropoutKernel::Separate}, {"fused", GeluDropoutKernel::Fused}}};
+
+constinit EnvSwitch<AddLayerNormKernel, 2> g_add_layer_norm{
+    "TANDEM_ADD_LAYER_NORM", {{"separate", AddLayerNormKernel::Separate}, {"fused", AddLayerNormKernel::Fused}}};
 
 }  // namespace
 
@@ -56,5 +59,12 @@ void set_gelu_dropout_kernel_for_testing(std::optional<GeluDropoutKernel> kernel
   g_gelu_dropout.force_for_testing(kernel);
 }
 const char* gelu_dropout_kernel_name(GeluDropoutKernel kernel) { return g_gelu_dropout.name(kernel); }
+
+AddLayerNormKernel add_layer_norm_kernel() { return g_add_layer_norm.value(); }
+AddLayerNormKernel parse_add_layer_norm_kernel(const char* v) { return g_add_layer_norm.parse(v); }
+void set_add_layer_norm_kernel_for_testing(std::optional<AddLayerNormKernel> kernel) {
+  g_add_layer_norm.force_for_testing(kernel);
+}
+const char* add_layer_norm_kernel_name(AddLayerNormKernel kernel) { return g_add_layer_norm.name(kernel); }
 
 }  // namespace tandem::kernels

@@ -1,5 +1,5 @@
 // Switches of the memory-bound row kernels (layer norm, masked-mean pooling,
-// dropout backward, the bias gradients' column sums, GELU + dropout),
+// dropout backward, the bias gradients' column sums, GELU + dropout, bias + dropout + residual + layer norm),
 // each an environment variable read once (core/env_switch.h): unset or empty
 // is the default, anything other than the names below is an Error naming the
 // variable and the value. As with the attention switches
@@ -61,6 +61,17 @@
 //     ag_news_optimized's 32768 x 1024 in bf16, 128 MB of 384 forward and of 448
 //     backward). The fused kernels round at the points the separate ones store:
 //     the same bits.
+//   TANDEM_ADD_LAYER_NORM=separate|fused  (kernels/bias_dropout_add_layer_norm.h,
+//     kernels/cuda/layer_norm_kernels.cuh)
+//     Separate (the default): a post-norm sublayer's layer_norm(dropout(x + b) +
+//     residual) runs bias_dropout_add's kernel, then the layer norm's; backward,
+//     the layer norm's, then bias_dropout_add's. Fused: the layer norm's forward
+//     computes s = dropout(x + b) + residual as it loads the rows (and stores s,
+//     its backward's input), and its backward forms the branch's gradient and
+//     bias-gradient column sums as it stores the residual's: a read of the
+//     [rows, d_model] activation fewer each way and one launch instead of two.
+//     The same bits (the bias gradient: with TANDEM_COLUMN_SUM=thread; to a
+//     rounding with block). TANDEM_LAYER_NORM=lanes keeps the separate backward.
 #pragma once
 
 #include <optional>
@@ -121,5 +132,16 @@ GeluDropoutKernel parse_gelu_dropout_kernel(const char* value);
 void set_gelu_dropout_kernel_for_testing(std::optional<GeluDropoutKernel> kernel);
 // "separate" or "fused".
 const char* gelu_dropout_kernel_name(GeluDropoutKernel kernel);
+
+enum class AddLayerNormKernel { Separate, Fused };
+
+// TANDEM_ADD_LAYER_NORM's kernels, unless a test has overridden them.
+AddLayerNormKernel add_layer_norm_kernel();
+// The kernels an environment string names (null or empty: Separate); throws Error naming the variable.
+AddLayerNormKernel parse_add_layer_norm_kernel(const char* value);
+// Tests force a choice; nullopt returns to the environment's.
+void set_add_layer_norm_kernel_for_testing(std::optional<AddLayerNormKernel> kernel);
+// "separate" or "fused".
+const char* add_layer_norm_kernel_name(AddLayerNormKernel kernel);
 
 }  // namespace tandem::kernels

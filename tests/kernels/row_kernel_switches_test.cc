@@ -8,9 +8,10 @@
 // backward, plain dropout and dropout + residual at widths with and without
 // whole vectors; for the column sums' block walk, the three bias gradients
 // (linear, bias_gelu, bias_dropout_add) at many and few rows; for the fused
-// GELU + dropout, both walks at the FFN's width and at scalar widths.
+// GELU + dropout, both walks at the FFN's width and at scalar widths; for the
+// fused bias + dropout + residual + layer norm, each layer-norm kernel.
 //
-// The masked mean, the dropout backward and the fused GELU + dropout must give exactly the default's
+// The masked mean, the dropout backward and the two fused epilogues must give exactly the default's
 // bits: their per-element arithmetic is additions in a fixed order, a division
 // and a product, which no compiler can reorder or fuse. The layer norm's rows
 // see the same operations in the same order too, but a product followed by a
@@ -33,6 +34,7 @@
 
 #include "core/tensor.h"
 #include "kernels/bias_dropout_add.h"
+#include "kernels/bias_dropout_add_layer_norm.h"
 #include "kernels/gelu.h"
 #include "kernels/layer_norm.h"
 #include "kernels/linear.h"
@@ -98,17 +100,32 @@ TEST(GeluDropoutSwitch, IsSeparateUnlessSetAndNamesTheVariableAndValueOnABadValu
     EXPECT_TRUE(rejects_naming_variable_and_value(parse_gelu_dropout_kernel, "TANDEM_GELU_DROPOUT", bad));
 }
 
+TEST(AddLayerNormSwitch, IsSeparateUnlessSetAndNamesTheVariableAndValueOnABadValue) {
+  EXPECT_EQ(parse_add_layer_norm_kernel(nullptr), AddLayerNormKernel::Separate);
+  EXPECT_EQ(parse_add_layer_norm_kernel(""), AddLayerNormKernel::Separate);
+  EXPECT_EQ(parse_add_layer_norm_kernel("separate"), AddLayerNormKernel::Separate);
+  EXPECT_EQ(parse_add_layer_norm_kernel("fused"), AddLayerNormKernel::Fused);
+  for (const char* bad : {"on", "FUSED", "fused,"})
+    EXPECT_TRUE(rejects_naming_variable_and_value(parse_add_layer_norm_kernel, "TANDEM_ADD_LAYER_NORM", bad));
+}
+
 TEST(RowKernelSwitches, ATestOverrideWinsUntilItIsCleared) {
   const LayerNormKernel ln_env = parse_layer_norm_kernel(std::getenv("TANDEM_LAYER_NORM"));
   const MaskedMeanKernel mm_env = parse_masked_mean_kernel(std::getenv("TANDEM_MASKED_MEAN"));
   const DropoutBackwardKernel db_env = parse_dropout_backward_kernel(std::getenv("TANDEM_DROPOUT_BACKWARD"));
   const ColumnSumKernel cs_env = parse_column_sum_kernel(std::getenv("TANDEM_COLUMN_SUM"));
   const GeluDropoutKernel gd_env = parse_gelu_dropout_kernel(std::getenv("TANDEM_GELU_DROPOUT"));
+  const AddLayerNormKernel aln_env = parse_add_layer_norm_kernel(std::getenv("TANDEM_ADD_LAYER_NORM"));
   EXPECT_EQ(layer_norm_kernel(), ln_env);
   EXPECT_EQ(masked_mean_kernel(), mm_env);
   EXPECT_EQ(dropout_backward_kernel(), db_env);
   EXPECT_EQ(column_sum_kernel(), cs_env);
   EXPECT_EQ(gelu_dropout_kernel(), gd_env);
+  EXPECT_EQ(add_layer_norm_kernel(), aln_env);
+  for (AddLayerNormKernel k : {AddLayerNormKernel::Fused, AddLayerNormKernel::Separate}) {
+    set_add_layer_norm_kernel_for_testing(k);
+    EXPECT_EQ(add_layer_norm_kernel(), k);
+  }
   for (GeluDropoutKernel k : {GeluDropoutKernel::Fused, GeluDropoutKernel::Separate}) {
     set_gelu_dropout_kernel_for_testing(k);
     EXPECT_EQ(gelu_dropout_kernel(), k);
@@ -134,11 +151,13 @@ TEST(RowKernelSwitches, ATestOverrideWinsUntilItIsCleared) {
   set_dropout_backward_kernel_for_testing(std::nullopt);
   set_column_sum_kernel_for_testing(std::nullopt);
   set_gelu_dropout_kernel_for_testing(std::nullopt);
+  set_add_layer_norm_kernel_for_testing(std::nullopt);
   EXPECT_EQ(layer_norm_kernel(), ln_env);
   EXPECT_EQ(masked_mean_kernel(), mm_env);
   EXPECT_EQ(dropout_backward_kernel(), db_env);
   EXPECT_EQ(column_sum_kernel(), cs_env);
   EXPECT_EQ(gelu_dropout_kernel(), gd_env);
+  EXPECT_EQ(add_layer_norm_kernel(), aln_env);
 }
 
 // What one run of an op gave: its output and every input gradient, as exact doubles.
@@ -153,6 +172,7 @@ class NewRowKernels : public ::testing::TestWithParam<DType> {
     set_dropout_backward_kernel_for_testing(std::nullopt);
     set_column_sum_kernel_for_testing(std::nullopt);
     set_gelu_dropout_kernel_for_testing(std::nullopt);
+    set_add_layer_norm_kernel_for_testing(std::nullopt);
   }
   DType t() const { return GetParam(); }
 };
@@ -371,6 +391,46 @@ TEST_P(NewRowKernels, GeluDropoutFusedGivesTheSeparateKernelsBits) {
       ASSERT_EQ(fused.size(), separate.size());
       for (size_t i = 0; i < fused.size(); ++i) EXPECT_EQ(fused[i], separate[i]) << "result " << i << ", " << what;
     }
+}
+
+// bias_dropout_add_layer_norm's output and its five gradients under `kernel`, with the layer norm's
+// `ln` kernels, its parameters of type param_type, p = 0.1 (and p = 0: no branch gradient written).
+Results add_layer_norm_results(AddLayerNormKernel kernel, LayerNormKernel ln, int64_t rows, int64_t dim, double p,
+                               DType t, DType param_type) {
+  set_add_layer_norm_kernel_for_testing(kernel);
+  set_layer_norm_kernel_for_testing(ln);
+  const Device gpu = Device::cuda(0);
+  std::vector<Tensor> in{random_tensor({rows, dim}, 80, t, gpu), random_tensor({dim}, 81, t, gpu),
+                         random_tensor({rows, dim}, 82, t, gpu), random_tensor({dim}, 83, param_type, gpu),
+                         random_tensor({dim}, 84, param_type, gpu)};
+  for (Tensor& x : in) x.set_requires_grad(true);
+  Tensor y = bias_dropout_add_layer_norm(in[0], in[1], in[2], p, true, 85, 86, nullptr, in[3], in[4]);
+  y.backward(random_tensor(y.shape(), 87, t, gpu));
+  Results out{y.to_double_vector()};
+  for (const Tensor& x : in) out.push_back(x.grad().to_double_vector());
+  return out;
+}
+
+// The fused kernels compute the sum and the branch's gradient where the separate ones store and load
+// them, with the separate kernels' keep decisions and (TANDEM_COLUMN_SUM=thread) column-sum order: the
+// same bits, with one_row's and multi_row's layer norm. With lanes the backward stays separate (its
+// forward is one_row's): the same bits too. 1000 x 256: d_model 256, whole 16-byte vectors; 513 x 768:
+// f32 rows of several warps; 7 x 100 and 33 x 17: the scalar kernels; 5 x 4096: 16 values a thread.
+TEST_P(NewRowKernels, AddLayerNormFusedGivesTheSeparateKernelsBits) {
+  struct Case { int64_t rows, dim; };
+  for (Case c : {Case{1000, 256}, Case{513, 768}, Case{7, 100}, Case{33, 17}, Case{5, 4096}})
+    for (LayerNormKernel ln : {LayerNormKernel::OneRow, LayerNormKernel::MultiRow, LayerNormKernel::Lanes})
+      for (double p : {0.1, 0.0})
+        for (DType param_type : {DType::F32, t()}) {
+          const std::string what = std::to_string(c.rows) + " x " + std::to_string(c.dim) + ", " +
+                                   layer_norm_kernel_name(ln) + ", p " + std::to_string(p) + ", parameters " +
+                                   std::string(dtype_name(param_type));
+          const Results fused = add_layer_norm_results(AddLayerNormKernel::Fused, ln, c.rows, c.dim, p, t(), param_type);
+          const Results separate =
+              add_layer_norm_results(AddLayerNormKernel::Separate, ln, c.rows, c.dim, p, t(), param_type);
+          ASSERT_EQ(fused.size(), separate.size());
+          for (size_t i = 0; i < fused.size(); ++i) EXPECT_EQ(fused[i], separate[i]) << "result " << i << ", " << what;
+        }
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, NewRowKernels, ::testing::Values(DType::F32, DType::BF16, DType::F16),
