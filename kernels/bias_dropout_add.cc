@@ -6,7 +6,6 @@
 #include "kernels/checks.h"
 #include "kernels/cpu/bias_dropout_add_cpu.h"
 #include "kernels/device_stream.h"
-#include "kernels/dropout_mask.h"
 
 #if TANDEM_WITH_CUDA
 #include "kernels/cuda/bias_dropout_add_cuda.h"
@@ -16,17 +15,9 @@ namespace tandem::kernels {
 
 namespace {
 
-struct Rng {
-  float p;  // 0: no dropout
-  uint64_t seed, subsequence;
-  const int64_t* step;  // null, or the step count in the tensors' memory space (kernels/dropout_mask.h)
-
-  uint64_t host_subsequence() const { return dropout_subsequence(subsequence, step); }  // CPU tensors only
-};
-
 class BiasDropoutAddBackward final : public Node {
  public:
-  BiasDropoutAddBackward(Rng rng, int64_t dim, bool has_bias, bool has_residual)
+  BiasDropoutAddBackward(DropoutStream rng, int64_t dim, bool has_bias, bool has_residual)
       : rng_(rng), dim_(dim), has_bias_(has_bias), has_residual_(has_residual) {}
 
   std::vector<Tensor> apply(std::vector<Tensor>&& g) override {
@@ -57,12 +48,12 @@ class BiasDropoutAddBackward final : public Node {
   std::string name() const override { return "BiasDropoutAddBackward"; }
 
  private:
-  Rng rng_;
+  DropoutStream rng_;
   int64_t dim_;
   bool has_bias_, has_residual_;
 };
 
-Tensor fused(const char* op, const Tensor& x, const Tensor& bias, const Tensor& residual, Rng rng) {
+Tensor fused(const char* op, const Tensor& x, const Tensor& bias, const Tensor& residual, DropoutStream rng) {
   TANDEM_CHECK(x.defined(), "{}: input is undefined", op);
   TANDEM_CHECK(is_floating(x.dtype()), "{}: input must be floating, got {}", op, x.str());
   if (bias.defined()) {
@@ -94,16 +85,17 @@ Tensor fused(const char* op, const Tensor& x, const Tensor& bias, const Tensor& 
   return y;
 }
 
-Rng make_rng(const char* op, double p, bool training, uint64_t seed, uint64_t subsequence, const int64_t* step) {
-  TANDEM_CHECK(p >= 0.0 && p <= 1.0, "{}: dropout probability must be in [0, 1], got {}", op, p);
-  return Rng{training ? static_cast<float>(p) : 0.0f, seed, subsequence, step};
-}
-
 }  // namespace
+
+DropoutStream dropout_stream(const char* op, double p, bool training, uint64_t seed, uint64_t subsequence,
+                             const int64_t* step) {
+  TANDEM_CHECK(p >= 0.0 && p <= 1.0, "{}: dropout probability must be in [0, 1], got {}", op, p);
+  return DropoutStream{training ? static_cast<float>(p) : 0.0f, seed, subsequence, step};
+}
 
 Tensor dropout(const Tensor& x, double p, bool training, uint64_t seed, uint64_t subsequence, const int64_t* step) {
   OpScope scope("dropout");
-  Rng rng = make_rng("dropout", p, training, seed, subsequence, step);
+  DropoutStream rng = dropout_stream("dropout", p, training, seed, subsequence, step);
   if (rng.p == 0.0f) return x;
   return fused("dropout", x, Tensor(), Tensor(), rng);
 }
@@ -111,14 +103,14 @@ Tensor dropout(const Tensor& x, double p, bool training, uint64_t seed, uint64_t
 Tensor add_bias(const Tensor& x, const Tensor& bias) {
   OpScope scope("add_bias");
   TANDEM_CHECK(bias.defined(), "add_bias: bias is undefined");
-  return fused("add_bias", x, bias, Tensor(), Rng{0.0f, 0, 0, nullptr});
+  return fused("add_bias", x, bias, Tensor(), DropoutStream{0.0f, 0, 0, nullptr});
 }
 
 Tensor bias_dropout_add(const Tensor& x, const Tensor& bias, const Tensor& residual, double p, bool training,
                         uint64_t seed, uint64_t subsequence, const int64_t* step) {
   OpScope scope("bias_dropout_add");
   return fused("bias_dropout_add", x, bias, residual,
-               make_rng("bias_dropout_add", p, training, seed, subsequence, step));
+               dropout_stream("bias_dropout_add", p, training, seed, subsequence, step));
 }
 
 }  // namespace tandem::kernels

@@ -19,8 +19,14 @@
 #include <cstdint>
 
 #include "core/tensor.h"
+#include "kernels/dropout_mask.h"
 
 namespace tandem::kernels {
+
+// The stream an op with dropout keeps for its backward: p when training, 0 (no dropout) otherwise.
+// Throws Error naming `op` unless p is in [0, 1].
+DropoutStream dropout_stream(const char* op, double p, bool training, uint64_t seed, uint64_t subsequence,
+                             const int64_t* step);
 
 // step: null, or the step count in x's memory space (a capturable step): the Philox
 // subsequence is then dropout_subsequence(subsequence, step) (kernels/dropout_mask.h),

@@ -4,11 +4,11 @@
 #include "core/check.h"
 #include "core/op_scope.h"
 #include "kernels/acc_dtype.h"
+#include "kernels/bias_dropout_add.h"
 #include "kernels/checks.h"
 #include "kernels/cpu/bias_dropout_add_cpu.h"
 #include "kernels/cpu/layer_norm_cpu.h"
 #include "kernels/device_stream.h"
-#include "kernels/dropout_mask.h"
 
 #if TANDEM_WITH_CUDA
 #include "kernels/cuda/bias_dropout_add_cuda.h"
@@ -19,13 +19,6 @@
 namespace tandem::kernels {
 
 namespace {
-
-// The dropout in s = dropout(x + bias) + residual: its probability (0: none) and Philox stream.
-struct DropoutStream {
-  float p;
-  uint64_t seed, subsequence;
-  const int64_t* step;  // null, or the step count in the tensors' memory space (kernels/dropout_mask.h)
-};
 
 bool fused_forward_on_gpu() {
 #if TANDEM_WITH_CUDA
@@ -73,7 +66,7 @@ class BiasDropoutAddLayerNormBackward final : public Node {
                               mut_ptr(dw), mut_ptr(db), rows, dim, s.dtype(), w.dtype());
       if (pdx || dbias.defined())
         bias_dropout_add_backward_cpu(ds.data_ptr(), pdx, mut_ptr(dbias), s.dtype(), rows, dim, d_.p, d_.seed,
-                                      dropout_subsequence(d_.subsequence, d_.step));
+                                      d_.host_subsequence());
     } else if (ds.defined() && fused_backward_on_gpu()) {
       TANDEM_CUDA_ONLY(bias_dropout_add_layer_norm_backward_cuda(
           dy.data_ptr(), s.data_ptr(), w.data_ptr(), mean.data_ptr(), rstd.data_ptr(), ds.data_ptr(), mut_ptr(dw),
@@ -110,7 +103,6 @@ Tensor bias_dropout_add_layer_norm(const Tensor& x, const Tensor& bias, const Te
                                    const Tensor& ln_bias, double eps) {
   constexpr const char* op = "bias_dropout_add_layer_norm";
   OpScope scope(op);
-  TANDEM_CHECK(p >= 0.0 && p <= 1.0, "{}: dropout probability must be in [0, 1], got {}", op, p);
   TANDEM_CHECK(x.defined() && bias.defined() && residual.defined(), "{}: input, bias and residual must be defined", op);
   TANDEM_CHECK(is_floating(x.dtype()), "{}: input must be floating, got {}", op, x.str());
   check_same_device_and_dtype(op, {&x, &bias, &residual});
@@ -126,7 +118,7 @@ Tensor bias_dropout_add_layer_norm(const Tensor& x, const Tensor& bias, const Te
   TANDEM_CHECK(weight.shape() == Shape{dim} && ln_bias.shape() == Shape{dim},
                "{}: weight {} and bias {} must be [{}] for input {}", op, weight.str(), ln_bias.str(), dim, x.str());
   TANDEM_CHECK(eps >= 0, "{}: eps must be >= 0, got {}", op, eps);
-  const DropoutStream d{training ? static_cast<float>(p) : 0.0f, seed, subsequence, step};
+  const DropoutStream d = dropout_stream(op, p, training, seed, subsequence, step);
   const bool need_grad = any_requires_grad({&x, &bias, &residual, &weight, &ln_bias});
   const DType st = acc_dtype(x.dtype());
   Tensor s = Tensor::empty(x.shape(), x.dtype(), x.device());
@@ -138,7 +130,7 @@ Tensor bias_dropout_add_layer_norm(const Tensor& x, const Tensor& bias, const Te
   }
   if (x.device().is_cpu()) {
     bias_dropout_add_forward_cpu(x.data_ptr(), bias.data_ptr(), residual.data_ptr(), s.data_ptr(), x.dtype(), rows, dim,
-                                 d.p, d.seed, dropout_subsequence(d.subsequence, d.step));
+                                 d.p, d.seed, d.host_subsequence());
     layer_norm_forward_cpu(s.data_ptr(), weight.data_ptr(), ln_bias.data_ptr(), y.data_ptr(), mut_ptr(mean),
                            mut_ptr(rstd), rows, dim, eps, x.dtype(), weight.dtype());
   } else if (fused_forward_on_gpu()) {

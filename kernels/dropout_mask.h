@@ -26,6 +26,16 @@ TANDEM_HD inline uint64_t dropout_subsequence(uint64_t subsequence, const int64_
 
 TANDEM_HD inline float dropout_scale(float p) { return p < 1.0f ? 1.0f / (1.0f - p) : 0.0f; }
 
+// One dropout call as an op keeps it for its backward: the probability (0: no dropout, as in eval
+// mode) and the Philox stream, with the step count in the tensors' memory space or null.
+struct DropoutStream {
+  float p;
+  uint64_t seed, subsequence;
+  const int64_t* step;
+  // The whole subsequence, for CPU tensors (whose step count is in host memory).
+  uint64_t host_subsequence() const { return dropout_subsequence(subsequence, step); }
+};
+
 // Keep bits of elements 4*block .. 4*block + 3 (bit k for element 4*block + k).
 TANDEM_HD inline unsigned dropout_keep4(uint64_t seed, uint64_t subsequence, uint64_t block, float p) {
   Philox4 r = philox_block(seed, subsequence, block);

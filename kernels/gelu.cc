@@ -3,11 +3,11 @@
 #include "core/autograd/node.h"
 #include "core/check.h"
 #include "core/op_scope.h"
+#include "kernels/bias_dropout_add.h"
 #include "kernels/checks.h"
 #include "kernels/cpu/bias_dropout_add_cpu.h"
 #include "kernels/cpu/gelu_cpu.h"
 #include "kernels/device_stream.h"
-#include "kernels/dropout_mask.h"
 
 #if TANDEM_WITH_CUDA
 #include "kernels/cuda/bias_dropout_add_cuda.h"
@@ -41,43 +41,6 @@ class GeluBackward final : public Node {
   GeluApproximation approx_;
 };
 
-class BiasGeluBackward final : public Node {
- public:
-  BiasGeluBackward(const Tensor& x, const Tensor& b, GeluApproximation approx) : x_(x), b_(b), approx_(approx) {}
-  std::vector<Tensor> apply(std::vector<Tensor>&& g) override {
-    Tensor x = x_.unpack(*this), b = b_.unpack(*this);
-    const int64_t dim = b.numel(), rows = x.numel() / dim;
-    Tensor dx, db;
-    if (next_edges_[0].valid()) dx = Tensor::empty(x.shape(), x.dtype(), x.device());
-    if (next_edges_[1].valid()) db = Tensor::empty(b.shape(), b.dtype(), b.device());
-    void* pdx = dx.defined() ? dx.data_ptr() : nullptr;
-    void* pdb = db.defined() ? db.data_ptr() : nullptr;
-    if (x.device().is_cpu()) {
-      bias_gelu_backward_cpu(g[0].data_ptr(), x.data_ptr(), b.data_ptr(), pdx, pdb, x.dtype(), rows, dim, approx_);
-    } else {
-      TANDEM_CUDA_ONLY(bias_gelu_backward_cuda(g[0].data_ptr(), x.data_ptr(), b.data_ptr(), pdx, pdb, x.dtype(), rows,
-                                               dim, approx_, x.device().index, stream_of(x)));
-    }
-    return {dx, db};
-  }
-  void release_saved() override {
-    x_.release();
-    b_.release();
-  }
-  std::string name() const override { return "BiasGeluBackward"; }
-
- private:
-  SavedTensor x_, b_;
-  GeluApproximation approx_;
-};
-
-// The dropout after bias_gelu: its probability (> 0) and Philox stream, as kernels::dropout takes them.
-struct DropoutStream {
-  float p;
-  uint64_t seed, subsequence;
-  const int64_t* step;  // null, or the step count in the tensors' memory space (kernels/dropout_mask.h)
-};
-
 bool fused_on_gpu() {
 #if TANDEM_WITH_CUDA
   return gelu_dropout_kernel() == GeluDropoutKernel::Fused;
@@ -86,12 +49,12 @@ bool fused_on_gpu() {
 #endif
 }
 
-// The gradient of dropout(bias_gelu(x, b)). Separately (the CPU, and the GPU's default), dropout's
-// backward writes its input gradient to a temporary that bias_gelu's backward reads, exactly as the
-// two ops' nodes would; fused, one kernel does both.
-class BiasGeluDropoutBackward final : public Node {
+// The gradient of bias_gelu(x, b), or of dropout(bias_gelu(x, b)) (d.p > 0). With dropout, separately
+// (the CPU, and the GPU's default), dropout's backward writes its input gradient to a temporary that
+// bias_gelu's backward reads, exactly as the two ops' nodes would; fused, one kernel does both.
+class BiasGeluBackward final : public Node {
  public:
-  BiasGeluDropoutBackward(const Tensor& x, const Tensor& b, GeluApproximation approx, DropoutStream d)
+  BiasGeluBackward(const Tensor& x, const Tensor& b, GeluApproximation approx, DropoutStream d)
       : x_(x), b_(b), approx_(approx), d_(d) {}
   std::vector<Tensor> apply(std::vector<Tensor>&& g) override {
     Tensor x = x_.unpack(*this), b = b_.unpack(*this);
@@ -101,20 +64,25 @@ class BiasGeluDropoutBackward final : public Node {
     if (next_edges_[1].valid()) db = Tensor::empty(b.shape(), b.dtype(), b.device());
     void* pdx = dx.defined() ? dx.data_ptr() : nullptr;
     void* pdb = db.defined() ? db.data_ptr() : nullptr;
+    const bool fused = d_.p != 0.0f && !x.device().is_cpu() && fused_on_gpu();
+    Tensor du = g[0];  // bias_gelu's output gradient: dropout's input gradient, with dropout
+    if (d_.p != 0.0f && !fused) {
+      du = Tensor::empty(x.shape(), x.dtype(), x.device());
+      if (x.device().is_cpu())
+        bias_dropout_add_backward_cpu(g[0].data_ptr(), du.data_ptr(), nullptr, x.dtype(), rows, dim, d_.p, d_.seed,
+                                      d_.host_subsequence());
+      else
+        TANDEM_CUDA_ONLY(bias_dropout_add_backward_cuda(g[0].data_ptr(), du.data_ptr(), nullptr, x.dtype(), rows, dim,
+                                                        d_.p, d_.seed, d_.subsequence, d_.step, x.device().index,
+                                                        stream_of(x)));
+    }
     if (x.device().is_cpu()) {
-      Tensor du = Tensor::empty(x.shape(), x.dtype(), x.device());
-      bias_dropout_add_backward_cpu(g[0].data_ptr(), du.data_ptr(), nullptr, x.dtype(), rows, dim, d_.p, d_.seed,
-                                    dropout_subsequence(d_.subsequence, d_.step));
       bias_gelu_backward_cpu(du.data_ptr(), x.data_ptr(), b.data_ptr(), pdx, pdb, x.dtype(), rows, dim, approx_);
-    } else if (fused_on_gpu()) {
+    } else if (fused) {
       TANDEM_CUDA_ONLY(bias_gelu_dropout_backward_cuda(g[0].data_ptr(), x.data_ptr(), b.data_ptr(), pdx, pdb,
                                                        x.dtype(), rows, dim, approx_, d_.p, d_.seed, d_.subsequence,
                                                        d_.step, x.device().index, stream_of(x)));
     } else {
-      Tensor du = Tensor::empty(x.shape(), x.dtype(), x.device());
-      TANDEM_CUDA_ONLY(bias_dropout_add_backward_cuda(g[0].data_ptr(), du.data_ptr(), nullptr, x.dtype(), rows, dim,
-                                                      d_.p, d_.seed, d_.subsequence, d_.step, x.device().index,
-                                                      stream_of(x)));
       TANDEM_CUDA_ONLY(bias_gelu_backward_cuda(du.data_ptr(), x.data_ptr(), b.data_ptr(), pdx, pdb, x.dtype(), rows,
                                                dim, approx_, x.device().index, stream_of(x)));
     }
@@ -124,7 +92,7 @@ class BiasGeluDropoutBackward final : public Node {
     x_.release();
     b_.release();
   }
-  std::string name() const override { return "BiasGeluDropoutBackward"; }
+  std::string name() const override { return d_.p != 0.0f ? "BiasGeluDropoutBackward" : "BiasGeluBackward"; }
 
  private:
   SavedTensor x_, b_;
@@ -164,24 +132,24 @@ Tensor bias_gelu(const Tensor& x, const Tensor& bias, GeluApproximation approx) 
     TANDEM_CUDA_ONLY(bias_gelu_forward_cuda(x.data_ptr(), bias.data_ptr(), y.data_ptr(), x.dtype(), rows, dim, approx,
                                             stream_of(x)));
   }
-  if (any_requires_grad({&x, &bias})) std::make_shared<BiasGeluBackward>(x, bias, approx)->connect({&x, &bias}, {&y});
+  if (any_requires_grad({&x, &bias}))
+    std::make_shared<BiasGeluBackward>(x, bias, approx, DropoutStream{0.0f, 0, 0, nullptr})->connect({&x, &bias}, {&y});
   return y;
 }
 
 Tensor bias_gelu_dropout(const Tensor& x, const Tensor& bias, GeluApproximation approx, double p, bool training,
                          uint64_t seed, uint64_t subsequence, const int64_t* step) {
-  TANDEM_CHECK(p >= 0.0 && p <= 1.0, "bias_gelu_dropout: dropout probability must be in [0, 1], got {}", p);
-  if (!training || p == 0.0) return bias_gelu(x, bias, approx);
+  const DropoutStream d = dropout_stream("bias_gelu_dropout", p, training, seed, subsequence, step);
+  if (d.p == 0.0f) return bias_gelu(x, bias, approx);
   OpScope scope("bias_gelu_dropout");
   check_bias_gelu("bias_gelu_dropout", x, bias);
-  const DropoutStream d{static_cast<float>(p), seed, subsequence, step};
   const int64_t dim = bias.size(0), rows = x.numel() / dim;
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
   if (x.device().is_cpu()) {
     Tensor h = Tensor::empty(x.shape(), x.dtype(), x.device());
     bias_gelu_forward_cpu(x.data_ptr(), bias.data_ptr(), h.data_ptr(), x.dtype(), rows, dim, approx);
     bias_dropout_add_forward_cpu(h.data_ptr(), nullptr, nullptr, y.data_ptr(), x.dtype(), rows, dim, d.p, d.seed,
-                                 dropout_subsequence(d.subsequence, d.step));
+                                 d.host_subsequence());
   } else if (fused_on_gpu()) {
     TANDEM_CUDA_ONLY(bias_gelu_dropout_forward_cuda(x.data_ptr(), bias.data_ptr(), y.data_ptr(), x.dtype(), rows, dim,
                                                     approx, d.p, d.seed, d.subsequence, d.step, stream_of(x)));
@@ -193,7 +161,7 @@ Tensor bias_gelu_dropout(const Tensor& x, const Tensor& bias, GeluApproximation 
                                                    d.p, d.seed, d.subsequence, d.step, stream_of(x)));
   }
   if (any_requires_grad({&x, &bias}))
-    std::make_shared<BiasGeluDropoutBackward>(x, bias, approx, d)->connect({&x, &bias}, {&y});
+    std::make_shared<BiasGeluBackward>(x, bias, approx, d)->connect({&x, &bias}, {&y});
   return y;
 }
 

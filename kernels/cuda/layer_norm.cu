@@ -56,6 +56,26 @@ void launch_forward(const void* x, const void* weight, const void* bias, void* y
   });
 }
 
+// dweight and dbias (either may be null) from their partial sums: both in one launch when both are
+// wanted (the usual case); zeros when there are no rows.
+template <class T>
+void finish_parameter_gradients(const float* pw, void* dweight, const float* pb, void* dbias, int64_t rows,
+                                int64_t slots, int64_t dim, bool w_f32, cudaStream_t s) {
+  if (rows == 0) {
+    for (void* out : {dweight, dbias})
+      if (out) TANDEM_CUDA_CHECK(cudaMemsetAsync(out, 0, static_cast<size_t>(dim) * (w_f32 ? 4 : sizeof(T)), s));
+    return;
+  }
+  auto finish = [&]<class Out>() {
+    if (dweight && dbias)
+      column_sum_finish(pw, static_cast<Out*>(dweight), pb, static_cast<Out*>(dbias), slots, dim, s);
+    else if (dweight || dbias)
+      column_sum_finish(dweight ? pw : pb, slots, dim, static_cast<Out*>(dweight ? dweight : dbias), s);
+  };
+  if (w_f32) finish.template operator()<float>();
+  else finish.template operator()<T>();
+}
+
 }  // namespace
 
 void layer_norm_forward_cuda(const void* x, const void* weight, const void* bias, void* y, void* mean, void* rstd,
@@ -108,20 +128,7 @@ void layer_norm_backward_cuda(const void* dy, const void* x, const void* weight,
         else launch.template operator()<2>();
       });
     }
-    if (rows == 0) {
-      for (void* out : {dweight, dbias})
-        if (out) TANDEM_CUDA_CHECK(cudaMemsetAsync(out, 0, static_cast<size_t>(dim) * (w_f32 ? 4 : sizeof(scalar_t)), s));
-      return;
-    }
-    // Both sums in one launch when both are wanted (the usual case).
-    auto finish = [&]<class Out>() {
-      if (dweight && dbias)
-        column_sum_finish(pw, static_cast<Out*>(dweight), pb, static_cast<Out*>(dbias), slots, dim, s);
-      else if (dweight || dbias)
-        column_sum_finish(dweight ? pw : pb, slots, dim, static_cast<Out*>(dweight ? dweight : dbias), s);
-    };
-    if (w_f32) finish.template operator()<float>();
-    else finish.template operator()<scalar_t>();
+    finish_parameter_gradients<scalar_t>(pw, dweight, pb, dbias, rows, slots, dim, w_f32, s);
   });
 }
 
@@ -161,22 +168,10 @@ void bias_dropout_add_layer_norm_backward_cuda(const void* dy, const void* sum, 
         else launch.template operator()<2>();
       });
     }
-    const size_t wbytes = static_cast<size_t>(dim) * (w_f32 ? 4 : sizeof(scalar_t));
-    if (rows == 0) {
-      for (void* out : {dweight, dbias})
-        if (out) TANDEM_CUDA_CHECK(cudaMemsetAsync(out, 0, wbytes, s));
-      if (dbranch_bias) TANDEM_CUDA_CHECK(cudaMemsetAsync(dbranch_bias, 0, static_cast<size_t>(dim) * sizeof(scalar_t), s));
-      return;
-    }
-    auto finish = [&]<class Out>() {
-      if (dweight && dbias)
-        column_sum_finish(pw, static_cast<Out*>(dweight), pb, static_cast<Out*>(dbias), slots, dim, s);
-      else if (dweight || dbias)
-        column_sum_finish(dweight ? pw : pb, slots, dim, static_cast<Out*>(dweight ? dweight : dbias), s);
-    };
-    if (w_f32) finish.template operator()<float>();
-    else finish.template operator()<scalar_t>();
-    if (dbranch_bias) column_sum_finish(pbb, slots, dim, static_cast<scalar_t*>(dbranch_bias), s);
+    finish_parameter_gradients<scalar_t>(pw, dweight, pb, dbias, rows, slots, dim, w_f32, s);
+    if (!dbranch_bias) return;
+    if (rows == 0) TANDEM_CUDA_CHECK(cudaMemsetAsync(dbranch_bias, 0, static_cast<size_t>(dim) * sizeof(scalar_t), s));
+    else column_sum_finish(pbb, slots, dim, static_cast<scalar_t*>(dbranch_bias), s);
   });
 }
 

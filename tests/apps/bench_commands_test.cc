@@ -319,7 +319,8 @@ TEST_F(BenchCommands, ZeroRoundsIsAnErrorNamingTheOption) {
 
 // bench ops: the op table of one rank's step. The calls per step follow from the model's
 // structure (the reference): each encoder layer has 4 linears (QKV, output, two FFN), one
-// attention and 2 layer norms, and the classifier head is one more linear.
+// attention, a GELU with its dropout and 2 sublayer epilogues (post-norm: bias + dropout +
+// residual + layer norm, one op each), and the classifier head is one more linear.
 TEST_F(BenchCommands, OpsCountsEachLayersOpsOncePerStepAndTheirTimeFitsInTheStep) {
   const CommandRun r = run("bench ops --config " + config_ + " --set model.num_layers=3 --synthetic --warmup 1 " +
                            "--steps 3 --out " + dir_.string());
@@ -335,7 +336,9 @@ TEST_F(BenchCommands, OpsCountsEachLayersOpsOncePerStepAndTheirTimeFitsInTheStep
   EXPECT_EQ(calls("LinearBackward", "backward"), 3 * 4 + 1);
   EXPECT_EQ(calls("attention", "forward"), 3);
   EXPECT_EQ(calls("AttentionBackward", "backward"), 3);
-  EXPECT_EQ(calls("layer_norm", "forward"), 3 * 2);
+  EXPECT_EQ(calls("bias_dropout_add_layer_norm", "forward"), 3 * 2);
+  EXPECT_EQ(calls("BiasDropoutAddLayerNormBackward", "backward"), 3 * 2);
+  EXPECT_EQ(calls("bias_gelu_dropout", "forward"), 3);
   EXPECT_EQ(calls("embedding", "forward"), 1);
   EXPECT_EQ(calls("cross_entropy", "forward"), 1);
   // Op scopes are disjoint intervals inside each step on one thread, so their mean is at most the step's.
