@@ -68,6 +68,16 @@ TEST(BiasDropoutAddLayerNorm, AStepCountInMemoryGivesTheMaskOfTheCombinedSubsequ
                 .to_double_vector());
 }
 
+TEST(BiasDropoutAddLayerNorm, AnEmptyBatchGivesAnEmptyOutputAndZeroParameterGradients) {
+  std::vector<Tensor> in{random_tensor({0, 5}, 1), random_tensor({5}, 2), random_tensor({0, 5}, 3),
+                         random_tensor({5}, 4), random_tensor({5}, 5)};
+  for (Tensor& x : in) x.set_requires_grad(true);
+  Tensor y = bias_dropout_add_layer_norm(in[0], in[1], in[2], 0.3, true, 1, 2, nullptr, in[3], in[4]);
+  EXPECT_EQ(y.shape(), (Shape{0, 5}));
+  y.backward(Tensor::zeros({0, 5}, DType::F64));
+  for (int i : {1, 3, 4}) EXPECT_EQ(in[static_cast<size_t>(i)].grad().to_double_vector(), std::vector<double>(5, 0.0)) << i;
+}
+
 TEST(BiasDropoutAddLayerNorm, BadProbabilityShapesAndDtypesAreErrorsNamingTheOp) {
   const Tensor x = random_tensor({2, 4}, 1), b = random_tensor({4}, 2), r = random_tensor({2, 4}, 3);
   const Tensor w = random_tensor({4}, 4), lb = random_tensor({4}, 5);

@@ -128,6 +128,14 @@ TEST(BiasGeluDropout, AStepCountInMemoryGivesTheMaskOfTheCombinedSubsequence) {
                 .to_double_vector());
 }
 
+TEST(BiasGeluDropout, AnEmptyBatchGivesAnEmptyOutputAndAZeroBiasGradient) {
+  Tensor x = random_tensor({0, 6}, 20).set_requires_grad(true), b = random_tensor({6}, 21).set_requires_grad(true);
+  Tensor y = bias_gelu_dropout(x, b, GeluApproximation::None, 0.3, true, 1, 2);
+  EXPECT_EQ(y.shape(), (Shape{0, 6}));
+  y.backward(Tensor::zeros({0, 6}, DType::F64));
+  EXPECT_EQ(b.grad().to_double_vector(), std::vector<double>(6, 0.0));
+}
+
 TEST(BiasGeluDropout, ProbabilityOutsideZeroOneAndABiasOfTheWrongWidthAreErrors) {
   EXPECT_TRUE(testing::throws_error_containing(
       [] { bias_gelu_dropout(random_tensor({2, 4}, 1), random_tensor({4}, 2), GeluApproximation::None, -0.1, true, 0, 0); },
