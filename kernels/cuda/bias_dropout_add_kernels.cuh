@@ -28,6 +28,37 @@ namespace tandem::kernels::bias_dropout_add_detail {
 
 constexpr int kRowBatch = 4;
 
+// The V elements at flat index i0: y = dropout(x + bias) + residual (residual null: none), stored, and
+// left in v unrounded. The one place the forward's per-element steps are written: the layer norm's
+// fused kernel (layer_norm_kernels.cuh, ResidualIn) calls it too, so both give the same bits.
+template <class T, int V>
+__device__ __forceinline__ void forward_piece(const T* __restrict__ x, const float (&bias)[V],
+                                              const T* __restrict__ residual, const DropoutMask& m, int64_t i0,
+                                              T* __restrict__ y, float (&v)[V]) {
+  float f[V], rv[V];
+  load_vec<V>(x + i0, v);
+  if (residual) load_vec<V>(residual + i0, rv);
+  else fill(rv, 0.0f);
+  keep_factors<V>(m, static_cast<uint64_t>(i0), f);
+#pragma unroll
+  for (int k = 0; k < V; ++k) v[k] = dropout_add(v[k], bias[k], f[k], rv[k]);
+  store_vec<V>(y + i0, v);
+}
+
+// The backward of the V elements at flat index i0, g their output gradient as stored: g times the
+// keep factors, added to the bias gradient's column sums acc. The layer norm's fused backward
+// (layer_norm_kernels.cuh, BranchGrad) calls it too.
+template <int V>
+__device__ __forceinline__ void backward_piece(const DropoutMask& m, int64_t i0, float (&g)[V], float (&acc)[V]) {
+  float f[V];
+  keep_factors<V>(m, static_cast<uint64_t>(i0), f);
+#pragma unroll
+  for (int k = 0; k < V; ++k) {
+    g[k] *= f[k];
+    acc[k] += g[k];
+  }
+}
+
 template <class T, int V>
 __global__ void forward_kernel(const T* __restrict__ x, const T* __restrict__ b, const T* __restrict__ res,
                                T* __restrict__ y, int64_t rows, int64_t dim, DropoutMask m) {
@@ -39,15 +70,8 @@ __global__ void forward_kernel(const T* __restrict__ x, const T* __restrict__ b,
   else fill(bv, 0.0f);
   for (int64_t r = blockIdx.y * static_cast<int64_t>(blockDim.y) + threadIdx.y; r < rows;
        r += static_cast<int64_t>(gridDim.y) * blockDim.y) {
-    const int64_t i0 = r * dim + c * V;
-    float v[V], f[V], rv[V];
-    load_vec<V>(x + i0, v);
-    if (res) load_vec<V>(res + i0, rv);
-    else fill(rv, 0.0f);
-    keep_factors<V>(m, static_cast<uint64_t>(i0), f);
-#pragma unroll
-    for (int k = 0; k < V; ++k) v[k] = dropout_add(v[k], bv[k], f[k], rv[k]);
-    store_vec<V>(y + i0, v);
+    float v[V];
+    forward_piece<T, V>(x, bv, res, m, r * dim + c * V, y, v);
   }
 }
 
@@ -72,13 +96,7 @@ __global__ void backward_kernel(const T* __restrict__ dy, T* __restrict__ dx, fl
       for (int u = 0; u < RowBatch; ++u) {
         const int64_t r = r0 + u * w.stride;
         if (r >= rows) break;
-        float f[V];
-        keep_factors<V>(m, static_cast<uint64_t>(r * dim + c * V), f);
-#pragma unroll
-        for (int k = 0; k < V; ++k) {
-          g[u][k] *= f[k];
-          acc[k] += g[u][k];
-        }
+        backward_piece<V>(m, r * dim + c * V, g[u], acc);
         if (dx) store_vec<V>(dx + r * dim + c * V, g[u]);
       }
     }

@@ -50,6 +50,7 @@
 
 #include "core/check.h"
 #include "core/element.h"
+#include "kernels/cuda/bias_dropout_add_kernels.cuh"
 #include "kernels/cuda/dropout_factors.cuh"
 #include "kernels/cuda/row_vectors.cuh"
 
@@ -97,8 +98,8 @@ __device__ __forceinline__ void load_param_any(const void* p, bool f32, int64_t 
 
 // TANDEM_ADD_LAYER_NORM=fused's inputs: the layer norm's input is s = dropout(x + bias) + residual
 // (x the sublayer's branch), computed as the rows are loaded and stored to `sum` (backward's input),
-// rounded to T as bias_dropout_add's kernel stores it (bias_dropout_add_kernels.cuh: the same
-// expression and keep decisions), so the normalised rows are the separate kernels' bits.
+// rounded to T as bias_dropout_add's kernel stores it (its forward_piece, in
+// bias_dropout_add_kernels.cuh), so the normalised rows are the separate kernels' bits.
 template <class T>
 struct ResidualIn {
   const T* residual;
@@ -111,13 +112,7 @@ struct ResidualIn {
 template <class T, int V>
 __device__ __forceinline__ void load_input(const T* __restrict__ x, int64_t off, const float (&bb)[V],
                                            const ResidualIn<T>& in, float (&out)[V]) {
-  float rv[V], f[V];
-  load_vec<V>(x + off, out);
-  load_vec<V>(in.residual + off, rv);
-  keep_factors<V>(in.m, static_cast<uint64_t>(off), f);
-#pragma unroll
-  for (int j = 0; j < V; ++j) out[j] = dropout_add(out[j], bb[j], f[j], rv[j]);
-  store_vec<V>(in.sum + off, out);
+  bias_dropout_add_detail::forward_piece<T, V>(x, bb, in.residual, in.m, off, in.sum, out);
 #pragma unroll
   for (int j = 0; j < V; ++j) out[j] = to_f32(from_f32<T>(out[j]));
 }
@@ -259,8 +254,8 @@ __device__ __forceinline__ void load_row_stats(const float* __restrict__ mean, c
 // What the backward does with each stored piece of a row of dx besides storing it: nothing (NoBranch),
 // or (BranchGrad, TANDEM_ADD_LAYER_NORM=fused) the gradient of the sublayer's branch x of
 // s = dropout(x + bias) + residual: dx rounded to T as stored (the residual's gradient), times the
-// keep factor, stored to dbranch and added to the bias gradient's column sums, as
-// bias_dropout_add_kernels.cuh's backward does with the stored dx.
+// keep factor, stored to dbranch and added to the bias gradient's column sums (backward_piece in
+// bias_dropout_add_kernels.cuh, as bias_dropout_add's backward does with the stored dx).
 struct NoBranch {
   template <int V>
   __device__ __forceinline__ void operator()(int, int64_t, const float (&)[V]) {}
@@ -273,13 +268,10 @@ struct BranchGrad {
   float acc[C][V];
 
   __device__ __forceinline__ void operator()(int k, int64_t off, const float (&dx)[V]) {
-    float f[V], g[V];
-    keep_factors<V>(m, static_cast<uint64_t>(off), f);
+    float g[V];
 #pragma unroll
-    for (int j = 0; j < V; ++j) {
-      g[j] = to_f32(from_f32<T>(dx[j])) * f[j];
-      acc[k][j] += g[j];
-    }
+    for (int j = 0; j < V; ++j) g[j] = to_f32(from_f32<T>(dx[j]));
+    bias_dropout_add_detail::backward_piece<V>(m, off, g, acc[k]);
     if (dbranch) store_vec<V>(dbranch + off, g);
   }
 };
