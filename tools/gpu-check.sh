@@ -414,7 +414,9 @@ phase_kprofile() {
 
 # Why attention is slow (issue #15: 2.1x PyTorch SDPA's time in the second run): Nsight Compute's
 # speed of light, occupancy, launch, memory, warp-state (what the warps wait on), compute-workload
-# (pipe use) and instruction sections for the attention kernels of one bf16 shape (8 x 512 x 12 x 64):
+# (pipe use), instruction and source-counter (warp stalls sampled by SASS line, shared-memory bank
+# conflicts; docs/results/attention_vs_flashattention2_sass.md says why) sections for the attention
+# kernels of one bf16 shape (8 x 512 x 12 x 64):
 # the library's default (pipelined forward, split backward), the split backward with both passes
 # pipelined, and the wide forward with the fused backward: the forward kernel of the second call
 # (after the warm-up call) and the three backward kernels of the second backward call (rowdot,
@@ -437,12 +439,13 @@ phase_kdetail() {
     [ "$1" = backward ] && kernels="regex:rowdot|dkdv|dq_|fused_backward" skip=3 count=3
     capture "kdetail_$1_$2_$3" 100 ncu --clock-control none --section SpeedOfLight --section Occupancy \
       --section LaunchStats --section MemoryWorkloadAnalysis --section WarpStateStats \
-      --section ComputeWorkloadAnalysis --section InstructionStats --kernel-name "$kernels" --launch-skip "$skip" \
+      --section ComputeWorkloadAnalysis --section InstructionStats --section SourceCounters \
+      --kernel-name "$kernels" --launch-skip "$skip" \
       --launch-count "$count" "$build/bench/attention_bench" --device cuda --dtype bf16 --shape 8,512,12,64 \
       --min-seconds 0.01 --forward "$2" --backward "$3"
     r=$?
     lines+=("== attention bf16 8x512x12x64, forward $2, backward $3: the $1 kernels (ncu exit $r)"
-      "$(grep -E '^  [A-Za-z_].*\(|Duration|Memory Throughput|DRAM Throughput|Compute \(SM\) Throughput|Registers Per Thread|Dynamic Shared Memory Per Block|Achieved Occupancy|Theoretical Occupancy|Block Limit|Warp Cycles Per Issued|Issue Slots Busy|Executed Ipc A|stalled|Stall' "$res/kdetail_$1_$2_$3.txt" | cut -c1-400)")
+      "$(grep -E '^  [A-Za-z_].*\(|Duration|Memory Throughput|DRAM Throughput|Compute \(SM\) Throughput|Registers Per Thread|Dynamic Shared Memory Per Block|Achieved Occupancy|Theoretical Occupancy|Block Limit|Warp Cycles Per Issued|Issue Slots Busy|Executed Ipc A|stalled|Stall|[Bb]ank|[Ww]avefronts|Uncoalesced' "$res/kdetail_$1_$2_$3.txt" | cut -c1-400)")
   done
   summary kdetail "${lines[@]}"
   return $rc
