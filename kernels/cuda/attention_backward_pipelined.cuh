@@ -33,7 +33,7 @@
 // Besides attention_kernels.cuh's requirements, the includer supplies
 // cp_async_16, cp_async_commit_group() and cp_async_wait_group<N>()
 // (attention_forward_pipelined.cuh says where), and includes that header first
-// (load_kv_pipelined, load_query_tile_pipelined, key_flag_of_thread).
+// (load_kv_pipelined, load_query_tile_pipelined).
 #pragma once
 
 #include "kernels/cuda/attention_forward_pipelined.cuh"
@@ -126,7 +126,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     start_tile<kRows, DP>(q_s, src.q, src.stride, q0, P.seq, P.dh, vec_qkv);
     start_tile<kRows, DP>(do_s, do_g, src.out_stride, q0, P.seq, P.dh, vec_dout);
     load_kv(0, 0);  // Q and dO join the first K/V tile's group
-    if (threadIdx.x < kRows) real_s[threadIdx.x] = key_flag_of_thread(mask, b, P, 0);
+    if (threadIdx.x < kRows) real_s[threadIdx.x] = key_flag_of_thread(mask, b, P.seq, 0);
   }
   const T* q_w = q_s + warp * 16 * ld;
   const T* do_w = do_s + warp * 16 * ld;
@@ -143,7 +143,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     uint8_t next_flag = 0;
     if (more) {
       load_kv((j + 1) * kRows, buf ^ 1);
-      next_flag = key_flag_of_thread(mask, b, P, (j + 1) * kRows);
+      next_flag = key_flag_of_thread(mask, b, P.seq, (j + 1) * kRows);
     }
     dq_key_tile<DP>(dq, q_w, do_w, k_s + buf * kTile, v_s + buf * kTile, real_s + buf * kRows, lse2, rd, query, P,
                     bh, j * kRows, t);

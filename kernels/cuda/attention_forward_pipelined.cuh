@@ -83,13 +83,6 @@ __device__ __forceinline__ void load_query_tile_pipelined(T* q_dst, T* do_dst, f
   }
 }
 
-// Whether key k0 + threadIdx.x of a 64-key tile is real, for threads 0-63 (0 for the others): a tile's
-// flags, one per thread, loaded into a register before they are stored to shared memory.
-__device__ __forceinline__ uint8_t key_flag_of_thread(const uint8_t* mask, int b, const Params& P, int k0) {
-  static_assert(kThreads >= kRows, "one key flag per thread");
-  return threadIdx.x < kRows && real_key(mask, b, P.seq, k0 + static_cast<int>(threadIdx.x));
-}
-
 // Row tiles of 16 queries per warp: 1 (a block's 64 queries, as forward_kernel), or 2 for the wide
 // variant (TANDEM_ATTENTION_FORWARD=pipelined_wide: 128 queries per block of four warps, as
 // FlashAttention-2 at head dim 64), where each K and V fragment a warp loads from shared memory feeds
@@ -110,7 +103,7 @@ void with_row_tiles(bool wide, F&& f) {
 // Blocks per SM the kernel is compiled for (the second __launch_bounds__ argument, which caps
 // registers at 65536 / (128 * blocks)). The first GPU run found the one-tile kernel at 172
 // registers, two blocks (8 warps) per SM, with the tensor cores mostly waiting: four blocks fit
-// 128 registers with no spills at DP <= 64 (126-127 registers, nvcc 13.0) and their shared memory
+// 128 registers with no spills at DP <= 64 (121-123 registers, nvcc 13.0) and their shared memory
 // (4 x 46 KB at DP = 64) fits an SM's 227 KB; at DP = 128 four blocks spill and three do not fit
 // the shared memory, so it stays at two; two row tiles keep two blocks (their accumulators need
 // the registers).
@@ -144,7 +137,7 @@ __global__ void __launch_bounds__(kThreads, kPipelinedBlocksPerSm<DP, MT>)
   if (tiles > 0) {  // none: a row with no real key (trimmed), whose output is 0 without reading anything
     start_tile<kBlockRows, DP>(q_s, src.q, src.stride, q0, P.seq, P.dh, vec);
     load_kv(0, 0);  // Q joins the first tile's group
-    if (threadIdx.x < kRows) real_s[threadIdx.x] = key_flag_of_thread(mask, b, P, 0);
+    if (threadIdx.x < kRows) real_s[threadIdx.x] = key_flag_of_thread(mask, b, P.seq, 0);
   }
   // Warp w owns rows 16 MT w .. 16 MT w + 16 MT - 1 of the block: row tile mt from row0 + 16 mt.
   const T* q_w = q_s + warp * 16 * MT * ld;
@@ -163,7 +156,7 @@ __global__ void __launch_bounds__(kThreads, kPipelinedBlocksPerSm<DP, MT>)
     uint8_t next_flag = 0;
     if (more) {  // tile j + 1 streams in while tile j is computed; its key flag is stored after
       load_kv((j + 1) * kRows, buf ^ 1);
-      next_flag = key_flag_of_thread(mask, b, P, (j + 1) * kRows);
+      next_flag = key_flag_of_thread(mask, b, P.seq, (j + 1) * kRows);
     }
 
     float s[MT][NC][4] = {};

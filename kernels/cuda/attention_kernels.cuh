@@ -241,6 +241,14 @@ __device__ __forceinline__ void load_tile_async(T* dst, const T* src, int64_t st
   const T* from = src + (row0 + r0) * stride + col;
   const int64_t from_step = kRowStep * stride;
   T* to = dst + r0 * ld + col;
+  if (col_in && row0 + R <= seq) {  // the whole tile inside the matrix (all but a last partial one):
+#pragma unroll                       // no per-copy bound and no stand-in address to select
+    for (int i = 0; i < kSteps; ++i, from += from_step, to += kRowStep * ld) {
+      if (R % kRowStep != 0 && r0 + i * kRowStep >= R) break;  // only where the last step covers part of the rows
+      cp_async_16(to, from, 16);
+    }
+    return;
+  }
 #pragma unroll
   for (int i = 0; i < kSteps; ++i, from += from_step, to += kRowStep * ld) {
     const int r = r0 + i * kRowStep;
@@ -280,6 +288,14 @@ __device__ __forceinline__ void load_tile(T* dst, const T* src, int64_t stride, 
 
 __device__ __forceinline__ bool real_key(const uint8_t* mask, int b, int seq, int j) {
   return j < seq && (mask == nullptr || mask[static_cast<int64_t>(b) * seq + j] != 0);
+}
+
+// Whether key k0 + threadIdx.x of a 64-key tile is real, for threads 0-63 (0 for the others): a tile's
+// flags, one per thread. A loop over the tile's keys in steps of the block's threads runs at most once,
+// but the compiler does not know the block's size and emitted an unrolled loop with a remainder.
+__device__ __forceinline__ uint8_t key_flag_of_thread(const uint8_t* mask, int b, int seq, int k0) {
+  static_assert(kThreads >= kRows, "one key flag per thread");
+  return threadIdx.x < kRows && real_key(mask, b, seq, k0 + static_cast<int>(threadIdx.x));
 }
 
 // key_end[b] = one past the last j with mask[b, j] != 0 (0 for a row with no real key), one warp per
@@ -554,7 +570,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     __syncthreads();  // every warp is done with the previous K/V tile
     start_tile<kRows, DP>(k_s, src.k, src.stride, k0, P.seq, P.dh, vec);
     start_tile<kRows, DP>(v_s, src.v, src.stride, k0, P.seq, P.dh, vec);
-    for (int j = threadIdx.x; j < kRows; j += kThreads) real_s[j] = real_key(mask, b, P.seq, k0 + j);
+    if (threadIdx.x < kRows) real_s[threadIdx.x] = key_flag_of_thread(mask, b, P.seq, k0);
     finish_tiles();
     __syncthreads();
 
@@ -647,9 +663,14 @@ __device__ __forceinline__ void dkdv_query_tile(float (&dk)[DP / 8][4], float (&
     for (int e = 0; e < 4; ++e) dst[n][e] = 0.0f;
   mma_abt<NQ, DP>(pt, k_w, q_s, ld);
   mma_abt<NQ, DP>(dst, v_w, do_s, ld);
-  // P^T of element (n, e): row (key) e / 2 of this lane's two, query qi.
+  // P^T of element (n, e): row (key) e / 2 of this lane's two, query qi. The exponential is taken for a
+  // padding key too and then not selected: computed only for real keys, the compiler predicated it on
+  // the key's flag and loaded lse and the scale once per predicate, twice per element (an extra shared
+  // and a constant load per element, 47 of the 798 instructions per query tile at Dh = 64 in bf16;
+  // docs/results/attention_vs_flashattention2_sass.md). The same values.
   const auto probability = [&](int n, int e, int qi) {
-    return real[e >> 1] ? exp2_ftz(pt[n][e] * P.score_scale - lse_s[qi]) : 0.0f;
+    const float p = exp2_ftz(pt[n][e] * P.score_scale - lse_s[qi]);
+    return real[e >> 1] ? p : 0.0f;
   };
   // The element loop; without WithKeep the same with f = 1 (p * 1 = p exactly): no keep bit and two
   // multiplies fewer per element.
@@ -864,7 +885,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     __syncthreads();  // every warp is done with the previous K/V tile
     start_tile<kRows, DP>(k_s, src.k, src.stride, k0, P.seq, P.dh, vec_qkv);
     start_tile<kRows, DP>(v_s, src.v, src.stride, k0, P.seq, P.dh, vec_qkv);
-    for (int j = threadIdx.x; j < kRows; j += kThreads) real_s[j] = real_key(mask, b, P.seq, k0 + j);
+    if (threadIdx.x < kRows) real_s[threadIdx.x] = key_flag_of_thread(mask, b, P.seq, k0);
     finish_tiles();
     __syncthreads();
     dq_key_tile<DP>(dq, q_w, do_w, k_s, v_s, real_s, lse2, rd, query, P, bh, k0, t);
