@@ -92,25 +92,25 @@
 // (none unless noted), dynamic shared memory per 128-thread block:
 //
 //   kernel      DP   f32 regs   f16/bf16 regs         f32 smem   f16/bf16 smem
-//   forward     32   211        149                   27,712     15,424
-//   forward     64   228        156                   52,288     27,712
+//   forward     32   211        156                   27,712     15,424
+//   forward     64   228        158                   52,288     27,712
 //   forward    128   202        170                  101,440     52,288
 //   pipelined   32   -          123 (4 blocks/SM)          -      25,728
-//   pipelined   64   -          121 (4 blocks/SM)          -      46,208
+//   pipelined   64   -          122 (4 blocks/SM)          -      46,208
 //   pipelined  128   -          171                        -      87,168
 //   wide        32   -          182 (2 blocks/SM)          -      30,848
 //   wide        64   -          215 (2 blocks/SM)          -      55,424
-//   dkdv        32   252        194                   37,376     20,992
-//   dkdv        64   254        222                   70,144     37,376
+//   dkdv        32   252        195                   37,376     20,992
+//   dkdv        64   254        228                   70,144     37,376
 //   dkdv       128   255        240                  101,632     52,480
-//   dkdv_pipe   32   -          197                        -      31,744
-//   dkdv_pipe   64   -          228                        -      56,320
-//   dkdv_pipe  128   -          241                        -      70,144
-//   dq_pipe     32   -          158                        -      30,848
+//   dkdv_pipe   32   -          200-201                    -      31,744
+//   dkdv_pipe   64   -          229                        -      56,320
+//   dkdv_pipe  128   -          242                        -      70,144
+//   dq_pipe     32   -          194                        -      30,848
 //   dq_pipe     64   -          179                        -      55,424
-//   dq_pipe    128   -          212                        -     104,576
-//   dq          32   219        177                   36,928     20,544
-//   dq          64   232        175                   69,696     36,928
+//   dq_pipe    128   -          211                        -     104,576
+//   dq          32   219        181                   36,928     20,544
+//   dq          64   232        179                   69,696     36,928
 //   dq         128   209        209                  135,232     69,696
 //   rowdot       -   32         26-31                      0          0
 //   key_end      -   30 (no type: reads the u8 mask)          0          0
@@ -121,8 +121,9 @@
 // exp2_ftz; the split passes have a copy of their element loop without dropout: mostly 10-40
 // registers fewer per kernel, and dkdv's spills are gone: 8 bytes in 16 bits at DP = 64 and 128,
 // 24 in f32 at DP = 128, since ldmatrix. The table was measured again after the late-evening
-// changes of that day, a whole-tile copy path and the dK/dV pass's exponential taken before the
-// key-flag select: 0-6 registers either way, no spills.)
+// changes of that day: a whole-tile copy path, the dK/dV pass's exponential taken before the
+// key-flag select, and the first k-step of the backward's and the tiled forward's score products
+// peeled: up to 7 registers more (36 in dq_pipe at DP = 32), no spills.)
 // So two blocks (8 warps) per SM at most, one for f32 at DP = 128, except the pipelined
 // forward, compiled for four at DP <= 64 (kPipelinedBlocksPerSm: 172-178 registers before,
 // two blocks); its 87 KB at DP = 128 still allow two. The wide pipelined forward (two row

@@ -90,15 +90,16 @@
 // differs between f32 and 16 bits at DP <= 64:
 //
 //   kernel      DP   BQ f32/16-bit  f32 regs           f16/bf16 regs     f32 smem   f16/bf16 smem
-//   fused       32   64 / 16        242                166-168 (3 blocks)  54,784          15,232
+//   fused       32   64 / 16        242                168 (3 blocks)      54,784          15,232
 //   fused       64   64 / 32        255                168 (3 blocks)      87,552          32,512
 //   fused      128   16 / 16        255 (spill 44/44)  252                 88,960          45,952
 //   dq_reduce    -    -             32                 32                       0               0
 //
 // The ordered kernels: f32 238-255 (DP = 128: spill 22/20), 16 bits 168 (3 blocks) at DP <= 64
-// and 254 at 128, pipelined 230-255; no other spills. (Measured again after the whole-tile copy path
-// and the dK/dV step's unpredicated exponential of 2026-11-27's late evening: at f32 DP = 128 the plain
-// kernel's spill went from 24 to 44 bytes each way and the ordered one's from 44/36 to 22/20.) The tiles' cp.async loads
+// and 254 at 128, pipelined 231-255; no other spills. (Measured again after the whole-tile copy path,
+// the dK/dV step's unpredicated exponential and the peeled first k-step of 2026-11-27's late evening:
+// at f32 DP = 128 the plain kernel's spill went from 24 to 44 bytes each way and the ordered one's from
+// 44/36 to 22/20.) The tiles' cp.async loads
 // (load_tile_async) took the f32 DP = 128 spills from 56/64 (ordered 56/60) to 24/24 (32/32;
 // exp2_ftz then moved the ordered one to 44/36); the trimmed key tiles' early exit and chain end,
 // with 16-byte loads through registers, had cost the 16-bit kernels at DP = 64 4-6 bytes of spill,

@@ -96,15 +96,19 @@ __device__ __forceinline__ void a_fragment_of(const float (&p)[KT][4], int kc, u
 // k..k+7 | k+8..) in the order of the A registers a[0..3]; for B, they are (rows 8n..8n+7 |
 // 8n+8..) x (columns k.. | k+8..) in the order b[n][0], b[n][1], b[n+1][0], b[n+1][1]. Each
 // accumulator sees the same products in the same order whatever MT is.
-template <int MT, int NT, int K, class T>
+//
+// kPeelFirstStep: the first 16-column step apart from the rolled loop. Where the caller's c starts at
+// zero (the backward's score and dP tiles), its products then add to a known zero and the compiler
+// drops the zeroing of the accumulators and a trip's loop overhead: 55-94 of the split passes' 375-729
+// instructions per tile (docs/results/attention_vs_flashattention2_sass.md). The same operations in
+// the same order. The pipelined forward does not peel: at DP = 32 it would spill at its 128-register cap.
+template <int MT, int NT, int K, bool kPeelFirstStep = false, class T>
 __device__ __forceinline__ void mma_abt_ldmatrix(float (&c)[MT][NT][4], const T* a, const T* b, int ld) {
   static_assert(NT % 2 == 0, "B fragments come in pairs of 8-row blocks");
   const int lane = threadIdx.x & 31;
   const T* a_row = a + ((lane & 7) + 8 * ((lane >> 3) & 1)) * ld + 8 * (lane >> 4);
   const T* b_row = b + ((lane & 7) + 8 * (lane >> 4)) * ld + 8 * ((lane >> 3) & 1);
-  // Rolled k loop, as in mma_abt: unrolled, the fragments of every step would be live at once.
-#pragma unroll 1
-  for (int k = 0; k < K; k += 16) {
+  const auto step = [&](int k) {
     uint32_t af[MT][4];
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) ldmatrix_x4(af[mt], a_row + 16 * mt * ld + k);
@@ -119,7 +123,11 @@ __device__ __forceinline__ void mma_abt_ldmatrix(float (&c)[MT][NT][4], const T*
         mma16816<T>(c[mt][n + 1], af[mt], b1);
       }
     }
-  }
+  };
+  // A rolled k loop, as in mma_abt: unrolled, the fragments of every step would be live at once.
+  if constexpr (kPeelFirstStep) step(0);
+#pragma unroll 1
+  for (int k = kPeelFirstStep ? 16 : 0; k < K; k += 16) step(k);
 }
 
 // C[mt][16 x 8NT] += P[mt][16 x 8KT] . V[8KT x 8NT] for MT row tiles, each as mma_pb (P a register
@@ -167,7 +175,7 @@ __device__ __forceinline__ void mma_abt(float (&c)[NT][4], const T* a, const T* 
         fma_2x2(c[n], a0, a1, b[(8 * n + 2 * t) * ld + k], b[(8 * n + 2 * t + 1) * ld + k]);
     }
   } else {
-    mma_abt_ldmatrix<1, NT, K>(reinterpret_cast<float(&)[1][NT][4]>(c), a, b, ld);
+    mma_abt_ldmatrix<1, NT, K, true>(reinterpret_cast<float(&)[1][NT][4]>(c), a, b, ld);
   }
 }
 
