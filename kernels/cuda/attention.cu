@@ -97,9 +97,9 @@
 //   forward    128   202        170                  101,440     52,288
 //   pipelined   32   -          123 (4 blocks/SM)          -      25,728
 //   pipelined   64   -          122 (4 blocks/SM)          -      46,208
-//   pipelined  128   -          171                        -      87,168
-//   wide        32   -          182 (2 blocks/SM)          -      30,848
-//   wide        64   -          215 (2 blocks/SM)          -      55,424
+//   pipelined  128   -          173                        -      87,168
+//   wide        32   -          196 (2 blocks/SM)          -      30,848
+//   wide        64   -          217 (2 blocks/SM)          -      55,424
 //   dkdv        32   252        195                   37,376     20,992
 //   dkdv        64   254        228                   70,144     37,376
 //   dkdv       128   255        240                  101,632     52,480
@@ -122,8 +122,8 @@
 // registers fewer per kernel, and dkdv's spills are gone: 8 bytes in 16 bits at DP = 64 and 128,
 // 24 in f32 at DP = 128, since ldmatrix. The table was measured again after the late-evening
 // changes of that day: a whole-tile copy path, the dK/dV pass's exponential taken before the
-// key-flag select, and the first k-step of the backward's and the tiled forward's score products
-// peeled: up to 7 registers more (36 in dq_pipe at DP = 32), no spills.)
+// key-flag select, and the first k-step of the score products peeled (kPeelFirstStep; the
+// pipelined forward at DP = 32 excepted): up to 14 registers more (36 in dq_pipe at DP = 32), no spills.)
 // So two blocks (8 warps) per SM at most, one for f32 at DP = 128, except the pipelined
 // forward, compiled for four at DP <= 64 (kPipelinedBlocksPerSm: 172-178 registers before,
 // two blocks); its 87 KB at DP = 128 still allow two. The wide pipelined forward (two row

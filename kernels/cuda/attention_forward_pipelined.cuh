@@ -110,6 +110,12 @@ void with_row_tiles(bool wide, F&& f) {
 template <int DP, int MT>
 constexpr int kPipelinedBlocksPerSm = MT == 1 && DP <= 64 ? 4 : 2;
 
+// Whether Q K^T peels its first k-step (mma_abt_ldmatrix's kPeelFirstStep: the score accumulators
+// start at zero, so their zeroing goes; 21 of 470 instructions per key tile at DP = 64). Everywhere but
+// the one-tile kernel at DP = 32, which then spilled 12/20 bytes at its 128-register cap (nvcc 13.0).
+template <int DP, int MT>
+constexpr bool kPipelinedPeel = !(MT == 1 && DP <= 32);
+
 template <class T, int DP, int MT>
 __global__ void __launch_bounds__(kThreads, kPipelinedBlocksPerSm<DP, MT>)
     forward_pipelined_kernel(const T* __restrict__ qkv, const uint8_t* __restrict__ mask, T* __restrict__ out,
@@ -160,7 +166,7 @@ __global__ void __launch_bounds__(kThreads, kPipelinedBlocksPerSm<DP, MT>)
     }
 
     float s[MT][NC][4] = {};
-    mma_abt_ldmatrix<MT, NC, DP>(s, q_w, k_s + buf * kTile, ld);
+    mma_abt_ldmatrix<MT, NC, DP, kPipelinedPeel<DP, MT>>(s, q_w, k_s + buf * kTile, ld);
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
       online_softmax_tile(s[mt], o[mt], m[mt], l[mt], real_s + buf * kRows, P, bh, row0 + 16 * mt, j * kRows, t);

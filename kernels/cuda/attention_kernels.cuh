@@ -101,7 +101,8 @@ __device__ __forceinline__ void a_fragment_of(const float (&p)[KT][4], int kc, u
 // zero (the backward's score and dP tiles), its products then add to a known zero and the compiler
 // drops the zeroing of the accumulators and a trip's loop overhead: 55-94 of the split passes' 375-729
 // instructions per tile (docs/results/attention_vs_flashattention2_sass.md). The same operations in
-// the same order. The pipelined forward does not peel: at DP = 32 it would spill at its 128-register cap.
+// the same order. The pipelined forward peels except at DP = 32 with one row tile, where it would spill
+// at its 128-register cap (kPipelinedPeel).
 template <int MT, int NT, int K, bool kPeelFirstStep = false, class T>
 __device__ __forceinline__ void mma_abt_ldmatrix(float (&c)[MT][NT][4], const T* a, const T* b, int ld) {
   static_assert(NT % 2 == 0, "B fragments come in pairs of 8-row blocks");
