@@ -8,10 +8,10 @@
 //   ((bh * N + i / 16) * N + j / 16) * 32 + 4 * (r % 8) + (c % 8) / 2,   N = ceil(S / 16),
 // in slot 4 * (c / 8) + 2 * (r / 8) + c % 2, whose 16-bit uniform u is half
 // slot % 2 (0: the low 16 bits) of word slot / 2. The element is kept when
-// u >= round(p * 2^16) (at most 2^16 - 1), and a kept probability is scaled by
-// 2^16 / (2^16 - that threshold): p is quantised to a multiple of 2^-16 (off by
-// at most 2^-17; a p below 2^-17 drops nothing) and the scale is the inverse of
-// the quantised keep rate, so the dropped-out probabilities are unbiased.
+// u >= round(p * 2^16), and a kept probability is scaled by 2^16 / (2^16 -
+// that threshold): kernels/dropout_mask.h's quantisation of p, shared with the
+// elementwise dropout (dropout_threshold, dropout_keep_scale, dropout_keep8),
+// so the dropped-out probabilities are unbiased.
 //
 // Why this shape: a block's 8 elements, queries {i, i + 8} x keys
 // {j, j + 1, j + 8, j + 9}, are exactly what one lane holds of a 16 x 16 tile
@@ -54,19 +54,6 @@ struct AttentionDropout {
   TANDEM_HD uint64_t subsequence() const { return dropout_subsequence(offset, step); }
 };
 
-// round(p * 2^16), at most 2^16 - 1: a 16-bit uniform below it drops its element.
-// p * 2^16 is exact in float, so adding 0.5 rounds it the same way with or without FMA contraction.
-TANDEM_HD inline uint32_t attention_dropout_threshold(float p) {
-  const uint32_t t = static_cast<uint32_t>(p * 65536.0f + 0.5f);
-  return t < 65535u ? t : 65535u;
-}
-
-// What multiplies a kept probability: 1 / (quantised keep rate), exactly 1 for threshold 0.
-template <class A>
-TANDEM_HD inline A attention_dropout_scale(uint32_t threshold) {
-  return A(65536) / A(65536u - threshold);
-}
-
 // The Philox block holding the decision for (i, j) of head bh.
 TANDEM_HD inline uint64_t attention_dropout_block(int64_t bh, int64_t i, int64_t j, int64_t seq) {
   const uint64_t n = (static_cast<uint64_t>(seq) + 15) / 16;
@@ -80,23 +67,11 @@ TANDEM_HD inline int attention_dropout_slot(int64_t i, int64_t j) {
   return static_cast<int>(4 * (j % 16 / 8) + 2 * (i % 16 / 8) + j % 2);
 }
 
-// The decision in `slot` of a block.
-TANDEM_HD inline bool attention_dropout_keep(const Philox4& block, int slot, uint32_t threshold) {
-  return ((block.v[slot / 2] >> (16 * (slot % 2))) & 0xffffu) >= threshold;
-}
-
-// All 8 decisions of a block: bit k for slot k.
-TANDEM_HD inline uint32_t attention_dropout_keep8(const Philox4& block, uint32_t threshold) {
-  uint32_t bits = 0;
-  for (int k = 0; k < 8; ++k) bits |= static_cast<uint32_t>(attention_dropout_keep(block, k, threshold)) << k;
-  return bits;
-}
-
 // The decision for (i, j) of head bh alone: a whole Philox block for one bit (tests, the definition).
 TANDEM_HD inline bool attention_dropout_keep(const AttentionDropout& d, int64_t bh, int64_t i, int64_t j,
                                              int64_t seq) {
   const Philox4 block = philox_block(d.seed, d.subsequence(), attention_dropout_block(bh, i, j, seq));
-  return attention_dropout_keep(block, attention_dropout_slot(i, j), attention_dropout_threshold(d.p));
+  return dropout_keep_slot(block, attention_dropout_slot(i, j), dropout_threshold(d.p));
 }
 
 }  // namespace tandem::kernels

@@ -1,13 +1,13 @@
 // The epilogue of a transformer sublayer, y = dropout(x + bias) + residual,
 // and its parts: dropout alone and the bias add over the last dimension.
 //
-// Dropout keeps element i (flat, row-major index of x) iff the i-th uniform of
-// the Philox stream (seed, subsequence) is >= p, and scales kept values by
-// 1/(1 - p) (kernels/dropout_mask.h): the mask is bit-identical on the CPU and
-// the GPU. Backward recomputes the mask from (seed, subsequence) instead of
-// storing it: that saves a byte per element of memory and a write + read of it,
-// and costs one Philox block (10 rounds) per 4 elements, cheap next to the
-// memory traffic of the pass. Callers pick a fresh (seed, subsequence) per call
+// Dropout keeps element i (flat, row-major index of x) iff the i-th 16-bit
+// uniform of the Philox stream (seed, subsequence) is >= p rounded to a
+// multiple of 2^-16, and scales kept values by the inverse of that rounded keep
+// rate (kernels/dropout_mask.h): the mask is bit-identical on the CPU and the
+// GPU. Backward recomputes the mask from (seed, subsequence) instead of storing
+// it: that saves a byte per element of memory and a write + read of it, and
+// costs one Philox block (10 rounds) per 8 elements. Callers pick a fresh (seed, subsequence) per call
 // (e.g. seed = run seed, subsequence = a counter of dropout calls per step).
 // p = 0 or training = false is the identity: dropout() then returns x itself.
 //

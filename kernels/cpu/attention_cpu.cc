@@ -47,8 +47,8 @@ void scatter(const M& m, T* base, const AttentionShape& s, int64_t b, int64_t wi
 template <class A, class Blocks>
 void write_dropout_factors(const AttentionShape& s, const AttentionDropout& d, int64_t bh, Blocks&& blocks, A* f) {
   const int64_t S = s.seq, squares = (S + 15) / 16, nblocks = squares * 32;
-  const uint32_t threshold = attention_dropout_threshold(d.p);
-  const A kept = attention_dropout_scale<A>(threshold);
+  const uint32_t threshold = dropout_threshold(d.p);
+  const A kept = dropout_keep_scale<A>(threshold);
   std::vector<uint32_t> planes(static_cast<size_t>(4 * nblocks));
   A row16[16];
   for (int64_t i0 = 0; i0 < S; i0 += 16) {

@@ -11,38 +11,42 @@ namespace tandem::kernels {
 
 namespace {
 
-// Keep factors (scale or 0) in flat order, one Philox block per 4 elements.
+// Keep factors (scale or 0) in flat order, one Philox block per 8 elements.
 class MaskStream {
  public:
   MaskStream(float p, uint64_t seed, uint64_t subsequence)
-      : p_(p), scale_(dropout_scale(p)), seed_(seed), subsequence_(subsequence) {}
+      : threshold_(dropout_threshold(p)), scale_(dropout_keep_scale(threshold_)), seed_(seed),
+        subsequence_(subsequence) {}
   float factor(uint64_t i) {
-    if (p_ == 0.0f) return 1.0f;
-    if (i / 4 != block_) {
-      block_ = i / 4;
-      bits_ = dropout_keep4(seed_, subsequence_, block_, p_);
+    if (threshold_ == 0) return 1.0f;
+    if (i / 8 != block_) {
+      block_ = i / 8;
+      bits_ = dropout_keep8(seed_, subsequence_, block_, threshold_);
     }
-    return (bits_ >> (i % 4)) & 1u ? scale_ : 0.0f;
+    return (bits_ >> (i % 8)) & 1u ? scale_ : 0.0f;
   }
 
  private:
-  float p_, scale_;
+  uint32_t threshold_;
+  float scale_;
   uint64_t seed_, subsequence_;
   uint64_t block_ = ~uint64_t{0};
-  unsigned bits_ = 0;
+  uint32_t bits_ = 0;
 };
 
 // f32: threads over rows; each task asks the ISA kernel for the keep factors of
-// its flat range (whole Philox blocks: the range is widened to a multiple of 4).
+// its flat range (whole Philox blocks: the range is widened to a multiple of 8).
 template <class Fn>
 void for_rows_with_factors(int64_t rows, int64_t dim, float p, uint64_t seed, uint64_t subsequence, const Fn& fn) {
   const CpuKernels& k = cpu_kernels();
-  const float scale = dropout_scale(p);
+  const uint32_t threshold = dropout_threshold(p);
+  const float scale = dropout_keep_scale(threshold);
   parallel_for(0, rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(dim, 1)), [&](int64_t lo, int64_t hi) {
-    const int64_t begin = lo * dim, end = hi * dim, first = begin / 4 * 4;
-    std::vector<float> f(p == 0.0f ? 0 : static_cast<size_t>(end - first));
-    if (p != 0.0f) k.dropout_factors(seed, subsequence, static_cast<uint64_t>(first / 4), end - first, p, scale, f.data());
-    for (int64_t r = lo; r < hi; ++r) fn(r, p == 0.0f ? nullptr : f.data() + (r * dim - first));
+    const int64_t begin = lo * dim, end = hi * dim, first = begin / 8 * 8;
+    std::vector<float> f(threshold == 0 ? 0 : static_cast<size_t>(end - first));
+    if (threshold != 0)
+      k.dropout_factors(seed, subsequence, static_cast<uint64_t>(first / 8), end - first, threshold, scale, f.data());
+    for (int64_t r = lo; r < hi; ++r) fn(r, threshold == 0 ? nullptr : f.data() + (r * dim - first));
   });
 }
 

@@ -387,10 +387,11 @@ __device__ __forceinline__ HeadRows<T> head_rows(const T* qkv, const Params& P, 
   return {q, k, k + out_stride, stride, out_stride};
 }
 
-__device__ __forceinline__ uint32_t dropout_keep8(const Params& P, int64_t bh, int64_t i, int64_t j) {
+// The 8 keep bits of the Philox block that holds (i, j) of head bh (kernels/attention_params.h).
+__device__ __forceinline__ uint32_t keep8_at(const Params& P, int64_t bh, int64_t i, int64_t j) {
   ATTENTION_COUNT_PHILOX();
-  return attention_dropout_keep8(philox_block(P.drop.seed, P.drop.subsequence(), attention_dropout_block(bh, i, j, P.seq)),
-                                 P.drop_threshold);
+  return dropout_keep8(philox_block(P.drop.seed, P.drop.subsequence(), attention_dropout_block(bh, i, j, P.seq)),
+                       P.drop_threshold);
 }
 
 // Decisions of a lane's fragment of a 16 x 8N tile in the accumulator layout:
@@ -406,7 +407,7 @@ __device__ __forceinline__ void keep_bits_along_keys(const Params& P, int64_t bh
   if (i - i % 16 >= P.seq) return;
 #pragma unroll 1
   for (int m = 0; m < N / 2 && k0 + 16 * m < P.seq; ++m) {
-    const uint32_t k8 = dropout_keep8(P, bh, i, k0 + 16 * m + 2 * t);
+    const uint32_t k8 = keep8_at(P, bh, i, k0 + 16 * m + 2 * t);
 #pragma unroll
     for (int r = 0; r < 2; ++r) keep[r] |= (((k8 >> (2 * r)) & 3u) | ((k8 >> (4 + 2 * r)) & 3u) << 2) << (4 * m);
   }
@@ -429,7 +430,7 @@ __device__ __forceinline__ void keep_bits_along_queries(const Params& P, int64_t
   const int odd = static_cast<int>(j & 1);
 #pragma unroll 1
   for (int m = 0; m < N / 2 && q0 + 16 * m < P.seq; ++m) {
-    const uint32_t own = dropout_keep8(P, bh, q0 + 16 * m + 2 * t + odd, j - odd);
+    const uint32_t own = keep8_at(P, bh, q0 + 16 * m + 2 * t + odd, j - odd);
     const uint32_t other = __shfl_xor_sync(kFullMask, own, 4);
 #pragma unroll
     for (int c = 0; c < 2; ++c) {
@@ -951,8 +952,8 @@ inline Params make_params(const AttentionShape& s, const AttentionDropout& d) {
                 static_cast<int>(s.head_dim),
                 static_cast<float>(inv_sqrt * 1.4426950408889634),
                 1.0f / std::sqrt(static_cast<float>(s.head_dim)),
-                attention_dropout_scale<float>(attention_dropout_threshold(d.p)),
-                attention_dropout_threshold(d.p),
+                dropout_keep_scale<float>(dropout_threshold(d.p)),
+                dropout_threshold(d.p),
                 d};
 }
 

@@ -4,9 +4,12 @@
 // of a stream drops the same elements as the CPU reference, and a fused kernel
 // gives the bits of the separate ones.
 //
-// Cost: one 10-round Philox block per 4 elements (~15 integer ops per element),
-// cheap next to the memory traffic of the passes that use it. Device code that
-// also runs on the CPU under tests/testing/warp_emulator.h.
+// Cost: one 10-round Philox block per 8 elements at 16-byte vectors of 16-bit
+// types (about 11 integer instructions per element: two 32 x 32 -> 64-bit
+// products, two three-way XORs and two key steps per round, then a compare
+// per 16-bit uniform); f32's 4-element vectors use half a block and pay 4
+// elements' share of it twice. Device code that also runs on the CPU under
+// tests/testing/warp_emulator.h.
 #pragma once
 
 #include <cstdint>
@@ -18,32 +21,34 @@ namespace tandem::kernels {
 
 // One dropout call's stream, as the kernels receive it.
 struct DropoutMask {
-  float p, scale;  // p == 0: keep everything, unscaled
+  uint32_t threshold;  // dropout_threshold(p); 0: keep everything, unscaled
+  float scale;         // dropout_keep_scale(threshold)
   uint64_t seed, subsequence;
   const int64_t* step;  // null, or the device step count: read by each thread (kernels/dropout_mask.h)
 };
 
 inline DropoutMask dropout_mask(float p, uint64_t seed, uint64_t subsequence, const int64_t* step) {
-  return DropoutMask{p, dropout_scale(p), seed, subsequence, step};
+  const uint32_t t = dropout_threshold(p);
+  return DropoutMask{t, dropout_keep_scale(t), seed, subsequence, step};
 }
 
-// Keep factors (scale or 0) of the V elements starting at flat index i0. For V a multiple of 4, i0
-// is too (rows are whole vectors), so each Philox block is computed once. m.subsequence must be the
-// resolved one (dropout_subsequence, once per thread at the kernel's start).
+// Keep factors (scale or 0) of the V elements starting at flat index i0. Vectors are whole (i0 is a
+// multiple of V), so a vector of 8 or more covers whole Philox blocks and one of 4 is half of one.
+// m.subsequence must be the resolved one (dropout_subsequence, once per thread at the kernel's start).
 template <int V>
 __device__ __forceinline__ void keep_factors(const DropoutMask& m, uint64_t i0, float (&f)[V]) {
-  if (m.p == 0.0f) {
+  if (m.threshold == 0) {
     fill(f, 1.0f);
-  } else if constexpr (V % 4 == 0) {
+  } else if constexpr (V % 8 == 0 || V == 4) {
 #pragma unroll
-    for (int q = 0; q < V / 4; ++q) {
-      const unsigned bits = dropout_keep4(m.seed, m.subsequence, i0 / 4 + q, m.p);
+    for (int q = 0; q < (V + 7) / 8; ++q) {
+      const uint32_t bits = dropout_keep8(m.seed, m.subsequence, i0 / 8 + q, m.threshold) >> (i0 % 8);
 #pragma unroll
-      for (int k = 0; k < 4; ++k) f[4 * q + k] = (bits >> k) & 1u ? m.scale : 0.0f;
+      for (int k = 0; k < (V < 8 ? V : 8); ++k) f[8 * q + k] = (bits >> k) & 1u ? m.scale : 0.0f;
     }
   } else {
 #pragma unroll
-    for (int k = 0; k < V; ++k) f[k] = dropout_keep(m.seed, m.subsequence, i0 + k, m.p) ? m.scale : 0.0f;
+    for (int k = 0; k < V; ++k) f[k] = dropout_keep(m.seed, m.subsequence, i0 + k, m.threshold) ? m.scale : 0.0f;
   }
 }
 

@@ -201,22 +201,6 @@ TEST(AttentionDropout, AStepCountInMemoryGivesTheMaskOfTheCombinedOffset) {
 
 // ---- The mask definition itself (kernels/attention_params.h).
 
-TEST(AttentionDropoutMask, QuantisesPToSixteenBitsAndScalesByTheInverseKeepRate) {
-  EXPECT_EQ(attention_dropout_threshold(0.0f), 0u);
-  EXPECT_EQ(attention_dropout_scale<float>(0), 1.0f);  // p = 0: the exact identity
-  EXPECT_EQ(attention_dropout_threshold(0.1f), 6554u);  // 6553.6
-  EXPECT_EQ(attention_dropout_threshold(0.5f), 32768u);
-  EXPECT_EQ(attention_dropout_scale<double>(32768), 2.0);
-  EXPECT_EQ(attention_dropout_threshold(1.0f / 131072), 1u);          // half way rounds up
-  EXPECT_EQ(attention_dropout_threshold(1.0f / 262144), 0u);          // below 2^-17 drops nothing
-  EXPECT_EQ(attention_dropout_threshold(0.99999994f), 65535u);        // never everything
-  for (double p : {0.01, 0.1, 0.25, 0.3, 0.9}) {
-    const uint32_t t = attention_dropout_threshold(static_cast<float>(p));
-    EXPECT_LE(std::fabs(t / 65536.0 - double(float(p))), 1.0 / 131072) << p;
-    EXPECT_DOUBLE_EQ(attention_dropout_scale<double>(t), 1.0 / (1.0 - t / 65536.0)) << p;
-  }
-}
-
 TEST(AttentionDropoutMask, EveryBlockSlotDecidesExactlyOneElementAndBlocksAreDense) {
   // For S a multiple of 16 the (block, slot) pairs of heads 0 and 1 are a bijection onto [0, 2 * S^2 / 8) x [0, 8).
   const int64_t S = 48, heads = 2, blocks = heads * S * S / 8;
@@ -247,7 +231,7 @@ TEST(AttentionDropoutMask, KeepRateIsOneMinusTheQuantisedP) {
     const std::vector<uint8_t> m = mask_of({p, 17, 3}, heads, S);
     double kept = 0;
     for (uint8_t k : m) kept += k;
-    const double n = double(m.size()), q = 1.0 - attention_dropout_threshold(p) / 65536.0;
+    const double n = double(m.size()), q = 1.0 - dropout_threshold(p) / 65536.0;
     EXPECT_NEAR(kept / n, q, 5 * std::sqrt(q * (1 - q) / n)) << "p = " << p;
   }
 }

@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "core/philox.h"
+#include "kernels/dropout_mask.h"
 #include "kernels/bias_dropout_add.h"
 #include "kernels/elementwise.h"
 #include "tests/testing/errors.h"
@@ -19,14 +21,53 @@ using testing::random_tensor;
 
 constexpr uint64_t kSeed = 1234, kSub = 7;
 
-TEST(Dropout, KeepsExactlyTheElementsWhosePhiloxUniformIsAtLeastP) {
+TEST(Dropout, KeepsExactlyTheElementsWhoseSixteenBitPhiloxUniformIsAtLeastTheQuantisedP) {
+  // The rule of kernels/dropout_mask.h, written out: element i is the 16-bit half i % 2 of word
+  // (i % 8) / 2 of Philox block i / 8; p = 0.3 is 19660.8 / 2^16, rounded to 19661.
   Tensor x = Tensor::full({5, 103}, 1.0, DType::F32);
   std::vector<double> y = dropout(x, 0.3, true, kSeed, kSub).to_double_vector();
-  const float scale = 1.0f / (1.0f - 0.3f);
+  const float scale = 65536.0f / (65536 - 19661);
   for (size_t i = 0; i < y.size(); ++i) {
-    bool keep = philox_uniform(kSeed, kSub, i) >= 0.3f;
+    const uint32_t word = philox_block(kSeed, kSub, i / 8).v[i % 8 / 2];
+    const bool keep = ((word >> (16 * (i % 2))) & 0xffffu) >= 19661u;
     ASSERT_EQ(y[i], keep ? static_cast<double>(scale) : 0.0) << "element " << i;
   }
+}
+
+TEST(Dropout, EveryDtypeKeepsTheSameElements) {
+  // The f32 path decides through the ISA kernel's planes, the 16-bit ones element by element.
+  Tensor x = Tensor::full({7, 91}, 1.0, DType::F32);
+  const std::vector<double> f32 = dropout(x, 0.25, true, kSeed, kSub).to_double_vector();
+  for (DType t : {DType::BF16, DType::F16, DType::F64}) {
+    const std::vector<double> y = dropout(x.to(t), 0.25, true, kSeed, kSub).to_double_vector();
+    for (size_t i = 0; i < y.size(); ++i) ASSERT_EQ(y[i] != 0.0, f32[i] != 0.0) << dtype_name(t) << " element " << i;
+  }
+}
+
+TEST(DropoutMask, QuantisesPToSixteenBitsAndScalesByTheInverseKeepRate) {
+  EXPECT_EQ(dropout_threshold(0.0f), 0u);
+  EXPECT_EQ(dropout_keep_scale<float>(0), 1.0f);  // p = 0: the exact identity
+  EXPECT_EQ(dropout_threshold(0.1f), 6554u);      // 6553.6
+  EXPECT_EQ(dropout_threshold(0.5f), 32768u);
+  EXPECT_EQ(dropout_keep_scale<double>(32768), 2.0);
+  EXPECT_EQ(dropout_threshold(1.0f / 131072), 1u);    // half way rounds up
+  EXPECT_EQ(dropout_threshold(1.0f / 262144), 0u);    // below 2^-17 drops nothing
+  EXPECT_EQ(dropout_threshold(0.99999994f), 65535u);  // below 1 never everything
+  for (double p : {0.01, 0.1, 0.25, 0.3, 0.9}) {
+    const uint32_t t = dropout_threshold(static_cast<float>(p));
+    EXPECT_LE(std::fabs(t / 65536.0 - double(float(p))), 1.0 / 131072) << p;
+    EXPECT_DOUBLE_EQ(dropout_keep_scale<double>(t), 1.0 / (1.0 - t / 65536.0)) << p;
+  }
+}
+
+TEST(DropoutMask, ProbabilityOneKeepsNothingWithScaleZero) {
+  EXPECT_EQ(dropout_threshold(1.0f), 65536u);
+  EXPECT_EQ(dropout_keep_scale<float>(65536u), 0.0f);
+  EXPECT_FALSE(dropout_keep(1, 2, 3, 65536u));  // no 16-bit uniform reaches 2^16
+}
+
+TEST(DropoutMask, NaNProbabilityDropsNothing) {
+  EXPECT_EQ(dropout_threshold(std::numeric_limits<float>::quiet_NaN()), 0u);
 }
 
 TEST(Dropout, KeepsAboutOneMinusPOfTheElements) {
@@ -60,7 +101,7 @@ TEST(Dropout, BackwardUsesTheForwardMask) {
   Tensor y = dropout(x, 0.4, true, kSeed, kSub);
   y.backward(Tensor::full({3, 37}, 1.0));
   std::vector<double> yv = y.to_double_vector(), xv = x.to_double_vector(), g = x.grad().to_double_vector();
-  const double scale = 1.0f / (1.0f - 0.4f);
+  const double scale = 65536.0f / (65536 - 26214);  // p = 0.4: 26214.4 / 2^16, rounded
   for (size_t i = 0; i < g.size(); ++i) EXPECT_EQ(g[i], yv[i] == 0.0 ? 0.0 : scale) << i << " x=" << xv[i];
 }
 

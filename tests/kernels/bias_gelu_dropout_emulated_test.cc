@@ -5,7 +5,10 @@
 // forward's output, and the backward's input gradient and bias-gradient partial
 // sums under both column-sum walks, in f32, bf16 and f16, at widths with and
 // without whole 16-byte vectors, with the step count read from memory as a
-// captured step does. And the keep mask against the CPU op's.
+// captured step does. And the keep mask against the CPU op's: the fused
+// forward's, and the dropout kernel's at 16-byte vectors of every dtype (8
+// decisions per Philox block in 16 bits, half a block in f32) and at single
+// elements.
 #include <gtest/gtest.h>
 
 #include "tests/testing/warp_emulator.h"  // first: CUDA keywords and built-ins for the device code
@@ -20,6 +23,7 @@
 #include "kernels/column_sum_slots.h"
 #include "kernels/cuda/bias_dropout_add_kernels.cuh"
 #include "kernels/cuda/bias_gelu_kernels.cuh"
+#include "kernels/bias_dropout_add.h"
 #include "kernels/gelu.h"
 #include "tests/testing/element_values.h"
 
@@ -204,6 +208,32 @@ TEST(EmulatedBiasGeluDropout, TheFusedForwardDropsWhatTheCpuOpDrops) {
     else EXPECT_NEAR(fused[i], want[i], 1e-6 * std::fabs(want[i])) << i;
   }
   EXPECT_GT(dropped, 0);
+}
+
+// The dropout kernel gives the CPU op's values bit for bit (one multiply by the same keep factor).
+template <class T>
+void expect_dropout_kernel_gives_the_cpu_ops_values(DType t, int64_t n) {
+  SCOPED_TRACE(std::to_string(n) + " elements, " + std::string(dtype_name(t)));
+  const std::vector<T> h = spread_values<T>(n, 8, 0.5f);
+  const std::vector<T> y = dropout_forward(h);
+  std::vector<double> hd(h.size());
+  for (size_t i = 0; i < h.size(); ++i) hd[i] = as_double(h[i]);
+  const Tensor cpu = dropout(Tensor::from_vector(hd, {n}, t), kP, true, kSeed, (uint64_t{kStep} << 16) | kCall);
+  const std::vector<double> want = cpu.to_double_vector();
+  int dropped = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    ASSERT_EQ(as_double(y[i]), want[i]) << "element " << i;
+    dropped += want[i] == 0.0 && as_double(h[i]) != 0.0;
+  }
+  EXPECT_GT(dropped, n / 5);
+}
+
+TEST(EmulatedBiasGeluDropout, TheDropoutKernelGivesTheCpuOpsValuesAtEveryWidth) {
+  for (int64_t n : {int64_t{4096}, int64_t{561}}) {  // 16-byte vectors; single elements
+    expect_dropout_kernel_gives_the_cpu_ops_values<float>(DType::F32, n);
+    expect_dropout_kernel_gives_the_cpu_ops_values<BFloat16>(DType::BF16, n);
+    expect_dropout_kernel_gives_the_cpu_ops_values<Half>(DType::F16, n);
+  }
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 // Eigen's vectorised polynomials, accurate to a few ulp) get a few ulp.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -237,35 +238,39 @@ TEST(CpuIsaReduce, BaselineColumnSumMatchesTheSum) {
 }
 
 TEST(CpuIsaDropout, FactorsFollowThePhiloxRuleOfDropoutMask) {
-  const float p = 0.3f, scale = dropout_scale(p);
+  const uint32_t t = dropout_threshold(0.3f);
+  const float scale = dropout_keep_scale(t);
   for (uint64_t first : {uint64_t{0}, uint64_t{7}, (uint64_t{1} << 32) - 3}) {  // a block counter crossing 2^32
-    for (int64_t n : {int64_t{1}, int64_t{5}, int64_t{64}, int64_t{131}}) {
+    for (int64_t n : {int64_t{1}, int64_t{5}, int64_t{64}, int64_t{131}, int64_t{1000}}) {
       std::vector<float> f(static_cast<size_t>(n));
-      baseline().dropout_factors(42, 9, first, n, p, scale, f.data());
+      baseline().dropout_factors(42, 9, first, n, t, scale, f.data());
       for (int64_t j = 0; j < n; ++j)
-        ASSERT_EQ(f[j], dropout_keep(42, 9, first * 4 + static_cast<uint64_t>(j), p) ? scale : 0.0f)
+        ASSERT_EQ(f[j], dropout_keep(42, 9, first * 8 + static_cast<uint64_t>(j), t) ? scale : 0.0f)
             << "first block " << first << " element " << j;
     }
   }
 }
 
-TEST(CpuIsaDropout, EveryLevelFollowsTheRuleAtThresholdsOnTheUniformsGrid) {
-  // The kernels decide on integers ((x >> 8) >= ceil(p * 2^24)); the rule is on
-  // floats. p equal to element 77's own uniform (kept: >=) and one float above
-  // it (dropped), on and off the 2^-24 grid elsewhere, and the ends.
-  const float u = 1.0f / 16777216.0f;
-  const float u77 = uint_to_unit_float(philox_block(42, 9, 5 + 77 / 4).v[77 % 4]);
+TEST(CpuIsaDropout, EveryLevelKeepsAUniformEqualToTheThresholdAndDropsOneBelow) {
+  // Element 77's own 16-bit uniform u as the threshold (kept: >=), u + 1 (dropped), and the ends.
+  const Philox4 block = philox_block(42, 9, 5 + 77 / 8);
+  const uint32_t u77 = (block.v[77 % 8 / 2] >> (16 * (77 % 2))) & 0xffffu;
   std::vector<const CpuKernels*> levels = {&baseline()};
   for (const CpuKernels* k : wider_levels()) levels.push_back(k);
   for (const CpuKernels* k : levels) {
-    for (float p : {u77, std::nextafter(u77, 1.0f), 0.0f, u, 0.3f, 0.5f + u, 1.0f - u, 1.0f, -0.5f, 1.5f}) {
+    for (uint32_t t : {u77, u77 + 1, 0u, 1u, 19661u, 32769u, 65535u, 65536u}) {
       std::vector<float> f(333);
-      k->dropout_factors(42, 9, 5, static_cast<int64_t>(f.size()), p, 2.0f, f.data());
+      k->dropout_factors(42, 9, 5, static_cast<int64_t>(f.size()), t, 2.0f, f.data());
       for (size_t j = 0; j < f.size(); ++j)
-        ASSERT_EQ(f[j], dropout_keep(42, 9, 5 * 4 + j, p) ? 2.0f : 0.0f)
-            << cpu_isa_name(k->isa) << " p " << p << " element " << j;
-      if (p == u77) EXPECT_EQ(f[77], 2.0f) << "a uniform equal to p is kept";
-      if (p == std::nextafter(u77, 1.0f)) EXPECT_EQ(f[77], 0.0f) << "a uniform just below p is dropped";
+        ASSERT_EQ(f[j], dropout_keep(42, 9, 5 * 8 + j, t) ? 2.0f : 0.0f)
+            << cpu_isa_name(k->isa) << " threshold " << t << " element " << j;
+      if (t == u77) {
+        EXPECT_EQ(f[77], 2.0f) << "a uniform equal to the threshold is kept";
+      } else if (t == u77 + 1) {
+        EXPECT_EQ(f[77], 0.0f) << "a uniform just below the threshold is dropped";
+      } else if (t == 65536u) {
+        EXPECT_EQ(std::count(f.begin(), f.end(), 0.0f), 333) << "2^16 keeps nothing";
+      }
     }
   }
 }
@@ -385,8 +390,9 @@ TEST(CpuIsaLevels, RowKernelsAgreeWithBaseline) {
 TEST(CpuIsaLevels, DropoutFactorsAreBitIdenticalToBaseline) {
   FOR_EACH_WIDER_LEVEL(k) {
     std::vector<float> fb(1000), fw(1000);
-    baseline().dropout_factors(7, 3, 11, 1000, 0.1f, dropout_scale(0.1f), fb.data());
-    k->dropout_factors(7, 3, 11, 1000, 0.1f, dropout_scale(0.1f), fw.data());
+    const uint32_t t = dropout_threshold(0.1f);
+    baseline().dropout_factors(7, 3, 11, 1000, t, dropout_keep_scale(t), fb.data());
+    k->dropout_factors(7, 3, 11, 1000, t, dropout_keep_scale(t), fw.data());
     EXPECT_EQ(fw, fb) << cpu_isa_name(k->isa);
   }
 }

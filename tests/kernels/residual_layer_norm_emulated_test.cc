@@ -178,7 +178,7 @@ TEST(EmulatedResidualLayerNorm, TheFusedKernelsGiveTheSeparateKernelsBitsWithMul
 }
 
 // Dropout takes effect: about p of the sums are the residual alone (the branch dropped), and the
-// others differ from the sums without dropout (the branch scaled by 1 / (1 - p)).
+// others differ from the sums without dropout (the branch scaled by the inverse keep rate).
 TEST(EmulatedResidualLayerNorm, DropoutDropsAboutPOfTheBranchAndScalesTheRest) {
   const Shape s{100, 256};
   const Inputs<float> in(s);

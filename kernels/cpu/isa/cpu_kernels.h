@@ -54,11 +54,11 @@ struct CpuKernels {
   // [0, nblocks): core/philox.h's philox_block, many blocks at a time, one plane per word (attention dropout).
   void (*philox_blocks)(uint64_t seed, uint64_t subsequence, uint64_t first_block, int64_t nblocks, uint32_t* out);
 
-  // out[j] = scale if uniform j of Philox stream (seed, subsequence) counted from block
-  // first_block (word j % 4 of block first_block + j / 4) is >= p, else 0; j in [0, n).
+  // out[j] = scale if 16-bit uniform j of Philox stream (seed, subsequence) counted from block
+  // first_block (slot j % 8 of block first_block + j / 8) is >= threshold, else 0; j in [0, n).
   // kernels/dropout_mask.h's rule, many blocks at a time.
-  void (*dropout_factors)(uint64_t seed, uint64_t subsequence, uint64_t first_block, int64_t n, float p, float scale,
-                          float* out);
+  void (*dropout_factors)(uint64_t seed, uint64_t subsequence, uint64_t first_block, int64_t n, uint32_t threshold,
+                          float scale, float* out);
 
   // Row softmax of scores [rows, cols] (leading dimension ld) in place, keys with
   // real[j] == 0 excluded; lse[i] = max + log(sum) (+inf and a zero row when no key is real).

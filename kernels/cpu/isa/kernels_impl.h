@@ -381,28 +381,28 @@ void philox_blocks(uint64_t seed, uint64_t subsequence, uint64_t first_block, in
   }
 }
 
-void dropout_factors(uint64_t seed, uint64_t subsequence, uint64_t first_block, int64_t n, float p, float scale,
-                     float* out) {
-  const int64_t nblocks = (n + 3) / 4;
+void dropout_factors(uint64_t seed, uint64_t subsequence, uint64_t first_block, int64_t n, uint32_t threshold,
+                     float scale, float* out) {
+  const int64_t nblocks = (n + 7) / 8;
   alignas(64) uint32_t words[4][kLanes];
-  // uint_to_unit_float(x) >= p compares (x >> 8) * 2^-24 with p, both exact: it
-  // is (x >> 8) >= ceil(p * 2^24) (p <= 0: always; p > 1: never). Deciding a
-  // plane of kLanes words at a time in integers vectorises; the element order
-  // (word j % 4 of block j / 4) is then one 4 x kLanes transpose per chunk.
-  const bool integer_threshold = p >= -1.0f && p <= 2.0f;  // false for NaN: the float rule decides
-  const int64_t threshold = integer_threshold ? static_cast<int64_t>(std::ceil(static_cast<double>(p) * 16777216.0)) : 0;
-  alignas(64) float plane[4][kLanes];
+  // Slot s of a block is half s % 2 of word s / 2: deciding a plane of kLanes
+  // halves at a time vectorises; the element order (slot j % 8 of block j / 8)
+  // is then one 8 x kLanes transpose per chunk.
+  alignas(64) float plane[8][kLanes];
   for (int64_t b0 = 0; b0 < nblocks; b0 += kLanes) {
     philox_lanes(seed, subsequence, first_block + static_cast<uint64_t>(b0), words);
-    const int64_t j0 = b0 * 4, count = min64(4 * kLanes, n - j0);
-    if (!integer_threshold || count < 4 * kLanes) {
-      for (int64_t j = 0; j < count; ++j) out[j0 + j] = uint_to_unit_float(words[j % 4][j / 4]) >= p ? scale : 0.0f;
-      continue;
-    }
     for (int w = 0; w < 4; ++w)
-      for (int b = 0; b < kLanes; ++b) plane[w][b] = static_cast<int64_t>(words[w][b] >> 8) >= threshold ? scale : 0.0f;
-    for (int b = 0; b < kLanes; ++b)
-      for (int w = 0; w < 4; ++w) out[j0 + 4 * b + w] = plane[w][b];
+      for (int b = 0; b < kLanes; ++b) {
+        plane[2 * w][b] = (words[w][b] & 0xffffu) >= threshold ? scale : 0.0f;
+        plane[2 * w + 1][b] = (words[w][b] >> 16) >= threshold ? scale : 0.0f;
+      }
+    const int64_t j0 = b0 * 8, count = min64(8 * kLanes, n - j0);
+    if (count == 8 * kLanes) {
+      for (int b = 0; b < kLanes; ++b)
+        for (int k = 0; k < 8; ++k) out[j0 + 8 * b + k] = plane[k][b];
+    } else {
+      for (int64_t j = 0; j < count; ++j) out[j0 + j] = plane[j % 8][j / 8];
+    }
   }
 }
 
