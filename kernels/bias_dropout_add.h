@@ -7,8 +7,9 @@
 // rate (kernels/dropout_mask.h): the mask is bit-identical on the CPU and the
 // GPU. Backward recomputes the mask from (seed, subsequence) instead of storing
 // it: that saves a byte per element of memory and a write + read of it, and
-// costs one Philox block (10 rounds) per 8 elements. Callers pick a fresh (seed, subsequence) per call
-// (e.g. seed = run seed, subsequence = a counter of dropout calls per step).
+// costs one Philox block (10 rounds) per 8 elements. Callers pick a fresh
+// (seed, subsequence) per call (e.g. seed = run seed, subsequence = a counter
+// of dropout calls per step).
 // p = 0 or training = false is the identity: dropout() then returns x itself.
 //
 // x, bias [D] and residual (x's shape) share dtype and device; arithmetic is

@@ -13,10 +13,13 @@
 // expectation is kept exactly.
 //
 // Why 16 bits: one Philox block (10 rounds of two 32 x 32 -> 64-bit products)
-// then decides 8 elements instead of 4, half the integer work that made the
-// 16-bit dropout kernels compute-bound (the H200's second run: bf16 dropout at
-// 46 % of copy, f32 at 70 %). FlashAttention-2 decides 16 per block with
-// 8-bit uniforms (p quantised to 1/256); PyTorch's dropout uses 4 floats.
+// then decides 8 elements instead of 4, half the integer work. By instruction
+// count that work is what held the 16-bit dropout kernels below the copy rate
+// (the H200's second run: bf16 dropout at 46 % of copy against f32's 70 % for
+// as many decisions; not yet timed with this rule), and on the CPU halving it
+// made dropout 1.7-2.2x faster (docs/results/dropout_16bit_cpu.md).
+// FlashAttention-2 decides 16 per block with 8-bit uniforms (p quantised to
+// 1/256); PyTorch's dropout uses 4 floats.
 #pragma once
 
 #include <cstdint>

@@ -5,11 +5,12 @@
 // gives the bits of the separate ones.
 //
 // Cost: one 10-round Philox block per 8 elements at 16-byte vectors of 16-bit
-// types (about 11 integer instructions per element: two 32 x 32 -> 64-bit
-// products, two three-way XORs and two key steps per round, then a compare
-// per 16-bit uniform); f32's 4-element vectors use half a block and pay 4
-// elements' share of it twice. Device code that also runs on the CPU under
-// tests/testing/warp_emulator.h.
+// types: about 60 integer instructions per block on sm_90 (two 32 x 32 ->
+// 64-bit products and two three-way XORs per round), then a mask or shift and
+// a compare per 16-bit uniform, about 11 per element in all. f32's 4-element
+// vectors use half a block each, so two threads compute every block (as many
+// blocks per element as the old 4-per-block rule). Device code that also runs
+// on the CPU under tests/testing/warp_emulator.h.
 #pragma once
 
 #include <cstdint>
