@@ -6,8 +6,8 @@
 #include <limits>
 
 #include "core/philox.h"
-#include "kernels/dropout_mask.h"
 #include "kernels/bias_dropout_add.h"
+#include "kernels/dropout_mask.h"
 #include "kernels/elementwise.h"
 #include "tests/testing/errors.h"
 #include "tests/testing/gradcheck.h"

@@ -20,10 +20,10 @@
 
 #include "core/half.h"
 #include "core/tensor.h"
+#include "kernels/bias_dropout_add.h"
 #include "kernels/column_sum_slots.h"
 #include "kernels/cuda/bias_dropout_add_kernels.cuh"
 #include "kernels/cuda/bias_gelu_kernels.cuh"
-#include "kernels/bias_dropout_add.h"
 #include "kernels/gelu.h"
 #include "tests/testing/element_values.h"
 
