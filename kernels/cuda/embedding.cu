@@ -15,9 +15,13 @@
 // dtok row directly, the first piece of a longer segment goes to that window's
 // "tail" slot and every later piece to its window's "head" slot; (4) one block
 // per window whose last segment continues past it adds tail + following heads in
-// order. A frequent id (padding, [CLS], "the") is thus spread over many blocks.
+// order. A frequent id (padding, [CLS], "the") is thus spread over many blocks
+// in (3), but (4) adds its pieces one after another.
 // dtok is zeroed first (rows of unused ids). Traffic: read dout once, write dtok
 // once (memset included), plus 16 bytes per id for the sort and the piece slots.
+// TANDEM_EMBEDDING_BACKWARD=windows (opt-in until a GPU has timed it) replaces
+// (3) and (4) with the window walk of kernels/cuda/embedding_kernels.cuh: a warp
+// per 32 sorted positions, and a long segment's partial rows dealt to lanes.
 //
 // Backward, dpos: dpos[s] = sum over b of dout[b, s], one thread per (s,
 // vector column) adding the batch in order; rows s >= seq are zeroed.
@@ -27,7 +31,9 @@
 #include "core/cuda_check.h"
 #include "core/element.h"
 #include "kernels/cuda/embedding_cuda.h"
+#include "kernels/cuda/embedding_kernels.cuh"
 #include "kernels/cuda/index_error_cuda.h"
+#include "kernels/cuda/row_kernel_switches.h"
 #include "kernels/cuda/row_vectors.cuh"
 #include "kernels/cuda/scratch.cuh"
 
@@ -175,6 +181,55 @@ int bits_for(uint64_t v) {
   return b;
 }
 
+// The pieces walk (TANDEM_EMBEDDING_BACKWARD=pieces, the default): pieces_kernel, then combine_kernel.
+template <class T>
+void piece_walk(const void* dout, const Scratch& keys, const Scratch& rows, void* dtok, int64_t n, int64_t dim,
+                int64_t vocab, bool vec, int device, cudaStream_t s) {
+  const int64_t windows = (n + kPiece - 1) / kPiece;
+  Scratch slots(device, static_cast<size_t>(2 * windows * dim) * sizeof(float), s);
+  float* head = slots.as<float>();
+  float* tail = head + windows * dim;
+  with_width<T>(vec, [&]<int V>() {
+    const int64_t nvec = dim / V;
+    const int tx = nvec >= kMaxTx ? kMaxTx : round_up_32(nvec);
+    pieces_kernel<T, V><<<static_cast<unsigned>(n), dim3(tx, kRowLanes), 0, s>>>(
+        static_cast<const T*>(dout), keys.as<uint32_t>(), rows.as<int32_t>(), static_cast<T*>(dtok), head, tail, n,
+        dim, static_cast<uint32_t>(vocab));
+    TANDEM_CUDA_CHECK_LAUNCH();
+  });
+  combine_kernel<T><<<static_cast<unsigned>(windows), 128, 0, s>>>(keys.as<uint32_t>(), head, tail,
+                                                                  static_cast<T*>(dtok), n, dim,
+                                                                  static_cast<uint32_t>(vocab));
+  TANDEM_CUDA_CHECK_LAUNCH();
+}
+
+// The window walk (TANDEM_EMBEDDING_BACKWARD=windows; kernels/cuda/embedding_kernels.cuh): window_kernel,
+// then window_combine_kernel.
+template <class T>
+void window_walk(const void* dout, const Scratch& keys, const Scratch& rows, void* dtok, int64_t n, int64_t dim,
+                 int64_t vocab, bool vec, int device, cudaStream_t s) {
+  const int64_t windows = embedding_windows(n);
+  Scratch slots(device, static_cast<size_t>(2 * windows * dim) * sizeof(float), s);
+  float* head = slots.as<float>();
+  float* tail = head + windows * dim;
+  with_width<T>(vec, [&]<int V>() {
+    TANDEM_CHECK(dim / V <= int64_t{65535} * kEmbeddingWindow, "embedding on CUDA: d_model {} is too large", dim);
+    const EmbeddingWindowLaunch l = embedding_window_launch(n, dim / V);
+    window_kernel<T, V><<<l.grid, l.block, 0, s>>>(static_cast<const T*>(dout), keys.as<uint32_t>(),
+                                                   rows.as<int32_t>(), static_cast<T*>(dtok), head, tail, n, dim,
+                                                   static_cast<uint32_t>(vocab));
+    TANDEM_CUDA_CHECK_LAUNCH();
+  });
+  auto combine = [&]<int V>() {
+    const EmbeddingWindowLaunch l = embedding_window_launch(n, dim / V);
+    window_combine_kernel<T, V><<<l.combine_grid, l.combine_block, 0, s>>>(
+        keys.as<uint32_t>(), head, tail, static_cast<T*>(dtok), n, dim, static_cast<uint32_t>(vocab));
+    TANDEM_CUDA_CHECK_LAUNCH();
+  };
+  if (dim % 4 == 0) combine.template operator()<4>();  // the slots are 16-byte aligned rows of f32
+  else combine.template operator()<1>();
+}
+
 }  // namespace
 
 void embedding_forward_cuda(const void* ids, DType id_type, const void* tok, const void* pos, void* out, int64_t batch,
@@ -229,21 +284,10 @@ void embedding_backward_cuda(const void* dout, const void* ids, DType id_type, v
         TANDEM_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp.as<void>(), temp_bytes, keys_in.as<uint32_t>(),
                                                           keys.as<uint32_t>(), rows_in.as<int32_t>(),
                                                           rows.as<int32_t>(), static_cast<int>(n), 0, end_bit, s));
-        const int64_t windows = (n + kPiece - 1) / kPiece;
-        Scratch slots(device, static_cast<size_t>(2 * windows * dim) * sizeof(float), s);
-        float* head = slots.as<float>();
-        float* tail = head + windows * dim;
-        with_width<scalar_t>(vec, [&]<int V>() {
-          const int64_t nvec = dim / V;
-          const int tx = nvec >= kMaxTx ? kMaxTx : round_up_32(nvec);
-          pieces_kernel<scalar_t, V><<<static_cast<unsigned>(n), dim3(tx, kRowLanes), 0, s>>>(
-              static_cast<const scalar_t*>(dout), keys.as<uint32_t>(), rows.as<int32_t>(),
-              static_cast<scalar_t*>(dtok), head, tail, n, dim, static_cast<uint32_t>(vocab));
-          TANDEM_CUDA_CHECK_LAUNCH();
-        });
-        combine_kernel<scalar_t><<<static_cast<unsigned>(windows), 128, 0, s>>>(
-            keys.as<uint32_t>(), head, tail, static_cast<scalar_t*>(dtok), n, dim, static_cast<uint32_t>(vocab));
-        TANDEM_CUDA_CHECK_LAUNCH();
+        if (embedding_backward_kernel() == EmbeddingBackwardKernel::Windows)
+          window_walk<scalar_t>(dout, keys, rows, dtok, n, dim, vocab, vec, device, s);
+        else
+          piece_walk<scalar_t>(dout, keys, rows, dtok, n, dim, vocab, vec, device, s);
       }
     }
     if (dpos) {

@@ -1,5 +1,5 @@
 // TANDEM_LAYER_NORM, TANDEM_MASKED_MEAN, TANDEM_DROPOUT_BACKWARD, TANDEM_COLUMN_SUM,
-// TANDEM_GELU_DROPOUT and TANDEM_ADD_LAYER_NORM (see row_kernel_switches.h).
+// TANDEM_GELU_DROPOUT, TANDEM_ADD_LAYER_NORM and TANDEM_EMBEDDING_BACKWARD (see row_kernel_switches.h).
 #include "kernels/cuda/row_kernel_switches.h"
 
 #include "core/env_switch.h"
@@ -26,6 +26,10 @@ constinit EnvSwitch<GeluDropoutKernel, 2> g_gelu_dropout{
 
 constinit EnvSwitch<AddLayerNormKernel, 2> g_add_layer_norm{
     "TANDEM_ADD_LAYER_NORM", {{"separate", AddLayerNormKernel::Separate}, {"fused", AddLayerNormKernel::Fused}}};
+
+constinit EnvSwitch<EmbeddingBackwardKernel, 2> g_embedding_backward{
+    "TANDEM_EMBEDDING_BACKWARD",
+    {{"pieces", EmbeddingBackwardKernel::Pieces}, {"windows", EmbeddingBackwardKernel::Windows}}};
 
 }  // namespace
 
@@ -66,5 +70,12 @@ void set_add_layer_norm_kernel_for_testing(std::optional<AddLayerNormKernel> ker
   g_add_layer_norm.force_for_testing(kernel);
 }
 const char* add_layer_norm_kernel_name(AddLayerNormKernel kernel) { return g_add_layer_norm.name(kernel); }
+
+EmbeddingBackwardKernel embedding_backward_kernel() { return g_embedding_backward.value(); }
+EmbeddingBackwardKernel parse_embedding_backward_kernel(const char* v) { return g_embedding_backward.parse(v); }
+void set_embedding_backward_kernel_for_testing(std::optional<EmbeddingBackwardKernel> kernel) {
+  g_embedding_backward.force_for_testing(kernel);
+}
+const char* embedding_backward_kernel_name(EmbeddingBackwardKernel kernel) { return g_embedding_backward.name(kernel); }
 
 }  // namespace tandem::kernels

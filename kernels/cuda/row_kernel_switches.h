@@ -1,5 +1,6 @@
 // Switches of the memory-bound row kernels (layer norm, masked-mean pooling,
-// dropout backward, the bias gradients' column sums, GELU + dropout, bias + dropout + residual + layer norm),
+// dropout backward, the bias gradients' column sums, GELU + dropout, bias + dropout + residual + layer norm,
+// the token embedding's gradient),
 // each an environment variable read once (core/env_switch.h): unset or empty
 // is the default, anything other than the names below is an Error naming the
 // variable and the value. As with the attention switches
@@ -72,6 +73,17 @@
 //     [rows, d_model] activation fewer each way and one launch instead of two.
 //     The same bits (the bias gradient: with TANDEM_COLUMN_SUM=thread; to a
 //     rounding with block). TANDEM_LAYER_NORM=lanes keeps the separate backward.
+//   TANDEM_EMBEDDING_BACKWARD=pieces|windows  (kernels/cuda/embedding.cu,
+//     kernels/cuda/embedding_kernels.cuh)
+//     Pieces (the default): after the ids are sorted, a block per sorted position
+//     sums the piece of 64 positions that starts there (most blocks return at
+//     once), and one thread per column adds a long segment's pieces one after
+//     another. Windows: a warp per 32 sorted positions with 8 rows' loads in
+//     flight, and a long segment's partial rows dealt to 8 lanes per column.
+//     Why: the H200 measured the pieces walk at 9-19 % of copy on uniform ids,
+//     and a padding id that fills most of a batch makes its second pass a chain
+//     of hundreds of dependent loads. Sums in another order: equal to a rounding
+//     (the same bits as the CPU for an id whose occurrences fall in one window).
 #pragma once
 
 #include <optional>
@@ -143,5 +155,16 @@ AddLayerNormKernel parse_add_layer_norm_kernel(const char* value);
 void set_add_layer_norm_kernel_for_testing(std::optional<AddLayerNormKernel> kernel);
 // "separate" or "fused".
 const char* add_layer_norm_kernel_name(AddLayerNormKernel kernel);
+
+enum class EmbeddingBackwardKernel { Pieces, Windows };
+
+// TANDEM_EMBEDDING_BACKWARD's walk, unless a test has overridden it.
+EmbeddingBackwardKernel embedding_backward_kernel();
+// The walk an environment string names (null or empty: Pieces); throws Error naming the variable.
+EmbeddingBackwardKernel parse_embedding_backward_kernel(const char* value);
+// Tests force a walk; nullopt returns to the environment's choice.
+void set_embedding_backward_kernel_for_testing(std::optional<EmbeddingBackwardKernel> kernel);
+// "pieces" or "windows".
+const char* embedding_backward_kernel_name(EmbeddingBackwardKernel kernel);
 
 }  // namespace tandem::kernels

@@ -1,6 +1,7 @@
 // A CPU stand-in for the parts of the CUDA execution model that the attention
 // kernels (kernels/cuda/attention_*.cuh) and the row kernels (layer norm, the
-// column sums, bias + GELU, dropout: kernels/cuda/*_kernels.cuh) use, so that
+// column sums, bias + GELU, dropout, the embedding gradient's window walk:
+// kernels/cuda/*_kernels.cuh) use, so that
 // exact device code runs and is tested on a machine without a GPU.
 //
 // launch() runs the blocks of a grid one after another. Inside a block every
@@ -17,7 +18,7 @@
 // What it supplies, in the global namespace: the CUDA keywords as no-ops,
 // threadIdx/blockIdx/blockDim/gridDim (blocks and grids of one or two dimensions), dim3,
 // float2/make_float2, uint4/make_uint4, __syncthreads, __shfl_sync and
-// __shfl_xor_sync (float and unsigned), the __half/__nv_bfloat16
+// __shfl_xor_sync (float and unsigned), __ballot_sync and __popc, the __half/__nv_bfloat16
 // conversions, and mma16816<T> (mma.sync.m16n8k16.row.col, f32 accumulate),
 // which places operands by the fragment layouts of the PTX ISA ("Matrix
 // Fragments for mma.m16n8k16 with floating point type"). What it cannot show: timing, races
@@ -50,6 +51,7 @@
 // with an error naming the instruction, as does any exception a kernel throws.
 #pragma once
 
+#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -158,6 +160,20 @@ inline unsigned __shfl_sync(unsigned /*mask: kernels always pass all lanes*/, un
 inline unsigned __shfl_xor_sync(unsigned mask, unsigned v, int lane_mask) {
   return __shfl_sync(mask, v, static_cast<int>(warp_emulator::lane_id()) ^ lane_mask);
 }
+
+// Bit l of the result: lane l's predicate was non-zero (kernels always pass all lanes).
+inline unsigned __ballot_sync(unsigned /*mask*/, int predicate) {
+  uint32_t* slots = warp_emulator::warp_word_slots();
+  const unsigned lane = warp_emulator::lane_id();
+  slots[lane] = predicate != 0;
+  warp_emulator::warp_barrier();
+  unsigned r = 0;
+  for (unsigned l = 0; l < 32; ++l) r |= (slots[l] != 0 ? 1u : 0u) << l;
+  warp_emulator::warp_barrier();
+  return r;
+}
+
+inline int __popc(unsigned v) { return std::popcount(v); }
 
 struct __half {
   uint16_t bits;
