@@ -63,6 +63,13 @@ def cases(device, dtype, rows, d):
     tok, pos = rand(vocab, d), rand(seq, d)
     yield from fwd_bwd("embedding", f"{batch}x{seq} V={vocab} D={d}", lambda: F.embedding(ids, tok) + pos,
                        (tok, pos), (2 * rows * d + seq * d) * es + rows * 8, (rows * d + vocab * d + seq * d) * es + rows * 8)
+    # kernels_bench's padded row: the last 85 % of every sequence id 0; backward only.
+    padded = ids.clone()
+    padded[:, seq * 15 // 100:] = 0
+    for case in fwd_bwd("embedding", f"{batch}x{seq} V={vocab} D={d} 85% id 0", lambda: F.embedding(padded, tok) + pos,
+                        (tok, pos), 0, (rows * d + vocab * d + seq * d) * es + rows * 8):
+        if case[2] == "bwd":
+            yield case
 
     x, w, b = rand(rows, d), rand(d, dt=torch.float32), rand(d, dt=torch.float32)
     # PyTorch's layer_norm needs parameters of the input's dtype: cast them inside the timed op.
