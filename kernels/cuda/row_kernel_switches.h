@@ -81,8 +81,8 @@
 //     another. Windows: a warp per 32 sorted positions with 8 rows' loads in
 //     flight, and a long segment's partial rows dealt to 8 lanes per column.
 //     Why: the H200 measured the pieces walk at 9-19 % of copy on uniform ids,
-//     and a padding id that fills most of a batch makes its second pass a chain
-//     of hundreds of dependent loads. Sums in another order: equal to a rounding
+//     and a padding id that fills most of a batch makes its second pass add
+//     hundreds of partial rows one load at a time. Sums in another order: equal to a rounding
 //     (the same bits as the CPU for an id whose occurrences fall in one window).
 #pragma once
 

@@ -147,11 +147,11 @@ std::vector<bool> present(const std::vector<int64_t>& ids, int64_t vocab) {
   return p;
 }
 
-// 4096 x 256 of 30522 ids: most ids once or twice, many windows of many pieces, three column
-// chunks of one in 16 bits (8-vectors) and two in f32; with 3500 of them padding (a segment over
+// 4096 x 256 of 30522 ids: most ids once or twice, many windows of many pieces, one column chunk
+// at 16-bit 8-vectors, two at f32 4-vectors, eight at width 1; with 3500 of them padding (a segment over
 // 110 windows: 13 or 14 heads per combine lane); 1000 x 100 of 7 ids (long segments, no whole 16-byte
 // vectors); 200 x 33 of 50 with out-of-range ids (scalar combine); 31 x 8 (one partial window); 70 x
-// 768 of 3 ids (segments over three windows, six column chunks).
+// 768 of 3 ids (segments over three windows, 3 to 24 column chunks).
 struct Case {
   Shape shape;
   int64_t padded;

@@ -500,8 +500,8 @@ std::vector<double> embedding_token_gradient(EmbeddingBackwardKernel kernel, con
 
 // The window walk adds each id's rows in another order than the pieces walk (window pieces, then
 // eight lanes of heads): its token gradient agrees to a rounding of the sums. 64 x 512 ids of 256
-// (ag_news_optimized's embedding at half its batch): uniform, then 85 % padding (one segment over
-// about 870 windows); 8 x 512 of 768 (three column chunks); 16 x 100 of 100 and 3 x 33 of 33 (no
+// (as many tokens as ag_news_optimized's batch): uniform, then 85 % padding (one segment over
+// about 870 windows); 8 x 512 of 768 (3 to 24 column chunks); 16 x 100 of 100 and 3 x 33 of 33 (no
 // whole 16-byte vectors; combine at width 4 and 1); ids past the vocabulary, which both skip.
 TEST_P(NewRowKernels, EmbeddingWindowsAgreeWithThePiecesToARounding) {
   struct Case { int64_t batch, seq, dim, vocab, padded, bad; };
