@@ -250,13 +250,13 @@ phase_bench() {
   # The opt-in row kernels (kernels/cuda/row_kernel_switches.h) at both shapes, against the rows above:
   # TANDEM_LAYER_NORM=multi_row (several rows per group / in flight), TANDEM_MASKED_MEAN=lane_groups
   # (the sequence's 16 lanes dealt to up to 16 blocks), TANDEM_DROPOUT_BACKWARD=flat (one row per
-  # thread when there is no bias gradient: the dropout rows' backward) and TANDEM_EMBEDDING_BACKWARD=windows
-  # (a warp per 32 sorted ids; its rows with 85 % id 0 time a padding id's long segment).
+  # thread when there is no bias gradient: the dropout rows' backward) and TANDEM_EMBEDDING_BACKWARD=pieces
+  # (the walk before windows became the default; its rows with 85 % id 0 time a padding id's long segment).
   for spec in "rows_16384:" "rows_32768:--rows 32768 --d-model 256"; do
     # shellcheck disable=SC2086  # the options after the colon are words
     capture "bench_kernels_${spec%%:*}_opt_in" 120 env TANDEM_LAYER_NORM=multi_row TANDEM_MASKED_MEAN=lane_groups \
-      TANDEM_DROPOUT_BACKWARD=flat TANDEM_EMBEDDING_BACKWARD=windows "$build/bench/kernels_bench" --device cuda ${spec#*:}
-    lines+=("== kernels_bench ${spec#*:}, the opt-in row kernels (multi_row, lane_groups, flat, windows)" \
+      TANDEM_DROPOUT_BACKWARD=flat TANDEM_EMBEDDING_BACKWARD=pieces "$build/bench/kernels_bench" --device cuda ${spec#*:}
+    lines+=("== kernels_bench ${spec#*:}, the opt-in row kernels (multi_row, lane_groups, flat; pieces)" \
       "$(grep -E '^\| *cuda *\| *(layer_norm|masked_mean_pool|dropout|embedding) ' "$res/bench_kernels_${spec%%:*}_opt_in.txt")")
   done
   # A block per column-sum slot instead of a thread (group) at the training shape, where the second run
@@ -363,7 +363,7 @@ phase_compare() {
         fused_ordered) envs=(TANDEM_ATTENTION_BACKWARD=fused_ordered) ;;
         fused_ordered_pipelined) envs=(TANDEM_ATTENTION_BACKWARD=fused_ordered_pipelined) ;;
         rows) envs=(TANDEM_LAYER_NORM=multi_row TANDEM_MASKED_MEAN=lane_groups TANDEM_DROPOUT_BACKWARD=flat
-          TANDEM_GELU_DROPOUT=fused TANDEM_ADD_LAYER_NORM=fused TANDEM_EMBEDDING_BACKWARD=windows) ;;
+          TANDEM_GELU_DROPOUT=fused TANDEM_ADD_LAYER_NORM=fused) ;;
         block_slots) envs=(TANDEM_LAYER_NORM=lanes TANDEM_COLUMN_SUM=block) ;;
       esac
       capture "compare_eager_${c}_$variant" 120 env "${envs[@]}" "$build/apps/tandem" bench step \
@@ -379,7 +379,7 @@ phase_compare() {
     "split = TANDEM_ATTENTION_BACKWARD=split; split_pipelined = TANDEM_ATTENTION_BACKWARD=split_pipelined;" \
     "fused_ordered(_pipelined) = TANDEM_ATTENTION_BACKWARD=fused_ordered(_pipelined);" \
     "rows = TANDEM_LAYER_NORM=multi_row TANDEM_MASKED_MEAN=lane_groups TANDEM_DROPOUT_BACKWARD=flat" \
-    "  TANDEM_GELU_DROPOUT=fused TANDEM_ADD_LAYER_NORM=fused TANDEM_EMBEDDING_BACKWARD=windows;" \
+    "  TANDEM_GELU_DROPOUT=fused TANDEM_ADD_LAYER_NORM=fused;" \
     "block_slots = TANDEM_LAYER_NORM=lanes TANDEM_COLUMN_SUM=block:" \
     "${eager[@]}"
   return $rc

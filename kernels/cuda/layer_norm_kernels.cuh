@@ -279,6 +279,10 @@ struct BranchGrad {
 // The backward of row `it` of a slot, whose x and dy are in xr, gr and whose statistics are mu, rs:
 // adds dy * xhat and dy to the column sums acc_w, acc_b and writes the row of dx (each piece also to
 // `branch`). Every thread of the block calls it (group_sum2).
+// Every product is rounded where the source says (__fmul_rn, __fmaf_rn): left to itself nvcc fuses
+// g * w - mg into one fma in some instantiations and not others, and on the H200 (2026-11-28)
+// multi_row's dx then differed from one_row's by a rounding (nonzero where d_model 1 makes it 0) and
+// the fused residual backward's from the separate one's.
 template <class T, int V, int C, class Branch = NoBranch>
 __device__ __forceinline__ void backward_row(const float (&xr)[C][V], const float (&gr)[C][V], const float (&wv)[C][V],
                                              float mu, float rs, T* __restrict__ dx, int64_t slot, int64_t slots,
@@ -292,10 +296,10 @@ __device__ __forceinline__ void backward_row(const float (&xr)[C][V], const floa
 #pragma unroll
     for (int j = 0; j < V; ++j) {
       const float xhat = (xr[k][j] - mu) * rs;
-      const float g = gr[k][j] * wv[k][j];
+      const float g = __fmul_rn(gr[k][j], wv[k][j]);
       sg += g;
-      sgx += g * xhat;
-      acc_w[k][j] += gr[k][j] * xhat;
+      sgx = __fmaf_rn(g, xhat, sgx);
+      acc_w[k][j] = __fmaf_rn(gr[k][j], xhat, acc_w[k][j]);
       acc_b[k][j] += gr[k][j];
     }
   const float2 sums = group_sum2(make_float2(sg, sgx), scratch);
@@ -310,7 +314,7 @@ __device__ __forceinline__ void backward_row(const float (&xr)[C][V], const floa
 #pragma unroll
     for (int j = 0; j < V; ++j) {
       const float xhat = (xr[k][j] - mu) * rs;
-      out[j] = rs * (gr[k][j] * wv[k][j] - mg - xhat * mgx);
+      out[j] = rs * ((__fmul_rn(gr[k][j], wv[k][j]) - mg) - __fmul_rn(xhat, mgx));
     }
     store_vec<V>(dx + row * dim + c * V, out);
     branch(k, row * dim + c * V, out);

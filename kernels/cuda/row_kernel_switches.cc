@@ -29,7 +29,7 @@ constinit EnvSwitch<AddLayerNormKernel, 2> g_add_layer_norm{
 
 constinit EnvSwitch<EmbeddingBackwardKernel, 2> g_embedding_backward{
     "TANDEM_EMBEDDING_BACKWARD",
-    {{"pieces", EmbeddingBackwardKernel::Pieces}, {"windows", EmbeddingBackwardKernel::Windows}}};
+    {{"windows", EmbeddingBackwardKernel::Windows}, {"pieces", EmbeddingBackwardKernel::Pieces}}};
 
 }  // namespace
 

@@ -73,17 +73,17 @@
 //     [rows, d_model] activation fewer each way and one launch instead of two.
 //     The same bits (the bias gradient: with TANDEM_COLUMN_SUM=thread; to a
 //     rounding with block). TANDEM_LAYER_NORM=lanes keeps the separate backward.
-//   TANDEM_EMBEDDING_BACKWARD=pieces|windows  (kernels/cuda/embedding.cu,
+//   TANDEM_EMBEDDING_BACKWARD=windows|pieces  (kernels/cuda/embedding.cu,
 //     kernels/cuda/embedding_kernels.cuh)
-//     Pieces (the default): after the ids are sorted, a block per sorted position
-//     sums the piece of 64 positions that starts there (most blocks return at
-//     once), and one thread per column adds a long segment's pieces one after
-//     another. Windows: a warp per 32 sorted positions with 8 rows' loads in
-//     flight, and a long segment's partial rows dealt to 8 lanes per column.
-//     Why: the H200 measured the pieces walk at 9-19 % of copy on uniform ids,
-//     and a padding id that fills most of a batch makes its second pass add
-//     hundreds of partial rows one load at a time. Sums in another order: equal to a rounding
-//     (the same bits as the CPU for an id whose occurrences fall in one window).
+//     Windows (the default since the H200 timed it, 2026-11-28): after the ids are
+//     sorted, a warp per 32 sorted positions with 8 rows' loads in flight, and a long
+//     segment's partial rows dealt to 8 lanes per column. Pieces: a block per sorted
+//     position sums the piece of 64 positions that starts there (most blocks return
+//     at once), and one thread per column adds a long segment's pieces one after
+//     another. Why: windows took 0.56-0.85x pieces' time on uniform ids and
+//     0.22-0.29x with a padding id filling 85 % of the batch, in all eight bench rows
+//     (f32 and bf16, 16384 x 768 and 32768 x 256). Sums in another order: equal to a
+//     rounding (the same bits as the CPU for an id whose occurrences fall in one window).
 #pragma once
 
 #include <optional>
@@ -160,11 +160,11 @@ enum class EmbeddingBackwardKernel { Pieces, Windows };
 
 // TANDEM_EMBEDDING_BACKWARD's walk, unless a test has overridden it.
 EmbeddingBackwardKernel embedding_backward_kernel();
-// The walk an environment string names (null or empty: Pieces); throws Error naming the variable.
+// The walk an environment string names (null or empty: Windows); throws Error naming the variable.
 EmbeddingBackwardKernel parse_embedding_backward_kernel(const char* value);
 // Tests force a walk; nullopt returns to the environment's choice.
 void set_embedding_backward_kernel_for_testing(std::optional<EmbeddingBackwardKernel> kernel);
-// "pieces" or "windows".
+// "windows" or "pieces".
 const char* embedding_backward_kernel_name(EmbeddingBackwardKernel kernel);
 
 }  // namespace tandem::kernels

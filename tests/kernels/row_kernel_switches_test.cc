@@ -116,9 +116,9 @@ TEST(AddLayerNormSwitch, IsSeparateUnlessSetAndNamesTheVariableAndValueOnABadVal
     EXPECT_TRUE(rejects_naming_variable_and_value(parse_add_layer_norm_kernel, "TANDEM_ADD_LAYER_NORM", bad));
 }
 
-TEST(EmbeddingBackwardSwitch, IsPiecesUnlessSetAndNamesTheVariableAndValueOnABadValue) {
-  EXPECT_EQ(parse_embedding_backward_kernel(nullptr), EmbeddingBackwardKernel::Pieces);
-  EXPECT_EQ(parse_embedding_backward_kernel(""), EmbeddingBackwardKernel::Pieces);
+TEST(EmbeddingBackwardSwitch, IsWindowsUnlessSetAndNamesTheVariableAndValueOnABadValue) {
+  EXPECT_EQ(parse_embedding_backward_kernel(nullptr), EmbeddingBackwardKernel::Windows);
+  EXPECT_EQ(parse_embedding_backward_kernel(""), EmbeddingBackwardKernel::Windows);
   EXPECT_EQ(parse_embedding_backward_kernel("pieces"), EmbeddingBackwardKernel::Pieces);
   EXPECT_EQ(parse_embedding_backward_kernel("windows"), EmbeddingBackwardKernel::Windows);
   for (const char* bad : {"window", "1", "Windows", "windows "})
@@ -140,7 +140,7 @@ TEST(RowKernelSwitches, ATestOverrideWinsUntilItIsCleared) {
   EXPECT_EQ(gelu_dropout_kernel(), gd_env);
   EXPECT_EQ(add_layer_norm_kernel(), aln_env);
   EXPECT_EQ(embedding_backward_kernel(), eb_env);
-  for (EmbeddingBackwardKernel k : {EmbeddingBackwardKernel::Windows, EmbeddingBackwardKernel::Pieces}) {
+  for (EmbeddingBackwardKernel k : {EmbeddingBackwardKernel::Pieces, EmbeddingBackwardKernel::Windows}) {
     set_embedding_backward_kernel_for_testing(k);
     EXPECT_EQ(embedding_backward_kernel(), k);
   }

@@ -18,7 +18,7 @@
 // What it supplies, in the global namespace: the CUDA keywords as no-ops,
 // threadIdx/blockIdx/blockDim/gridDim (blocks and grids of one or two dimensions), dim3,
 // float2/make_float2, uint4/make_uint4, __syncthreads, __shfl_sync and
-// __shfl_xor_sync (float and unsigned), __ballot_sync and __popc, the __half/__nv_bfloat16
+// __shfl_xor_sync (float and unsigned), __ballot_sync and __popc, __fmul_rn and __fmaf_rn, the __half/__nv_bfloat16
 // conversions, and mma16816<T> (mma.sync.m16n8k16.row.col, f32 accumulate),
 // which places operands by the fragment layouts of the PTX ISA ("Matrix
 // Fragments for mma.m16n8k16 with floating point type"). What it cannot show: timing, races
@@ -174,6 +174,14 @@ inline unsigned __ballot_sync(unsigned /*mask*/, int predicate) {
 }
 
 inline int __popc(unsigned v) { return std::popcount(v); }
+
+// Rounded as written: the product through a volatile, so a host compiler allowed to contract
+// (-ffp-contract=fast with FMA) cannot fuse it into a following add, as on the device.
+inline float __fmul_rn(float a, float b) {
+  volatile float p = a * b;
+  return p;
+}
+inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
 
 struct __half {
   uint16_t bits;
