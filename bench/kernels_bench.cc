@@ -280,8 +280,8 @@ Suite make_suite(Device dev, DType t, int64_t rows, int64_t d, int cuda_device) 
                      ON(bias_gelu_backward_cpu(y, x, b, dx, db, t, rows, ffn, a),
                         bias_gelu_backward_cuda(y, x, b, dx, db, t, rows, ffn, a, cuda_device, stream))});
     // dropout(bias_gelu(x)), p = 0.1, as the feed-forward block runs it: the two kernels each way
-    // through a temporary h (TANDEM_GELU_DROPOUT=separate, the default) and, on a GPU, the one fused
-    // kernel each way (=fused). Bytes are the fused op's (forward: read x, write y; backward: read
+    // through a temporary h (TANDEM_GELU_DROPOUT=separate) and, on a GPU, the one fused kernel each
+    // way (=fused, the default). Bytes are the fused op's (forward: read x, write y; backward: read
     // dy and x, write dx), so the two rows' percentages compare directly.
     void* h = B.raw({rows, ffn}, t);
     cases.push_back(
@@ -309,8 +309,8 @@ Suite make_suite(Device dev, DType t, int64_t rows, int64_t d, int cuda_device) 
 #endif
   }
   // layer_norm(dropout(x + b) + residual), p = 0.1, as a post-norm sublayer ends: the two ops' kernels
-  // each way through the sum s (TANDEM_ADD_LAYER_NORM=separate, the default) and, on a GPU, the fused
-  // kernels (=fused). Bytes are the fused op's: forward read x and the residual, write s and y;
+  // each way through the sum s (TANDEM_ADD_LAYER_NORM=separate) and, on a GPU, the fused kernels
+  // (=fused, the default). Bytes are the fused op's: forward read x and the residual, write s and y;
   // backward read dy and s, write ds and dx (the parameters' and statistics' bytes left out).
   {
     void *x = B.f({rows, d}), *b = B.f({d}, 7), *r = B.f({rows, d}, 8), *s = B.raw({rows, d}, t);

@@ -8,8 +8,8 @@
 // mask and bits, forward and backward, and their contracts (x, bias, residual
 // of one floating dtype; weight and ln_bias of that dtype or f32). The sum s =
 // dropout(x + bias) + residual is kept for backward, as layer_norm keeps its
-// input. On a GPU it runs the two ops' kernels each way, or one
-// (TANDEM_ADD_LAYER_NORM=fused, kernels/cuda/row_kernel_switches.h), which
+// input. On a GPU it runs one kernel each way (TANDEM_ADD_LAYER_NORM=fused, the
+// default; =separate: the two ops' kernels; kernels/cuda/row_kernel_switches.h), which
 // computes s as the layer norm loads its rows and the branch's gradient as it
 // stores the residual's.
 #pragma once

@@ -13,8 +13,8 @@
 // dropout(bias_gelu(x, b, approx), p, training, seed, subsequence, step)
 // (kernels/bias_dropout_add.h): the feed-forward block's activation and its
 // dropout as one op, with the two ops' values, bits and keep mask. On a GPU
-// it runs their two kernels each way, or one (TANDEM_GELU_DROPOUT=fused,
-// kernels/cuda/row_kernel_switches.h), which saves a read and a write of the
+// it runs one kernel each way (TANDEM_GELU_DROPOUT=fused, the default; =separate:
+// their two kernels; kernels/cuda/row_kernel_switches.h), which saves a read and a write of the
 // activation each way. p = 0 or training = false is bias_gelu.
 #pragma once
 

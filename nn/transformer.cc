@@ -53,8 +53,8 @@ Tensor TransformerEncoderLayer::feed_forward_block(const Tensor& x, const Tensor
                                                    ForwardContext& ctx) const {
   Tensor h = kernels::linear(x, as_compute(linear1_->weight(), ctx));
   Tensor b1 = as_compute(linear1_->bias(), ctx);
-  // dropout(activation(h + b1)): with GELU one op (kernels/gelu.h), one kernel each way where
-  // TANDEM_GELU_DROPOUT=fused; the same dropout stream and bits either way.
+  // dropout(activation(h + b1)): with GELU one op (kernels/gelu.h), one kernel each way unless
+  // TANDEM_GELU_DROPOUT=separate; the same dropout stream and bits either way.
   const uint64_t stream = ctx.next_dropout_stream();
   switch (activation_) {
     case Activation::Gelu:

@@ -350,7 +350,7 @@ phase_compare() {
   # bias_gelu_dropout_* and bias_dropout_add_layer_norm_*, are in the bench phase).
   local eager=() variant variants
   for c in ${COMPARE_CONFIGS:-ag_news_small ag_news_optimized}; do
-    variants="default first wide lt_all split split_pipelined fused_ordered fused_ordered_pipelined rows block_slots"
+    variants="default first separate wide lt_all split split_pipelined fused_ordered fused_ordered_pipelined rows block_slots"
     [ "$c" = ag_news_small ] && variants="default first"
     for variant in $variants; do
       local envs=()
@@ -362,8 +362,8 @@ phase_compare() {
         split_pipelined) envs=(TANDEM_ATTENTION_BACKWARD=split_pipelined) ;;
         fused_ordered) envs=(TANDEM_ATTENTION_BACKWARD=fused_ordered) ;;
         fused_ordered_pipelined) envs=(TANDEM_ATTENTION_BACKWARD=fused_ordered_pipelined) ;;
-        rows) envs=(TANDEM_LAYER_NORM=multi_row TANDEM_MASKED_MEAN=lane_groups TANDEM_DROPOUT_BACKWARD=flat
-          TANDEM_GELU_DROPOUT=fused TANDEM_ADD_LAYER_NORM=fused) ;;
+        separate) envs=(TANDEM_GELU_DROPOUT=separate TANDEM_ADD_LAYER_NORM=separate TANDEM_EMBEDDING_BACKWARD=pieces) ;;
+        rows) envs=(TANDEM_LAYER_NORM=multi_row TANDEM_MASKED_MEAN=lane_groups TANDEM_DROPOUT_BACKWARD=flat) ;;
         block_slots) envs=(TANDEM_LAYER_NORM=lanes TANDEM_COLUMN_SUM=block) ;;
       esac
       capture "compare_eager_${c}_$variant" 120 env "${envs[@]}" "$build/apps/tandem" bench step \
@@ -378,8 +378,9 @@ phase_compare() {
     "wide = TANDEM_ATTENTION_FORWARD=pipelined_wide; lt_all = TANDEM_CUBLASLT_EPILOGUES=1;" \
     "split = TANDEM_ATTENTION_BACKWARD=split; split_pipelined = TANDEM_ATTENTION_BACKWARD=split_pipelined;" \
     "fused_ordered(_pipelined) = TANDEM_ATTENTION_BACKWARD=fused_ordered(_pipelined);" \
-    "rows = TANDEM_LAYER_NORM=multi_row TANDEM_MASKED_MEAN=lane_groups TANDEM_DROPOUT_BACKWARD=flat" \
-    "  TANDEM_GELU_DROPOUT=fused TANDEM_ADD_LAYER_NORM=fused;" \
+    "separate = TANDEM_GELU_DROPOUT=separate TANDEM_ADD_LAYER_NORM=separate TANDEM_EMBEDDING_BACKWARD=pieces" \
+    "  (the row defaults before 2026-11-28);" \
+    "rows = TANDEM_LAYER_NORM=multi_row TANDEM_MASKED_MEAN=lane_groups TANDEM_DROPOUT_BACKWARD=flat;" \
     "block_slots = TANDEM_LAYER_NORM=lanes TANDEM_COLUMN_SUM=block:" \
     "${eager[@]}"
   return $rc

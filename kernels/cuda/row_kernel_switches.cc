@@ -22,10 +22,10 @@ constinit EnvSwitch<ColumnSumKernel, 2> g_column_sum{
     "TANDEM_COLUMN_SUM", {{"thread", ColumnSumKernel::Thread}, {"block", ColumnSumKernel::Block}}};
 
 constinit EnvSwitch<GeluDropoutKernel, 2> g_gelu_dropout{
-    "TANDEM_GELU_DROPOUT", {{"separate", GeluDropoutKernel::Separate}, {"fused", GeluDropoutKernel::Fused}}};
+    "TANDEM_GELU_DROPOUT", {{"fused", GeluDropoutKernel::Fused}, {"separate", GeluDropoutKernel::Separate}}};
 
 constinit EnvSwitch<AddLayerNormKernel, 2> g_add_layer_norm{
-    "TANDEM_ADD_LAYER_NORM", {{"separate", AddLayerNormKernel::Separate}, {"fused", AddLayerNormKernel::Fused}}};
+    "TANDEM_ADD_LAYER_NORM", {{"fused", AddLayerNormKernel::Fused}, {"separate", AddLayerNormKernel::Separate}}};
 
 constinit EnvSwitch<EmbeddingBackwardKernel, 2> g_embedding_backward{
     "TANDEM_EMBEDDING_BACKWARD",

@@ -98,18 +98,18 @@ TEST(ColumnSumSwitch, IsThreadUnlessSetAndNamesTheVariableAndValueOnABadValue) {
     EXPECT_TRUE(rejects_naming_variable_and_value(parse_column_sum_kernel, "TANDEM_COLUMN_SUM", bad));
 }
 
-TEST(GeluDropoutSwitch, IsSeparateUnlessSetAndNamesTheVariableAndValueOnABadValue) {
-  EXPECT_EQ(parse_gelu_dropout_kernel(nullptr), GeluDropoutKernel::Separate);
-  EXPECT_EQ(parse_gelu_dropout_kernel(""), GeluDropoutKernel::Separate);
+TEST(GeluDropoutSwitch, IsFusedUnlessSetAndNamesTheVariableAndValueOnABadValue) {
+  EXPECT_EQ(parse_gelu_dropout_kernel(nullptr), GeluDropoutKernel::Fused);
+  EXPECT_EQ(parse_gelu_dropout_kernel(""), GeluDropoutKernel::Fused);
   EXPECT_EQ(parse_gelu_dropout_kernel("separate"), GeluDropoutKernel::Separate);
   EXPECT_EQ(parse_gelu_dropout_kernel("fused"), GeluDropoutKernel::Fused);
   for (const char* bad : {"fuse", "1", "Fused", "fused "})
     EXPECT_TRUE(rejects_naming_variable_and_value(parse_gelu_dropout_kernel, "TANDEM_GELU_DROPOUT", bad));
 }
 
-TEST(AddLayerNormSwitch, IsSeparateUnlessSetAndNamesTheVariableAndValueOnABadValue) {
-  EXPECT_EQ(parse_add_layer_norm_kernel(nullptr), AddLayerNormKernel::Separate);
-  EXPECT_EQ(parse_add_layer_norm_kernel(""), AddLayerNormKernel::Separate);
+TEST(AddLayerNormSwitch, IsFusedUnlessSetAndNamesTheVariableAndValueOnABadValue) {
+  EXPECT_EQ(parse_add_layer_norm_kernel(nullptr), AddLayerNormKernel::Fused);
+  EXPECT_EQ(parse_add_layer_norm_kernel(""), AddLayerNormKernel::Fused);
   EXPECT_EQ(parse_add_layer_norm_kernel("separate"), AddLayerNormKernel::Separate);
   EXPECT_EQ(parse_add_layer_norm_kernel("fused"), AddLayerNormKernel::Fused);
   for (const char* bad : {"on", "FUSED", "fused,"})
