@@ -66,8 +66,8 @@
 //     the same bits.
 //   TANDEM_ADD_LAYER_NORM=fused|separate  (kernels/bias_dropout_add_layer_norm.h,
 //     kernels/cuda/layer_norm_kernels.cuh)
-//     Fused is the default since the H200 timed it (2026-11-28: 1.2-1.4x forward,
-//     1.1-1.4x backward in f32 and bf16 at both bench shapes; the same bits).
+//     Fused is the default since the H200 timed it (2026-11-28: 1.18-1.45x forward,
+//     1.08-1.39x backward in f32 and bf16 at both bench shapes; the same bits).
 //     Separate: a post-norm sublayer's layer_norm(dropout(x + b) +
 //     residual) runs bias_dropout_add's kernel, then the layer norm's; backward,
 //     the layer norm's, then bias_dropout_add's. Fused: the layer norm's forward
