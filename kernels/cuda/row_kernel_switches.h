@@ -84,8 +84,8 @@
 //     segment's partial rows dealt to 8 lanes per column. Pieces: a block per sorted
 //     position sums the piece of 64 positions that starts there (most blocks return
 //     at once), and one thread per column adds a long segment's pieces one after
-//     another. Why: windows took 0.56-0.85x pieces' time on uniform ids and
-//     0.22-0.29x with a padding id filling 85 % of the batch, in all eight bench rows
+//     another. Why: windows took 0.62-0.85x pieces' time on uniform ids and
+//     0.23-0.29x with a padding id filling 85 % of the batch, in all eight bench rows
 //     (f32 and bf16, 16384 x 768 and 32768 x 256). Sums in another order: equal to a
 //     rounding (the same bits as the CPU for an id whose occurrences fall in one window).
 #pragma once
