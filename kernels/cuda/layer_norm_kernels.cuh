@@ -22,9 +22,10 @@
 // forward, with the parameters loaded before the statistics, and keeps three
 // rows ahead in backward, for more bytes in flight per thread where a thread
 // holds few values of a row (d_model 256 in 16 bits: 8). Either way each row
-// sees the same operations in the same order; the unrolled rows may be fused
-// into FMAs differently (PTX's plain mul and add allow it), so the two agree to
-// a rounding rather than bit for bit. lanes has one_row's forward and deals
+// sees the same operations in the same order; the forward's unrolled rows may be
+// fused into FMAs differently (PTX's plain mul and add allow it; the backward
+// rounds where its source says, backward_row), so the two agree to a rounding
+// rather than bit for bit. lanes has one_row's forward and deals
 // each slot of the backward to a whole block instead of one group (below,
 // layer_norm_backward_lanes_kernel): its column sums add in another order, so
 // it too agrees with one_row to a rounding.
