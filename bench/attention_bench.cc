@@ -12,6 +12,10 @@
 // every text to max_seq_len. The work the kernels do then depends on
 // TANDEM_ATTENTION_KEY_TILES (the key_tiles column): all visits every key tile,
 // trimmed skips those past each row's last real key (kernels/cuda/attention_switches.h).
+// With --dropout, TANDEM_ATTENTION_DROPOUT_KEEP (the keep column) says where the
+// backward gets the keep decisions: recompute (Philox again in each backward pass)
+// or saved (the forward also writes them, one bit per element, and the backward
+// reads them), as the op would; "-" without dropout.
 // The TFLOP/s columns still count the dense S x S work, so with a mask they are
 // what the dense problem would have to reach to take the same time.
 // --forward picks Tandem's CUDA forward kernel for bf16/f16 (the table's
@@ -236,6 +240,8 @@ void run(const Options& o, const AttentionShape& s) {
   const uint8_t* mask = mask_tensor.defined() ? mask_tensor.data<uint8_t>() : nullptr;
 
   std::function<void()> forward, backward;
+  Tensor keep_bytes;        // the saved dropout keep bits (TANDEM_ATTENTION_DROPOUT_KEEP=saved)
+  uint8_t* keep = nullptr;  // their bytes, or null: recomputed
   if (o.device.is_cpu()) {
     forward = [&] { attention_forward_cpu(qkv.data_ptr(), mask, out.data_ptr(), lse.data_ptr(), s, d, o.dtype); };
     backward = [&] {
@@ -257,14 +263,18 @@ void run(const Options& o, const AttentionShape& s) {
 #if TANDEM_WITH_CUDA
     void* stream = cuda::current_stream(o.device.index).handle();
     const AttentionForwardKernel kernel = forward_kernel(o);
+    // TANDEM_ATTENTION_DROPOUT_KEEP=saved: the forward writes the keep bits that the backward reads.
+    if (d.active() && attention_dropout_keep() == AttentionDropoutKeep::Saved)
+      keep_bytes = Tensor::empty({attention_keep_bytes(s)}, DType::U8, o.device);
+    keep = keep_bytes.defined() ? keep_bytes.data<uint8_t>() : nullptr;
     forward = [&, stream, kernel] {
       attention_forward_cuda(qkv.data_ptr(), mask, out.data_ptr(), lse.data<float>(), s, d, o.dtype,
-                             o.device.index, stream, kernel);
+                             o.device.index, stream, kernel, keep);
     };
     const AttentionBackwardPath path = backward_path(o);
     backward = [&, stream, path] {
       attention_backward_cuda(qkv.data_ptr(), mask, out.data_ptr(), lse.data<float>(), dout.data_ptr(),
-                              dqkv.data_ptr(), s, d, o.dtype, o.device.index, stream, path);
+                              dqkv.data_ptr(), s, d, o.dtype, o.device.index, stream, path, keep);
     };
 #else
     TANDEM_FAIL("attention_bench: --device cuda, but Tandem was built without CUDA");
@@ -277,19 +287,20 @@ void run(const Options& o, const AttentionShape& s) {
   const std::string backward_name = o.device.is_cpu() ? "cpu" : o.cudnn ? "cudnn" : o.backward;
   // Blocks of Tandem's forward kernel and of its backward's main kernel resident per multiprocessor
   // ("-" where they are not ours).
-  std::string fwd_blocks = "-", bwd_blocks = "-", key_tiles = "-";
+  std::string fwd_blocks = "-", bwd_blocks = "-", key_tiles = "-", keep_name = "-";
 #if TANDEM_WITH_CUDA
   if (o.device.is_cuda() && !o.cudnn) {
     fwd_blocks = std::to_string(attention_forward_blocks_per_sm(s.head_dim, o.dtype, forward_kernel(o)));
     bwd_blocks = std::to_string(attention_backward_blocks_per_sm(s.head_dim, o.dtype, backward_path(o)));
     key_tiles = attention_key_tiles_name(attention_key_tiles());
+    if (d.active()) keep_name = attention_dropout_keep_name(attention_dropout_keep());
   }
 #endif
   fmt::print(
-      "{:>6} {:>7} {:>14} {:>15} {:>5} {:>6} {:>5} {:>6} {:>7} {:>8} {:>5} {:>9} {:>11.3f} {:>10.3f} {:>10} "
+      "{:>6} {:>7} {:>14} {:>15} {:>5} {:>6} {:>5} {:>6} {:>7} {:>8} {:>5} {:>9} {:>9} {:>11.3f} {:>10.3f} {:>10} "
       "{:>11.3f} {:>10.3f} {:>10}\n",
       o.device.str(), o.cudnn ? "cudnn" : "tandem", fwd_kernel, backward_name, dtype_name(o.dtype), s.batch, s.seq,
-      s.heads, s.head_dim, o.dropout, o.real_fraction, key_tiles, 1e3 * fwd, fwd_flops / fwd / 1e12, fwd_blocks,
+      s.heads, s.head_dim, o.dropout, o.real_fraction, key_tiles, keep_name, 1e3 * fwd, fwd_flops / fwd / 1e12, fwd_blocks,
       1e3 * bwd, 2.5 * fwd_flops / bwd / 1e12, bwd_blocks);
 }
 
@@ -306,10 +317,10 @@ int main(int argc, char** argv) {
                                          {8, 512, 16, 32},  {8, 512, 6, 128}};
     if (o.device.is_cuda()) sizes.push_back({64, 512, 12, 64});
     if (o.shape) sizes = {*o.shape};
-    fmt::print("{:>6} {:>7} {:>14} {:>15} {:>5} {:>6} {:>5} {:>6} {:>7} {:>8} {:>5} {:>9} {:>11} {:>10} {:>10} {:>11} "
-               "{:>10} {:>10}\n",
+    fmt::print("{:>6} {:>7} {:>14} {:>15} {:>5} {:>6} {:>5} {:>6} {:>7} {:>8} {:>5} {:>9} {:>9} {:>11} {:>10} {:>10} "
+               "{:>11} {:>10} {:>10}\n",
                "device", "backend", "fwd_kernel", "backward", "dtype", "batch", "seq", "heads", "head_dim", "dropout",
-               "real", "key_tiles", "fwd_ms", "fwd_TFLOPs", "fwd_blk/SM", "bwd_ms", "bwd_TFLOPs", "bwd_blk/SM");
+               "real", "key_tiles", "keep", "fwd_ms", "fwd_TFLOPs", "fwd_blk/SM", "bwd_ms", "bwd_TFLOPs", "bwd_blk/SM");
     for (const AttentionShape& s : sizes) run(o, s);
   } catch (const std::exception& e) {
     fmt::print(stderr, "attention_bench: {}\n", e.what());

@@ -16,17 +16,34 @@ namespace tandem::kernels {
 
 namespace {
 
-const uint8_t* mask_ptr(const Tensor& mask) { return mask.defined() ? mask.data<uint8_t>() : nullptr; }
+// The bytes of a u8 tensor (the key-padding mask, the saved keep bits), or null for an undefined one.
+const uint8_t* bytes_or_null(const Tensor& t) { return t.defined() ? t.data<uint8_t>() : nullptr; }
 
-// Saves qkv, the mask and the softmax normalisers; the CUDA backward also needs the output.
+// The buffer for the forward's dropout keep bits where the backward will read them: on CUDA, with
+// dropout, a backward to come, and TANDEM_ATTENTION_DROPOUT_KEEP=saved. Otherwise undefined (the
+// backward recomputes the decisions, and the CPU reference always does).
+Tensor keep_bits_buffer(const Tensor& qkv, const AttentionShape& s, const AttentionDropout& d) {
+#if TANDEM_WITH_CUDA
+  if (qkv.device().is_cuda() && d.active() && any_requires_grad({&qkv}) &&
+      attention_dropout_keep() == AttentionDropoutKeep::Saved)
+    return Tensor::empty({attention_keep_bytes(s)}, DType::U8, qkv.device());
+#else
+  (void)qkv, (void)s, (void)d;
+#endif
+  return {};
+}
+
+// Saves qkv, the mask and the softmax normalisers; the CUDA backward also needs the output, and the
+// dropout's keep bits where the forward saved them (TANDEM_ATTENTION_DROPOUT_KEEP=saved).
 class AttentionBackward final : public Node {
  public:
-  AttentionBackward(const Tensor& qkv, const Tensor& mask, const Tensor& out, const Tensor& lse,
+  AttentionBackward(const Tensor& qkv, const Tensor& mask, const Tensor& out, const Tensor& lse, const Tensor& keep,
                     const AttentionShape& shape, const AttentionDropout& dropout)
       : qkv_(qkv),
         mask_(mask),
         out_(qkv.device().is_cuda() ? SavedTensor(out) : SavedTensor()),
         lse_(lse),
+        keep_(keep),
         shape_(shape),
         dropout_(dropout) {}
 
@@ -41,12 +58,14 @@ class AttentionBackward final : public Node {
                  qkv.device().str());
     Tensor dqkv = Tensor::empty(qkv.shape(), qkv.dtype(), qkv.device());
     if (qkv.device().is_cpu()) {
-      attention_backward_cpu(qkv.data_ptr(), mask_ptr(mask), lse.data_ptr(), dout.data_ptr(), dqkv.data_ptr(), shape_,
-                             dropout_, qkv.dtype());
+      attention_backward_cpu(qkv.data_ptr(), bytes_or_null(mask), lse.data_ptr(), dout.data_ptr(), dqkv.data_ptr(),
+                             shape_, dropout_, qkv.dtype());
     } else {
-      TANDEM_CUDA_ONLY(attention_backward_cuda(qkv.data_ptr(), mask_ptr(mask), out_.unpack(*this).data_ptr(),
+      [[maybe_unused]] const Tensor keep = keep_.unpack(*this);
+      TANDEM_CUDA_ONLY(attention_backward_cuda(qkv.data_ptr(), bytes_or_null(mask), out_.unpack(*this).data_ptr(),
                                                lse.data<float>(), dout.data_ptr(), dqkv.data_ptr(), shape_, dropout_,
-                                               qkv.dtype(), qkv.device().index, stream_of(qkv)));
+                                               qkv.dtype(), qkv.device().index, stream_of(qkv),
+                                               attention_backward_path(), bytes_or_null(keep)));
     }
     return {dqkv};
   }
@@ -55,11 +74,12 @@ class AttentionBackward final : public Node {
     mask_.release();
     out_.release();
     lse_.release();
+    keep_.release();
   }
   std::string name() const override { return "AttentionBackward"; }
 
  private:
-  SavedTensor qkv_, mask_, out_, lse_;
+  SavedTensor qkv_, mask_, out_, lse_, keep_;
   AttentionShape shape_;
   AttentionDropout dropout_;
 };
@@ -102,19 +122,20 @@ Tensor attention(const Tensor& qkv, const Tensor& key_padding_mask, int num_head
   Tensor out = Tensor::empty({s.batch, s.seq, s.heads * s.head_dim}, qkv.dtype(), qkv.device());
   const DType stats = qkv.dtype() == DType::F64 ? DType::F64 : DType::F32;
   Tensor lse = Tensor::empty({s.batch, s.heads, s.seq}, stats, qkv.device());
+  Tensor keep = keep_bits_buffer(qkv, s, d);
   if (out.numel() > 0) {
     if (qkv.device().is_cpu()) {
-      attention_forward_cpu(qkv.data_ptr(), mask_ptr(key_padding_mask), out.data_ptr(), lse.data_ptr(), s, d,
+      attention_forward_cpu(qkv.data_ptr(), bytes_or_null(key_padding_mask), out.data_ptr(), lse.data_ptr(), s, d,
                             qkv.dtype());
     } else {
-      TANDEM_CUDA_ONLY(attention_forward_cuda(qkv.data_ptr(), mask_ptr(key_padding_mask), out.data_ptr(),
+      uint8_t* keep_out = keep.defined() ? keep.data<uint8_t>() : nullptr;
+      TANDEM_CUDA_ONLY(attention_forward_cuda(qkv.data_ptr(), bytes_or_null(key_padding_mask), out.data_ptr(),
                                               lse.data<float>(), s, d, qkv.dtype(), qkv.device().index,
-                                              stream_of(qkv),
-                                              attention_forward_kernel()));
+                                              stream_of(qkv), attention_forward_kernel(), keep_out));
     }
   }
   if (any_requires_grad({&qkv}))
-    std::make_shared<AttentionBackward>(qkv, key_padding_mask, out, lse, s, d)->connect({&qkv}, {&out});
+    std::make_shared<AttentionBackward>(qkv, key_padding_mask, out, lse, keep, s, d)->connect({&qkv}, {&out});
   return out;
 }
 

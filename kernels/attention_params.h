@@ -24,8 +24,13 @@
 // 16 with 8-bit uniforms, p quantised to 1/256).
 //
 // The decision is a pure function of (seed, offset, b, h, i, j) and the shape,
-// identical on host and device, and the backward recomputes it instead of
-// storing an S x S mask. p = 0 keeps everything with scale exactly 1. Callers
+// identical on host and device, and by default the backward recomputes it
+// instead of storing an S x S mask. With TANDEM_ATTENTION_DROPOUT_KEEP=saved
+// (CUDA, opt-in) the forward also writes each block's 8 keep bits to byte
+// `block` of a buffer of attention_keep_bytes(shape) bytes, and the backward
+// reads them back: 1 bit per element of memory instead of a Philox block per 8
+// decisions in each backward pass. A square's 32 blocks are 32 consecutive
+// bytes, one per lane of the warp that holds the square in any pass. p = 0 keeps everything with scale exactly 1. Callers
 // draw a fresh offset for every call that must be independent (every layer,
 // every step).
 #pragma once
@@ -60,6 +65,13 @@ TANDEM_HD inline uint64_t attention_dropout_block(int64_t bh, int64_t i, int64_t
   const uint64_t square =
       (static_cast<uint64_t>(bh) * n + static_cast<uint64_t>(i) / 16) * n + static_cast<uint64_t>(j) / 16;
   return square * 32 + static_cast<uint64_t>(4 * (i % 8) + (j % 8) / 2);
+}
+
+// Bytes of the saved keep bits of a shape: one per Philox block, 32 per 16 x 16 square, ceil(S / 16)^2
+// squares per head: S^2 / 8 per head when 16 divides S.
+TANDEM_HD inline int64_t attention_keep_bytes(const AttentionShape& s) {
+  const int64_t n = (s.seq + 15) / 16;
+  return s.batch * s.heads * n * n * 32;
 }
 
 // Which of its block's 8 decisions is that of (i, j).

@@ -215,6 +215,7 @@ phase_bench() {
     "bf16_wide:--dtype bf16 --forward pipelined_wide" \
     "bf16_dropout_split:--dtype bf16 --forward pipelined --dropout 0.1" \
     "bf16_dropout_fused:--dtype bf16 --forward pipelined --backward fused --dropout 0.1" \
+    "bf16_dropout_split_pipelined:--dtype bf16 --forward pipelined --backward split_pipelined --dropout 0.1" \
     "bf16_split_pipelined:--dtype bf16 --forward pipelined --backward split_pipelined" \
     "bf16_fused_ordered:--dtype bf16 --forward pipelined --backward fused_ordered" \
     "bf16_dropout_fused_ordered:--dtype bf16 --forward pipelined --backward fused_ordered --dropout 0.1" \
@@ -225,6 +226,15 @@ phase_bench() {
     # shellcheck disable=SC2086  # the options after the colon are words
     capture "bench_attention_${spec%%:*}" 120 "$build/bench/attention_bench" --device cuda ${spec#*:}
     lines+=("$(cat "$res/bench_attention_${spec%%:*}.txt")")
+  done
+  # Saved dropout keep bits (TANDEM_ATTENTION_DROPOUT_KEEP=saved, opt-in: the forward writes them, the
+  # backward reads them instead of computing Philox again), bf16 with dropout 0.1, against the
+  # bf16_dropout_* rows above (the same kernels recomputing).
+  lines+=("== attention, bf16, dropout 0.1, keep bits saved by the forward (TANDEM_ATTENTION_DROPOUT_KEEP=saved)")
+  for spec in "split:split" "split_pipelined:split_pipelined" "fused:fused"; do
+    capture "bench_attention_bf16_dropout_${spec%%:*}_saved" 120 env TANDEM_ATTENTION_DROPOUT_KEEP=saved \
+      "$build/bench/attention_bench" --device cuda --dtype bf16 --forward pipelined --dropout 0.1 --backward "${spec#*:}"
+    lines+=("$(cat "$res/bench_attention_bf16_dropout_${spec%%:*}_saved.txt")")
   done
   # Padded batches (every row's first quarter real, as AG News texts padded to 256 tokens): every key
   # tile against trimmed key tiles (TANDEM_ATTENTION_KEY_TILES=trimmed, opt-in), without and with
@@ -347,12 +357,13 @@ phase_compare() {
   # run's defaults (tiled forward, split backward, no epilogues), and, on the configs bound by
   # their kernels rather than by launches (not ag_news_small), with each remaining alternative
   # alone: the wide pipelined forward, both epilogues, the split backward, the split backward with
-  # both passes pipelined, the fused backward's ordered dQ, and the opt-in row kernels (with the
+  # both passes pipelined, the fused backward's ordered dQ, the dropout keep bits saved by the forward
+  # (with the default backward and with split_pipelined), and the opt-in row kernels (with the
   # fused GELU + dropout and bias + dropout + residual + layer norm, whose kernels_bench rows,
   # bias_gelu_dropout_* and bias_dropout_add_layer_norm_*, are in the bench phase).
   local eager=() variant variants
   for c in ${COMPARE_CONFIGS:-ag_news_small ag_news_optimized}; do
-    variants="default first separate wide lt_all split split_pipelined fused_ordered fused_ordered_pipelined rows block_slots"
+    variants="default first separate wide lt_all split split_pipelined fused_ordered fused_ordered_pipelined saved saved_split_pipelined rows block_slots"
     [ "$c" = ag_news_small ] && variants="default first"
     for variant in $variants; do
       local envs=()
@@ -364,6 +375,8 @@ phase_compare() {
         split_pipelined) envs=(TANDEM_ATTENTION_BACKWARD=split_pipelined) ;;
         fused_ordered) envs=(TANDEM_ATTENTION_BACKWARD=fused_ordered) ;;
         fused_ordered_pipelined) envs=(TANDEM_ATTENTION_BACKWARD=fused_ordered_pipelined) ;;
+        saved) envs=(TANDEM_ATTENTION_DROPOUT_KEEP=saved) ;;
+        saved_split_pipelined) envs=(TANDEM_ATTENTION_DROPOUT_KEEP=saved TANDEM_ATTENTION_BACKWARD=split_pipelined) ;;
         separate) envs=(TANDEM_GELU_DROPOUT=separate TANDEM_ADD_LAYER_NORM=separate TANDEM_EMBEDDING_BACKWARD=pieces) ;;
         rows) envs=(TANDEM_LAYER_NORM=multi_row TANDEM_MASKED_MEAN=lane_groups TANDEM_DROPOUT_BACKWARD=flat) ;;
         block_slots) envs=(TANDEM_LAYER_NORM=lanes TANDEM_COLUMN_SUM=block) ;;
@@ -380,6 +393,7 @@ phase_compare() {
     "wide = TANDEM_ATTENTION_FORWARD=pipelined_wide; lt_all = TANDEM_CUBLASLT_EPILOGUES=1;" \
     "split = TANDEM_ATTENTION_BACKWARD=split; split_pipelined = TANDEM_ATTENTION_BACKWARD=split_pipelined;" \
     "fused_ordered(_pipelined) = TANDEM_ATTENTION_BACKWARD=fused_ordered(_pipelined);" \
+    "saved = TANDEM_ATTENTION_DROPOUT_KEEP=saved; saved_split_pipelined = that and TANDEM_ATTENTION_BACKWARD=split_pipelined;" \
     "separate = TANDEM_GELU_DROPOUT=separate TANDEM_ADD_LAYER_NORM=separate TANDEM_EMBEDDING_BACKWARD=pieces" \
     "  (the row defaults before 2026-11-28);" \
     "rows = TANDEM_LAYER_NORM=multi_row TANDEM_MASKED_MEAN=lane_groups TANDEM_DROPOUT_BACKWARD=flat;" \

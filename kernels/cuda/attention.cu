@@ -57,11 +57,16 @@
 //   once, dQKV written once; FLOPs 14 * S^2 * Dh (10 * S^2 * Dh counted the
 //   usual way, which the benchmark reports).
 //
-// Dropout (kernels/attention_params.h) reads and writes no memory: every pass
-// recomputes its decisions, one Philox4x32-10 block per 8 (forward, dK/dV and
-// dQ alike, S^2 / 8 blocks per (b, h) each; dK/dV, holding the transposed
-// tile, adds one shuffle per block), where one block per 4 consecutive keys
-// of a row cost S^2 / 2, S^2 and S^2 / 2 blocks.
+// Dropout (kernels/attention_params.h) reads and writes no memory by default:
+// every pass recomputes its decisions, one Philox4x32-10 block per 8 (forward,
+// dK/dV and dQ alike, S^2 / 8 blocks per (b, h) each; dK/dV, holding the
+// transposed tile, adds one shuffle per block), where one block per 4
+// consecutive keys of a row cost S^2 / 2, S^2 and S^2 / 2 blocks. With saved
+// keep bits (TANDEM_ATTENTION_DROPOUT_KEEP=saved, opt-in) the forward also
+// stores each block's byte (S^2 / 8 bytes per (b, h)) and both backward passes
+// read it (one 32-byte sector per warp and 16 x 16 square) instead of spending
+// 2 x S^2 / 8 blocks: at the configs' 128 x 256 tokens and 8 heads, 8.4 MB per
+// layer kept from forward to backward.
 //
 // Numerics: f16/bf16 operands go through tensor cores (m16n8k16, f32
 // accumulate); the probabilities and dS are rounded to the input type to be
@@ -92,30 +97,32 @@
 // (none unless noted), dynamic shared memory per 128-thread block:
 //
 //   kernel      DP   f32 regs   f16/bf16 regs         f32 smem   f16/bf16 smem
-//   forward     32   211        156                   27,712     15,424
-//   forward     64   228        158                   52,288     27,712
-//   forward    128   202        170                  101,440     52,288
-//   pipelined   32   -          123 (4 blocks/SM)          -      25,728
-//   pipelined   64   -          122 (4 blocks/SM)          -      46,208
-//   pipelined  128   -          173                        -      87,168
-//   wide        32   -          196 (2 blocks/SM)          -      30,848
-//   wide        64   -          217 (2 blocks/SM)          -      55,424
-//   dkdv        32   252        195                   37,376     20,992
-//   dkdv        64   254        228                   70,144     37,376
-//   dkdv       128   255        240                  101,632     52,480
-//   dkdv_pipe   32   -          200-201                    -      31,744
+//   forward     32   215        134                   27,712     15,424
+//   forward     64   230        141                   52,288     27,712
+//   forward    128   206        172                  101,440     52,288
+//   pipelined   32   -          121 (4 blocks/SM)          -      25,728
+//   pipelined   64   -          125 (4 blocks/SM)          -      46,208
+//   pipelined  128   -          175                        -      87,168
+//   wide        32   -          199 (2 blocks/SM)          -      30,848
+//   wide        64   -          219 (2 blocks/SM)          -      55,424
+//   dkdv        32   255        197                   37,376     20,992
+//   dkdv        64   251        228                   70,144     37,376
+//   dkdv       128   255        244                  101,632     52,480
+//   dkdv_pipe   32   -          200                        -      31,744
 //   dkdv_pipe   64   -          229                        -      56,320
-//   dkdv_pipe  128   -          242                        -      70,144
-//   dq_pipe     32   -          194                        -      30,848
+//   dkdv_pipe  128   -          243                        -      70,144
+//   dq_pipe     32   -          192                        -      30,848
 //   dq_pipe     64   -          179                        -      55,424
 //   dq_pipe    128   -          211                        -     104,576
-//   dq          32   219        181                   36,928     20,544
+//   dq          32   219        189                   36,928     20,544
 //   dq          64   232        179                   69,696     36,928
-//   dq         128   209        209                  135,232     69,696
+//   dq         128   211        209                  135,232     69,696
 //   rowdot       -   32         26-31                      0          0
 //   key_end      -   30 (no type: reads the u8 mask)          0          0
 //
-// No spills. (2026-11-27: every tile now arrives by cp.async from one base address and a fixed
+// No spills. (2026-11-28, saved keep bits: keep8_at's read and write paths moved these by -22 to +8
+// registers, most by 0-4; the tiled 16-bit forward fell by 17-22. The f32 fused backward at DP = 128
+// spills more: attention_backward_fused.cuh.) (2026-11-27: every tile now arrives by cp.async from one base address and a fixed
 // step per thread, attention_kernels.cuh's load_tile_async, where the 16-byte loads went through
 // registers by a generic index walk; the key-tile count comes from key_tiles_of; exponentials are
 // exp2_ftz; the split passes have a copy of their element loop without dropout: mostly 10-40
@@ -321,11 +328,17 @@ void with_forward_kernel(AttentionForwardKernel which, int64_t seq, F&& f) {
 
 void attention_forward_cuda(const void* qkv, const uint8_t* mask, void* out, float* lse, const AttentionShape& s,
                             const AttentionDropout& d, DType t, int device, void* stream,
-                            AttentionForwardKernel which) {
+                            AttentionForwardKernel which, uint8_t* keep_out) {
   if (s.batch * s.seq * s.heads == 0) return;
   Params params = make_params(s, d);
+  if (d.active()) params.keep_out = keep_out;
   auto st = static_cast<cudaStream_t>(stream);
   const KeyEnds key_ends(mask, s, device, st, params);
+  // Trimmed, the forward writes no keep byte of a skipped tile, but the ordered fused backward runs key
+  // tile 0 of a row with no real key (attention_backward_fused.cuh) and reads its bytes: zeroed here, so
+  // that it reads defined bytes (its probabilities there are 0, so any byte gives the same results).
+  if (params.keep_out != nullptr && params.key_end != nullptr)
+    TANDEM_CUDA_CHECK(cudaMemsetAsync(params.keep_out, 0, static_cast<size_t>(attention_keep_bytes(s)), st));
   TANDEM_DISPATCH_FLOAT_NO_F64(t, "attention_forward_cuda", [&] {
     using T = scalar_t;
     with_padded_dim(s.head_dim, [&](auto dp) {
@@ -401,8 +414,9 @@ namespace {
 // With `pipelined` (16 bits only), the passes are dkdv_pipelined_kernel and dq_pipelined_kernel.
 void backward_split(const void* qkv, const uint8_t* mask, const void* out, const float* lse, const void* dout,
                     void* dqkv, const AttentionShape& s, const AttentionDropout& d, DType t, int device,
-                    cudaStream_t st, bool pipelined) {
+                    cudaStream_t st, bool pipelined, const uint8_t* keep_in) {
   Params params = make_params(s, d);
+  if (d.active()) params.keep_in = keep_in;
   const KeyEnds key_ends(mask, s, device, st, params);
   const int64_t rows = s.batch * s.seq * s.heads;
   const size_t rowdot_bytes = sizeof(float) * static_cast<size_t>(rows);
@@ -435,8 +449,10 @@ void backward_split(const void* qkv, const uint8_t* mask, const void* out, const
 // which writes dQ itself; with `pipelined` too (16 bits only), its double-buffered form.
 void backward_fused(const void* qkv, const uint8_t* mask, const void* out, const float* lse, const void* dout,
                     void* dqkv, const AttentionShape& s, const AttentionDropout& d, DType t, int device,
-                    cudaStream_t st, const FusedBackwardPlan& plan, bool ordered, bool pipelined) {
+                    cudaStream_t st, const FusedBackwardPlan& plan, bool ordered, bool pipelined,
+                    const uint8_t* keep_in) {
   Params params = make_params(s, d);
+  if (d.active()) params.keep_in = keep_in;
   const KeyEnds key_ends(mask, s, device, st, params);
   const int64_t rows = s.batch * s.seq * s.heads, heads = s.batch * s.heads;
   const Scratch rowdot(device, sizeof(float) * static_cast<size_t>(rows), st);
@@ -496,7 +512,8 @@ void attention_backward_cuda(const void* qkv, const uint8_t* mask, const void* o
 
 void attention_backward_cuda(const void* qkv, const uint8_t* mask, const void* out, const float* lse,
                              const void* dout, void* dqkv, const AttentionShape& s, const AttentionDropout& d,
-                             DType t, int device, void* stream, AttentionBackwardPath path) {
+                             DType t, int device, void* stream, AttentionBackwardPath path,
+                             const uint8_t* keep_in) {
   if (s.batch * s.seq * s.heads == 0) return;
   auto st = static_cast<cudaStream_t>(stream);
   path = resolve_attention_backward(path, t == DType::F32, d.active());
@@ -506,9 +523,10 @@ void attention_backward_cuda(const void* qkv, const uint8_t* mask, const void* o
     const bool ordered = pipelined || path == AttentionBackwardPath::FusedOrdered;
     const FusedBackwardPlan plan = plan_fused_backward(s, kFusedScratchLimit, ordered);
     if (plan.heads_per_launch > 0)
-      return backward_fused(qkv, mask, out, lse, dout, dqkv, s, d, t, device, st, plan, ordered, pipelined);
+      return backward_fused(qkv, mask, out, lse, dout, dqkv, s, d, t, device, st, plan, ordered, pipelined, keep_in);
   }
-  backward_split(qkv, mask, out, lse, dout, dqkv, s, d, t, device, st, path == AttentionBackwardPath::SplitPipelined);
+  backward_split(qkv, mask, out, lse, dout, dqkv, s, d, t, device, st, path == AttentionBackwardPath::SplitPipelined,
+                 keep_in);
 }
 
 }  // namespace tandem::kernels

@@ -11,6 +11,11 @@
 //          (kernels/cuda/attention_backward_pipelined.cuh; 16 bits; the same bits as split).
 // TANDEM_ATTENTION_BACKWARD=auto|split|fused|split_pipelined picks one (kernels/cuda/attention_switches.h); auto,
 // the default, is fused in f32 and with dropout, split otherwise (resolve_attention_backward).
+//
+// Saved keep bits (attention() does this under TANDEM_ATTENTION_DROPOUT_KEEP=saved): a forward given
+// keep_out (attention_keep_bytes(s) bytes) writes each dropout Philox block's 8 keep bits there, and a
+// backward given the same bytes as keep_in reads them instead of computing any Philox block: the same
+// decisions, so the same bits as recomputing. Without dropout both are ignored.
 #pragma once
 
 #include <cstdint>
@@ -27,7 +32,8 @@ namespace tandem::kernels {
 // batch row's last real key where attention_key_tiles() is Trimmed and there is a mask (the same bits).
 void attention_forward_cuda(const void* qkv, const uint8_t* mask, void* out, float* lse, const AttentionShape& s,
                             const AttentionDropout& d, DType t, int device, void* stream,
-                            AttentionForwardKernel kernel = AttentionForwardKernel::Tiled);
+                            AttentionForwardKernel kernel = AttentionForwardKernel::Tiled,
+                            uint8_t* keep_out = nullptr);
 
 // Thread blocks of the forward kernel `kernel` picks (as above) that fit one multiprocessor of
 // the current device at once (its registers and shared memory; cudaOccupancyMaxActiveBlocksPerMultiprocessor):
@@ -47,6 +53,7 @@ void attention_backward_cuda(const void* qkv, const uint8_t* mask, const void* o
 // the scratch limit (attention_backward_fused.cuh: S * ceil(S/64) * Dh > 16 Mi).
 void attention_backward_cuda(const void* qkv, const uint8_t* mask, const void* out, const float* lse,
                              const void* dout, void* dqkv, const AttentionShape& s, const AttentionDropout& d,
-                             DType t, int device, void* stream, AttentionBackwardPath path);
+                             DType t, int device, void* stream, AttentionBackwardPath path,
+                             const uint8_t* keep_in = nullptr);
 
 }  // namespace tandem::kernels

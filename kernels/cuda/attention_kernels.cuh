@@ -355,6 +355,11 @@ struct Params {
   // real key (key_end_kernel), so every key tile from ceil(key_end[b] / 64) on holds padding only and
   // the kernels skip it (key_tiles_of). Null: every tile is visited.
   const int* key_end = nullptr;
+  // Saved keep bits (TANDEM_ATTENTION_DROPOUT_KEEP=saved; kernels/attention_params.h): the forward writes
+  // each Philox block's 8 keep bits to keep_out[block] as it computes them; a backward with keep_in reads
+  // them there instead of computing any block. Null: nothing written, every block computed.
+  uint8_t* keep_out = nullptr;
+  const uint8_t* keep_in = nullptr;
 };
 
 // Key tiles of batch row b that can hold a real key: all ceil(S / 64), or with P.key_end only those
@@ -387,11 +392,24 @@ __device__ __forceinline__ HeadRows<T> head_rows(const T* qkv, const Params& P, 
   return {q, k, k + out_stride, stride, out_stride};
 }
 
-// The 8 keep bits of the Philox block that holds (i, j) of head bh (kernels/attention_params.h).
+// The 8 keep bits of the Philox block that holds (i, j) of head bh (kernels/attention_params.h): read from
+// P.keep_in where the forward saved them, else computed (and saved to P.keep_out where given). The byte a
+// lane reads or writes is its lane's of the square's 32 consecutive bytes, so a warp's access to a square
+// is one 32-byte sector. An includer may define ATTENTION_ON_KEEP_READ(block) to see the reads (the
+// emulator test checks that each was written).
+#ifndef ATTENTION_ON_KEEP_READ
+#define ATTENTION_ON_KEEP_READ(block)
+#endif
 __device__ __forceinline__ uint32_t keep8_at(const Params& P, int64_t bh, int64_t i, int64_t j) {
+  const uint64_t block = attention_dropout_block(bh, i, j, P.seq);
+  if (P.keep_in != nullptr) {
+    ATTENTION_ON_KEEP_READ(block);
+    return P.keep_in[block];
+  }
   ATTENTION_COUNT_PHILOX();
-  return dropout_keep8(philox_block(P.drop.seed, P.drop.subsequence(), attention_dropout_block(bh, i, j, P.seq)),
-                       P.drop_threshold);
+  const uint32_t k8 = dropout_keep8(philox_block(P.drop.seed, P.drop.subsequence(), block), P.drop_threshold);
+  if (P.keep_out != nullptr) P.keep_out[block] = static_cast<uint8_t>(k8);
+  return k8;
 }
 
 // Decisions of a lane's fragment of a 16 x 8N tile in the accumulator layout:

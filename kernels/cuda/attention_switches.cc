@@ -1,4 +1,5 @@
-// TANDEM_ATTENTION_FORWARD, TANDEM_ATTENTION_BACKWARD and TANDEM_ATTENTION_KEY_TILES (see attention_switches.h).
+// TANDEM_ATTENTION_FORWARD, TANDEM_ATTENTION_BACKWARD, TANDEM_ATTENTION_KEY_TILES and
+// TANDEM_ATTENTION_DROPOUT_KEEP (see attention_switches.h).
 #include "kernels/cuda/attention_switches.h"
 
 #include "core/env_switch.h"
@@ -24,6 +25,10 @@ constinit EnvSwitch<AttentionBackwardPath, 6> g_backward{
 constinit EnvSwitch<AttentionKeyTiles, 2> g_key_tiles{
     "TANDEM_ATTENTION_KEY_TILES", {{"all", AttentionKeyTiles::All}, {"trimmed", AttentionKeyTiles::Trimmed}}};
 
+constinit EnvSwitch<AttentionDropoutKeep, 2> g_dropout_keep{
+    "TANDEM_ATTENTION_DROPOUT_KEEP",
+    {{"recompute", AttentionDropoutKeep::Recompute}, {"saved", AttentionDropoutKeep::Saved}}};
+
 }  // namespace
 
 AttentionForwardKernel attention_forward_kernel() { return g_forward.value(); }
@@ -47,6 +52,13 @@ void set_attention_key_tiles_for_testing(std::optional<AttentionKeyTiles> tiles)
   g_key_tiles.force_for_testing(tiles);
 }
 const char* attention_key_tiles_name(AttentionKeyTiles tiles) { return g_key_tiles.name(tiles); }
+
+AttentionDropoutKeep attention_dropout_keep() { return g_dropout_keep.value(); }
+AttentionDropoutKeep parse_attention_dropout_keep(const char* v) { return g_dropout_keep.parse(v); }
+void set_attention_dropout_keep_for_testing(std::optional<AttentionDropoutKeep> keep) {
+  g_dropout_keep.force_for_testing(keep);
+}
+const char* attention_dropout_keep_name(AttentionDropoutKeep keep) { return g_dropout_keep.name(keep); }
 
 AttentionBackwardPath resolve_attention_backward(AttentionBackwardPath path, bool is_f32, bool dropout) {
   if (path == AttentionBackwardPath::SplitPipelined && is_f32) return AttentionBackwardPath::Split;

@@ -1,4 +1,4 @@
-// The three switches of the CUDA attention op, each an environment variable read
+// The four switches of the CUDA attention op, each an environment variable read
 // once (core/env_switch.h): unset or empty is the default, anything other than
 // the names below is an Error naming the variable and the value. A new kernel
 // sits behind a switch that defaults to the verified path (issue #15) until a
@@ -30,6 +30,15 @@
 //     the key tiles past it (attention_kernels.cuh: key_tiles_of), with the same results bit for
 //     bit. Tandem's batches pad every row to max_seq_len, so a row of length L < S costs the
 //     attention about L / S of its work instead of all of it. Opt-in until a GPU has run it.
+//   TANDEM_ATTENTION_DROPOUT_KEEP=recompute|saved  where the backward gets attention dropout's keep
+//     decisions: Recompute (the default, what the GPU runs measured): each backward pass computes
+//     them again from Philox, one block per 8 decisions, as the forward did; Saved: the forward
+//     also writes them, one bit per element (kernels/attention_params.h: attention_keep_bytes,
+//     S^2 / 8 bytes per head), kept with the op's other saved tensors until its backward, which
+//     reads them instead: the same decisions and bits, no Philox in backward. On the H200 (third
+//     run) dropout 0.1 made the split backward 1.54x slower at the configs' head dim 32 (0.211
+//     against 0.137 ms), where both of its passes compute every decision again. Opt-in until a
+//     GPU has timed it.
 #pragma once
 
 #include <optional>
@@ -77,5 +86,16 @@ AttentionKeyTiles parse_attention_key_tiles(const char* value);
 void set_attention_key_tiles_for_testing(std::optional<AttentionKeyTiles> tiles);
 // "all" or "trimmed".
 const char* attention_key_tiles_name(AttentionKeyTiles tiles);
+
+enum class AttentionDropoutKeep { Recompute, Saved };
+
+// TANDEM_ATTENTION_DROPOUT_KEEP's choice, unless a test has overridden it.
+AttentionDropoutKeep attention_dropout_keep();
+// The choice an environment string names (null or empty: Recompute); throws Error naming the variable.
+AttentionDropoutKeep parse_attention_dropout_keep(const char* value);
+// Tests force a choice; nullopt returns to the environment's.
+void set_attention_dropout_keep_for_testing(std::optional<AttentionDropoutKeep> keep);
+// "recompute" or "saved".
+const char* attention_dropout_keep_name(AttentionDropoutKeep keep);
 
 }  // namespace tandem::kernels

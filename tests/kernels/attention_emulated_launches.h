@@ -5,7 +5,7 @@
 // ordered, ordered pipelined), each visiting every key tile or the trimmed ones. For the emulated tests, which include
 // this header first: it brings in the emulator before the device code, and
 // counts the dropout's Philox blocks (attention_kernels.cuh's hook) in
-// philox_blocks_computed.
+// philox_blocks_computed, and can record the saved keep bytes read in keep_bytes_read.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -20,6 +20,9 @@
 // Counts the Philox blocks the device code computes for dropout.
 inline int64_t philox_blocks_computed = 0;
 #define ATTENTION_COUNT_PHILOX() (++::philox_blocks_computed)
+// Where set, records the index of every saved keep byte the device code reads (Params::keep_in).
+inline std::vector<uint64_t>* keep_bytes_read = nullptr;
+#define ATTENTION_ON_KEEP_READ(block) (::keep_bytes_read != nullptr ? ::keep_bytes_read->push_back(block) : void())
 
 #include "core/tensor.h"
 #include "kernels/cuda/attention_backward_fused.cuh"
@@ -45,17 +48,21 @@ inline std::vector<int> emulated_key_ends(const Tensor& mask, const AttentionSha
 }
 
 // attention_forward_cuda's launch of `which` (f32 always runs the tiled kernel), with the warps
-// interleaved by `schedule`, visiting the key tiles `tiles` says. out and lse start as NaN, so every element must be written.
+// interleaved by `schedule`, visiting the key tiles `tiles` says, saving the dropout keep bits to `keep_out`
+// where given. out and lse start as NaN, so every element must be written.
 template <class T>
 void emulated_forward(const Tensor& qkv, const Tensor& mask, Tensor& out, Tensor& lse, const AttentionShape& s,
                       const AttentionDropout& d, AttentionForwardKernel which = AttentionForwardKernel::Tiled,
                       warp_emulator::Schedule schedule = warp_emulator::Schedule::RoundRobin,
-                      AttentionKeyTiles tiles = AttentionKeyTiles::All) {
+                      AttentionKeyTiles tiles = AttentionKeyTiles::All, uint8_t* keep_out = nullptr) {
   using testing::mask_ptr;
   out.fill_(std::nan(""));
   lse.fill_(std::nan(""));
   Params params = make_params(s, d);
+  if (d.active()) params.keep_out = keep_out;
   const std::vector<int> key_ends = emulated_key_ends(mask, s, tiles, params);
+  if (params.keep_out != nullptr && params.key_end != nullptr)  // attention.cu's memset of the keep bytes
+    std::fill_n(params.keep_out, attention_keep_bytes(s), uint8_t{0});
   const Grid grid = grid_for(s);
   const bool vec = vector_loads<T>(qkv.data_ptr(), s.head_dim);
   with_padded_dim(s.head_dim, [&](auto dp) {
@@ -93,15 +100,17 @@ std::vector<float> emulated_rowdot(const Tensor& out, const Tensor& dout, const 
 
 // The split backward's launches (attention.cu's backward_split): rowdot, dK/dV, dQ, into dqkv; with
 // `pipelined` (16 bits), the passes are dkdv_pipelined_kernel and dq_pipelined_kernel. The dK/dV and
-// dQ passes' warps are interleaved by `schedule`; `tiles` as for the forward.
+// dQ passes' warps are interleaved by `schedule`; `tiles` as for the forward; the keep bits read from
+// `keep_in` where given.
 template <class T>
 void emulated_split_backward(const Tensor& qkv, const Tensor& mask, const Tensor& out, const Tensor& lse,
                              const Tensor& dout, Tensor& dqkv, const AttentionShape& s, const AttentionDropout& d,
                              bool pipelined = false,
                              warp_emulator::Schedule schedule = warp_emulator::Schedule::RoundRobin,
-                             AttentionKeyTiles tiles = AttentionKeyTiles::All) {
+                             AttentionKeyTiles tiles = AttentionKeyTiles::All, const uint8_t* keep_in = nullptr) {
   using testing::mask_ptr;
   Params params = make_params(s, d);
+  if (d.active()) params.keep_in = keep_in;
   const std::vector<int> key_ends = emulated_key_ends(mask, s, tiles, params);
   const Grid grid = grid_for(s);
   const std::vector<float> rowdot = emulated_rowdot<T>(out, dout, params, s);
@@ -129,12 +138,13 @@ void emulated_split_backward(const Tensor& qkv, const Tensor& mask, const Tensor
 // kernel on the grid key tiles x heads. The scratch (partials, or the ordered accumulators) starts as NaN,
 // so a partial that no block writes, or an accumulator that key tile 0 does not write first, shows up in dQ.
 // `pipelined` (16 bits, with `ordered`) runs the double-buffered ordered kernel under `schedule`; `tiles`
-// picks the key tiles the kernels visit.
+// picks the key tiles the kernels visit; the keep bits are read from `keep_in` where given.
 template <class T>
 void emulated_fused(const testing::AttentionProblem& p, Tensor& dqkv, size_t scratch_limit, bool ordered = false, int first_turn = 0,
                     bool pipelined = false, warp_emulator::Schedule schedule = warp_emulator::Schedule::RoundRobin,
-                    AttentionKeyTiles tiles = AttentionKeyTiles::All) {
+                    AttentionKeyTiles tiles = AttentionKeyTiles::All, const uint8_t* keep_in = nullptr) {
   Params params = make_params(p.s, p.d);
+  if (p.d.active()) params.keep_in = keep_in;
   const std::vector<int> key_ends = emulated_key_ends(p.mask, p.s, tiles, params);
   const FusedBackwardPlan plan = plan_fused_backward(p.s, scratch_limit, ordered);
   ASSERT_GT(plan.heads_per_launch, 0) << "the plan falls back to the split path";
@@ -181,18 +191,18 @@ void emulated_fused(const testing::AttentionProblem& p, Tensor& dqkv, size_t scr
 enum class Path { Split, SplitPipelined, Fused, FusedOrdered, FusedOrderedPipelined };
 
 // dqkv from `path`'s launches on p (its CPU forward's out and lse), starting as NaN so that every element
-// must be written.
+// must be written; the dropout keep bits read from `keep_in` where given.
 inline Tensor emulated_backward(const testing::AttentionProblem& p, Path path, size_t scratch_limit = kFusedScratchLimit,
                          warp_emulator::Schedule schedule = warp_emulator::Schedule::RoundRobin,
-                         AttentionKeyTiles tiles = AttentionKeyTiles::All) {
+                         AttentionKeyTiles tiles = AttentionKeyTiles::All, const uint8_t* keep_in = nullptr) {
   Tensor dqkv = Tensor::empty(p.qkv.shape(), p.t);
   dqkv.fill_(std::nan(""));  // every element must be written
   TANDEM_DISPATCH_FLOAT_NO_F64(p.t, "emulated attention backward", [&] {
     if (path == Path::Split || path == Path::SplitPipelined)
       emulated_split_backward<scalar_t>(p.qkv, p.mask, p.out, p.lse, p.dout, dqkv, p.s, p.d,
-                                        path == Path::SplitPipelined, schedule, tiles);
+                                        path == Path::SplitPipelined, schedule, tiles, keep_in);
     else emulated_fused<scalar_t>(p, dqkv, scratch_limit, path != Path::Fused, 0, path == Path::FusedOrderedPipelined,
-                                  schedule, tiles);
+                                  schedule, tiles, keep_in);
   });
   return dqkv;
 }
