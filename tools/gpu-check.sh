@@ -444,27 +444,44 @@ phase_kdetail() {
   : >"$log"
   build_targets "$log" attention_bench || { summary kdetail "build failed: see kdetail.log"; return 1; }
   command -v ncu >/dev/null || { summary kdetail "ncu is not on the PATH"; return 1; }
-  # pass forward-kernel backward-path, in the order of what matters most if the phase is cut: the default
-  # 16-bit backward without dropout, the new pipelined ordered fused one, the default forward, then the rest.
+  local sections=(--section SpeedOfLight --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis
+    --section WarpStateStats --section ComputeWorkloadAnalysis --section InstructionStats --section SourceCounters)
+  local keep='^  [A-Za-z_].*\(|Duration|Memory Throughput|DRAM Throughput|Compute \(SM\) Throughput|Registers Per Thread|Dynamic Shared Memory Per Block|Achieved Occupancy|Theoretical Occupancy|Block Limit|Warp Cycles Per Issued|Issue Slots Busy|Executed Ipc A|stalled|Stall|[Bb]ank|[Ww]avefronts|Uncoalesced'
+  # pass forward-kernel backward-path shape dropout keep, in the order of what matters most if the phase
+  # is cut: the default 16-bit backward without dropout; the configs' case, head dim 32 with dropout
+  # 0.1, with the keep bits recomputed and saved (TANDEM_ATTENTION_DROPOUT_KEEP), whose difference is
+  # the Philox work; the new pipelined ordered fused one, the default forward, then the rest.
   # (A fused_ordered call has two backward kernels, rowdot and the fused one, so its three profiled
   # kernels are the second call's fused kernel and the third call's two.)
-  for spec in "backward pipelined split" "backward pipelined fused_ordered_pipelined" "forward pipelined split" \
-    "backward pipelined fused_ordered" "backward pipelined fused" "backward pipelined split_pipelined" \
-    "forward pipelined_wide split"; do
+  for spec in "backward pipelined split 8,512,12,64 0 recompute" \
+    "backward pipelined split 8,512,16,32 0.1 recompute" "backward pipelined split 8,512,16,32 0.1 saved" \
+    "backward pipelined fused_ordered_pipelined 8,512,12,64 0 recompute" "forward pipelined split 8,512,12,64 0 recompute" \
+    "backward pipelined fused_ordered 8,512,12,64 0 recompute" "backward pipelined fused 8,512,12,64 0 recompute" \
+    "backward pipelined split_pipelined 8,512,12,64 0 recompute" "forward pipelined_wide split 8,512,12,64 0 recompute"; do
     # shellcheck disable=SC2086  # words
     set -- $spec
-    local kernels="regex:forward" skip=1 count=1
+    local kernels="regex:forward" skip=1 count=1 name="kdetail_$1_$2_$3"
     [ "$1" = backward ] && kernels="regex:rowdot|dkdv|dq_|fused_backward" skip=3 count=3
-    capture "kdetail_$1_$2_$3" 100 ncu --clock-control none --section SpeedOfLight --section Occupancy \
-      --section LaunchStats --section MemoryWorkloadAnalysis --section WarpStateStats \
-      --section ComputeWorkloadAnalysis --section InstructionStats --section SourceCounters \
+    [ "$5" != 0 ] && name="${name}_${4//,/x}_dropout_$6"
+    capture "$name" 100 env TANDEM_ATTENTION_DROPOUT_KEEP="$6" ncu --clock-control none "${sections[@]}" \
       --kernel-name "$kernels" --launch-skip "$skip" \
-      --launch-count "$count" "$build/bench/attention_bench" --device cuda --dtype bf16 --shape 8,512,12,64 \
-      --min-seconds 0.01 --forward "$2" --backward "$3"
+      --launch-count "$count" "$build/bench/attention_bench" --device cuda --dtype bf16 --shape "$4" \
+      --min-seconds 0.01 --forward "$2" --backward "$3" --dropout "$5"
     r=$?
-    lines+=("== attention bf16 8x512x12x64, forward $2, backward $3: the $1 kernels (ncu exit $r)"
-      "$(grep -E '^  [A-Za-z_].*\(|Duration|Memory Throughput|DRAM Throughput|Compute \(SM\) Throughput|Registers Per Thread|Dynamic Shared Memory Per Block|Achieved Occupancy|Theoretical Occupancy|Block Limit|Warp Cycles Per Issued|Issue Slots Busy|Executed Ipc A|stalled|Stall|[Bb]ank|[Ww]avefronts|Uncoalesced' "$res/kdetail_$1_$2_$3.txt" | cut -c1-400)")
+    lines+=("== attention bf16 ${4//,/x}, dropout $5 (keep bits: $6), forward $2, backward $3: the $1 kernels (ncu exit $r)"
+      "$(grep -E "$keep" "$res/$name.txt" | cut -c1-400)")
   done
+  # The fused GELU + dropout backward at ag_news_optimized's FFN shape (32768 x 1024 bf16), 40 % of
+  # copy in the third run's kernels_bench against 90 % for GELU's backward alone: where its time goes
+  # (the bias gradient's column sums, the Philox blocks of the mask, or the loads).
+  build_targets "$log" kernels_bench || { summary kdetail "${lines[@]}" "kernels_bench: build failed"; return 1; }
+  capture kdetail_bias_gelu_dropout_backward 100 ncu --clock-control none "${sections[@]}" \
+    --kernel-name-base demangled --kernel-name 'regex:bias_gelu_dropout_backward_kernel<tandem::BFloat16' \
+    --launch-skip 5 --launch-count 1 \
+    "$build/bench/kernels_bench" --device cuda --rows 32768 --d-model 256 --reps 10
+  r=$?
+  lines+=("== bias_gelu_dropout backward, bf16 32768 x 1024 (kernels_bench; ncu exit $r)"
+    "$(grep -E "$keep" "$res/kdetail_bias_gelu_dropout_backward.txt" | cut -c1-400)")
   summary kdetail "${lines[@]}"
   return $rc
 }
