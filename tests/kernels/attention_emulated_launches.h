@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <tuple>
 #include <vector>
 
 #include "tests/testing/warp_emulator.h"  // first: CUDA keywords and built-ins for the device code
@@ -189,6 +190,22 @@ void emulated_fused(const testing::AttentionProblem& p, Tensor& dqkv, size_t scr
 
 // A backward path's launches; SplitPipelined and FusedOrderedPipelined are 16-bit only.
 enum class Path { Split, SplitPipelined, Fused, FusedOrdered, FusedOrderedPipelined };
+
+// An emulated suite over (dtype, case) that runs, for its dtype, every forward kernel and backward path in
+// 16 bits, and in f32 the tiled forward and the paths without cp.async (the others stand for those there).
+class EmulatedAttentionVariants : public ::testing::TestWithParam<std::tuple<DType, testing::AttentionCase>> {
+ protected:
+  DType dtype() const { return std::get<0>(GetParam()); }
+  const testing::AttentionCase& attention_case() const { return std::get<1>(GetParam()); }
+  std::vector<AttentionForwardKernel> forward_kernels() const {
+    if (dtype() == DType::F32) return {AttentionForwardKernel::Tiled};
+    return {AttentionForwardKernel::Tiled, AttentionForwardKernel::Pipelined, AttentionForwardKernel::PipelinedWide};
+  }
+  std::vector<Path> backward_paths() const {
+    if (dtype() == DType::F32) return {Path::Split, Path::Fused, Path::FusedOrdered};
+    return {Path::Split, Path::SplitPipelined, Path::Fused, Path::FusedOrdered, Path::FusedOrderedPipelined};
+  }
+};
 
 // dqkv from `path`'s launches on p (its CPU forward's out and lse), starting as NaN so that every element
 // must be written; the dropout keep bits read from `keep_in` where given.

@@ -68,21 +68,7 @@ const Case kCases[] = {
     {2, 70, 1, 33, {1, 70}, 0.0},        // one real key; scalar loads (Dh 33)
 };
 
-using Param = std::tuple<DType, Case>;
-
-class EmulatedTrimmedKeyTiles : public ::testing::TestWithParam<Param> {
- protected:
-  DType dtype() const { return std::get<0>(GetParam()); }
-  const Case& attention_case() const { return std::get<1>(GetParam()); }
-  std::vector<AttentionForwardKernel> forward_kernels() const {
-    if (dtype() == DType::F32) return {AttentionForwardKernel::Tiled};
-    return {AttentionForwardKernel::Tiled, AttentionForwardKernel::Pipelined, AttentionForwardKernel::PipelinedWide};
-  }
-  std::vector<Path> backward_paths() const {
-    if (dtype() == DType::F32) return {Path::Split, Path::Fused, Path::FusedOrdered};
-    return {Path::Split, Path::SplitPipelined, Path::Fused, Path::FusedOrdered, Path::FusedOrderedPipelined};
-  }
-};
+class EmulatedTrimmedKeyTiles : public EmulatedAttentionVariants {};
 
 struct Forward {
   Tensor out, lse;

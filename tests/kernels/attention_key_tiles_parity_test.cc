@@ -81,24 +81,7 @@ std::string variant_name(AttentionForwardKernel kernel, AttentionBackwardPath pa
   return std::string(attention_forward_kernel_name(kernel)) + " / " + attention_backward_path_name(path);
 }
 
-class AttentionTrimmedKeyTiles : public ::testing::TestWithParam<std::tuple<DType, Case>> {
- protected:
-  void SetUp() override { TANDEM_REQUIRE_GPU(); }
-  DType dtype() const { return std::get<0>(GetParam()); }
-  const Case& attention_case() const { return std::get<1>(GetParam()); }
-  Tensor qkv() const {
-    const Case& c = attention_case();
-    return random_tensor({c.batch, c.seq, 3 * c.heads * c.head_dim}, 5, dtype(), Device::cuda(0));
-  }
-  // Each forward kernel with each backward path (f32 runs the tiled forward and folds the pipelined paths).
-  std::vector<std::pair<AttentionForwardKernel, AttentionBackwardPath>> variants() const {
-    using F = AttentionForwardKernel;
-    using B = AttentionBackwardPath;
-    return {{F::Tiled, B::Split},          {F::Pipelined, B::SplitPipelined},
-            {F::PipelinedWide, B::Fused},  {F::Pipelined, B::FusedOrdered},
-            {F::Pipelined, B::FusedOrderedPipelined}};
-  }
-};
+class AttentionTrimmedKeyTiles : public testing::GpuAttentionVariants {};
 
 TEST_P(AttentionTrimmedKeyTiles, GiveTheSameBitsAsEveryTile) {
   const Tensor x = qkv();

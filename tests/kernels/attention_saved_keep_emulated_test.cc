@@ -37,19 +37,7 @@ const Case kCases[] = {
     {3, 130, 1, 64, {0, 65, 128}, 0.2},   // a row with no real key, one key into a tile, a tile boundary
 };
 
-class EmulatedSavedKeepBits : public ::testing::TestWithParam<std::tuple<DType, Case>> {
- protected:
-  DType dtype() const { return std::get<0>(GetParam()); }
-  const Case& attention_case() const { return std::get<1>(GetParam()); }
-  std::vector<AttentionForwardKernel> forward_kernels() const {
-    if (dtype() == DType::F32) return {AttentionForwardKernel::Tiled};
-    return {AttentionForwardKernel::Tiled, AttentionForwardKernel::Pipelined, AttentionForwardKernel::PipelinedWide};
-  }
-  std::vector<Path> backward_paths() const {
-    if (dtype() == DType::F32) return {Path::Split, Path::Fused, Path::FusedOrdered};
-    return {Path::Split, Path::SplitPipelined, Path::Fused, Path::FusedOrdered, Path::FusedOrderedPipelined};
-  }
-};
+class EmulatedSavedKeepBits : public EmulatedAttentionVariants {};
 
 struct Forward {
   Tensor out, lse;

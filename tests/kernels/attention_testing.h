@@ -14,6 +14,7 @@
 #include <ostream>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "core/check.h"
@@ -25,6 +26,7 @@
 #include "kernels/cuda/attention_switches.h"
 #include "tests/testing/errors.h"  // rejects_naming_variable_and_value, for the switches
 #include "tests/testing/gradcheck.h"
+#include "tests/testing/require_gpu.h"
 
 #if TANDEM_WITH_CUDA
 #include "kernels/cuda/attention_cuda.h"
@@ -145,6 +147,27 @@ inline GpuAndCpuResults attention_on_gpu_and_cpu(const AttentionCase& c, DType t
 }
 
 #if TANDEM_WITH_CUDA
+// A GPU suite over (dtype, case): skipped without a GPU (failed under TANDEM_REQUIRE_GPU=1), with the
+// case's random qkv (seed 5) on GPU 0 and the forward-kernel and backward-path pairs that between them
+// run every kernel (f32 runs the tiled forward and folds the pipelined paths into their plain forms).
+class GpuAttentionVariants : public ::testing::TestWithParam<std::tuple<DType, AttentionCase>> {
+ protected:
+  void SetUp() override { TANDEM_REQUIRE_GPU(); }
+  DType dtype() const { return std::get<0>(GetParam()); }
+  const AttentionCase& attention_case() const { return std::get<1>(GetParam()); }
+  Tensor qkv() const {
+    const AttentionCase& c = attention_case();
+    return random_tensor({c.batch, c.seq, 3 * c.heads * c.head_dim}, 5, dtype(), Device::cuda(0));
+  }
+  static std::vector<std::pair<kernels::AttentionForwardKernel, kernels::AttentionBackwardPath>> variants() {
+    using F = kernels::AttentionForwardKernel;
+    using B = kernels::AttentionBackwardPath;
+    return {{F::Tiled, B::Split},          {F::Pipelined, B::SplitPipelined},
+            {F::PipelinedWide, B::Fused},  {F::Pipelined, B::FusedOrdered},
+            {F::Pipelined, B::FusedOrderedPipelined}};
+  }
+};
+
 // dqkv from attention_backward_cuda on `path`, after the GPU forward (the tiled kernel), for fixed inputs
 // (qkv seed 5, dout seed 6, dropout seeds 7, 3).
 inline std::vector<double> gpu_backward(const AttentionCase& c, DType t, kernels::AttentionBackwardPath path) {
