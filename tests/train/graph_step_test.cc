@@ -4,7 +4,8 @@
 // TrainStep, bit for bit: same seed, dropout on, a schedule that changes the lr
 // every step, clipping, weight decay, and a shorter batch that gets its own
 // graph. The fp16 case adds steps the loss scaler skips inside the graph;
-// others add gradient accumulation and DDP over NCCL.
+// others add gradient accumulation, DDP over NCCL, and attention dropout keep
+// bits saved by the forward in the graphed step only.
 // These need a GPU and skip without one (TANDEM_REQUIRE_GPU=1 makes them fail);
 // the refusals of a CPU model run everywhere.
 #include "train/graph_step.h"
@@ -12,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +21,10 @@
 #include "core/check.h"
 #include "tests/testing/require_gpu.h"
 #include "tests/train/training_fixture.h"
+
+#if TANDEM_WITH_CUDA
+#include "kernels/cuda/attention_switches.h"
+#endif
 
 namespace tandem::train {
 namespace {
@@ -64,8 +70,22 @@ TrainingSetup setup(Device device, bool capturable, bool fp16 = false,
   return t;
 }
 
+// The op's attention dropout keep bits saved by the forward (TANDEM_ATTENTION_DROPOUT_KEEP=saved) or
+// recomputed by the backward, from here to the next call.
+void attention_keep_bits(bool saved) {
+#if TANDEM_WITH_CUDA
+  kernels::set_attention_dropout_keep_for_testing(saved ? kernels::AttentionDropoutKeep::Saved
+                                                        : kernels::AttentionDropoutKeep::Recompute);
+#else
+  (void)saved;
+#endif
+}
+
+// With graphed_saves_keep_bits, the graphed step (its eager warm-up steps and its captures) saves
+// attention's dropout keep bits and the eager step recomputes them.
 void expect_graph_replays_match_eager_steps(bool fp16, std::shared_ptr<comm::ProcessGroup> group = nullptr,
-                                            bool gradient_as_bucket_view = false, int64_t accumulation_steps = 1) {
+                                            bool gradient_as_bucket_view = false, int64_t accumulation_steps = 1,
+                                            bool graphed_saves_keep_bits = false) {
   const Device gpu = Device::cuda(0);
   constexpr int64_t kSteps = 12;
   Training eager(setup(gpu, /*capturable=*/false, fp16, group, gradient_as_bucket_view, accumulation_steps));
@@ -73,15 +93,20 @@ void expect_graph_replays_match_eager_steps(bool fp16, std::shared_ptr<comm::Pro
   GraphStep graph(*graphed.step);
   int64_t eager_batches = 0, graphed_batches = 0;  // micro-batch c has rows_of(c) rows
   for (int64_t k = 0; k < kSteps; ++k) {
+    attention_keep_bits(false);
     eager.record(eager.step->run(k, [&] {
       const int64_t c = eager_batches++;
       return make_batch(8 * c, rows_of(c), gpu);
     }));
+    attention_keep_bits(graphed_saves_keep_bits);
     graphed.record(graph.run(k, [&] {
       const int64_t c = graphed_batches++;
       return make_batch(8 * c, rows_of(c), gpu);
     }));
   }
+#if TANDEM_WITH_CUDA
+  kernels::set_attention_dropout_keep_for_testing(std::nullopt);
+#endif
   EXPECT_EQ(graphed_batches, eager_batches);
   // Without accumulation: 8-row and 5-row batches; with 2 micro-batches: (8, 8) and (8, 5).
   EXPECT_EQ(graph.graphs(), 2);
@@ -106,6 +131,14 @@ TEST(GraphStep, GradientAccumulationReplaysTheMicroBatchesAsTheEagerStep) {
 TEST(GraphStep, Fp16ReplaysSkipOverflowingStepsAsTheEagerStep) {
   TANDEM_REQUIRE_GPU();
   expect_graph_replays_match_eager_steps(/*fp16=*/true);
+}
+
+TEST(GraphStep, SavedAttentionKeepBitsReplayAsTheRecomputingEagerStep) {
+  TANDEM_REQUIRE_GPU();
+  // The saved decisions are the recomputed ones, so graphs captured with saved keep bits (the buffer
+  // allocated inside the capture, written by the forward, read by the backward) train as the default
+  // eager step, bit for bit.
+  expect_graph_replays_match_eager_steps(/*fp16=*/false, nullptr, false, 1, /*graphed_saves_keep_bits=*/true);
 }
 
 #if TANDEM_WITH_NCCL
