@@ -39,7 +39,8 @@ void add_info_command(CLI::App& app) {
     // The CUDA kernel switches (docs/kernels.md), as the environment sets them or by default: what a
     // run's numbers were measured with. A bad value is an error naming the variable.
     fmt::print("cuda kernels: TANDEM_ATTENTION_FORWARD={} TANDEM_ATTENTION_BACKWARD={} TANDEM_ATTENTION_KEY_TILES={} "
-               "TANDEM_ATTENTION_DROPOUT_KEEP={} TANDEM_CUBLASLT_EPILOGUES={} TANDEM_LAYER_NORM={} TANDEM_MASKED_MEAN={} TANDEM_DROPOUT_BACKWARD={} "
+               "TANDEM_ATTENTION_DROPOUT_KEEP={} TANDEM_CUBLASLT_EPILOGUES={} TANDEM_LAYER_NORM={} TANDEM_MASKED_MEAN={} "
+               "TANDEM_DROPOUT_BACKWARD={} "
                "TANDEM_COLUMN_SUM={} TANDEM_GELU_DROPOUT={} TANDEM_ADD_LAYER_NORM={} TANDEM_EMBEDDING_BACKWARD={}\n",
                kernels::attention_forward_kernel_name(kernels::attention_forward_kernel()),
                kernels::attention_backward_path_name(kernels::attention_backward_path()),

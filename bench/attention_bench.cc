@@ -300,8 +300,8 @@ void run(const Options& o, const AttentionShape& s) {
       "{:>6} {:>7} {:>14} {:>15} {:>5} {:>6} {:>5} {:>6} {:>7} {:>8} {:>5} {:>9} {:>9} {:>11.3f} {:>10.3f} {:>10} "
       "{:>11.3f} {:>10.3f} {:>10}\n",
       o.device.str(), o.cudnn ? "cudnn" : "tandem", fwd_kernel, backward_name, dtype_name(o.dtype), s.batch, s.seq,
-      s.heads, s.head_dim, o.dropout, o.real_fraction, key_tiles, keep_name, 1e3 * fwd, fwd_flops / fwd / 1e12, fwd_blocks,
-      1e3 * bwd, 2.5 * fwd_flops / bwd / 1e12, bwd_blocks);
+      s.heads, s.head_dim, o.dropout, o.real_fraction, key_tiles, keep_name, 1e3 * fwd, fwd_flops / fwd / 1e12,
+      fwd_blocks, 1e3 * bwd, 2.5 * fwd_flops / bwd / 1e12, bwd_blocks);
 }
 
 }  // namespace

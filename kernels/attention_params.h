@@ -30,9 +30,9 @@
 // `block` of a buffer of attention_keep_bytes(shape) bytes, and the backward
 // reads them back: 1 bit per element of memory instead of a Philox block per 8
 // decisions in each backward pass. A square's 32 blocks are 32 consecutive
-// bytes, one per lane of the warp that holds the square in any pass. p = 0 keeps everything with scale exactly 1. Callers
-// draw a fresh offset for every call that must be independent (every layer,
-// every step).
+// bytes, one per lane of the warp that holds the square in any pass. p = 0
+// keeps everything with scale exactly 1. Callers draw a fresh offset for every
+// call that must be independent (every layer, every step).
 #pragma once
 
 #include <cstdint>

@@ -122,8 +122,8 @@
 //
 // No spills. (2026-11-28, saved keep bits: keep8_at's read and write paths moved these by -22 to +8
 // registers, most by 0-4; the tiled 16-bit forward fell by 17-22. The f32 fused backward at DP = 128
-// spills more: attention_backward_fused.cuh.) (2026-11-27: every tile now arrives by cp.async from one base address and a fixed
-// step per thread, attention_kernels.cuh's load_tile_async, where the 16-byte loads went through
+// spills more: attention_backward_fused.cuh.) (2026-11-27: every tile now arrives by cp.async from one
+// base address and a fixed step per thread, attention_kernels.cuh's load_tile_async, where the 16-byte loads went through
 // registers by a generic index walk; the key-tile count comes from key_tiles_of; exponentials are
 // exp2_ftz; the split passes have a copy of their element loop without dropout: mostly 10-40
 // registers fewer per kernel, and dkdv's spills are gone: 8 bytes in 16 bits at DP = 64 and 128,

@@ -98,8 +98,8 @@
 // The ordered kernels: f32 238-255 (DP = 128: spill 54/56), 16 bits 168 (3 blocks) at DP <= 64
 // and 255 at 128, pipelined 231-255; no other spills. (The saved keep bits' read path, 2026-11-28,
 // took the f32 DP = 128 spills from 44/44 to 60/60, ordered from 22/20 to 54/56; nothing else
-// changed but two registers at f32 DP = 32 and one at 16-bit DP = 128. Measured again after the whole-tile copy path,
-// the dK/dV step's unpredicated exponential and the peeled first k-step of 2026-11-27's late evening:
+// changed but two registers at f32 DP = 32 and one at 16-bit DP = 128. Measured again after the
+// whole-tile copy path, the dK/dV step's unpredicated exponential and the peeled first k-step of 2026-11-27's late evening:
 // at f32 DP = 128 the plain kernel's spill went from 24 to 44 bytes each way and the ordered one's from
 // 44/36 to 22/20.) The tiles' cp.async loads
 // (load_tile_async) took the f32 DP = 128 spills from 56/64 (ordered 56/60) to 24/24 (32/32;
