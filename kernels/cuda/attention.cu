@@ -97,32 +97,32 @@
 // (none unless noted), dynamic shared memory per 128-thread block:
 //
 //   kernel      DP   f32 regs   f16/bf16 regs         f32 smem   f16/bf16 smem
-//   forward     32   215        134                   27,712     15,424
-//   forward     64   230        141                   52,288     27,712
+//   forward     32   215        152                   27,712     15,424
+//   forward     64   231        159                   52,288     27,712
 //   forward    128   206        172                  101,440     52,288
-//   pipelined   32   -          121 (4 blocks/SM)          -      25,728
-//   pipelined   64   -          125 (4 blocks/SM)          -      46,208
-//   pipelined  128   -          175                        -      87,168
-//   wide        32   -          199 (2 blocks/SM)          -      30,848
-//   wide        64   -          219 (2 blocks/SM)          -      55,424
+//   pipelined   32   -          115 (4 blocks/SM)          -      25,728
+//   pipelined   64   -          122 (4 blocks/SM)          -      46,208
+//   pipelined  128   -          174                        -      87,168
+//   wide        32   -          200 (2 blocks/SM)          -      30,848
+//   wide        64   -          221 (2 blocks/SM)          -      55,424
 //   dkdv        32   255        197                   37,376     20,992
 //   dkdv        64   251        228                   70,144     37,376
 //   dkdv       128   255        244                  101,632     52,480
 //   dkdv_pipe   32   -          200                        -      31,744
 //   dkdv_pipe   64   -          229                        -      56,320
-//   dkdv_pipe  128   -          243                        -      70,144
-//   dq_pipe     32   -          192                        -      30,848
+//   dkdv_pipe  128   -          242                        -      70,144
+//   dq_pipe     32   -          190                        -      30,848
 //   dq_pipe     64   -          179                        -      55,424
 //   dq_pipe    128   -          211                        -     104,576
-//   dq          32   219        189                   36,928     20,544
-//   dq          64   232        179                   69,696     36,928
-//   dq         128   211        209                  135,232     69,696
+//   dq          32   215        175                   36,928     20,544
+//   dq          64   233        179                   69,696     36,928
+//   dq         128   210        209                  135,232     69,696
 //   rowdot       -   32         26-31                      0          0
 //   key_end      -   30 (no type: reads the u8 mask)          0          0
 //
-// No spills. (2026-11-28, saved keep bits: keep8_at's read and write paths moved these by -22 to +8
-// registers, most by 0-4; the tiled 16-bit forward fell by 17-22. The f32 fused backward at DP = 128
-// spills more: attention_backward_fused.cuh.) (2026-11-27: every tile now arrives by cp.async from one
+// No spills. (2026-11-28, saved keep bits, a second branch in the keep-bit helpers: registers moved by
+// -8 to +4 against the table before, most by 0-4; the f32 fused backward's spills at DP = 128 changed:
+// attention_backward_fused.cuh.) (2026-11-27: every tile now arrives by cp.async from one
 // base address and a fixed step per thread, attention_kernels.cuh's load_tile_async, where the 16-byte loads went through
 // registers by a generic index walk; the key-tile count comes from key_tiles_of; exponentials are
 // exp2_ftz; the split passes have a copy of their element loop without dropout: mostly 10-40

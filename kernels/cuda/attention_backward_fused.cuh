@@ -92,13 +92,13 @@
 //   kernel      DP   BQ f32/16-bit  f32 regs           f16/bf16 regs     f32 smem   f16/bf16 smem
 //   fused       32   64 / 16        242                168 (3 blocks)      54,784          15,232
 //   fused       64   64 / 32        255                168 (3 blocks)      87,552          32,512
-//   fused      128   16 / 16        255 (spill 60/60)  252                 88,960          45,952
+//   fused      128   16 / 16        255 (spill 40/40)  252                 88,960          45,952
 //   dq_reduce    -    -             32                 32                       0               0
 //
-// The ordered kernels: f32 238-255 (DP = 128: spill 54/56), 16 bits 168 (3 blocks) at DP <= 64
+// The ordered kernels: f32 238-255 (DP = 128: spill 62/68), 16 bits 168 (3 blocks) at DP <= 64
 // and 255 at 128, pipelined 231-255; no other spills. (The saved keep bits' read path, 2026-11-28,
-// took the f32 DP = 128 spills from 44/44 to 60/60, ordered from 22/20 to 54/56; nothing else
-// changed but two registers at f32 DP = 32 and one at 16-bit DP = 128. Measured again after the
+// took the f32 DP = 128 spills from 44/44 to 40/40, ordered from 22/20 to 62/68; elsewhere up to
+// 5 registers fewer, one more at 16-bit DP = 128 ordered. Measured again after the
 // whole-tile copy path, the dK/dV step's unpredicated exponential and the peeled first k-step of 2026-11-27's late evening:
 // at f32 DP = 128 the plain kernel's spill went from 24 to 44 bytes each way and the ordered one's from
 // 44/36 to 22/20.) The tiles' cp.async loads

@@ -392,24 +392,29 @@ __device__ __forceinline__ HeadRows<T> head_rows(const T* qkv, const Params& P, 
   return {q, k, k + out_stride, stride, out_stride};
 }
 
-// The 8 keep bits of the Philox block that holds (i, j) of head bh (kernels/attention_params.h): read from
-// P.keep_in where the forward saved them, else computed (and saved to P.keep_out where given). The byte a
-// lane reads or writes is its lane's of the square's 32 consecutive bytes, so a warp's access to a square
-// is one 32-byte sector. An includer may define ATTENTION_ON_KEEP_READ(block) to see the reads (the
-// emulator test checks that each was written).
-#ifndef ATTENTION_ON_KEEP_READ
-#define ATTENTION_ON_KEEP_READ(block)
-#endif
+// The 8 keep bits of the Philox block that holds (i, j) of head bh (kernels/attention_params.h),
+// computed, and saved to P.keep_out where the forward is given it.
 __device__ __forceinline__ uint32_t keep8_at(const Params& P, int64_t bh, int64_t i, int64_t j) {
   const uint64_t block = attention_dropout_block(bh, i, j, P.seq);
-  if (P.keep_in != nullptr) {
-    ATTENTION_ON_KEEP_READ(block);
-    return P.keep_in[block];
-  }
   ATTENTION_COUNT_PHILOX();
   const uint32_t k8 = dropout_keep8(philox_block(P.drop.seed, P.drop.subsequence(), block), P.drop_threshold);
   if (P.keep_out != nullptr) P.keep_out[block] = static_cast<uint8_t>(k8);
   return k8;
+}
+
+// The same 8 bits read from P.keep_in, where the forward saved them (TANDEM_ATTENTION_DROPOUT_KEEP=saved).
+// The byte a lane reads is its lane's of the square's 32 consecutive bytes, so a warp's read of a square
+// is one 32-byte sector. The callers request every square's byte of a tile before using any, so that
+// the loads are in flight together: one memory latency per tile, where the Philox path's loop (unrolled
+// once, for registers) would wait for each in turn. An includer may define ATTENTION_ON_KEEP_READ(block)
+// to see the reads (the emulator test checks that each was written).
+#ifndef ATTENTION_ON_KEEP_READ
+#define ATTENTION_ON_KEEP_READ(block)
+#endif
+__device__ __forceinline__ uint32_t saved_keep8_at(const Params& P, int64_t bh, int64_t i, int64_t j) {
+  const uint64_t block = attention_dropout_block(bh, i, j, P.seq);
+  ATTENTION_ON_KEEP_READ(block);
+  return P.keep_in[block];
 }
 
 // Decisions of a lane's fragment of a 16 x 8N tile in the accumulator layout:
@@ -417,18 +422,30 @@ __device__ __forceinline__ uint32_t keep8_at(const Params& P, int64_t bh, int64_
 // bit 2n + c for row i + 8r. i % 16 = g < 8 and k0 is a multiple of 16, so the
 // lane's 8 elements of each 16 x 16 square are exactly Philox block
 // (square, 4g + t): N / 2 blocks, every decision used. Slot 4nb + 2r + c of
-// square m's block is the element of 8-column block n = 2m + nb.
+// square m's block is the element of 8-column block n = 2m + nb. Squares
+// outside the S x S matrix keep their bits 0.
+__device__ __forceinline__ void add_square_along_keys(uint32_t (&keep)[2], uint32_t k8, int m) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) keep[r] |= (((k8 >> (2 * r)) & 3u) | ((k8 >> (4 + 2 * r)) & 3u) << 2) << (4 * m);
+}
+
 template <int N>
 __device__ __forceinline__ void keep_bits_along_keys(const Params& P, int64_t bh, int64_t i, int k0, int t,
                                                      uint32_t (&keep)[2]) {
   keep[0] = keep[1] = 0;
   if (i - i % 16 >= P.seq) return;
-#pragma unroll 1
-  for (int m = 0; m < N / 2 && k0 + 16 * m < P.seq; ++m) {
-    const uint32_t k8 = keep8_at(P, bh, i, k0 + 16 * m + 2 * t);
+  if (P.keep_in != nullptr) {
+    uint32_t k8[N / 2];
 #pragma unroll
-    for (int r = 0; r < 2; ++r) keep[r] |= (((k8 >> (2 * r)) & 3u) | ((k8 >> (4 + 2 * r)) & 3u) << 2) << (4 * m);
+    for (int m = 0; m < N / 2; ++m)
+      k8[m] = k0 + 16 * m < P.seq ? saved_keep8_at(P, bh, i, k0 + 16 * m + 2 * t) : 0u;
+#pragma unroll
+    for (int m = 0; m < N / 2; ++m) add_square_along_keys(keep, k8[m], m);
+    return;
   }
+#pragma unroll 1
+  for (int m = 0; m < N / 2 && k0 + 16 * m < P.seq; ++m)
+    add_square_along_keys(keep, keep8_at(P, bh, i, k0 + 16 * m + 2 * t), m);
 }
 
 // Decisions of a lane's fragment of a transposed 16 x 8N tile (dK/dV): rows
@@ -439,27 +456,38 @@ __device__ __forceinline__ void keep_bits_along_keys(const Params& P, int64_t bh
 // other halves of the same two blocks. So each lane computes one of them, the
 // one for c = g % 2, and the pair swap keep bits: one shuffle per block, and
 // again one Philox block per 8 decisions. Warp-uniform loop bounds, so every
-// lane takes part in every shuffle.
+// lane takes part in every shuffle. (Saved bits take the same route: a lane
+// reads its own block's byte, and the pair swap them.)
+__device__ __forceinline__ void add_square_along_queries(uint32_t (&keep)[2], uint32_t own, int m, int odd) {
+  const uint32_t other = __shfl_xor_sync(kFullMask, own, 4);
+#pragma unroll
+  for (int c = 0; c < 2; ++c) {
+    const uint32_t k8 = c == odd ? own : other;
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+#pragma unroll
+      for (int nb = 0; nb < 2; ++nb) keep[r] |= ((k8 >> (4 * r + 2 * nb + odd)) & 1u) << (2 * (2 * m + nb) + c);
+  }
+}
+
 template <int N>
 __device__ __forceinline__ void keep_bits_along_queries(const Params& P, int64_t bh, int q0, int64_t j, int t,
                                                         uint32_t (&keep)[2]) {
   keep[0] = keep[1] = 0;
   if (j - j % 16 >= P.seq) return;
   const int odd = static_cast<int>(j & 1);
-#pragma unroll 1
-  for (int m = 0; m < N / 2 && q0 + 16 * m < P.seq; ++m) {
-    const uint32_t own = keep8_at(P, bh, q0 + 16 * m + 2 * t + odd, j - odd);
-    const uint32_t other = __shfl_xor_sync(kFullMask, own, 4);
+  if (P.keep_in != nullptr) {
+    uint32_t own[N / 2];
 #pragma unroll
-    for (int c = 0; c < 2; ++c) {
-      const uint32_t k8 = c == odd ? own : other;
+    for (int m = 0; m < N / 2; ++m)
+      own[m] = q0 + 16 * m < P.seq ? saved_keep8_at(P, bh, q0 + 16 * m + 2 * t + odd, j - odd) : 0u;
 #pragma unroll
-      for (int r = 0; r < 2; ++r)
-#pragma unroll
-        for (int nb = 0; nb < 2; ++nb)
-          keep[r] |= ((k8 >> (4 * r + 2 * nb + odd)) & 1u) << (2 * (2 * m + nb) + c);
-    }
+    for (int m = 0; m < N / 2; ++m) add_square_along_queries(keep, own[m], m, odd);  // 0 outside: adds nothing
+    return;
   }
+#pragma unroll 1
+  for (int m = 0; m < N / 2 && q0 + 16 * m < P.seq; ++m)
+    add_square_along_queries(keep, keep8_at(P, bh, q0 + 16 * m + 2 * t + odd, j - odd), m, odd);
 }
 
 // ---------------------------------------------------------------------------
