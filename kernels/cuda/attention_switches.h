@@ -23,7 +23,10 @@
 //     tile, to one L2-resident f32 accumulator per head instead of written out as
 //     partials and summed by a second kernel: the same bits. FusedOrderedPipelined
 //     is FusedOrdered with the query tiles double-buffered by cp.async (16 bits;
-//     f32 runs FusedOrdered). All three opt-in until a GPU has timed them.
+//     f32 runs FusedOrdered). All three opt-in: the third GPU run's bf16 bench had SplitPipelined
+//     0.5-6 % faster than Split without dropout (not yet timed in a whole step), and FusedOrdered
+//     and FusedOrderedPipelined slower than Fused at every shape, with dropout or without
+//     (docs/results/gpu/2026-11-28-third/bench_attention_bf16_*.txt).
 //   TANDEM_ATTENTION_KEY_TILES=all|trimmed  which 64-key tiles every attention kernel visits
 //     where there is a key-padding mask: All (the default, what the GPU runs measured) or Trimmed:
 //     a first launch finds each batch row's last real key (key_end_kernel) and every kernel skips
