@@ -20,8 +20,9 @@
 // dtok is zeroed first (rows of unused ids). Traffic: read dout once, write dtok
 // once (memset included), plus 16 bytes per id for the sort and the piece slots.
 // That is TANDEM_EMBEDDING_BACKWARD=pieces. The default, windows (faster in every
-// row the H200 timed, 2026-11-28), replaces (3) and (4) with the window walk of kernels/cuda/embedding_kernels.cuh: a warp
-// per 32 sorted positions, and a long segment's partial rows dealt to lanes.
+// row the H200 timed, 2026-11-28), replaces (3) and (4) with the window walk of
+// kernels/cuda/embedding_kernels.cuh: a warp per 32 sorted positions, and a long
+// segment's partial rows dealt to lanes.
 //
 // Backward, dpos: dpos[s] = sum over b of dout[b, s], one thread per (s,
 // vector column) adding the batch in order; rows s >= seq are zeroed.
@@ -203,8 +204,8 @@ void piece_walk(const void* dout, const Scratch& keys, const Scratch& rows, void
   TANDEM_CUDA_CHECK_LAUNCH();
 }
 
-// The window walk (TANDEM_EMBEDDING_BACKWARD=windows, the default; kernels/cuda/embedding_kernels.cuh): window_kernel,
-// then window_combine_kernel.
+// The window walk (TANDEM_EMBEDDING_BACKWARD=windows, the default; kernels/cuda/embedding_kernels.cuh):
+// window_kernel, then window_combine_kernel.
 template <class T>
 void window_walk(const void* dout, const Scratch& keys, const Scratch& rows, void* dtok, int64_t n, int64_t dim,
                  int64_t vocab, bool vec, int device, cudaStream_t s) {

@@ -50,19 +50,21 @@ inline std::vector<int> emulated_key_ends(const Tensor& mask, const AttentionSha
 
 // attention_forward_cuda's launch of `which` (f32 always runs the tiled kernel), with the warps
 // interleaved by `schedule`, visiting the key tiles `tiles` says, saving the dropout keep bits to `keep_out`
-// where given. out and lse start as NaN, so every element must be written.
+// where given (trimmed, after attention.cu's zeroing of them; without `zero_keep`, the kernels' bytes
+// alone). out and lse start as NaN, so every element must be written.
 template <class T>
 void emulated_forward(const Tensor& qkv, const Tensor& mask, Tensor& out, Tensor& lse, const AttentionShape& s,
                       const AttentionDropout& d, AttentionForwardKernel which = AttentionForwardKernel::Tiled,
                       warp_emulator::Schedule schedule = warp_emulator::Schedule::RoundRobin,
-                      AttentionKeyTiles tiles = AttentionKeyTiles::All, uint8_t* keep_out = nullptr) {
+                      AttentionKeyTiles tiles = AttentionKeyTiles::All, uint8_t* keep_out = nullptr,
+                      bool zero_keep = true) {
   using testing::mask_ptr;
   out.fill_(std::nan(""));
   lse.fill_(std::nan(""));
   Params params = make_params(s, d);
   if (d.active()) params.keep_out = keep_out;
   const std::vector<int> key_ends = emulated_key_ends(mask, s, tiles, params);
-  if (params.keep_out != nullptr && params.key_end != nullptr)  // attention.cu's memset of the keep bytes
+  if (zero_keep && params.keep_out != nullptr && params.key_end != nullptr)  // attention.cu's memset
     std::fill_n(params.keep_out, attention_keep_bytes(s), uint8_t{0});
   const Grid grid = grid_for(s);
   const bool vec = vector_loads<T>(qkv.data_ptr(), s.head_dim);

@@ -7,12 +7,13 @@
 //   - every backward path reading them gives the bits of the same path recomputing them,
 //     computes no Philox block, and really uses the bytes (inverted bytes change dQKV);
 //   - with trimmed key tiles and padded rows (one with no real key), a backward reads
-//     only bytes its forward's launches defined (the ordered fused paths read key tile 0 of
-//     a row with no real key, which the forward skips: attention.cu zeroes the buffer first).
+//     only bytes the forward's kernels wrote, but for the one case attention.cu zeroes the
+//     buffer for: the ordered fused paths read key tile 0 of a row with no real key, which
+//     the forward skips.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
-#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -45,14 +46,14 @@ struct Forward {
 };
 
 // The forward `kernel` on p visiting `tiles`; with `poison`, saving the keep bits into a buffer whose
-// bytes start as *poison.
+// bytes start as *poison (trimmed, zeroed first as attention.cu does unless not `zero_keep`).
 Forward forward_of(const Problem& p, AttentionForwardKernel kernel, const uint8_t* poison,
-                   AttentionKeyTiles tiles = AttentionKeyTiles::All) {
+                   AttentionKeyTiles tiles = AttentionKeyTiles::All, bool zero_keep = true) {
   Forward f{Tensor::empty(p.out.shape(), p.t), Tensor::empty(p.lse.shape(), DType::F32), {}};
   if (poison != nullptr) f.keep.assign(static_cast<size_t>(attention_keep_bytes(p.s)), *poison);
   TANDEM_DISPATCH_FLOAT_NO_F64(p.t, "emulated attention forward", [&] {
     emulated_forward<scalar_t>(p.qkv, p.mask, f.out, f.lse, p.s, p.d, kernel, warp_emulator::Schedule::RoundRobin,
-                               tiles, f.keep.empty() ? nullptr : f.keep.data());
+                               tiles, f.keep.empty() ? nullptr : f.keep.data(), zero_keep);
   });
   return f;
 }
@@ -108,21 +109,38 @@ TEST_P(EmulatedSavedKeepBits, BackwardUsesTheSavedBytes) {
   }
 }
 
-TEST_P(EmulatedSavedKeepBits, TrimmedBackwardReadsOnlyBytesItsForwardDefined) {
-  const Problem p = make_problem(attention_case(), dtype());
+TEST_P(EmulatedSavedKeepBits, TrimmedBackwardReadsOnlyBytesTheForwardWroteButKeyTileZeroOfAnEmptyRow) {
+  const Case& c = attention_case();
+  const Problem p = make_problem(c, dtype());
+  // Which bytes the trimmed forward's kernels write (alike under two poisons, without attention.cu's
+  // zeroing), and the buffer a backward gets (zeroed first, then written).
   const uint8_t zero = 0x00, ones = 0xff;
-  const Forward a = forward_of(p, AttentionForwardKernel::Tiled, &zero, AttentionKeyTiles::Trimmed);
-  const Forward b = forward_of(p, AttentionForwardKernel::Tiled, &ones, AttentionKeyTiles::Trimmed);
+  const Forward a = forward_of(p, AttentionForwardKernel::Tiled, &zero, AttentionKeyTiles::Trimmed, false);
+  const Forward b = forward_of(p, AttentionForwardKernel::Tiled, &ones, AttentionKeyTiles::Trimmed, false);
+  const Forward defined = forward_of(p, AttentionForwardKernel::Tiled, &ones, AttentionKeyTiles::Trimmed);
+  // Block `block` lies in key tile 0 (key squares 0-3) of a batch row with no real key.
+  const int64_t n = (c.seq + 15) / 16;
+  const auto in_empty_row_first_tile = [&](uint64_t block) {
+    const int64_t square = static_cast<int64_t>(block / 32), row = square / (n * n) / c.heads;
+    return square % n < 4 && !c.lengths.empty() && c.lengths[static_cast<size_t>(row)] == 0;
+  };
+  const bool has_empty_row = std::find(c.lengths.begin(), c.lengths.end(), 0) != c.lengths.end();
   for (Path path : backward_paths()) {
+    const bool ordered = path == Path::FusedOrdered || path == Path::FusedOrderedPipelined;
     std::vector<uint64_t> reads;
     keep_bytes_read = &reads;
     const Tensor saved = emulated_backward(p, path, kFusedScratchLimit, warp_emulator::Schedule::RoundRobin,
-                                           AttentionKeyTiles::Trimmed, a.keep.data());
+                                           AttentionKeyTiles::Trimmed, defined.keep.data());
     keep_bytes_read = nullptr;
     EXPECT_FALSE(reads.empty()) << name_of(path);
-    int64_t unwritten = 0;
-    for (uint64_t r : reads) unwritten += r >= a.keep.size() || a.keep[r] != b.keep[r];
-    EXPECT_EQ(unwritten, 0) << name_of(path) << ": reads of bytes the trimmed forward's launches left undefined";
+    int64_t unwritten = 0, zeroed_for = 0;
+    for (uint64_t r : reads) {
+      if (r < a.keep.size() && a.keep[r] == b.keep[r]) continue;  // written by the forward
+      if (ordered && in_empty_row_first_tile(r)) ++zeroed_for;
+      else ++unwritten;
+    }
+    EXPECT_EQ(unwritten, 0) << name_of(path) << ": reads of bytes the trimmed forward's kernels left alone";
+    EXPECT_EQ(zeroed_for > 0, ordered && has_empty_row) << name_of(path) << ": what attention.cu's zeroing is for";
     EXPECT_TRUE(same_bits(saved, emulated_backward(p, path, kFusedScratchLimit, warp_emulator::Schedule::RoundRobin,
                                                    AttentionKeyTiles::Trimmed)))
         << name_of(path);
