@@ -20,17 +20,10 @@ namespace tandem::kernels {
 
 namespace {
 
-bool fused_forward_on_gpu() {
+// TANDEM_ADD_LAYER_NORM's choice, both ways and with every TANDEM_LAYER_NORM kernel.
+bool fused_on_gpu() {
 #if TANDEM_WITH_CUDA
   return add_layer_norm_kernel() == AddLayerNormKernel::Fused;
-#else
-  return false;
-#endif
-}
-
-bool fused_backward_on_gpu() {
-#if TANDEM_WITH_CUDA
-  return add_layer_norm_kernel() == AddLayerNormKernel::Fused && layer_norm_kernel() != LayerNormKernel::Lanes;
 #else
   return false;
 #endif
@@ -67,7 +60,7 @@ class BiasDropoutAddLayerNormBackward final : public Node {
       if (pdx || dbias.defined())
         bias_dropout_add_backward_cpu(ds.data_ptr(), pdx, mut_ptr(dbias), s.dtype(), rows, dim, d_.p, d_.seed,
                                       d_.host_subsequence());
-    } else if (ds.defined() && fused_backward_on_gpu()) {
+    } else if (ds.defined() && fused_on_gpu()) {
       TANDEM_CUDA_ONLY(bias_dropout_add_layer_norm_backward_cuda(
           dy.data_ptr(), s.data_ptr(), w.data_ptr(), mean.data_ptr(), rstd.data_ptr(), ds.data_ptr(), mut_ptr(dw),
           mut_ptr(db), pdx, mut_ptr(dbias), d_.p, d_.seed, d_.subsequence, d_.step, rows, dim, s.dtype(), w.dtype(),
@@ -133,7 +126,7 @@ Tensor bias_dropout_add_layer_norm(const Tensor& x, const Tensor& bias, const Te
                                  d.p, d.seed, d.host_subsequence());
     layer_norm_forward_cpu(s.data_ptr(), weight.data_ptr(), ln_bias.data_ptr(), y.data_ptr(), mut_ptr(mean),
                            mut_ptr(rstd), rows, dim, eps, x.dtype(), weight.dtype());
-  } else if (fused_forward_on_gpu()) {
+  } else if (fused_on_gpu()) {
     TANDEM_CUDA_ONLY(bias_dropout_add_layer_norm_forward_cuda(
         x.data_ptr(), bias.data_ptr(), residual.data_ptr(), s.data_ptr(), d.p, d.seed, d.subsequence, d.step,
         weight.data_ptr(), ln_bias.data_ptr(), y.data_ptr(), mut_ptr(mean), mut_ptr(rstd), rows, dim, eps, x.dtype(),

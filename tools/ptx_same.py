@@ -11,7 +11,7 @@ Without a GPU (and without cuobjdump), the PTX is the closest look at what a
 kernel runs; ptxas then turns equal PTX into equal SASS. Kernels are paired by
 their demangled signatures with namespaces dropped, so moving a kernel into
 another namespace or file still pairs it; the bodies are compared after
-renaming what only names differ in: branch labels, virtual registers
+renaming what only names differ in: branch labels, local stack arrays, virtual registers
 (renumbered by first use), mangled symbols (the kernel's own, its
 parameters', its callees'), and where a function-scope __shared__ array is
 declared (in whichever kernel the file defines first).
@@ -60,6 +60,7 @@ def bodies(path):
     for (mangled, body), signature in zip(found, demangle([m for m, _ in found])):
         body = body.replace(mangled, "KERNEL")
         body = re.sub(r"\$L__BB\d+_", "$L__BB_", body)
+        body = re.sub(r"__local_depot\d+", "__local_depot", body)  # numbered by the kernel's place in the file
         body = re.sub(r"[ \t]*// demoted variable\n[ \t]*\.shared[^\n]*\n", "", body)
         body = re.sub(r"_Z\w+", "SYMBOL", body)
         body = re.sub(r"\n\s*\n", "\n", body)

@@ -139,8 +139,6 @@ void bias_dropout_add_layer_norm_backward_cuda(const void* dy, const void* sum, 
                                                int device, void* stream) {
   TANDEM_CHECK(dsum, "bias_dropout_add_layer_norm_backward_cuda: the gradient of the sum is always written");
   const LayerNormKernel kernel = layer_norm_kernel();
-  TANDEM_CHECK(kernel != LayerNormKernel::Lanes,
-               "bias_dropout_add_layer_norm_backward_cuda: no fused backward for TANDEM_LAYER_NORM=lanes");
   auto s = static_cast<cudaStream_t>(stream);
   const bool w_f32 = wt == DType::F32;
   const int64_t slots = column_sum_slots(rows, dim);
@@ -156,6 +154,15 @@ void bias_dropout_add_layer_norm_backward_cuda(const void* dy, const void* sum, 
                        aligned_to(weight, wsize * kVec16<scalar_t>);
       const Layout l = layout_for(dim, vec ? kVec16<scalar_t> : 1);
       with_layout<scalar_t>(l, [&]<int V, int C>() {
+        if (kernel == LayerNormKernel::Lanes) {
+          residual_layer_norm_backward_lanes_kernel<scalar_t, V, C>
+              <<<blocks_for(slots, 1, INT32_MAX), dim3(l.tx, l.ty), 0, s>>>(
+                  static_cast<const scalar_t*>(dy), static_cast<const scalar_t*>(sum), weight, w_f32,
+                  static_cast<const float*>(mean), static_cast<const float*>(rstd), static_cast<scalar_t*>(dsum), pw,
+                  pb, rows, dim, slots, m, static_cast<scalar_t*>(dbranch), pbb);
+          TANDEM_CUDA_CHECK_LAUNCH();
+          return;
+        }
         auto launch = [&]<int D>() {
           residual_layer_norm_backward_kernel<scalar_t, V, C, D>
               <<<blocks_for(slots, l.ty, INT32_MAX), dim3(l.tx, l.ty), 0, s>>>(

@@ -27,8 +27,8 @@
 // rounds where its source says, backward_row), so the two agree to a rounding
 // rather than bit for bit. lanes has one_row's forward and deals
 // each slot of the backward to a whole block instead of one group (below,
-// layer_norm_backward_lanes_kernel): its column sums add in another order, so
-// it too agrees with one_row to a rounding.
+// layer_norm_backward_lanes): its column sums add in another order, so it too
+// agrees with one_row to a rounding.
 //
 // After a sublayer (TANDEM_ADD_LAYER_NORM=fused, residual_layer_norm_*_kernel): the
 // forward's input is s = dropout(x + bias) + residual, formed as the rows are
@@ -38,7 +38,8 @@
 // the residual, write s and y (separately: also read s again); backward: read dy
 // and s, write ds and the branch's gradient (separately: also read ds again).
 // The separate kernels' operations at the points they store and load: the same
-// bits (tests/kernels/residual_layer_norm_emulated_test.cc).
+// bits (tests/kernels/residual_layer_norm_emulated_test.cc), but for the branch
+// bias's gradient with lanes, which follows the lanes kernel's group order.
 //
 // Numerics: f32 statistics and arithmetic for f32/f16/bf16 data, 1/sqrtf (IEEE
 // rounded, not rsqrtf) as on the CPU, one rounding per output; parameters are
@@ -474,17 +475,42 @@ __device__ __forceinline__ void load_lane_row(const T* __restrict__ x, const T* 
   load_row_stats(mean, rstd, slot, slots, i, rows, r.mu, r.rs);
 }
 
-// Shared memory of the lanes kernel: group_sum2's scratch, then the groups' sums, [Ty][2][dim]
-// floats (Ty * dim <= 4096: Ty = 256 / Tx and dim <= 16 * Tx).
+// Shared memory of the lanes kernels: group_sum2's scratch, then the groups' sums, [Ty][2][dim]
+// floats (Ty * dim <= 4096: Ty = 256 / Tx and dim <= 16 * Tx). The fused kernel's third sum (the
+// branch's bias) reuses them after the first two: three would pass the 48 KB of static shared memory.
 constexpr int kGroupSumFloats = 2 * 4096;
 constexpr int kLanesSharedFloats = kGroupScratchFloats + kGroupSumFloats;
 
-template <class T, int V, int C>
-__global__ void __launch_bounds__(kMaxThreads)
-    layer_norm_backward_lanes_kernel(const T* __restrict__ dy, const T* __restrict__ x, const void* __restrict__ w,
-                                     bool w_f32, const float* __restrict__ mean, const float* __restrict__ rstd,
-                                     T* __restrict__ dx, float* __restrict__ partial_w, float* __restrict__ partial_b,
-                                     int64_t rows, int64_t dim, int64_t slots) {
+// Adds the block's Ty groups' column sums a (and b, if given) in group order into the slot's
+// partials out_a[slot, :] and out_b[slot, :] (either may be null) through group_sums: the sums of
+// group ty are at rows 2 ty and 2 ty + 1 of [2 Ty, dim]. Every thread of the block calls it.
+template <int V, int C>
+__device__ __forceinline__ void add_group_sums(const float (&a)[C][V], const float (&b)[C][V], float* group_sums,
+                                               float* __restrict__ out_a, float* __restrict__ out_b, int64_t slot,
+                                               int64_t dim) {
+  const int64_t ty = threadIdx.y, groups = blockDim.y;
+  store_backward_partials(a, b, group_sums, group_sums + dim, 2 * ty, dim);
+  __syncthreads();
+  for (int64_t e = ty * blockDim.x + threadIdx.x; e < 2 * dim; e += static_cast<int64_t>(blockDim.x) * groups) {
+    const int64_t which = e / dim, col = e % dim;
+    float* out = which == 0 ? out_a : out_b;
+    if (!out) continue;
+    float t = 0.0f;
+    for (int64_t g = 0; g < groups; ++g) t += group_sums[(g * 2 + which) * dim + col];
+    out[slot * dim + col] = t;
+  }
+}
+
+// The lanes walk of a slot (blockIdx.x). Branch: NoBranch, or (TANDEM_ADD_LAYER_NORM=fused) a
+// BranchGrad whose column sums go to partial_bb, added over the groups in the same order as dweight's.
+template <class T, int V, int C, class Branch>
+__device__ __forceinline__ void layer_norm_backward_lanes(const T* __restrict__ dy, const T* __restrict__ x,
+                                                          const void* __restrict__ w, bool w_f32,
+                                                          const float* __restrict__ mean,
+                                                          const float* __restrict__ rstd, T* __restrict__ dx,
+                                                          float* __restrict__ partial_w, float* __restrict__ partial_b,
+                                                          int64_t rows, int64_t dim, int64_t slots, Branch& branch,
+                                                          float* __restrict__ partial_bb) {
   ROW_KERNEL_SHARED(float, shared, kLanesSharedFloats);
   float(*scratch)[2][32] = reinterpret_cast<float(*)[2][32]>(shared);
   float* group_sums = shared + kGroupScratchFloats;
@@ -503,21 +529,45 @@ __global__ void __launch_bounds__(kMaxThreads)
   for (int64_t it = 0; it < iters; ++it) {
     const int64_t i = ty + it * groups;
     if (it + 1 < iters) load_lane_row(x, dy, mean, rstd, slot, slots, i + groups, rows, dim, next);
-    backward_row(cur.x, cur.g, wv, cur.mu, cur.rs, dx, slot, slots, i, rows, dim, acc_w, acc_b, scratch);
+    backward_row(cur.x, cur.g, wv, cur.mu, cur.rs, dx, slot, slots, i, rows, dim, acc_w, acc_b, scratch, branch);
     if (it + 1 < iters) cur = next;
   }
-  // The groups' sums to shared memory (group ty's dweight sums at row 2 ty of [2 Ty, dim], its dbias
-  // sums at row 2 ty + 1), then each of the slot's 2 * dim sums adds them in group order.
-  store_backward_partials(acc_w, acc_b, group_sums, group_sums + dim, 2 * ty, dim);
-  __syncthreads();
-  for (int64_t e = ty * blockDim.x + threadIdx.x; e < 2 * dim; e += static_cast<int64_t>(blockDim.x) * groups) {
-    const int64_t which = e / dim, col = e % dim;
-    float* out = which == 0 ? partial_w : partial_b;
-    if (!out) continue;
-    float t = 0.0f;
-    for (int64_t g = 0; g < groups; ++g) t += group_sums[(g * 2 + which) * dim + col];
-    out[slot * dim + col] = t;
+  add_group_sums(acc_w, acc_b, group_sums, partial_w, partial_b, slot, dim);
+  if constexpr (!std::is_same_v<Branch, NoBranch>) {
+    __syncthreads();  // every group's first two sums are read before the branch's overwrite them
+    add_group_sums(branch.acc, branch.acc, group_sums, partial_bb, nullptr, slot, dim);
   }
+}
+
+template <class T, int V, int C>
+__global__ void __launch_bounds__(kMaxThreads)
+    layer_norm_backward_lanes_kernel(const T* __restrict__ dy, const T* __restrict__ x, const void* __restrict__ w,
+                                     bool w_f32, const float* __restrict__ mean, const float* __restrict__ rstd,
+                                     T* __restrict__ dx, float* __restrict__ partial_w, float* __restrict__ partial_b,
+                                     int64_t rows, int64_t dim, int64_t slots) {
+  NoBranch none;
+  layer_norm_backward_lanes<T, V, C>(dy, x, w, w_f32, mean, rstd, dx, partial_w, partial_b, rows, dim, slots, none,
+                                     nullptr);
+}
+
+// TANDEM_ADD_LAYER_NORM=fused with TANDEM_LAYER_NORM=lanes: residual_layer_norm_backward_kernel's work
+// (the gradients of s and of the branch, and the branch bias's partial sums) with the lanes walk.
+// Why: that kernel's one_row walk has one warp per 32-row slot at d_model 256 in 16 bits, as the plain
+// one_row backward, which ran at 20-23 % of copy on the H200 at 32768 x 256 (docs/results/gpu.md).
+template <class T, int V, int C>
+__global__ void __launch_bounds__(kMaxThreads)
+    residual_layer_norm_backward_lanes_kernel(const T* __restrict__ dy, const T* __restrict__ x,
+                                              const void* __restrict__ w, bool w_f32, const float* __restrict__ mean,
+                                              const float* __restrict__ rstd, T* __restrict__ dx,
+                                              float* __restrict__ partial_w, float* __restrict__ partial_b,
+                                              int64_t rows, int64_t dim, int64_t slots, DropoutMask m,
+                                              T* __restrict__ dbranch, float* __restrict__ partial_bb) {
+  m.subsequence = dropout_subsequence(m.subsequence, m.step);
+  BranchGrad<T, V, C> branch{m, dbranch, {}};
+#pragma unroll
+  for (int k = 0; k < C; ++k) fill(branch.acc[k], 0.0f);
+  layer_norm_backward_lanes<T, V, C>(dy, x, w, w_f32, mean, rstd, dx, partial_w, partial_b, rows, dim, slots, branch,
+                                     partial_bb);
 }
 
 // How a row is spread over a group: V-wide vectors, C per thread, Tx threads per row, Ty rows per block.

@@ -26,7 +26,8 @@
 //     loads each row's statistics with its data, one row ahead: 8192 warps of
 //     4 rows instead of 1024 of 32 at 32768 rows, the same partial sums. Its
 //     column sums add in a fixed order of their own (layer_norm_kernels.cuh),
-//     so it agrees with one_row to a rounding.
+//     so it agrees with one_row to a rounding. The fused post-norm backward
+//     (TANDEM_ADD_LAYER_NORM=fused) has a lanes kernel too.
 //   TANDEM_MASKED_MEAN=one_block|lane_groups  (kernels/cuda/pooling.cu)
 //     OneBlock (the default): one block per (sequence, 32 vector columns) sums
 //     the sequence in 16 lanes. LaneGroups: the 16 lanes are dealt to up to 16
@@ -76,7 +77,9 @@
 //     bias-gradient column sums as it stores the residual's: a read of the
 //     [rows, d_model] activation fewer each way and one launch instead of two.
 //     The same bits (the bias gradient: with TANDEM_COLUMN_SUM=thread; to a
-//     rounding with block). TANDEM_LAYER_NORM=lanes keeps the separate backward.
+//     rounding with block). With TANDEM_LAYER_NORM=lanes the fused backward takes
+//     the lanes walk and adds the branch bias's gradient in its group order: that
+//     gradient agrees with the separate kernels' to a rounding, the rest bit for bit.
 //   TANDEM_EMBEDDING_BACKWARD=windows|pieces  (kernels/cuda/embedding.cu,
 //     kernels/cuda/embedding_kernels.cuh)
 //     Windows (the default since the H200 timed it, 2026-11-28): after the ids are

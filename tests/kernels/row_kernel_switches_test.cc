@@ -424,6 +424,7 @@ Results add_layer_norm_results(AddLayerNormKernel kernel, LayerNormKernel ln, in
                                DType t, DType param_type) {
   set_add_layer_norm_kernel_for_testing(kernel);
   set_layer_norm_kernel_for_testing(ln);
+  set_column_sum_kernel_for_testing(ColumnSumKernel::Thread);
   const Device gpu = Device::cuda(0);
   std::vector<Tensor> in{random_tensor({rows, dim}, 80, t, gpu), random_tensor({dim}, 81, t, gpu),
                          random_tensor({rows, dim}, 82, t, gpu), random_tensor({dim}, 83, param_type, gpu),
@@ -438,9 +439,12 @@ Results add_layer_norm_results(AddLayerNormKernel kernel, LayerNormKernel ln, in
 
 // The fused kernels compute the sum and the branch's gradient where the separate ones store and load
 // them, with the separate kernels' keep decisions and (TANDEM_COLUMN_SUM=thread) column-sum order: the
-// same bits, with one_row's and multi_row's layer norm. With lanes the backward stays separate (its
-// forward is one_row's): the same bits too. 1000 x 256: d_model 256, whole 16-byte vectors; 513 x 768:
-// f32 rows of several warps; 7 x 100 and 33 x 17: the scalar kernels; 5 x 4096: 16 values a thread.
+// same bits, with one_row's and multi_row's layer norm. With lanes, the fused backward adds the branch
+// bias's gradient over the block's groups as it adds the layer norm's parameter gradients (the
+// emulated test pins that order), which the separate bias_dropout_add's thread walk does not: that
+// gradient agrees to a rounding, every other result bit for bit. 1000 x 256: d_model 256, whole
+// 16-byte vectors; 513 x 768: f32 rows of several warps; 7 x 100 and 33 x 17: the scalar kernels;
+// 5 x 4096: 16 values a thread.
 TEST_P(NewRowKernels, AddLayerNormFusedGivesTheSeparateKernelsBits) {
   struct Case { int64_t rows, dim; };
   for (Case c : {Case{1000, 256}, Case{513, 768}, Case{7, 100}, Case{33, 17}, Case{5, 4096}})
@@ -454,7 +458,13 @@ TEST_P(NewRowKernels, AddLayerNormFusedGivesTheSeparateKernelsBits) {
           const Results separate =
               add_layer_norm_results(AddLayerNormKernel::Separate, ln, c.rows, c.dim, p, t(), param_type);
           ASSERT_EQ(fused.size(), separate.size());
-          for (size_t i = 0; i < fused.size(); ++i) EXPECT_EQ(fused[i], separate[i]) << "result " << i << ", " << what;
+          constexpr size_t kBranchBiasGradient = 2;
+          for (size_t i = 0; i < fused.size(); ++i) {
+            if (ln == LayerNormKernel::Lanes && i == kBranchBiasGradient)
+              EXPECT_TRUE(within_a_reordered_sum(fused[i], separate[i], t())) << "branch bias gradient, " << what;
+            else
+              EXPECT_EQ(fused[i], separate[i]) << "result " << i << ", " << what;
+          }
         }
 }
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tools/ptx_same.py pairs kernels by their signatures without namespaces and compares their PTX
-# bodies up to names: renamed labels, renumbered registers, a kernel moved into another namespace
+# bodies up to names: renamed labels and local stack arrays, renumbered registers, a kernel moved into another namespace
 # and a demoted __shared__ declaration are the same; a changed instruction is DIFFERENT; a kernel
 # gone is missing; the exit status is 0 only when every kernel of the first listing is the same.
 # Usage: ptx_same_test.sh REPO_ROOT
@@ -13,13 +13,15 @@ passes=0 fails=0
 check() {  # check NAME CONDITION-RESULT
   if [ "$2" = 0 ]; then echo "ok: $1"; passes=$((passes + 1)); else echo "FAIL: $1"; fails=$((fails + 1)); fi
 }
-# kernel MANGLED BODY-INSTRUCTION LABEL REG: a PTX entry whose body uses the given label and register numbers.
+# kernel MANGLED BODY-INSTRUCTION LABEL REG: a PTX entry whose body uses the given label (and stack array)
+# and register numbers.
 kernel() {
   cat <<PTX
 .visible .entry $1(
 	.param .u64 $1_param_0
 )
 {
+	.local .align 4 .b8 	__local_depot$3[16];
 	.reg .f32 	%f<$4>;
 	// demoted variable
 	.shared .align 4 .b8 _ZZN6tandem7kernels3fooEvE4sums[64];
