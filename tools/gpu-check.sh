@@ -273,11 +273,12 @@ phase_bench() {
   done
   # A block per column-sum slot instead of a thread (group) at the training shape, where the second run
   # measured 17 % (layer_norm backward) and 27 % (bias_dropout_add backward) of copy:
-  # TANDEM_LAYER_NORM=lanes and TANDEM_COLUMN_SUM=block (bias_gelu, bias_dropout_add, linear's bias).
+  # TANDEM_LAYER_NORM=lanes and TANDEM_COLUMN_SUM=block (bias_gelu, bias_dropout_add, linear's bias; the
+  # fused residual + layer norm's backward takes the lanes walk, the fused GELU + dropout's the block walk).
   capture bench_kernels_rows_32768_block_slots 120 env TANDEM_LAYER_NORM=lanes TANDEM_COLUMN_SUM=block \
     "$build/bench/kernels_bench" --device cuda --rows 32768 --d-model 256
   lines+=("== kernels_bench --rows 32768 --d-model 256, TANDEM_LAYER_NORM=lanes TANDEM_COLUMN_SUM=block" \
-    "$(grep -E '^\| *cuda *\| *(layer_norm|bias_gelu_tanh|bias_dropout_add|linear) ' \
+    "$(grep -E '^\| *cuda *\| *(layer_norm|bias_gelu_tanh|bias_gelu_dropout_fused|bias_dropout_add|bias_dropout_add_layer_norm_fused|linear) ' \
       "$res/bench_kernels_rows_32768_block_slots.txt")")
   # linear again with both cuBLASLt epilogues (TANDEM_CUBLASLT_EPILOGUES=1: bias and bias gradient)
   # and with neither (0); the default, above, has the forward's bias epilogue only.
