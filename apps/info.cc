@@ -41,7 +41,8 @@ void add_info_command(CLI::App& app) {
     fmt::print("cuda kernels: TANDEM_ATTENTION_FORWARD={} TANDEM_ATTENTION_BACKWARD={} TANDEM_ATTENTION_KEY_TILES={} "
                "TANDEM_ATTENTION_DROPOUT_KEEP={} TANDEM_CUBLASLT_EPILOGUES={} TANDEM_LAYER_NORM={} TANDEM_MASKED_MEAN={} "
                "TANDEM_DROPOUT_BACKWARD={} "
-               "TANDEM_COLUMN_SUM={} TANDEM_GELU_DROPOUT={} TANDEM_ADD_LAYER_NORM={} TANDEM_EMBEDDING_BACKWARD={}\n",
+               "TANDEM_COLUMN_SUM={} TANDEM_GELU_DROPOUT={} TANDEM_ADD_LAYER_NORM={} TANDEM_EMBEDDING_BACKWARD={} "
+               "TANDEM_DROPOUT_KEEP={}\n",
                kernels::attention_forward_kernel_name(kernels::attention_forward_kernel()),
                kernels::attention_backward_path_name(kernels::attention_backward_path()),
                kernels::attention_key_tiles_name(kernels::attention_key_tiles()),
@@ -53,7 +54,8 @@ void add_info_command(CLI::App& app) {
                kernels::column_sum_kernel_name(kernels::column_sum_kernel()),
                kernels::gelu_dropout_kernel_name(kernels::gelu_dropout_kernel()),
                kernels::add_layer_norm_kernel_name(kernels::add_layer_norm_kernel()),
-               kernels::embedding_backward_kernel_name(kernels::embedding_backward_kernel()));
+               kernels::embedding_backward_kernel_name(kernels::embedding_backward_kernel()),
+               kernels::dropout_keep_name(kernels::dropout_keep()));
 #endif
     // The CPU kernels' instruction set and intra-op threads, and why (TANDEM_CPU_ISA, TANDEM_NUM_THREADS).
     const CpuIsa isa = selected_cpu_isa();

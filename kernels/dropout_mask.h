@@ -63,6 +63,10 @@ struct DropoutStream {
   uint64_t host_subsequence() const { return dropout_subsequence(subsequence, step); }
 };
 
+// Bytes of a tensor's saved keep bits (kernels/cuda/dropout_factors.cuh): one per Philox block of its
+// n elements.
+TANDEM_HD inline int64_t dropout_keep_bytes(int64_t n) { return (n + 7) / 8; }
+
 // The decision in slot k of a block.
 TANDEM_HD inline bool dropout_keep_slot(const Philox4& block, int slot, uint32_t threshold) {
   return ((block.v[slot / 2] >> (16 * (slot % 2))) & 0xffffu) >= threshold;

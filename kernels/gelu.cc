@@ -49,15 +49,30 @@ bool fused_on_gpu() {
 #endif
 }
 
+// The keep bytes the fused forward fills for its backward (TANDEM_DROPOUT_KEEP=saved): only on a GPU,
+// with the fused kernels, and when a backward will follow; otherwise none, and the backward computes
+// the decisions again.
+Tensor keep_bytes_buffer(const Tensor& x, const Tensor& bias) {
+#if TANDEM_WITH_CUDA
+  if (x.device().is_cuda() && fused_on_gpu() && dropout_keep() == DropoutKeep::Saved && any_requires_grad({&x, &bias}))
+    return Tensor::empty({dropout_keep_bytes(x.numel())}, DType::U8, x.device());
+#else
+  (void)x, (void)bias;
+#endif
+  return {};
+}
+
 // The gradient of bias_gelu(x, b), or of dropout(bias_gelu(x, b)) (d.p > 0). With dropout, separately
 // (the CPU, and the GPU's default), dropout's backward writes its input gradient to a temporary that
-// bias_gelu's backward reads, exactly as the two ops' nodes would; fused, one kernel does both.
+// bias_gelu's backward reads, exactly as the two ops' nodes would; fused, one kernel does both, reading
+// the forward's keep bytes where it saved them.
 class BiasGeluBackward final : public Node {
  public:
-  BiasGeluBackward(const Tensor& x, const Tensor& b, GeluApproximation approx, DropoutStream d)
-      : x_(x), b_(b), approx_(approx), d_(d) {}
+  BiasGeluBackward(const Tensor& x, const Tensor& b, GeluApproximation approx, DropoutStream d,
+                   const Tensor& keep = Tensor())
+      : x_(x), b_(b), keep_(keep), approx_(approx), d_(d) {}
   std::vector<Tensor> apply(std::vector<Tensor>&& g) override {
-    Tensor x = x_.unpack(*this), b = b_.unpack(*this);
+    Tensor x = x_.unpack(*this), b = b_.unpack(*this), keep = keep_.unpack(*this);
     const int64_t dim = b.numel(), rows = x.numel() / dim;
     Tensor dx, db;
     if (next_edges_[0].valid()) dx = Tensor::empty(x.shape(), x.dtype(), x.device());
@@ -81,7 +96,8 @@ class BiasGeluBackward final : public Node {
     } else if (fused) {
       TANDEM_CUDA_ONLY(bias_gelu_dropout_backward_cuda(g[0].data_ptr(), x.data_ptr(), b.data_ptr(), pdx, pdb,
                                                        x.dtype(), rows, dim, approx_, d_.p, d_.seed, d_.subsequence,
-                                                       d_.step, x.device().index, stream_of(x)));
+                                                       d_.step, x.device().index, stream_of(x),
+                                                       keep.defined() ? keep.data<uint8_t>() : nullptr));
     } else {
       TANDEM_CUDA_ONLY(bias_gelu_backward_cuda(du.data_ptr(), x.data_ptr(), b.data_ptr(), pdx, pdb, x.dtype(), rows,
                                                dim, approx_, x.device().index, stream_of(x)));
@@ -91,11 +107,12 @@ class BiasGeluBackward final : public Node {
   void release_saved() override {
     x_.release();
     b_.release();
+    keep_.release();
   }
   std::string name() const override { return d_.p != 0.0f ? "BiasGeluDropoutBackward" : "BiasGeluBackward"; }
 
  private:
-  SavedTensor x_, b_;
+  SavedTensor x_, b_, keep_;
   GeluApproximation approx_;
   DropoutStream d_;
 };
@@ -145,14 +162,17 @@ Tensor bias_gelu_dropout(const Tensor& x, const Tensor& bias, GeluApproximation 
   check_bias_gelu("bias_gelu_dropout", x, bias);
   const int64_t dim = bias.size(0), rows = x.numel() / dim;
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  Tensor keep;  // the keep bytes, where the fused forward saves them
   if (x.device().is_cpu()) {
     Tensor h = Tensor::empty(x.shape(), x.dtype(), x.device());
     bias_gelu_forward_cpu(x.data_ptr(), bias.data_ptr(), h.data_ptr(), x.dtype(), rows, dim, approx);
     bias_dropout_add_forward_cpu(h.data_ptr(), nullptr, nullptr, y.data_ptr(), x.dtype(), rows, dim, d.p, d.seed,
                                  d.host_subsequence());
   } else if (fused_on_gpu()) {
+    keep = keep_bytes_buffer(x, bias);
     TANDEM_CUDA_ONLY(bias_gelu_dropout_forward_cuda(x.data_ptr(), bias.data_ptr(), y.data_ptr(), x.dtype(), rows, dim,
-                                                    approx, d.p, d.seed, d.subsequence, d.step, stream_of(x)));
+                                                    approx, d.p, d.seed, d.subsequence, d.step, stream_of(x),
+                                                    keep.defined() ? keep.data<uint8_t>() : nullptr));
   } else {
     Tensor h = Tensor::empty(x.shape(), x.dtype(), x.device());
     TANDEM_CUDA_ONLY(bias_gelu_forward_cuda(x.data_ptr(), bias.data_ptr(), h.data_ptr(), x.dtype(), rows, dim, approx,
@@ -161,7 +181,7 @@ Tensor bias_gelu_dropout(const Tensor& x, const Tensor& bias, GeluApproximation 
                                                    d.p, d.seed, d.subsequence, d.step, stream_of(x)));
   }
   if (any_requires_grad({&x, &bias}))
-    std::make_shared<BiasGeluBackward>(x, bias, approx, d)->connect({&x, &bias}, {&y});
+    std::make_shared<BiasGeluBackward>(x, bias, approx, d, keep)->connect({&x, &bias}, {&y});
   return y;
 }
 

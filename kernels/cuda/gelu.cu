@@ -81,7 +81,7 @@ using namespace bias_gelu_detail;
 
 template <bool Dropout>
 void launch_bias_gelu_forward(const void* x, const void* bias, void* y, DType t, int64_t rows, int64_t dim,
-                              GeluApproximation approx, const DropoutMask& m, void* stream) {
+                              GeluApproximation approx, const DropoutMask& m, void* stream, uint8_t* keep_out) {
   if (rows == 0 || dim == 0) return;
   TANDEM_DISPATCH_FLOAT_NO_F64(t, "bias_gelu_forward_cuda", [&] {
     const bool vec = rows_vectorizable(dim, sizeof(scalar_t), {x, bias, y});
@@ -91,10 +91,14 @@ void launch_bias_gelu_forward(const void* x, const void* bias, void* y, DType t,
       const auto* px = static_cast<const scalar_t*>(x);
       const auto* pb = static_cast<const scalar_t*>(bias);
       auto* py = static_cast<scalar_t*>(y);
-      if constexpr (Dropout)
-        bias_gelu_dropout_forward_kernel<scalar_t, V><<<grid, block, 0, static_cast<cudaStream_t>(stream)>>>(
-            px, pb, py, rows, dim, approx, m);
-      else
+      if constexpr (Dropout) {
+        if (keep_out)
+          bias_gelu_dropout_forward_saving_keep_kernel<scalar_t, V>
+              <<<grid, block, 0, static_cast<cudaStream_t>(stream)>>>(px, pb, py, rows, dim, approx, m, keep_out);
+        else
+          bias_gelu_dropout_forward_kernel<scalar_t, V><<<grid, block, 0, static_cast<cudaStream_t>(stream)>>>(
+              px, pb, py, rows, dim, approx, m);
+      } else
         bias_gelu_forward_kernel<scalar_t, V><<<grid, block, 0, static_cast<cudaStream_t>(stream)>>>(px, pb, py, rows,
                                                                                                    dim, approx);
       TANDEM_CUDA_CHECK_LAUNCH();
@@ -105,7 +109,7 @@ void launch_bias_gelu_forward(const void* x, const void* bias, void* y, DType t,
 template <bool Dropout>
 void launch_bias_gelu_backward(const void* dy, const void* x, const void* bias, void* dx, void* dbias, DType t,
                                int64_t rows, int64_t dim, GeluApproximation approx, const DropoutMask& m, int device,
-                               void* stream) {
+                               void* stream, const uint8_t* keep_in) {
   if (dim == 0) return;
   auto s = static_cast<cudaStream_t>(stream);
   const int64_t slots = column_sum_slots(rows, dim);
@@ -121,10 +125,14 @@ void launch_bias_gelu_backward(const void* dy, const void* x, const void* bias, 
           const auto* px = static_cast<const scalar_t*>(x);
           const auto* pb = static_cast<const scalar_t*>(bias);
           auto* pdx = static_cast<scalar_t*>(dx);
-          if constexpr (Dropout)
-            bias_gelu_dropout_backward_kernel<scalar_t, V, PerBlock><<<l.grid, l.block, 0, s>>>(
-                pdy, px, pb, pdx, partial.get(0), rows, dim, slots, approx, m);
-          else
+          if constexpr (Dropout) {
+            if (keep_in)
+              bias_gelu_dropout_backward_saved_keep_kernel<scalar_t, V, PerBlock><<<l.grid, l.block, 0, s>>>(
+                  pdy, px, pb, pdx, partial.get(0), rows, dim, slots, approx, m, keep_in);
+            else
+              bias_gelu_dropout_backward_kernel<scalar_t, V, PerBlock><<<l.grid, l.block, 0, s>>>(
+                  pdy, px, pb, pdx, partial.get(0), rows, dim, slots, approx, m);
+          } else
             bias_gelu_backward_kernel<scalar_t, V, PerBlock><<<l.grid, l.block, 0, s>>>(pdy, px, pb, pdx, partial.get(0),
                                                                                       rows, dim, slots, approx);
           TANDEM_CUDA_CHECK_LAUNCH();
@@ -142,26 +150,29 @@ void launch_bias_gelu_backward(const void* dy, const void* x, const void* bias, 
 
 void bias_gelu_forward_cuda(const void* x, const void* bias, void* y, DType t, int64_t rows, int64_t dim,
                             GeluApproximation approx, void* stream) {
-  launch_bias_gelu_forward<false>(x, bias, y, t, rows, dim, approx, dropout_mask(0.0f, 0, 0, nullptr), stream);
+  launch_bias_gelu_forward<false>(x, bias, y, t, rows, dim, approx, dropout_mask(0.0f, 0, 0, nullptr), stream,
+                                  nullptr);
 }
 
 void bias_gelu_backward_cuda(const void* dy, const void* x, const void* bias, void* dx, void* dbias, DType t,
                              int64_t rows, int64_t dim, GeluApproximation approx, int device, void* stream) {
   launch_bias_gelu_backward<false>(dy, x, bias, dx, dbias, t, rows, dim, approx, dropout_mask(0.0f, 0, 0, nullptr),
-                                   device, stream);
+                                   device, stream, nullptr);
 }
 
 void bias_gelu_dropout_forward_cuda(const void* x, const void* bias, void* y, DType t, int64_t rows, int64_t dim,
                                     GeluApproximation approx, float p, uint64_t seed, uint64_t subsequence,
-                                    const int64_t* step, void* stream) {
-  launch_bias_gelu_forward<true>(x, bias, y, t, rows, dim, approx, dropout_mask(p, seed, subsequence, step), stream);
+                                    const int64_t* step, void* stream, uint8_t* keep_out) {
+  launch_bias_gelu_forward<true>(x, bias, y, t, rows, dim, approx, dropout_mask(p, seed, subsequence, step), stream,
+                                 keep_out);
 }
 
 void bias_gelu_dropout_backward_cuda(const void* dy, const void* x, const void* bias, void* dx, void* dbias, DType t,
                                      int64_t rows, int64_t dim, GeluApproximation approx, float p, uint64_t seed,
-                                     uint64_t subsequence, const int64_t* step, int device, void* stream) {
+                                     uint64_t subsequence, const int64_t* step, int device, void* stream,
+                                     const uint8_t* keep_in) {
   launch_bias_gelu_backward<true>(dy, x, bias, dx, dbias, t, rows, dim, approx,
-                                  dropout_mask(p, seed, subsequence, step), device, stream);
+                                  dropout_mask(p, seed, subsequence, step), device, stream, keep_in);
 }
 
 }  // namespace tandem::kernels

@@ -21,11 +21,15 @@ void bias_gelu_backward_cuda(const void* dy, const void* x, const void* bias, vo
 // gradient of dropout's output) in one pass: the bits of bias_gelu_forward_cuda then
 // bias_dropout_add_forward_cuda without bias or residual (and of their backwards in reverse), the
 // same keep mask (kernels/dropout_mask.h). step: null, or a device i64 step count (as for dropout).
+// keep_out (TANDEM_DROPOUT_KEEP=saved): null, or dropout_keep_bytes(rows * dim) bytes the forward
+// fills with the keep decisions (kernels/cuda/dropout_factors.cuh); keep_in: null (the backward
+// computes the decisions again), or those bytes, which the backward reads instead, for the same bits.
 void bias_gelu_dropout_forward_cuda(const void* x, const void* bias, void* y, DType t, int64_t rows, int64_t dim,
                                     GeluApproximation approx, float p, uint64_t seed, uint64_t subsequence,
-                                    const int64_t* step, void* stream);
+                                    const int64_t* step, void* stream, uint8_t* keep_out = nullptr);
 void bias_gelu_dropout_backward_cuda(const void* dy, const void* x, const void* bias, void* dx, void* dbias, DType t,
                                      int64_t rows, int64_t dim, GeluApproximation approx, float p, uint64_t seed,
-                                     uint64_t subsequence, const int64_t* step, int device, void* stream);
+                                     uint64_t subsequence, const int64_t* step, int device, void* stream,
+                                     const uint8_t* keep_in = nullptr);
 
 }  // namespace tandem::kernels

@@ -1,5 +1,6 @@
 // TANDEM_LAYER_NORM, TANDEM_MASKED_MEAN, TANDEM_DROPOUT_BACKWARD, TANDEM_COLUMN_SUM,
-// TANDEM_GELU_DROPOUT, TANDEM_ADD_LAYER_NORM and TANDEM_EMBEDDING_BACKWARD (see row_kernel_switches.h).
+// TANDEM_GELU_DROPOUT, TANDEM_ADD_LAYER_NORM, TANDEM_EMBEDDING_BACKWARD and TANDEM_DROPOUT_KEEP
+// (see row_kernel_switches.h).
 #include "kernels/cuda/row_kernel_switches.h"
 
 #include "core/env_switch.h"
@@ -30,6 +31,9 @@ constinit EnvSwitch<AddLayerNormKernel, 2> g_add_layer_norm{
 constinit EnvSwitch<EmbeddingBackwardKernel, 2> g_embedding_backward{
     "TANDEM_EMBEDDING_BACKWARD",
     {{"windows", EmbeddingBackwardKernel::Windows}, {"pieces", EmbeddingBackwardKernel::Pieces}}};
+
+constinit EnvSwitch<DropoutKeep, 2> g_dropout_keep{
+    "TANDEM_DROPOUT_KEEP", {{"recompute", DropoutKeep::Recompute}, {"saved", DropoutKeep::Saved}}};
 
 }  // namespace
 
@@ -77,5 +81,10 @@ void set_embedding_backward_kernel_for_testing(std::optional<EmbeddingBackwardKe
   g_embedding_backward.force_for_testing(kernel);
 }
 const char* embedding_backward_kernel_name(EmbeddingBackwardKernel kernel) { return g_embedding_backward.name(kernel); }
+
+DropoutKeep dropout_keep() { return g_dropout_keep.value(); }
+DropoutKeep parse_dropout_keep(const char* v) { return g_dropout_keep.parse(v); }
+void set_dropout_keep_for_testing(std::optional<DropoutKeep> keep) { g_dropout_keep.force_for_testing(keep); }
+const char* dropout_keep_name(DropoutKeep keep) { return g_dropout_keep.name(keep); }
 
 }  // namespace tandem::kernels

@@ -1,6 +1,6 @@
 // Switches of the memory-bound row kernels (layer norm, masked-mean pooling,
 // dropout backward, the bias gradients' column sums, GELU + dropout, bias + dropout + residual + layer norm,
-// the token embedding's gradient),
+// the token embedding's gradient, dropout's keep decisions in the fused GELU + dropout),
 // each an environment variable read once (core/env_switch.h): unset or empty
 // is the default, anything other than the names below is an Error naming the
 // variable and the value. As with the attention switches
@@ -91,6 +91,15 @@
 //     0.23-0.29x with a padding id filling 85 % of the batch, in all eight bench rows
 //     (f32 and bf16, 16384 x 768 and 32768 x 256). Sums in another order: equal to a
 //     rounding (the same bits as the CPU for an id whose occurrences fall in one window).
+//   TANDEM_DROPOUT_KEEP=recompute|saved  (kernels/gelu.h, kernels/cuda/dropout_factors.cuh)
+//     Recompute (the default): the fused GELU + dropout's backward computes each keep
+//     decision's Philox block again. Saved: its forward stores the 8 decisions of
+//     each block as a byte (1/16 of a 16-bit activation: 4 MiB per FFN at
+//     ag_news_optimized's 32768 x 1024) and its backward reads them instead. Why:
+//     on the H200 (third run, bf16, 32768 x 1024) dropout took that backward from
+//     90.8 to 125.6 us, about what its 4.2 M blocks cost. The same decisions: the
+//     same bits. Only with TANDEM_GELU_DROPOUT=fused on a GPU; attention's
+//     dropout has its own switch (TANDEM_ATTENTION_DROPOUT_KEEP).
 #pragma once
 
 #include <optional>
@@ -173,5 +182,16 @@ EmbeddingBackwardKernel parse_embedding_backward_kernel(const char* value);
 void set_embedding_backward_kernel_for_testing(std::optional<EmbeddingBackwardKernel> kernel);
 // "windows" or "pieces".
 const char* embedding_backward_kernel_name(EmbeddingBackwardKernel kernel);
+
+enum class DropoutKeep { Recompute, Saved };
+
+// TANDEM_DROPOUT_KEEP's choice, unless a test has overridden it.
+DropoutKeep dropout_keep();
+// The choice an environment string names (null or empty: Recompute); throws Error naming the variable.
+DropoutKeep parse_dropout_keep(const char* value);
+// Tests force a choice; nullopt returns to the environment's.
+void set_dropout_keep_for_testing(std::optional<DropoutKeep> keep);
+// "recompute" or "saved".
+const char* dropout_keep_name(DropoutKeep keep);
 
 }  // namespace tandem::kernels

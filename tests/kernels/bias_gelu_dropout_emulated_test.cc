@@ -8,10 +8,19 @@
 // captured step does. And the keep mask against the CPU op's: the fused
 // forward's, and the dropout kernel's at 16-byte vectors of every dtype (8
 // decisions per Philox block in 16 bits, half a block in f32) and at single
-// elements.
+// elements. And saved keep bits (TANDEM_DROPOUT_KEEP=saved): the forward that
+// saves them stores every block's byte as dropout_mask.h defines it, with the
+// recomputing forward's output, and the backward that reads them gives the
+// recomputing backward's bits without computing any block.
 #include <gtest/gtest.h>
 
 #include "tests/testing/warp_emulator.h"  // first: CUDA keywords and built-ins for the device code
+
+#include <cstdint>
+
+// Counts the Philox blocks the device code computes for dropout (dropout_factors.cuh's hook).
+inline uint64_t philox_blocks = 0;
+#define DROPOUT_COUNT_PHILOX() (++::philox_blocks)
 
 #include <cmath>
 #include <cstdint>
@@ -79,6 +88,25 @@ std::vector<T> bias_gelu_forward(const std::vector<T>& x, const std::vector<T>& 
   return y;
 }
 
+// bias_gelu_dropout_forward_cuda's launch with keep_out: the output, and the keep bytes (starting as
+// `fill`, so that a byte no thread stores keeps it).
+template <class T>
+std::vector<T> bias_gelu_forward_saving_keep(const std::vector<T>& x, const std::vector<T>& b, Shape s,
+                                             GeluApproximation a, std::vector<uint8_t>& keep, uint8_t fill) {
+  std::vector<T> y(x.size(), testing::as_element<T>(std::nanf("")));
+  keep.assign(static_cast<size_t>(dropout_keep_bytes(s.rows * s.dim)), fill);
+  at_width<T>(s.dim, [&]<int V>() {
+    const dim3 block = column_block(s.dim / V, s.rows);
+    const dim3 grid(blocks_for(s.dim / V, block.x, INT32_MAX),
+                    blocks_for(s.rows, block.y * bias_gelu_detail::kRowBatch, 65535));
+    warp_emulator::launch(grid.x, grid.y, warp_emulator::Dim3{block.x, block.y, 1}, 0, [&] {
+      bias_gelu_detail::bias_gelu_dropout_forward_saving_keep_kernel<T, V>(x.data(), b.data(), y.data(), s.rows, s.dim,
+                                                                         a, mask(), keep.data());
+    });
+  });
+  return y;
+}
+
 // bias_dropout_add_forward_cuda's launch for plain dropout: no bias or residual, one long row.
 template <class T>
 std::vector<T> dropout_forward(const std::vector<T>& h) {
@@ -114,11 +142,11 @@ struct Backward {
   std::vector<uint32_t> dx, partial;  // bit patterns
 };
 
-// bias_gelu_backward_cuda's pass 1 (Dropout: bias_gelu_dropout_backward_cuda's) under `walk`: the
-// input gradient (none when !with_dx) and the bias gradient's partial sums.
+// bias_gelu_backward_cuda's pass 1 (Dropout: bias_gelu_dropout_backward_cuda's; with keep, reading
+// those bytes) under `walk`: the input gradient (none when !with_dx) and the bias gradient's partial sums.
 template <class T, bool PerBlock, bool Dropout>
 Backward bias_gelu_backward(const std::vector<T>& dy, const std::vector<T>& x, const std::vector<T>& b, Shape s,
-                            GeluApproximation a, bool with_dx) {
+                            GeluApproximation a, bool with_dx, const std::vector<uint8_t>* keep = nullptr) {
   const int64_t slots = column_sum_slots(s.rows, s.dim);
   std::vector<T> dx(with_dx ? x.size() : 0, testing::as_element<T>(std::nanf("")));
   std::vector<float> partial(static_cast<size_t>(slots * s.dim), std::nanf(""));
@@ -127,9 +155,16 @@ Backward bias_gelu_backward(const std::vector<T>& dy, const std::vector<T>& x, c
     const ColumnSumLaunch l = column_sum_launch(s.dim / V, s.rows, slots, PerBlock);
     warp_emulator::launch(l.grid.x, l.grid.y, warp_emulator::Dim3{l.block.x, l.block.y, 1},
                           kColumnSumSubRows * 8 * 32 * sizeof(float), [&] {
-                            if constexpr (Dropout)
-                              bias_gelu_detail::bias_gelu_dropout_backward_kernel<T, V, PerBlock>(
-                                  dy.data(), x.data(), b.data(), pdx, partial.data(), s.rows, s.dim, slots, a, mask());
+                            if constexpr (Dropout) {
+                              if (keep)
+                                bias_gelu_detail::bias_gelu_dropout_backward_saved_keep_kernel<T, V, PerBlock>(
+                                    dy.data(), x.data(), b.data(), pdx, partial.data(), s.rows, s.dim, slots, a,
+                                    mask(), keep->data());
+                              else
+                                bias_gelu_detail::bias_gelu_dropout_backward_kernel<T, V, PerBlock>(
+                                    dy.data(), x.data(), b.data(), pdx, partial.data(), s.rows, s.dim, slots, a,
+                                    mask());
+                            }
                             else
                               bias_gelu_detail::bias_gelu_backward_kernel<T, V, PerBlock>(
                                   dy.data(), x.data(), b.data(), pdx, partial.data(), s.rows, s.dim, slots, a);
@@ -234,6 +269,85 @@ TEST(EmulatedBiasGeluDropout, TheDropoutKernelGivesTheCpuOpsValuesAtEveryWidth) 
     expect_dropout_kernel_gives_the_cpu_ops_values<BFloat16>(DType::BF16, n);
     expect_dropout_kernel_gives_the_cpu_ops_values<Half>(DType::F16, n);
   }
+}
+
+// Saved keep bits. Every byte as dropout_mask.h defines it (bit k: element 8 * byte + k, the
+// stream's decision), whichever 0x00 or 0xff the buffer held (so each byte was stored), and the output
+// of the forward that does not save them.
+template <class T>
+void expect_saving_forward_stores_every_keep_byte() {
+  const uint32_t threshold = dropout_threshold(kP);
+  const uint64_t subsequence = dropout_subsequence(kCall, &kStep);
+  for (Shape s : kShapes) {
+    SCOPED_TRACE(describe(s, GeluApproximation::Tanh));
+    const std::vector<T> x = spread_values<T>(s.rows * s.dim, 1, 0.5f), b = spread_values<T>(s.dim, 2);
+    const std::vector<T> plain = bias_gelu_forward<T, true>(x, b, s, GeluApproximation::Tanh);
+    std::vector<uint8_t> want(static_cast<size_t>(dropout_keep_bytes(s.rows * s.dim)));
+    for (size_t i = 0; i < want.size(); ++i) want[i] = static_cast<uint8_t>(dropout_keep8(kSeed, subsequence, i, threshold));
+    for (uint8_t fill : {uint8_t{0x00}, uint8_t{0xff}}) {
+      std::vector<uint8_t> keep;
+      const std::vector<T> y = bias_gelu_forward_saving_keep(x, b, s, GeluApproximation::Tanh, keep, fill);
+      EXPECT_EQ(bit_patterns(y), bit_patterns(plain));
+      EXPECT_EQ(keep, want) << "buffer filled with " << int{fill};
+    }
+  }
+}
+
+TEST(EmulatedBiasGeluDropoutSavedKeep, TheSavingForwardStoresEveryBlocksByteAndTheSameOutput) {
+  expect_saving_forward_stores_every_keep_byte<float>();     // half a block a thread at 16-byte vectors
+  expect_saving_forward_stores_every_keep_byte<BFloat16>();  // a block a thread
+  expect_saving_forward_stores_every_keep_byte<Half>();
+}
+
+// The backward reading the forward's bytes gives the recomputing backward's bits, in both walks, and
+// computes no Philox block (the emulator counts them).
+template <class T, bool PerBlock>
+void expect_reading_backward_gives_the_recomputed_bits() {
+  for (Shape s : kShapes)
+    for (bool with_dx : {true, false}) {
+      SCOPED_TRACE(describe(s, GeluApproximation::None) + (PerBlock ? ", block walk" : ", thread walk") +
+                   (with_dx ? "" : ", no dx"));
+      const std::vector<T> x = spread_values<T>(s.rows * s.dim, 3, 0.5f), b = spread_values<T>(s.dim, 4);
+      const std::vector<T> dy = spread_values<T>(s.rows * s.dim, 5);
+      std::vector<uint8_t> keep;
+      bias_gelu_forward_saving_keep(x, b, s, GeluApproximation::None, keep, 0x00);
+      const uint64_t before_recomputing = philox_blocks;
+      const Backward recomputed = bias_gelu_backward<T, PerBlock, true>(dy, x, b, s, GeluApproximation::None, with_dx);
+      EXPECT_GT(philox_blocks, before_recomputing) << "the hook counts the recomputing backward's blocks";
+      const uint64_t before_reading = philox_blocks;
+      const Backward read = bias_gelu_backward<T, PerBlock, true>(dy, x, b, s, GeluApproximation::None, with_dx, &keep);
+      EXPECT_EQ(philox_blocks, before_reading) << "the reading backward computes no block";
+      EXPECT_EQ(read.dx, recomputed.dx);
+      EXPECT_EQ(read.partial, recomputed.partial);
+    }
+}
+
+TEST(EmulatedBiasGeluDropoutSavedKeep, TheReadingBackwardGivesTheRecomputedBitsInTheThreadWalk) {
+  expect_reading_backward_gives_the_recomputed_bits<float, false>();
+  expect_reading_backward_gives_the_recomputed_bits<BFloat16, false>();
+  expect_reading_backward_gives_the_recomputed_bits<Half, false>();
+}
+
+TEST(EmulatedBiasGeluDropoutSavedKeep, TheReadingBackwardGivesTheRecomputedBitsInTheBlockWalk) {
+  expect_reading_backward_gives_the_recomputed_bits<float, true>();
+  expect_reading_backward_gives_the_recomputed_bits<BFloat16, true>();
+}
+
+// The backward takes its decisions from the bytes: inverted bytes give other gradients, zero where the
+// stream keeps an element.
+TEST(EmulatedBiasGeluDropoutSavedKeep, TheReadingBackwardUsesTheBytes) {
+  const Shape s{64, 1024};
+  const std::vector<BFloat16> x = spread_values<BFloat16>(s.rows * s.dim, 3, 0.5f), b = spread_values<BFloat16>(s.dim, 4);
+  const std::vector<BFloat16> dy = spread_values<BFloat16>(s.rows * s.dim, 5);
+  std::vector<uint8_t> keep;
+  bias_gelu_forward_saving_keep(x, b, s, GeluApproximation::None, keep, 0x00);
+  const Backward right = bias_gelu_backward<BFloat16, false, true>(dy, x, b, s, GeluApproximation::None, true, &keep);
+  for (uint8_t& k : keep) k = static_cast<uint8_t>(~k);
+  const Backward inverted = bias_gelu_backward<BFloat16, false, true>(dy, x, b, s, GeluApproximation::None, true, &keep);
+  const auto zero = [](uint32_t bf16) { return (bf16 & 0x7fffu) == 0; };  // +0 or -0
+  size_t swapped = 0;
+  for (size_t i = 0; i < right.dx.size(); ++i) swapped += zero(right.dx[i]) != zero(inverted.dx[i]);
+  EXPECT_GT(swapped, right.dx.size() * 9 / 10);
 }
 
 }  // namespace

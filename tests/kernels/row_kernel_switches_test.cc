@@ -8,7 +8,8 @@
 // backward, plain dropout and dropout + residual at widths with and without
 // whole vectors; for the column sums' block walk, the three bias gradients
 // (linear, bias_gelu, bias_dropout_add) at many and few rows; for the fused
-// GELU + dropout, both walks at the FFN's width and at scalar widths; for the
+// GELU + dropout, both walks at the FFN's width and at scalar widths, its keep decisions
+// recomputed or saved; for the
 // fused bias + dropout + residual + layer norm, each layer-norm kernel; for the
 // embedding gradient's window walk, uniform ids and a padding id that fills most
 // of the batch (one segment over hundreds of windows), out-of-range ids, widths
@@ -125,6 +126,15 @@ TEST(EmbeddingBackwardSwitch, IsWindowsUnlessSetAndNamesTheVariableAndValueOnABa
     EXPECT_TRUE(rejects_naming_variable_and_value(parse_embedding_backward_kernel, "TANDEM_EMBEDDING_BACKWARD", bad));
 }
 
+TEST(DropoutKeepSwitch, IsRecomputeUnlessSetAndNamesTheVariableAndValueOnABadValue) {
+  EXPECT_EQ(parse_dropout_keep(nullptr), DropoutKeep::Recompute);
+  EXPECT_EQ(parse_dropout_keep(""), DropoutKeep::Recompute);
+  EXPECT_EQ(parse_dropout_keep("recompute"), DropoutKeep::Recompute);
+  EXPECT_EQ(parse_dropout_keep("saved"), DropoutKeep::Saved);
+  for (const char* bad : {"save", "1", "Saved", "saved "})
+    EXPECT_TRUE(rejects_naming_variable_and_value(parse_dropout_keep, "TANDEM_DROPOUT_KEEP", bad));
+}
+
 TEST(RowKernelSwitches, ATestOverrideWinsUntilItIsCleared) {
   const LayerNormKernel ln_env = parse_layer_norm_kernel(std::getenv("TANDEM_LAYER_NORM"));
   const MaskedMeanKernel mm_env = parse_masked_mean_kernel(std::getenv("TANDEM_MASKED_MEAN"));
@@ -133,6 +143,7 @@ TEST(RowKernelSwitches, ATestOverrideWinsUntilItIsCleared) {
   const GeluDropoutKernel gd_env = parse_gelu_dropout_kernel(std::getenv("TANDEM_GELU_DROPOUT"));
   const AddLayerNormKernel aln_env = parse_add_layer_norm_kernel(std::getenv("TANDEM_ADD_LAYER_NORM"));
   const EmbeddingBackwardKernel eb_env = parse_embedding_backward_kernel(std::getenv("TANDEM_EMBEDDING_BACKWARD"));
+  const DropoutKeep dk_env = parse_dropout_keep(std::getenv("TANDEM_DROPOUT_KEEP"));
   EXPECT_EQ(layer_norm_kernel(), ln_env);
   EXPECT_EQ(masked_mean_kernel(), mm_env);
   EXPECT_EQ(dropout_backward_kernel(), db_env);
@@ -140,6 +151,11 @@ TEST(RowKernelSwitches, ATestOverrideWinsUntilItIsCleared) {
   EXPECT_EQ(gelu_dropout_kernel(), gd_env);
   EXPECT_EQ(add_layer_norm_kernel(), aln_env);
   EXPECT_EQ(embedding_backward_kernel(), eb_env);
+  EXPECT_EQ(dropout_keep(), dk_env);
+  for (DropoutKeep k : {DropoutKeep::Saved, DropoutKeep::Recompute}) {
+    set_dropout_keep_for_testing(k);
+    EXPECT_EQ(dropout_keep(), k);
+  }
   for (EmbeddingBackwardKernel k : {EmbeddingBackwardKernel::Pieces, EmbeddingBackwardKernel::Windows}) {
     set_embedding_backward_kernel_for_testing(k);
     EXPECT_EQ(embedding_backward_kernel(), k);
@@ -175,6 +191,7 @@ TEST(RowKernelSwitches, ATestOverrideWinsUntilItIsCleared) {
   set_gelu_dropout_kernel_for_testing(std::nullopt);
   set_add_layer_norm_kernel_for_testing(std::nullopt);
   set_embedding_backward_kernel_for_testing(std::nullopt);
+  set_dropout_keep_for_testing(std::nullopt);
   EXPECT_EQ(layer_norm_kernel(), ln_env);
   EXPECT_EQ(masked_mean_kernel(), mm_env);
   EXPECT_EQ(dropout_backward_kernel(), db_env);
@@ -182,6 +199,7 @@ TEST(RowKernelSwitches, ATestOverrideWinsUntilItIsCleared) {
   EXPECT_EQ(gelu_dropout_kernel(), gd_env);
   EXPECT_EQ(add_layer_norm_kernel(), aln_env);
   EXPECT_EQ(embedding_backward_kernel(), eb_env);
+  EXPECT_EQ(dropout_keep(), dk_env);
 }
 
 // What one run of an op gave: its output and every input gradient, as exact doubles.
@@ -381,10 +399,13 @@ TEST_P(NewRowKernels, ColumnSumBlockWalkIsBitwiseRepeatable) {
             bias_gradient_results(ColumnSumKernel::Block, 1000, 256, t()));
 }
 
-// bias_gelu_dropout's output and both gradients under `kernel`, p = 0.1 (ag_news_optimized's).
-Results gelu_dropout_results(GeluDropoutKernel kernel, ColumnSumKernel walk, int64_t rows, int64_t dim, DType t) {
+// bias_gelu_dropout's output and both gradients under `kernel`, p = 0.1 (ag_news_optimized's), the
+// keep decisions saved by the forward or computed again by the backward (`keep`).
+Results gelu_dropout_results(GeluDropoutKernel kernel, ColumnSumKernel walk, int64_t rows, int64_t dim, DType t,
+                             DropoutKeep keep = DropoutKeep::Recompute) {
   set_gelu_dropout_kernel_for_testing(kernel);
   set_column_sum_kernel_for_testing(walk);
+  set_dropout_keep_for_testing(keep);
   const Device gpu = Device::cuda(0);
   Tensor x = random_tensor({rows, dim}, 72, t, gpu).set_requires_grad(true);
   Tensor b = random_tensor({dim}, 73, t, gpu).set_requires_grad(true);
@@ -398,6 +419,7 @@ Results gelu_dropout_results(GeluDropoutKernel kernel, ColumnSumKernel walk, int
     x.set_grad(Tensor());
     b.set_grad(Tensor());
   }
+  set_dropout_keep_for_testing(std::nullopt);
   return out;
 }
 
@@ -415,6 +437,21 @@ TEST_P(NewRowKernels, GeluDropoutFusedGivesTheSeparateKernelsBits) {
       const Results separate = gelu_dropout_results(GeluDropoutKernel::Separate, walk, c.rows, c.dim, t());
       ASSERT_EQ(fused.size(), separate.size());
       for (size_t i = 0; i < fused.size(); ++i) EXPECT_EQ(fused[i], separate[i]) << "result " << i << ", " << what;
+    }
+}
+
+// TANDEM_DROPOUT_KEEP=saved: the backward reads the decisions the fused forward computed and saved, so
+// output and gradients are the recomputing kernels' bits, in both walks, at the shapes above.
+TEST_P(NewRowKernels, GeluDropoutSavedKeepBitsGiveTheRecomputedBits) {
+  struct Case { int64_t rows, dim; };
+  for (Case c : {Case{4096, 1024}, Case{513, 256}, Case{7, 100}, Case{33, 17}})
+    for (ColumnSumKernel walk : {ColumnSumKernel::Thread, ColumnSumKernel::Block}) {
+      const std::string what = std::to_string(c.rows) + " x " + std::to_string(c.dim) + ", " +
+                               column_sum_kernel_name(walk) + " walk";
+      const Results saved = gelu_dropout_results(GeluDropoutKernel::Fused, walk, c.rows, c.dim, t(), DropoutKeep::Saved);
+      const Results recomputed = gelu_dropout_results(GeluDropoutKernel::Fused, walk, c.rows, c.dim, t());
+      ASSERT_EQ(saved.size(), recomputed.size());
+      for (size_t i = 0; i < saved.size(); ++i) EXPECT_EQ(saved[i], recomputed[i]) << "result " << i << ", " << what;
     }
 }
 

@@ -4,8 +4,9 @@
 // TrainStep, bit for bit: same seed, dropout on, a schedule that changes the lr
 // every step, clipping, weight decay, and a shorter batch that gets its own
 // graph. The fp16 case adds steps the loss scaler skips inside the graph;
-// others add gradient accumulation, DDP over NCCL, and attention dropout keep
-// bits saved by the forward in the graphed step only.
+// others add gradient accumulation, DDP over NCCL, and dropout keep bits
+// (attention's and the feed-forward block's) saved by the forward in the
+// graphed step only.
 // These need a GPU and skip without one (TANDEM_REQUIRE_GPU=1 makes them fail);
 // the refusals of a CPU model run everywhere.
 #include "train/graph_step.h"
@@ -24,6 +25,7 @@
 
 #if TANDEM_WITH_CUDA
 #include "kernels/cuda/attention_switches.h"
+#include "kernels/cuda/row_kernel_switches.h"
 #endif
 
 namespace tandem::train {
@@ -70,19 +72,20 @@ TrainingSetup setup(Device device, bool capturable, bool fp16 = false,
   return t;
 }
 
-// The op's attention dropout keep bits saved by the forward (TANDEM_ATTENTION_DROPOUT_KEEP=saved) or
-// recomputed by the backward, from here to the next call.
-void attention_keep_bits(bool saved) {
+// The dropout keep bits of attention (TANDEM_ATTENTION_DROPOUT_KEEP) and of the fused GELU + dropout
+// (TANDEM_DROPOUT_KEEP) saved by the forward or recomputed by the backward, from here to the next call.
+void dropout_keep_bits(bool saved) {
 #if TANDEM_WITH_CUDA
   kernels::set_attention_dropout_keep_for_testing(saved ? kernels::AttentionDropoutKeep::Saved
                                                         : kernels::AttentionDropoutKeep::Recompute);
+  kernels::set_dropout_keep_for_testing(saved ? kernels::DropoutKeep::Saved : kernels::DropoutKeep::Recompute);
 #else
   (void)saved;
 #endif
 }
 
 // With graphed_saves_keep_bits, the graphed step (its eager warm-up steps and its captures) saves
-// attention's dropout keep bits and the eager step recomputes them.
+// the dropout keep bits of attention and of the GELU + dropout, and the eager step recomputes them.
 void expect_graph_replays_match_eager_steps(bool fp16, std::shared_ptr<comm::ProcessGroup> group = nullptr,
                                             bool gradient_as_bucket_view = false, int64_t accumulation_steps = 1,
                                             bool graphed_saves_keep_bits = false) {
@@ -93,12 +96,12 @@ void expect_graph_replays_match_eager_steps(bool fp16, std::shared_ptr<comm::Pro
   GraphStep graph(*graphed.step);
   int64_t eager_batches = 0, graphed_batches = 0;  // micro-batch c has rows_of(c) rows
   for (int64_t k = 0; k < kSteps; ++k) {
-    attention_keep_bits(false);
+    dropout_keep_bits(false);
     eager.record(eager.step->run(k, [&] {
       const int64_t c = eager_batches++;
       return make_batch(8 * c, rows_of(c), gpu);
     }));
-    attention_keep_bits(graphed_saves_keep_bits);
+    dropout_keep_bits(graphed_saves_keep_bits);
     graphed.record(graph.run(k, [&] {
       const int64_t c = graphed_batches++;
       return make_batch(8 * c, rows_of(c), gpu);
@@ -106,6 +109,7 @@ void expect_graph_replays_match_eager_steps(bool fp16, std::shared_ptr<comm::Pro
   }
 #if TANDEM_WITH_CUDA
   kernels::set_attention_dropout_keep_for_testing(std::nullopt);
+  kernels::set_dropout_keep_for_testing(std::nullopt);
 #endif
   EXPECT_EQ(graphed_batches, eager_batches);
   // Without accumulation: 8-row and 5-row batches; with 2 micro-batches: (8, 8) and (8, 5).
@@ -133,11 +137,11 @@ TEST(GraphStep, Fp16ReplaysSkipOverflowingStepsAsTheEagerStep) {
   expect_graph_replays_match_eager_steps(/*fp16=*/true);
 }
 
-TEST(GraphStep, SavedAttentionKeepBitsReplayAsTheRecomputingEagerStep) {
+TEST(GraphStep, SavedDropoutKeepBitsReplayAsTheRecomputingEagerStep) {
   TANDEM_REQUIRE_GPU();
-  // The saved decisions are the recomputed ones, so graphs captured with saved keep bits (the buffer
-  // allocated inside the capture, written by the forward, read by the backward) train as the default
-  // eager step, bit for bit.
+  // The saved decisions are the recomputed ones, so graphs captured with saved keep bits (attention's
+  // and the GELU + dropout's buffers allocated inside the capture, written by the forward, read by the
+  // backward) train as the default eager step, bit for bit.
   expect_graph_replays_match_eager_steps(/*fp16=*/false, nullptr, false, 1, /*graphed_saves_keep_bits=*/true);
 }
 
