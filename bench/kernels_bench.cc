@@ -46,6 +46,7 @@
 #include "kernels/cpu/layer_norm_cpu.h"
 #include "kernels/cpu/linear_cpu.h"
 #include "kernels/cpu/pooling_cpu.h"
+#include "kernels/dropout_mask.h"
 
 #if TANDEM_WITH_CUDA
 #include "kernels/cuda/bias_dropout_add_cuda.h"
@@ -304,6 +305,16 @@ Suite make_suite(Device dev, DType t, int64_t rows, int64_t d, int cuda_device) 
       cases.push_back({"bias_gelu_dropout_fused", rf, "bwd", 3.0 * n * es + 2.0 * ffn * es, 0, [=] {
                          bias_gelu_dropout_backward_cuda(y, x, b, dx, db, t, rows, ffn, a, 0.1f, 1, 2, nullptr,
                                                          cuda_device, stream);
+                       }});
+      // TANDEM_DROPOUT_KEEP=saved: the forward also writes a keep byte per 8 elements, the backward
+      // reads them instead of computing Philox blocks (bytes counted with the tensors').
+      auto* keep = static_cast<uint8_t*>(B.raw({dropout_keep_bytes(n)}, DType::U8));
+      cases.push_back({"bias_gelu_dropout_fused_saved", rf, "fwd", 2.0 * n * es + ffn * es + n / 8.0, 0, [=] {
+                         bias_gelu_dropout_forward_cuda(x, b, y, t, rows, ffn, a, 0.1f, 1, 2, nullptr, stream, keep);
+                       }});
+      cases.push_back({"bias_gelu_dropout_fused_saved", rf, "bwd", 3.0 * n * es + 2.0 * ffn * es + n / 8.0, 0, [=] {
+                         bias_gelu_dropout_backward_cuda(y, x, b, dx, db, t, rows, ffn, a, 0.1f, 1, 2, nullptr,
+                                                         cuda_device, stream, keep);
                        }});
     }
 #endif

@@ -359,12 +359,14 @@ phase_compare() {
   # their kernels rather than by launches (not ag_news_small), with each remaining alternative
   # alone: the wide pipelined forward, both epilogues, the split backward, the split backward with
   # both passes pipelined, the fused backward's ordered dQ, the dropout keep bits saved by the forward
-  # (with the default backward and with split_pipelined), and the opt-in row kernels (with the
-  # fused GELU + dropout and bias + dropout + residual + layer norm, whose kernels_bench rows,
-  # bias_gelu_dropout_* and bias_dropout_add_layer_norm_*, are in the bench phase).
+  # (with the default backward and with split_pipelined), the fused GELU + dropout's saved keep
+  # bits, the opt-in row kernels (with the fused GELU + dropout and bias + dropout + residual + layer
+  # norm, whose kernels_bench rows, bias_gelu_dropout_* and bias_dropout_add_layer_norm_*, are in the
+  # bench phase), and `combined`: every opt-in that its kernels_bench or attention_bench rows may
+  # favour at once (saved keep bits both kinds, split_pipelined, lanes and the block walk).
   local eager=() variant variants
   for c in ${COMPARE_CONFIGS:-ag_news_small ag_news_optimized}; do
-    variants="default first separate wide lt_all split split_pipelined fused_ordered fused_ordered_pipelined saved saved_split_pipelined rows block_slots"
+    variants="default first separate wide lt_all split split_pipelined fused_ordered fused_ordered_pipelined saved saved_split_pipelined ffn_saved rows block_slots combined"
     [ "$c" = ag_news_small ] && variants="default first"
     for variant in $variants; do
       local envs=()
@@ -381,6 +383,9 @@ phase_compare() {
         separate) envs=(TANDEM_GELU_DROPOUT=separate TANDEM_ADD_LAYER_NORM=separate TANDEM_EMBEDDING_BACKWARD=pieces) ;;
         rows) envs=(TANDEM_LAYER_NORM=multi_row TANDEM_MASKED_MEAN=lane_groups TANDEM_DROPOUT_BACKWARD=flat) ;;
         block_slots) envs=(TANDEM_LAYER_NORM=lanes TANDEM_COLUMN_SUM=block) ;;
+        ffn_saved) envs=(TANDEM_DROPOUT_KEEP=saved) ;;
+        combined) envs=(TANDEM_ATTENTION_DROPOUT_KEEP=saved TANDEM_ATTENTION_BACKWARD=split_pipelined
+                        TANDEM_DROPOUT_KEEP=saved TANDEM_LAYER_NORM=lanes TANDEM_COLUMN_SUM=block) ;;
       esac
       capture "compare_eager_${c}_$variant" 120 env "${envs[@]}" "$build/apps/tandem" bench step \
         --config "configs/$c.yaml" --synthetic --precisions bf16 --warmup 5 --steps 30 --rounds 2 --set device=cuda \
@@ -398,7 +403,8 @@ phase_compare() {
     "separate = TANDEM_GELU_DROPOUT=separate TANDEM_ADD_LAYER_NORM=separate TANDEM_EMBEDDING_BACKWARD=pieces" \
     "  (the row defaults before 2026-11-28);" \
     "rows = TANDEM_LAYER_NORM=multi_row TANDEM_MASKED_MEAN=lane_groups TANDEM_DROPOUT_BACKWARD=flat;" \
-    "block_slots = TANDEM_LAYER_NORM=lanes TANDEM_COLUMN_SUM=block:" \
+    "ffn_saved = TANDEM_DROPOUT_KEEP=saved; block_slots = TANDEM_LAYER_NORM=lanes TANDEM_COLUMN_SUM=block;" \
+    "combined = saved_split_pipelined's, ffn_saved's and block_slots' together:" \
     "${eager[@]}"
   return $rc
 }
