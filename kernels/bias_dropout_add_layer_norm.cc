@@ -33,8 +33,8 @@ void* mut_ptr(Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
 
 // Gradients of x, bias, residual, weight and ln_bias. ds, the gradient of s, is the residual's; the
 // branch's is ds times the keep factors (ds itself without dropout), and the bias's its column sums.
-// Separately (the CPU, and the GPU's default), the layer norm's backward writes ds and
-// bias_dropout_add's reads it, as the two ops' nodes would; fused, one kernel does both.
+// Separately (the CPU, and the GPU with TANDEM_ADD_LAYER_NORM=separate), the layer norm's backward
+// writes ds and bias_dropout_add's reads it, as the two ops' nodes would; fused, one kernel does both.
 class BiasDropoutAddLayerNormBackward final : public Node {
  public:
   BiasDropoutAddLayerNormBackward(const Tensor& sum, const Tensor& weight, const Tensor& mean, const Tensor& rstd,

@@ -63,9 +63,9 @@ Tensor keep_bytes_buffer(const Tensor& x, const Tensor& bias) {
 }
 
 // The gradient of bias_gelu(x, b), or of dropout(bias_gelu(x, b)) (d.p > 0). With dropout, separately
-// (the CPU, and the GPU's default), dropout's backward writes its input gradient to a temporary that
-// bias_gelu's backward reads, exactly as the two ops' nodes would; fused, one kernel does both, reading
-// the forward's keep bytes where it saved them.
+// (the CPU, and the GPU with TANDEM_GELU_DROPOUT=separate), dropout's backward writes its input
+// gradient to a temporary that bias_gelu's backward reads, exactly as the two ops' nodes would; fused,
+// one kernel does both, reading the forward's keep bytes where it saved them.
 class BiasGeluBackward final : public Node {
  public:
   BiasGeluBackward(const Tensor& x, const Tensor& b, GeluApproximation approx, DropoutStream d,
