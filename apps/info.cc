@@ -7,6 +7,7 @@
 #include "core/cpu_isa.h"
 #include "core/stream.h"
 #include "core/thread_pool.h"
+#include "kernels/bias_gradient.h"
 
 #if TANDEM_WITH_CUDA
 #include "kernels/cuda/attention_switches.h"
@@ -57,6 +58,9 @@ void add_info_command(CLI::App& app) {
                kernels::embedding_backward_kernel_name(kernels::embedding_backward_kernel()),
                kernels::dropout_keep_name(kernels::dropout_keep()));
 #endif
+    // Where the encoder layer forms the gradients of the biases its row ops add (kernels/bias_gradient.h):
+    // on every device, so outside the CUDA switches.
+    fmt::print("bias gradients: TANDEM_BIAS_GRADIENT={}\n", kernels::bias_gradient_name(kernels::bias_gradient()));
     // The CPU kernels' instruction set and intra-op threads, and why (TANDEM_CPU_ISA, TANDEM_NUM_THREADS).
     const CpuIsa isa = selected_cpu_isa();
     fmt::print("cpu isa: {} ({})\n", cpu_isa_name(isa),

@@ -316,6 +316,16 @@ Suite make_suite(Device dev, DType t, int64_t rows, int64_t d, int cuda_device) 
                          bias_gelu_dropout_backward_cuda(y, x, b, dx, db, t, rows, ffn, a, 0.1f, 1, 2, nullptr,
                                                          cuda_device, stream, keep);
                        }});
+      // Without the bias gradient (the linear before forms it: TANDEM_BIAS_GRADIENT=gemm,
+      // kernels/bias_gradient.h). Under gemm the rows walk; otherwise the column walk storing no sums.
+      cases.push_back({"bias_gelu_dropout_fused_no_db", rf, "bwd", 3.0 * n * es + ffn * es, 0, [=] {
+                         bias_gelu_dropout_backward_cuda(y, x, b, dx, nullptr, t, rows, ffn, a, 0.1f, 1, 2, nullptr,
+                                                         cuda_device, stream);
+                       }});
+      cases.push_back({"bias_gelu_dropout_fused_saved_no_db", rf, "bwd", 3.0 * n * es + ffn * es + n / 8.0, 0, [=] {
+                         bias_gelu_dropout_backward_cuda(y, x, b, dx, nullptr, t, rows, ffn, a, 0.1f, 1, 2, nullptr,
+                                                         cuda_device, stream, keep);
+                       }});
     }
 #endif
   }
@@ -434,6 +444,15 @@ Suite make_suite(Device dev, DType t, int64_t rows, int64_t d, int cuda_device) 
     cases.push_back({"linear", sh, "bwd", 0, 4 * mnk,
                      ON(linear_backward_cpu(y, x, w, dx, dw, db, rows, d, ffn, t),
                         linear_backward_cuda(y, x, w, dx, dw, db, rows, d, ffn, t, cuda_device, stream))});
+#if TANDEM_WITH_CUDA
+    // The same backward with db asked of dw's GEMM (cuBLASLt's BGRADB unless TANDEM_CUBLASLT_EPILOGUES=0),
+    // as for a bias the next op added (TANDEM_BIAS_GRADIENT=gemm): against the row above, what the
+    // bias gradient costs the GEMM; against bias_gelu_dropout_fused - _no_db, what it saves there.
+    if (gpu)
+      cases.push_back({"linear_db_in_gemm", sh, "bwd", 0, 4 * mnk, [=] {
+                         linear_backward_cuda(y, x, w, dx, dw, db, rows, d, ffn, t, cuda_device, stream, true);
+                       }});
+#endif
   }
 #undef ON
   return Suite{std::move(B.keep), std::move(cases)};

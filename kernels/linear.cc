@@ -21,9 +21,12 @@ int64_t leading_rows(const Tensor& x) {
   return shape_numel(lead);
 }
 
+// has_bias: the node has a third input, b. bias_in_gemm: its gradient is asked of dw's GEMM
+// (linear_deferred_bias: the bias was added by the next op, not here).
 class LinearBackward final : public Node {
  public:
-  LinearBackward(const Tensor& x, const Tensor& w, bool has_bias) : x_(x), w_(w), has_bias_(has_bias) {}
+  LinearBackward(const Tensor& x, const Tensor& w, bool has_bias, bool bias_in_gemm = false)
+      : x_(x), w_(w), has_bias_(has_bias), bias_in_gemm_(bias_in_gemm) {}
 
   std::vector<Tensor> apply(std::vector<Tensor>&& g) override {
     Tensor x = x_.unpack(*this), w = w_.unpack(*this);
@@ -39,7 +42,8 @@ class LinearBackward final : public Node {
                           x.dtype());
     } else {
       TANDEM_CUDA_ONLY(linear_backward_cuda(dy.data_ptr(), x.data_ptr(), w.data_ptr(), ptr(dx), ptr(dw), ptr(db),
-                                            rows, in, out, x.dtype(), x.device().index, stream_of(x)));
+                                            rows, in, out, x.dtype(), x.device().index, stream_of(x),
+                                            bias_in_gemm_));
     }
     if (has_bias_) return {dx, dw, db};
     return {dx, dw};
@@ -52,36 +56,55 @@ class LinearBackward final : public Node {
 
  private:
   SavedTensor x_, w_;
-  bool has_bias_;
+  bool has_bias_, bias_in_gemm_;
 };
+
+void check_linear(const char* op, const Tensor& x, const Tensor& w, const Tensor& b) {
+  if (b.defined()) check_same_device_and_dtype(op, {&x, &w, &b});
+  else check_same_device_and_dtype(op, {&x, &w});
+  TANDEM_CHECK(w.dim() == 2, "{}: weight must be [out, in], got {}", op, w.str());
+  TANDEM_CHECK(x.dim() >= 1 && x.size(-1) == w.size(1), "{}: input {} does not end in in_features={} of weight {}", op,
+               x.str(), w.size(1), w.str());
+  TANDEM_CHECK(!b.defined() || (b.dim() == 1 && b.size(0) == w.size(0)), "{}: bias {} must be [{}]", op,
+               b.defined() ? b.str() : "", w.size(0));
+}
+
+// y = x w^T (+ b where `bias` is given), on x's device.
+Tensor product(const Tensor& x, const Tensor& w, const void* bias) {
+  const int64_t out = w.size(0), in = w.size(1), rows = leading_rows(x);
+  Shape ys = x.shape();
+  ys.back() = out;
+  Tensor y = Tensor::empty(ys, x.dtype(), x.device());
+  if (x.device().is_cpu()) {
+    linear_forward_cpu(x.data_ptr(), w.data_ptr(), bias, y.data_ptr(), rows, in, out, x.dtype());
+  } else {
+    TANDEM_CUDA_ONLY(linear_forward_cuda(x.data_ptr(), w.data_ptr(), bias, y.data_ptr(), rows, in, out, x.dtype(),
+                                         x.device().index, stream_of(x)));
+  }
+  return y;
+}
 
 }  // namespace
 
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   OpScope scope("linear");
-  if (b.defined()) check_same_device_and_dtype("linear", {&x, &w, &b});
-  else check_same_device_and_dtype("linear", {&x, &w});
-  TANDEM_CHECK(w.dim() == 2, "linear: weight must be [out, in], got {}", w.str());
-  TANDEM_CHECK(x.dim() >= 1 && x.size(-1) == w.size(1), "linear: input {} does not end in in_features={} of weight {}",
-               x.str(), w.size(1), w.str());
-  TANDEM_CHECK(!b.defined() || (b.dim() == 1 && b.size(0) == w.size(0)), "linear: bias {} must be [{}]",
-               b.defined() ? b.str() : "", w.size(0));
-  const int64_t out = w.size(0), in = w.size(1), rows = leading_rows(x);
-  Shape ys = x.shape();
-  ys.back() = out;
-  Tensor y = Tensor::empty(ys, x.dtype(), x.device());
-  const void* bp = b.defined() ? b.data_ptr() : nullptr;
-  if (x.device().is_cpu()) {
-    linear_forward_cpu(x.data_ptr(), w.data_ptr(), bp, y.data_ptr(), rows, in, out, x.dtype());
-  } else {
-    TANDEM_CUDA_ONLY(linear_forward_cuda(x.data_ptr(), w.data_ptr(), bp, y.data_ptr(), rows, in, out, x.dtype(),
-                                         x.device().index, stream_of(x)));
-  }
+  check_linear("linear", x, w, b);
+  Tensor y = product(x, w, b.defined() ? b.data_ptr() : nullptr);
   if (b.defined()) {
     if (any_requires_grad({&x, &w, &b})) std::make_shared<LinearBackward>(x, w, true)->connect({&x, &w, &b}, {&y});
   } else if (any_requires_grad({&x, &w})) {
     std::make_shared<LinearBackward>(x, w, false)->connect({&x, &w}, {&y});
   }
+  return y;
+}
+
+Tensor linear_deferred_bias(const Tensor& x, const Tensor& w, const Tensor& b) {
+  OpScope scope("linear");  // the same op in traces and op tables: only its backward's bias sum moved
+  TANDEM_CHECK(b.defined(), "linear_deferred_bias: the bias must be defined");
+  check_linear("linear_deferred_bias", x, w, b);
+  Tensor y = product(x, w, nullptr);
+  if (any_requires_grad({&x, &w, &b}))
+    std::make_shared<LinearBackward>(x, w, true, /*bias_in_gemm=*/true)->connect({&x, &w, &b}, {&y});
   return y;
 }
 

@@ -67,14 +67,14 @@ MultiheadAttention::MultiheadAttention(int64_t d_model, int64_t n_heads, double 
   b.zero_();  // PyTorch zeroes out_proj.bias
 }
 
-Tensor MultiheadAttention::forward_without_out_bias(const Tensor& x, const Tensor& key_padding_mask,
-                                                    ForwardContext& ctx) const {
+ProductAndBias MultiheadAttention::forward_leaving_out_bias(const Tensor& x, const Tensor& key_padding_mask,
+                                                          ForwardContext& ctx) const {
   Tensor qkv = kernels::linear(x, as_compute(in_proj_weight_, ctx), as_compute(in_proj_bias_, ctx));
   const double p = is_training() ? dropout_ : 0.0;
   const uint64_t stream = ctx.next_dropout_stream();
   Tensor heads =
       kernels::attention(qkv, key_padding_mask, static_cast<int>(n_heads_), p, ctx.seed, stream, ctx.device_step);
-  return kernels::linear(heads, as_compute(out_proj_->weight(), ctx));
+  return out_proj_->forward_leaving_bias(heads, ctx);
 }
 
 }  // namespace tandem::nn

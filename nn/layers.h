@@ -62,10 +62,10 @@ class MultiheadAttention : public Module {
  public:
   MultiheadAttention(int64_t d_model, int64_t n_heads, double dropout, Init& init);
   // Self-attention over x [B, S, D] with key_padding_mask [B, S] u8 (1 = token);
-  // returns the output projection *without* its bias, which the caller fuses
-  // into its bias + dropout + residual epilogue (out_proj_bias()).
-  Tensor forward_without_out_bias(const Tensor& x, const Tensor& key_padding_mask, ForwardContext& ctx) const;
-  const Tensor& out_proj_bias() const { return out_proj_->bias(); }
+  // returns the output projection *without* its bias, and the bias, which the
+  // caller fuses into its bias + dropout + residual epilogue
+  // (Linear::forward_leaving_bias).
+  ProductAndBias forward_leaving_out_bias(const Tensor& x, const Tensor& key_padding_mask, ForwardContext& ctx) const;
 
  private:
   int64_t n_heads_;

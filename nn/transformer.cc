@@ -45,14 +45,14 @@ Tensor TransformerEncoderLayer::epilogue(const Tensor& branch, const Tensor& bia
 
 Tensor TransformerEncoderLayer::self_attention_block(const Tensor& x, const Tensor& residual, const Tensor& mask,
                                                      const LayerNorm* norm, ForwardContext& ctx) const {
-  Tensor a = self_attn_->forward_without_out_bias(x, mask, ctx);
-  return epilogue(a, as_compute(self_attn_->out_proj_bias(), ctx), residual, norm, ctx);
+  const ProductAndBias a = self_attn_->forward_leaving_out_bias(x, mask, ctx);
+  return epilogue(a.product, a.bias, residual, norm, ctx);
 }
 
 Tensor TransformerEncoderLayer::feed_forward_block(const Tensor& x, const Tensor& residual, const LayerNorm* norm,
                                                    ForwardContext& ctx) const {
-  Tensor h = kernels::linear(x, as_compute(linear1_->weight(), ctx));
-  Tensor b1 = as_compute(linear1_->bias(), ctx);
+  const ProductAndBias first = linear1_->forward_leaving_bias(x, ctx);
+  Tensor h = first.product;
   // dropout(activation(h + b1)): with GELU one op (kernels/gelu.h), one kernel each way unless
   // TANDEM_GELU_DROPOUT=separate; the same dropout stream and bits either way.
   const uint64_t stream = ctx.next_dropout_stream();
@@ -60,16 +60,16 @@ Tensor TransformerEncoderLayer::feed_forward_block(const Tensor& x, const Tensor
     case Activation::Gelu:
     case Activation::GeluTanh:
       h = kernels::bias_gelu_dropout(
-          h, b1, activation_ == Activation::Gelu ? kernels::GeluApproximation::None : kernels::GeluApproximation::Tanh,
+          h, first.bias, activation_ == Activation::Gelu ? kernels::GeluApproximation::None : kernels::GeluApproximation::Tanh,
           dropout_, is_training(), ctx.seed, stream, ctx.device_step);
       break;
     case Activation::Relu:
-      h = kernels::dropout(kernels::relu(kernels::add_bias(h, b1)), dropout_, is_training(), ctx.seed, stream,
+      h = kernels::dropout(kernels::relu(kernels::add_bias(h, first.bias)), dropout_, is_training(), ctx.seed, stream,
                            ctx.device_step);
       break;
   }
-  Tensor y = kernels::linear(h, as_compute(linear2_->weight(), ctx));
-  return epilogue(y, as_compute(linear2_->bias(), ctx), residual, norm, ctx);
+  const ProductAndBias second = linear2_->forward_leaving_bias(h, ctx);
+  return epilogue(second.product, second.bias, residual, norm, ctx);
 }
 
 Tensor TransformerEncoderLayer::forward(const Tensor& x, const Tensor& key_padding_mask, ForwardContext& ctx) const {

@@ -280,6 +280,14 @@ phase_bench() {
   lines+=("== kernels_bench --rows 32768 --d-model 256, TANDEM_LAYER_NORM=lanes TANDEM_COLUMN_SUM=block" \
     "$(grep -E '^\| *cuda *\| *(layer_norm|bias_gelu_tanh|bias_gelu_dropout_fused|bias_dropout_add|bias_dropout_add_layer_norm_fused|linear) ' \
       "$res/bench_kernels_rows_32768_block_slots.txt")")
+  # The deferred biases' gradients in their linears (TANDEM_BIAS_GRADIENT=gemm, kernels/bias_gradient.h):
+  # the GELU + dropout backward without a bias gradient takes the rows walk (its _no_db rows; the default
+  # run above has the column walk storing no sums), against bias_gelu_dropout_fused's backward with the
+  # sums; linear_db_in_gemm (above) against linear's backward is what the sum costs dw's GEMM.
+  capture bench_kernels_rows_32768_bias_gemm 120 env TANDEM_BIAS_GRADIENT=gemm \
+    "$build/bench/kernels_bench" --device cuda --rows 32768 --d-model 256
+  lines+=("== kernels_bench --rows 32768 --d-model 256, TANDEM_BIAS_GRADIENT=gemm" \
+    "$(grep -E '^\| *cuda *\| *bias_gelu_dropout_fused(_saved)?(_no_db)? ' "$res/bench_kernels_rows_32768_bias_gemm.txt")")
   # linear again with both cuBLASLt epilogues (TANDEM_CUBLASLT_EPILOGUES=1: bias and bias gradient)
   # and with neither (0); the default, above, has the forward's bias epilogue only.
   for lt in 1 0; do
@@ -360,13 +368,14 @@ phase_compare() {
   # alone: the wide pipelined forward, both epilogues, the split backward, the split backward with
   # both passes pipelined, the fused backward's ordered dQ, the dropout keep bits saved by the forward
   # (with the default backward and with split_pipelined), the fused GELU + dropout's saved keep
-  # bits, the opt-in row kernels (with the fused GELU + dropout and bias + dropout + residual + layer
+  # bits, the deferred biases' gradients in their linears' GEMMs (bias_gemm), the opt-in row kernels
+  # (with the fused GELU + dropout and bias + dropout + residual + layer
   # norm, whose kernels_bench rows, bias_gelu_dropout_* and bias_dropout_add_layer_norm_*, are in the
   # bench phase), and `combined`: every opt-in that its kernels_bench or attention_bench rows may
-  # favour at once (saved keep bits both kinds, split_pipelined, lanes and the block walk).
+  # favour at once (saved keep bits both kinds, split_pipelined, bias_gemm, lanes and the block walk).
   local eager=() variant variants
   for c in ${COMPARE_CONFIGS:-ag_news_small ag_news_optimized}; do
-    variants="default first separate wide lt_all split split_pipelined fused_ordered fused_ordered_pipelined saved saved_split_pipelined ffn_saved rows block_slots combined"
+    variants="default first separate wide lt_all split split_pipelined fused_ordered fused_ordered_pipelined saved saved_split_pipelined ffn_saved bias_gemm rows block_slots combined"
     [ "$c" = ag_news_small ] && variants="default first"
     for variant in $variants; do
       local envs=()
@@ -384,8 +393,10 @@ phase_compare() {
         rows) envs=(TANDEM_LAYER_NORM=multi_row TANDEM_MASKED_MEAN=lane_groups TANDEM_DROPOUT_BACKWARD=flat) ;;
         block_slots) envs=(TANDEM_LAYER_NORM=lanes TANDEM_COLUMN_SUM=block) ;;
         ffn_saved) envs=(TANDEM_DROPOUT_KEEP=saved) ;;
+        bias_gemm) envs=(TANDEM_BIAS_GRADIENT=gemm) ;;
         combined) envs=(TANDEM_ATTENTION_DROPOUT_KEEP=saved TANDEM_ATTENTION_BACKWARD=split_pipelined
-                        TANDEM_DROPOUT_KEEP=saved TANDEM_LAYER_NORM=lanes TANDEM_COLUMN_SUM=block) ;;
+                        TANDEM_DROPOUT_KEEP=saved TANDEM_LAYER_NORM=lanes TANDEM_COLUMN_SUM=block
+                        TANDEM_BIAS_GRADIENT=gemm) ;;
       esac
       capture "compare_eager_${c}_$variant" 120 env "${envs[@]}" "$build/apps/tandem" bench step \
         --config "configs/$c.yaml" --synthetic --precisions bf16 --warmup 5 --steps 30 --rounds 2 --set device=cuda \
@@ -404,7 +415,8 @@ phase_compare() {
     "  (the row defaults before 2026-11-28);" \
     "rows = TANDEM_LAYER_NORM=multi_row TANDEM_MASKED_MEAN=lane_groups TANDEM_DROPOUT_BACKWARD=flat;" \
     "ffn_saved = TANDEM_DROPOUT_KEEP=saved; block_slots = TANDEM_LAYER_NORM=lanes TANDEM_COLUMN_SUM=block;" \
-    "combined = saved_split_pipelined's, ffn_saved's and block_slots' together:" \
+    "bias_gemm = TANDEM_BIAS_GRADIENT=gemm;" \
+    "combined = saved_split_pipelined's, ffn_saved's, bias_gemm's and block_slots' together:" \
     "${eager[@]}"
   return $rc
 }

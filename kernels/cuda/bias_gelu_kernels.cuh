@@ -182,4 +182,64 @@ __global__ void __launch_bounds__(256, 2)
   bias_gelu_backward<T, V, PerBlock, true, Keep::Read>(dy, x, b, dx, partial, rows, dim, slots, a, m, keep);
 }
 
+// The backward without a bias gradient (TANDEM_BIAS_GRADIENT=gemm, kernels/bias_gradient.h: the linear
+// before forms it in dw's GEMM): no column sums, so no slots, and the forward's walk instead (a thread
+// per vector column with its bias in registers, rows strided across the grid, one at a time). The
+// column walk's per-element arithmetic in the same order: the same dx bits. Why: the column walk keeps
+// four rows of dy and x in registers per thread to sum them (128 registers in 16 bits: two blocks per
+// SM); without sums a thread needs one row's, as GELU's own backward, which the H200 ran at 90 % of
+// copy where bias + GELU's reached 55 % (third run, bf16, 16384 x 3072).
+template <class T, int V, bool Dropout, Keep K = Keep::Recompute>
+__device__ __forceinline__ void bias_gelu_backward_rows(const T* __restrict__ dy, const T* __restrict__ x,
+                                                        const T* __restrict__ b, T* __restrict__ dx, int64_t rows,
+                                                        int64_t dim, GeluApproximation a, DropoutMask m,
+                                                        const uint8_t* __restrict__ keep = nullptr) {
+  if constexpr (Dropout && K != Keep::Read) m.subsequence = dropout_subsequence(m.subsequence, m.step);
+  const int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (c * V >= dim) return;
+  float bv[V];
+  load_vec<V>(b + c * V, bv);
+  for (int64_t r = blockIdx.y * static_cast<int64_t>(blockDim.y) + threadIdx.y; r < rows;
+       r += static_cast<int64_t>(gridDim.y) * blockDim.y) {
+    const uint64_t first = static_cast<uint64_t>(r * dim + c * V);
+    float g[V], v[V];
+    load_vec<V>(dy + r * dim + c * V, g);
+    load_vec<V>(x + r * dim + c * V, v);
+    if constexpr (Dropout) {
+      float f[V];
+      if constexpr (K == Keep::Read) saved_keep_factors<V>(m, first, load_keep_bytes<V>(keep, first), f);
+      else keep_factors<V>(m, first, f);
+#pragma unroll
+      for (int k = 0; k < V; ++k) g[k] = through_memory<T>(g[k] * f[k]);
+    }
+    float du[V];
+#pragma unroll
+    for (int k = 0; k < V; ++k) du[k] = g[k] * gelu_derivative(v[k] + bv[k], a);
+    store_vec<V>(dx + r * dim + c * V, du);
+  }
+}
+
+template <class T, int V>
+__global__ void bias_gelu_backward_rows_kernel(const T* __restrict__ dy, const T* __restrict__ x,
+                                               const T* __restrict__ b, T* __restrict__ dx, int64_t rows, int64_t dim,
+                                               GeluApproximation a) {
+  bias_gelu_backward_rows<T, V, false>(dy, x, b, dx, rows, dim, a, DropoutMask{});
+}
+
+template <class T, int V>
+__global__ void bias_gelu_dropout_backward_rows_kernel(const T* __restrict__ dy, const T* __restrict__ x,
+                                                       const T* __restrict__ b, T* __restrict__ dx, int64_t rows,
+                                                       int64_t dim, GeluApproximation a, DropoutMask m) {
+  bias_gelu_backward_rows<T, V, true>(dy, x, b, dx, rows, dim, a, m);
+}
+
+// TANDEM_DROPOUT_KEEP=saved: the rows walk reading the forward's keep bytes.
+template <class T, int V>
+__global__ void bias_gelu_dropout_backward_rows_saved_keep_kernel(const T* __restrict__ dy, const T* __restrict__ x,
+                                                                  const T* __restrict__ b, T* __restrict__ dx,
+                                                                  int64_t rows, int64_t dim, GeluApproximation a,
+                                                                  DropoutMask m, const uint8_t* __restrict__ keep) {
+  bias_gelu_backward_rows<T, V, true, Keep::Read>(dy, x, b, dx, rows, dim, a, m, keep);
+}
+
 }  // namespace tandem::kernels::bias_gelu_detail

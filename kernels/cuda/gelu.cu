@@ -6,6 +6,7 @@
 // bias_gelu_kernels.cuh). Numerics: f32 math, one rounding per output.
 #include "core/cuda_check.h"
 #include "core/element.h"
+#include "kernels/bias_gradient.h"
 #include "kernels/cuda/bias_gelu_kernels.cuh"
 #include "kernels/cuda/column_sum.cuh"
 #include "kernels/cuda/column_sum_kernels.cuh"
@@ -106,12 +107,46 @@ void launch_bias_gelu_forward(const void* x, const void* bias, void* y, DType t,
   });
 }
 
+// Without a bias gradient, under TANDEM_BIAS_GRADIENT=gemm (kernels/bias_gradient.h): the rows walk,
+// launched as the forward is (bias_gelu_kernels.cuh). Nothing to do without dx either.
+template <bool Dropout>
+void launch_bias_gelu_backward_rows(const void* dy, const void* x, const void* bias, void* dx, DType t, int64_t rows,
+                                    int64_t dim, GeluApproximation approx, const DropoutMask& m, cudaStream_t s,
+                                    const uint8_t* keep_in) {
+  if (rows == 0 || !dx) return;
+  TANDEM_DISPATCH_FLOAT_NO_F64(t, "bias_gelu_backward_cuda", [&] {
+    const bool vec = rows_vectorizable(dim, sizeof(scalar_t), {dy, x, bias, dx});
+    with_width<scalar_t>(vec, [&]<int V>() {
+      const dim3 block = column_block(dim / V, rows);
+      const dim3 grid(blocks_for(dim / V, block.x, INT32_MAX), blocks_for(rows, block.y * kRowBatch, 65535));
+      const auto* pdy = static_cast<const scalar_t*>(dy);
+      const auto* px = static_cast<const scalar_t*>(x);
+      const auto* pb = static_cast<const scalar_t*>(bias);
+      auto* pdx = static_cast<scalar_t*>(dx);
+      if constexpr (Dropout) {
+        if (keep_in)
+          bias_gelu_dropout_backward_rows_saved_keep_kernel<scalar_t, V>
+              <<<grid, block, 0, s>>>(pdy, px, pb, pdx, rows, dim, approx, m, keep_in);
+        else
+          bias_gelu_dropout_backward_rows_kernel<scalar_t, V><<<grid, block, 0, s>>>(pdy, px, pb, pdx, rows, dim,
+                                                                                     approx, m);
+      } else
+        bias_gelu_backward_rows_kernel<scalar_t, V><<<grid, block, 0, s>>>(pdy, px, pb, pdx, rows, dim, approx);
+      TANDEM_CUDA_CHECK_LAUNCH();
+    });
+  });
+}
+
 template <bool Dropout>
 void launch_bias_gelu_backward(const void* dy, const void* x, const void* bias, void* dx, void* dbias, DType t,
                                int64_t rows, int64_t dim, GeluApproximation approx, const DropoutMask& m, int device,
                                void* stream, const uint8_t* keep_in) {
   if (dim == 0) return;
   auto s = static_cast<cudaStream_t>(stream);
+  if (!dbias && bias_gradient() == BiasGradient::Gemm) {
+    launch_bias_gelu_backward_rows<Dropout>(dy, x, bias, dx, t, rows, dim, approx, m, s, keep_in);
+    return;
+  }
   const int64_t slots = column_sum_slots(rows, dim);
   PartialSums partial(device, dbias && rows > 0 ? slots : 0, dim, 1, s);
   TANDEM_DISPATCH_FLOAT_NO_F64(t, "bias_gelu_backward_cuda", [&] {

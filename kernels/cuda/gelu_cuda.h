@@ -14,6 +14,8 @@ void gelu_backward_cuda(const void* dy, const void* x, void* dx, DType t, int64_
                         void* stream);
 void bias_gelu_forward_cuda(const void* x, const void* bias, void* y, DType t, int64_t rows, int64_t dim,
                             GeluApproximation approx, void* stream);
+// dbias null under TANDEM_BIAS_GRADIENT=gemm (kernels/bias_gradient.h), here and with dropout below:
+// no column sums, the rows walk of bias_gelu_kernels.cuh (the same dx bits).
 void bias_gelu_backward_cuda(const void* dy, const void* x, const void* bias, void* dx, void* dbias, DType t,
                              int64_t rows, int64_t dim, GeluApproximation approx, int device, void* stream);
 

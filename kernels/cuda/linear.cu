@@ -16,7 +16,9 @@
 // slots in a fixed order, so the bits depend only on the shape and the walk.
 // TANDEM_CUBLASLT_EPILOGUES (gemm_epilogue.h): by default the bias rides in the
 // forward GEMM's epilogue, removing the separate bias pass; set to 1, db also
-// rides in dw's GEMM (BGRADB); set to 0, neither.
+// rides in dw's GEMM (BGRADB); set to 0, neither. A bias the next op added
+// (TANDEM_BIAS_GRADIENT=gemm: linear_deferred_bias) has its db in dw's GEMM
+// unless the switch is 0.
 #include "core/cuda_check.h"
 #include "core/element.h"
 #include "kernels/cuda/column_sum.cuh"
@@ -86,7 +88,7 @@ void linear_forward_cuda(const void* x, const void* w, const void* b, void* y, i
 }
 
 void linear_backward_cuda(const void* dy, const void* x, const void* w, void* dx, void* dw, void* db, int64_t rows,
-                          int64_t in, int64_t out, DType t, int device, void* stream) {
+                          int64_t in, int64_t out, DType t, int device, void* stream, bool db_in_gemm) {
   auto s = static_cast<cudaStream_t>(stream);
   cublasHandle_t h = cublas_handle(device, s);
   const size_t es = dtype_size(t);
@@ -94,7 +96,9 @@ void linear_backward_cuda(const void* dy, const void* x, const void* w, void* dx
     if (out == 0) TANDEM_CUDA_CHECK(cudaMemsetAsync(dx, 0, static_cast<size_t>(rows * in) * es, s));
     else gemm(h, CUBLAS_OP_N, CUBLAS_OP_N, in, rows, out, w, in, dy, out, dx, in, t);
   }
-  if (dw && db && rows > 0 && in > 0 && out > 0 && cublaslt_epilogues() == CublasLtEpilogues::All &&
+  const CublasLtEpilogues lt = cublaslt_epilogues();
+  const bool bgradb = lt == CublasLtEpilogues::All || (db_in_gemm && lt != CublasLtEpilogues::Off);
+  if (dw && db && rows > 0 && in > 0 && out > 0 && bgradb &&
       gemm_weight_bias_grad_lt(dy, x, dw, db, rows, in, out, t, device, s))
     return;
   if (dw && out * in > 0) {

@@ -11,7 +11,9 @@
 // elements. And saved keep bits (TANDEM_DROPOUT_KEEP=saved): the forward that
 // saves them stores every block's byte as dropout_mask.h defines it, with the
 // recomputing forward's output, and the backward that reads them gives the
-// recomputing backward's bits without computing any block.
+// recomputing backward's bits without computing any block. And the backward
+// without a bias gradient (TANDEM_BIAS_GRADIENT=gemm's rows walk): the column
+// walk's input gradient, bit for bit, in each of those three forms.
 #include <gtest/gtest.h>
 
 #include "tests/testing/warp_emulator.h"  // first: CUDA keywords and built-ins for the device code
@@ -171,6 +173,33 @@ Backward bias_gelu_backward(const std::vector<T>& dy, const std::vector<T>& x, c
                           });
   });
   return {bit_patterns(dx), bit_patterns(partial)};
+}
+
+// bias_gelu_backward_cuda without a bias gradient under TANDEM_BIAS_GRADIENT=gemm (Dropout: with
+// dropout; with keep, reading those bytes): the rows walk, launched as the forward is. Its dx bits.
+template <class T, bool Dropout>
+std::vector<uint32_t> bias_gelu_backward_rows(const std::vector<T>& dy, const std::vector<T>& x,
+                                              const std::vector<T>& b, Shape s, GeluApproximation a,
+                                              const std::vector<uint8_t>* keep = nullptr) {
+  std::vector<T> dx(x.size(), testing::as_element<T>(std::nanf("")));
+  at_width<T>(s.dim, [&]<int V>() {
+    const dim3 block = column_block(s.dim / V, s.rows);
+    const dim3 grid(blocks_for(s.dim / V, block.x, INT32_MAX),
+                    blocks_for(s.rows, block.y * bias_gelu_detail::kRowBatch, 65535));
+    warp_emulator::launch(grid.x, grid.y, warp_emulator::Dim3{block.x, block.y, 1}, 0, [&] {
+      if constexpr (Dropout) {
+        if (keep)
+          bias_gelu_detail::bias_gelu_dropout_backward_rows_saved_keep_kernel<T, V>(
+              dy.data(), x.data(), b.data(), dx.data(), s.rows, s.dim, a, mask(), keep->data());
+        else
+          bias_gelu_detail::bias_gelu_dropout_backward_rows_kernel<T, V>(dy.data(), x.data(), b.data(), dx.data(),
+                                                                         s.rows, s.dim, a, mask());
+      } else
+        bias_gelu_detail::bias_gelu_backward_rows_kernel<T, V>(dy.data(), x.data(), b.data(), dx.data(), s.rows,
+                                                               s.dim, a);
+    });
+  });
+  return bit_patterns(dx);
 }
 
 // 100 x 256: whole vectors, several slots; 64 x 1024: 128 vectors of a row, the FFN's width; 33 x 17:
@@ -348,6 +377,36 @@ TEST(EmulatedBiasGeluDropoutSavedKeep, TheReadingBackwardUsesTheBytes) {
   size_t swapped = 0;
   for (size_t i = 0; i < right.dx.size(); ++i) swapped += zero(right.dx[i]) != zero(inverted.dx[i]);
   EXPECT_GT(swapped, right.dx.size() * 9 / 10);
+}
+
+// The rows walk (no bias gradient) writes every element of dx with the column walk's bits: without
+// dropout, with dropout recomputed, and reading saved keep bytes, where it computes no Philox block.
+template <class T>
+void expect_rows_walk_gives_the_column_walks_dx() {
+  for (Shape s : kShapes)
+    for (auto a : {GeluApproximation::None, GeluApproximation::Tanh}) {
+      SCOPED_TRACE(describe(s, a));
+      const std::vector<T> x = spread_values<T>(s.rows * s.dim, 3, 0.5f), b = spread_values<T>(s.dim, 4);
+      const std::vector<T> dy = spread_values<T>(s.rows * s.dim, 5);
+      EXPECT_EQ((bias_gelu_backward_rows<T, false>(dy, x, b, s, a)),
+                (bias_gelu_backward<T, false, false>(dy, x, b, s, a, true).dx))
+          << "without dropout";
+      EXPECT_EQ((bias_gelu_backward_rows<T, true>(dy, x, b, s, a)),
+                (bias_gelu_backward<T, false, true>(dy, x, b, s, a, true).dx))
+          << "with dropout";
+      std::vector<uint8_t> keep;
+      bias_gelu_forward_saving_keep(x, b, s, a, keep, 0x00);
+      const uint64_t before = philox_blocks;
+      const std::vector<uint32_t> read = bias_gelu_backward_rows<T, true>(dy, x, b, s, a, &keep);
+      EXPECT_EQ(philox_blocks, before) << "the reading rows walk computes no block";
+      EXPECT_EQ(read, (bias_gelu_backward<T, false, true>(dy, x, b, s, a, true).dx)) << "reading saved keep bytes";
+    }
+}
+
+TEST(EmulatedBiasGeluBackwardRows, GivesTheColumnWalksInputGradientBits) {
+  expect_rows_walk_gives_the_column_walks_dx<float>();
+  expect_rows_walk_gives_the_column_walks_dx<BFloat16>();
+  expect_rows_walk_gives_the_column_walks_dx<Half>();
 }
 
 }  // namespace

@@ -9,7 +9,8 @@
 // whole vectors; for the column sums' block walk, the three bias gradients
 // (linear, bias_gelu, bias_dropout_add) at many and few rows; for the fused
 // GELU + dropout, both walks at the FFN's width and at scalar widths, its keep decisions
-// recomputed or saved; for the
+// recomputed or saved, and its backward without a bias gradient (TANDEM_BIAS_GRADIENT=gemm's
+// rows walk) against the column walk's; for the
 // fused bias + dropout + residual + layer norm, each layer-norm kernel; for the
 // embedding gradient's window walk, uniform ids and a padding id that fills most
 // of the batch (one segment over hundreds of windows), out-of-range ids, widths
@@ -41,6 +42,7 @@
 #include "core/tensor.h"
 #include "kernels/bias_dropout_add.h"
 #include "kernels/bias_dropout_add_layer_norm.h"
+#include "kernels/bias_gradient.h"
 #include "kernels/embedding.h"
 #include "kernels/gelu.h"
 #include "kernels/index_errors.h"
@@ -453,6 +455,38 @@ TEST_P(NewRowKernels, GeluDropoutSavedKeepBitsGiveTheRecomputedBits) {
       ASSERT_EQ(saved.size(), recomputed.size());
       for (size_t i = 0; i < saved.size(); ++i) EXPECT_EQ(saved[i], recomputed[i]) << "result " << i << ", " << what;
     }
+}
+
+// bias_gelu_dropout's input gradient with the bias not requiring grad (so no bias gradient is
+// formed) and TANDEM_BIAS_GRADIENT `where`: row, the column walk with no sums stored; gemm, the rows
+// walk. p = 0.1 with the keep decisions recomputed or saved, and p = 0 (bias_gelu alone).
+std::vector<double> gelu_input_gradient_without_bias_gradient(BiasGradient where, int64_t rows, int64_t dim, DType t,
+                                                              double p, DropoutKeep keep) {
+  set_bias_gradient_for_testing(where);
+  set_dropout_keep_for_testing(keep);
+  const Device gpu = Device::cuda(0);
+  Tensor x = random_tensor({rows, dim}, 72, t, gpu).set_requires_grad(true);
+  Tensor b = random_tensor({dim}, 73, t, gpu);
+  Tensor y = bias_gelu_dropout(x, b, GeluApproximation::Tanh, p, true, 74, 75);
+  y.backward(random_tensor(y.shape(), 76, t, gpu));
+  set_dropout_keep_for_testing(std::nullopt);
+  set_bias_gradient_for_testing(std::nullopt);
+  return x.grad().to_double_vector();
+}
+
+// The rows walk does the column walk's per-element arithmetic in its order: the same dx bits, at the
+// shapes of the fused kernels' test.
+TEST_P(NewRowKernels, GeluBackwardRowsWalkGivesTheColumnWalksBits) {
+  struct Case { int64_t rows, dim; };
+  for (Case c : {Case{4096, 1024}, Case{513, 256}, Case{7, 100}, Case{33, 17}})
+    for (double p : {0.1, 0.0})
+      for (DropoutKeep keep : {DropoutKeep::Recompute, DropoutKeep::Saved}) {
+        const std::string what = std::to_string(c.rows) + " x " + std::to_string(c.dim) + ", p " + std::to_string(p) +
+                                 ", keep " + dropout_keep_name(keep);
+        EXPECT_EQ(gelu_input_gradient_without_bias_gradient(BiasGradient::Gemm, c.rows, c.dim, t(), p, keep),
+                  gelu_input_gradient_without_bias_gradient(BiasGradient::Row, c.rows, c.dim, t(), p, keep))
+            << what;
+      }
 }
 
 // bias_dropout_add_layer_norm's output and its five gradients under `kernel`, with the layer norm's

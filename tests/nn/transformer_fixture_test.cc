@@ -1,7 +1,8 @@
 // The whole encoder layer and the whole classifier against PyTorch's own
 // modules (fixtures from tests/fixtures/make_model_fixtures.py): outputs, loss
 // and every parameter gradient, on the CPU in f32 and, where a GPU is present,
-// on CUDA in f32 and bf16.
+// on CUDA in f32 and bf16; and again with the bias gradients formed in the
+// linears' backward (TANDEM_BIAS_GRADIENT=gemm).
 //
 // Tolerances: f32 differs from PyTorch only by summation order: 2e-5 absolute
 // + 2e-4 relative. bf16 compute (f32 master weights, f32 softmax/layer-norm
@@ -11,7 +12,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <optional>
+
 #include "core/safetensors.h"
+#include "kernels/bias_gradient.h"
 #include "kernels/cross_entropy.h"
 #include "kernels/elementwise.h"
 #include "kernels/reduce.h"
@@ -140,6 +144,27 @@ TEST(PyTorchFixture, ClassifierMatchesOnCudaBf16) {
 
 TEST(PyTorchFixture, ClassifierInBf16OnCpuStaysCloseToPyTorchF32) {
   for (const char* f : kClassifiers) check_classifier(f, Device::cpu(), DType::BF16);
+}
+
+// TANDEM_BIAS_GRADIENT=gemm (kernels/bias_gradient.h): the deferred biases' gradients come from their
+// linears' backward instead of the row ops', which PyTorch's modules must still agree with.
+class BiasGradientInTheGemm : public ::testing::Test {
+ protected:
+  void SetUp() override { kernels::set_bias_gradient_for_testing(kernels::BiasGradient::Gemm); }
+  void TearDown() override { kernels::set_bias_gradient_for_testing(std::nullopt); }
+};
+
+TEST_F(BiasGradientInTheGemm, EncoderLayerAndClassifierMatchPyTorchOnCpu) {
+  for (const char* f : kLayers) check_layer(f, Device::cpu(), DType::F32);
+  for (DType t : {DType::F32, DType::BF16})
+    for (const char* f : kClassifiers) check_classifier(f, Device::cpu(), t);
+}
+
+TEST_F(BiasGradientInTheGemm, EncoderLayerAndClassifierMatchPyTorchOnCuda) {
+  TANDEM_REQUIRE_GPU();
+  for (const char* f : kLayers) check_layer(f, Device::cuda(0), DType::F32);
+  for (DType t : {DType::F32, DType::BF16})
+    for (const char* f : kClassifiers) check_classifier(f, Device::cuda(0), t);
 }
 
 }  // namespace
