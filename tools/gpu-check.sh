@@ -261,14 +261,15 @@ phase_bench() {
     "$(grep -E '^\| *cuda' "$res/bench_kernels_training.txt" | grep -v ' linear ')")
   # The opt-in row kernels (kernels/cuda/row_kernel_switches.h) at both shapes, against the rows above:
   # TANDEM_LAYER_NORM=multi_row (several rows per group / in flight), TANDEM_MASKED_MEAN=lane_groups
-  # (the sequence's 16 lanes dealt to up to 16 blocks), TANDEM_DROPOUT_BACKWARD=flat (one row per
-  # thread when there is no bias gradient: the dropout rows' backward) and TANDEM_EMBEDDING_BACKWARD=pieces
-  # (the walk before windows became the default; its rows with 85 % id 0 time a padding id's long segment).
+  # (the sequence's 16 lanes dealt to up to 16 blocks), TANDEM_DROPOUT_BACKWARD=batched (four rows per
+  # thread with no bias gradient, the walk before flat became the default: the dropout rows' backward) and
+  # TANDEM_EMBEDDING_BACKWARD=pieces (the walk before windows became the default; its rows with 85 % id 0
+  # time a padding id's long segment).
   for spec in "rows_16384:" "rows_32768:--rows 32768 --d-model 256"; do
     # shellcheck disable=SC2086  # the options after the colon are words
     capture "bench_kernels_${spec%%:*}_opt_in" 120 env TANDEM_LAYER_NORM=multi_row TANDEM_MASKED_MEAN=lane_groups \
-      TANDEM_DROPOUT_BACKWARD=flat TANDEM_EMBEDDING_BACKWARD=pieces "$build/bench/kernels_bench" --device cuda ${spec#*:}
-    lines+=("== kernels_bench ${spec#*:}, the opt-in row kernels (multi_row, lane_groups, flat; pieces)" \
+      TANDEM_DROPOUT_BACKWARD=batched TANDEM_EMBEDDING_BACKWARD=pieces "$build/bench/kernels_bench" --device cuda ${spec#*:}
+    lines+=("== kernels_bench ${spec#*:}, the opt-in row kernels (multi_row, lane_groups; batched, pieces)" \
       "$(grep -E '^\| *cuda *\| *(layer_norm|masked_mean_pool|dropout|embedding) ' "$res/bench_kernels_${spec%%:*}_opt_in.txt")")
   done
   # A block per column-sum slot instead of a thread (group) at the training shape, where the second run
@@ -389,8 +390,9 @@ phase_compare() {
         fused_ordered_pipelined) envs=(TANDEM_ATTENTION_BACKWARD=fused_ordered_pipelined) ;;
         saved) envs=(TANDEM_ATTENTION_DROPOUT_KEEP=saved) ;;
         saved_split_pipelined) envs=(TANDEM_ATTENTION_DROPOUT_KEEP=saved TANDEM_ATTENTION_BACKWARD=split_pipelined) ;;
-        separate) envs=(TANDEM_GELU_DROPOUT=separate TANDEM_ADD_LAYER_NORM=separate TANDEM_EMBEDDING_BACKWARD=pieces) ;;
-        rows) envs=(TANDEM_LAYER_NORM=multi_row TANDEM_MASKED_MEAN=lane_groups TANDEM_DROPOUT_BACKWARD=flat) ;;
+        separate) envs=(TANDEM_GELU_DROPOUT=separate TANDEM_ADD_LAYER_NORM=separate TANDEM_EMBEDDING_BACKWARD=pieces
+                        TANDEM_DROPOUT_BACKWARD=batched) ;;
+        rows) envs=(TANDEM_LAYER_NORM=multi_row TANDEM_MASKED_MEAN=lane_groups) ;;
         block_slots) envs=(TANDEM_LAYER_NORM=lanes TANDEM_COLUMN_SUM=block) ;;
         ffn_saved) envs=(TANDEM_DROPOUT_KEEP=saved) ;;
         bias_gemm) envs=(TANDEM_BIAS_GRADIENT=gemm) ;;
@@ -412,8 +414,8 @@ phase_compare() {
     "fused_ordered(_pipelined) = TANDEM_ATTENTION_BACKWARD=fused_ordered(_pipelined);" \
     "saved = TANDEM_ATTENTION_DROPOUT_KEEP=saved; saved_split_pipelined = that and TANDEM_ATTENTION_BACKWARD=split_pipelined;" \
     "separate = TANDEM_GELU_DROPOUT=separate TANDEM_ADD_LAYER_NORM=separate TANDEM_EMBEDDING_BACKWARD=pieces" \
-    "  (the row defaults before 2026-11-28);" \
-    "rows = TANDEM_LAYER_NORM=multi_row TANDEM_MASKED_MEAN=lane_groups TANDEM_DROPOUT_BACKWARD=flat;" \
+    "  TANDEM_DROPOUT_BACKWARD=batched (the row defaults before 2026-11-28);" \
+    "rows = TANDEM_LAYER_NORM=multi_row TANDEM_MASKED_MEAN=lane_groups;" \
     "ffn_saved = TANDEM_DROPOUT_KEEP=saved; block_slots = TANDEM_LAYER_NORM=lanes TANDEM_COLUMN_SUM=block;" \
     "bias_gemm = TANDEM_BIAS_GRADIENT=gemm;" \
     "combined = saved_split_pipelined's, ffn_saved's, bias_gemm's and block_slots' together:" \

@@ -17,7 +17,7 @@ constinit EnvSwitch<MaskedMeanKernel, 2> g_masked_mean{
     "TANDEM_MASKED_MEAN", {{"one_block", MaskedMeanKernel::OneBlock}, {"lane_groups", MaskedMeanKernel::LaneGroups}}};
 
 constinit EnvSwitch<DropoutBackwardKernel, 2> g_dropout_backward{
-    "TANDEM_DROPOUT_BACKWARD", {{"batched", DropoutBackwardKernel::Batched}, {"flat", DropoutBackwardKernel::Flat}}};
+    "TANDEM_DROPOUT_BACKWARD", {{"flat", DropoutBackwardKernel::Flat}, {"batched", DropoutBackwardKernel::Batched}}};
 
 constinit EnvSwitch<ColumnSumKernel, 2> g_column_sum{
     "TANDEM_COLUMN_SUM", {{"thread", ColumnSumKernel::Thread}, {"block", ColumnSumKernel::Block}}};

@@ -35,15 +35,18 @@
 //     scratch, and a second kernel adds them in lane order: the same bits, on
 //     every SM instead of batch * columns / 32 of them (32 of 132 at imdb's
 //     shape: 21-33 % of copy measured).
-//   TANDEM_DROPOUT_BACKWARD=batched|flat  (kernels/cuda/bias_dropout_add.cu)
-//     Batched (the default): the backward's thread walks four rows of its slot
-//     at a time. Flat: without a bias gradient (plain dropout, and every
-//     dropout + residual once the bias rides in the GEMM's epilogue) the data
-//     is one long row and a thread has one vector, so the kernel is compiled
-//     for one row at a time: 54-64 registers instead of 88-116 (16-byte
-//     vectors), twice the resident threads of a memory-bound kernel that ran
-//     at 29-42 % of copy on the H200 (the forward, one vector per thread too,
-//     36-47 registers, at 42-70 %).
+//   TANDEM_DROPOUT_BACKWARD=flat|batched  (kernels/cuda/bias_dropout_add.cu)
+//     Flat (the default since 2026-12-01, from the third H200 run's rows):
+//     without a bias gradient (plain dropout, and dropout + residual whose bias
+//     gradient the linear before forms, TANDEM_BIAS_GRADIENT=gemm) the data is
+//     one long row and a thread has one vector, so the kernel is compiled for
+//     one row at a time: 54-64 registers instead of 88-116 (16-byte vectors),
+//     twice the resident threads. Batched: the backward's thread walks four
+//     rows of its slot at a time, as it does with a bias gradient (kept for
+//     A/B runs). Why: the H200 timed flat 1.43-1.69x faster in all four rows
+//     (third run, f32 and bf16, 16384 x 768 and 32768 x 256: bf16 22.85 against
+//     15.07 us at 32768 x 256) and passed its same-bits test there
+//     (NewRowKernels.DropoutBackwardFlatGivesTheBatchedBits).
 //     The same arithmetic per element: the same bits.
 //   TANDEM_COLUMN_SUM=thread|block  (kernels/cuda/column_sum_kernels.cuh)
 //     Thread (the default): pass 1 of the bias gradients' column sums (linear,
@@ -128,15 +131,15 @@ void set_masked_mean_kernel_for_testing(std::optional<MaskedMeanKernel> kernel);
 // "one_block" or "lane_groups".
 const char* masked_mean_kernel_name(MaskedMeanKernel kernel);
 
-enum class DropoutBackwardKernel { Batched, Flat };
+enum class DropoutBackwardKernel { Flat, Batched };
 
 // TANDEM_DROPOUT_BACKWARD's kernel, unless a test has overridden it.
 DropoutBackwardKernel dropout_backward_kernel();
-// The kernel an environment string names (null or empty: Batched); throws Error naming the variable.
+// The kernel an environment string names (null or empty: Flat); throws Error naming the variable.
 DropoutBackwardKernel parse_dropout_backward_kernel(const char* value);
 // Tests force a kernel; nullopt returns to the environment's choice.
 void set_dropout_backward_kernel_for_testing(std::optional<DropoutBackwardKernel> kernel);
-// "batched" or "flat".
+// "flat" or "batched".
 const char* dropout_backward_kernel_name(DropoutBackwardKernel kernel);
 
 enum class ColumnSumKernel { Thread, Block };

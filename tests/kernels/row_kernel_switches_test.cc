@@ -83,9 +83,9 @@ TEST(MaskedMeanSwitch, IsOneBlockUnlessSetAndNamesTheVariableAndValueOnABadValue
     EXPECT_TRUE(rejects_naming_variable_and_value(parse_masked_mean_kernel, "TANDEM_MASKED_MEAN", bad));
 }
 
-TEST(DropoutBackwardSwitch, IsBatchedUnlessSetAndNamesTheVariableAndValueOnABadValue) {
-  EXPECT_EQ(parse_dropout_backward_kernel(nullptr), DropoutBackwardKernel::Batched);
-  EXPECT_EQ(parse_dropout_backward_kernel(""), DropoutBackwardKernel::Batched);
+TEST(DropoutBackwardSwitch, IsFlatUnlessSetAndNamesTheVariableAndValueOnABadValue) {
+  EXPECT_EQ(parse_dropout_backward_kernel(nullptr), DropoutBackwardKernel::Flat);
+  EXPECT_EQ(parse_dropout_backward_kernel(""), DropoutBackwardKernel::Flat);
   EXPECT_EQ(parse_dropout_backward_kernel("batched"), DropoutBackwardKernel::Batched);
   EXPECT_EQ(parse_dropout_backward_kernel("flat"), DropoutBackwardKernel::Flat);
   for (const char* bad : {"Flat", "one_row", " flat"})
