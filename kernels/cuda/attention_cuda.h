@@ -10,7 +10,7 @@
 //   split_pipelined  split with both passes' streamed tiles double-buffered by cp.async
 //          (kernels/cuda/attention_backward_pipelined.cuh; 16 bits; the same bits as split).
 // TANDEM_ATTENTION_BACKWARD=auto|split|fused|split_pipelined picks one (kernels/cuda/attention_switches.h); auto,
-// the default, is fused in f32 and with dropout, split otherwise (resolve_attention_backward).
+// the default, is fused in f32 and with dropout, split_pipelined otherwise (resolve_attention_backward).
 //
 // Saved keep bits (attention() does this under TANDEM_ATTENTION_DROPOUT_KEEP=saved): a forward given
 // keep_out (attention_keep_bytes(s) bytes) writes each dropout Philox block's 8 keep bits there, and a

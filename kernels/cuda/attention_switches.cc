@@ -64,7 +64,7 @@ AttentionBackwardPath resolve_attention_backward(AttentionBackwardPath path, boo
   if (path == AttentionBackwardPath::SplitPipelined && is_f32) return AttentionBackwardPath::Split;
   if (path == AttentionBackwardPath::FusedOrderedPipelined && is_f32) return AttentionBackwardPath::FusedOrdered;
   if (path != AttentionBackwardPath::Auto) return path;
-  return is_f32 || dropout ? AttentionBackwardPath::Fused : AttentionBackwardPath::Split;
+  return is_f32 || dropout ? AttentionBackwardPath::Fused : AttentionBackwardPath::SplitPipelined;
 }
 
 }  // namespace tandem::kernels

@@ -16,15 +16,15 @@
 //   TANDEM_ATTENTION_BACKWARD=auto|split|fused|split_pipelined|fused_ordered|fused_ordered_pipelined
 //     path (kernels/cuda/attention_cuda.h): Auto (the default) runs Fused
 //     (kernels/cuda/attention_backward_fused.cuh) where it was measured faster,
-//     Split elsewhere (resolve_attention_backward). SplitPipelined is Split with
+//     SplitPipelined elsewhere (resolve_attention_backward). SplitPipelined is Split with
 //     both passes' streamed tiles double-buffered by cp.async
 //     (kernels/cuda/attention_backward_pipelined.cuh; f16/bf16, f32 runs Split).
 //     FusedOrdered is Fused with its dQ shares added in place, key tile after key
 //     tile, to one L2-resident f32 accumulator per head instead of written out as
 //     partials and summed by a second kernel: the same bits. FusedOrderedPipelined
 //     is FusedOrdered with the query tiles double-buffered by cp.async (16 bits;
-//     f32 runs FusedOrdered). All three opt-in: the third GPU run's bf16 bench had SplitPipelined
-//     0.5-6 % faster than Split without dropout (not yet timed in a whole step), and FusedOrdered
+//     f32 runs FusedOrdered). The third GPU run's bf16 bench had SplitPipelined 0.5-6 % faster
+//     than Split without dropout at every shape (the same bits), so auto runs it there; FusedOrdered
 //     and FusedOrderedPipelined slower than Fused at every shape, with dropout or without
 //     (docs/results/gpu/2026-11-28-third/bench_attention_bf16_*.txt).
 //   TANDEM_ATTENTION_KEY_TILES=all|trimmed  which 64-key tiles every attention kernel visits
@@ -76,7 +76,10 @@ const char* attention_backward_path_name(AttentionBackwardPath path);
 // Auto is Fused where a GPU run measured it faster: in f32 (the H200 bench: 0.77-0.86x split's time at 5 of 6 shapes, 1.03x at the
 // sixth) and with attention dropout (a whole bf16 training step of configs/ag_news_optimized.yaml,
 // dropout 0.1: 8.29 against 8.88 ms, fused regenerating each keep decision once where split does
-// twice); Split for 16-bit without dropout (split 1.05-1.4x faster there at every bench shape).
+// twice); SplitPipelined for 16-bit without dropout (split 1.05-1.4x faster than fused there at every
+// bench shape, and split_pipelined 0.5-6 % faster than split at all six bf16 shapes of the third H200
+// run, 1.198 against 1.267 ms at 64 x 512 x 12 x 64, with the same bits on that GPU; auto's choice
+// there since 2026-12-01).
 AttentionBackwardPath resolve_attention_backward(AttentionBackwardPath path, bool is_f32, bool dropout);
 
 enum class AttentionKeyTiles { All, Trimmed };

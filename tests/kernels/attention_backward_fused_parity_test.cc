@@ -55,14 +55,14 @@ TEST(AttentionBackwardSwitch, IsAutoUnlessSetAndNamesTheVariableAndValueOnABadOn
     EXPECT_TRUE(rejects_naming_variable_and_value(parse_attention_backward_path, "TANDEM_ATTENTION_BACKWARD", bad));
 }
 
-TEST(AttentionBackwardSwitch, AutoIsFusedInF32OrWithDropoutAndSplitForSixteenBitsWithout) {
+TEST(AttentionBackwardSwitch, AutoIsFusedInF32OrWithDropoutAndSplitPipelinedForSixteenBitsWithout) {
   const auto resolve = [](bool is_f32, bool dropout) {
     return resolve_attention_backward(AttentionBackwardPath::Auto, is_f32, dropout);
   };
   EXPECT_EQ(resolve(true, false), AttentionBackwardPath::Fused);
   EXPECT_EQ(resolve(true, true), AttentionBackwardPath::Fused);
   EXPECT_EQ(resolve(false, true), AttentionBackwardPath::Fused);
-  EXPECT_EQ(resolve(false, false), AttentionBackwardPath::Split);
+  EXPECT_EQ(resolve(false, false), AttentionBackwardPath::SplitPipelined);
 }
 
 TEST(AttentionBackwardSwitch, SplitAndFusedStandForThemselves) {
