@@ -80,6 +80,17 @@ namespace {
 
 using namespace bias_gelu_detail;
 
+// The forward's grid and block over nvec vector columns of `rows` rows (a thread per vector column,
+// about kRowBatch rows per thread row), which the backward without a bias gradient shares.
+struct RowsWalk {
+  dim3 grid, block;
+};
+
+RowsWalk rows_walk(int64_t nvec, int64_t rows) {
+  const dim3 block = column_block(nvec, rows);
+  return {dim3(blocks_for(nvec, block.x, INT32_MAX), blocks_for(rows, block.y * kRowBatch, 65535)), block};
+}
+
 template <bool Dropout>
 void launch_bias_gelu_forward(const void* x, const void* bias, void* y, DType t, int64_t rows, int64_t dim,
                               GeluApproximation approx, const DropoutMask& m, void* stream, uint8_t* keep_out) {
@@ -87,8 +98,7 @@ void launch_bias_gelu_forward(const void* x, const void* bias, void* y, DType t,
   TANDEM_DISPATCH_FLOAT_NO_F64(t, "bias_gelu_forward_cuda", [&] {
     const bool vec = rows_vectorizable(dim, sizeof(scalar_t), {x, bias, y});
     with_width<scalar_t>(vec, [&]<int V>() {
-      const dim3 block = column_block(dim / V, rows);
-      const dim3 grid(blocks_for(dim / V, block.x, INT32_MAX), blocks_for(rows, block.y * kRowBatch, 65535));
+      const auto [grid, block] = rows_walk(dim / V, rows);
       const auto* px = static_cast<const scalar_t*>(x);
       const auto* pb = static_cast<const scalar_t*>(bias);
       auto* py = static_cast<scalar_t*>(y);
@@ -117,8 +127,7 @@ void launch_bias_gelu_backward_rows(const void* dy, const void* x, const void* b
   TANDEM_DISPATCH_FLOAT_NO_F64(t, "bias_gelu_backward_cuda", [&] {
     const bool vec = rows_vectorizable(dim, sizeof(scalar_t), {dy, x, bias, dx});
     with_width<scalar_t>(vec, [&]<int V>() {
-      const dim3 block = column_block(dim / V, rows);
-      const dim3 grid(blocks_for(dim / V, block.x, INT32_MAX), blocks_for(rows, block.y * kRowBatch, 65535));
+      const auto [grid, block] = rows_walk(dim / V, rows);
       const auto* pdy = static_cast<const scalar_t*>(dy);
       const auto* px = static_cast<const scalar_t*>(x);
       const auto* pb = static_cast<const scalar_t*>(bias);
