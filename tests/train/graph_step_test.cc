@@ -4,9 +4,10 @@
 // TrainStep, bit for bit: same seed, dropout on, a schedule that changes the lr
 // every step, clipping, weight decay, and a shorter batch that gets its own
 // graph. The fp16 case adds steps the loss scaler skips inside the graph;
-// others add gradient accumulation, DDP over NCCL, and dropout keep bits
+// others add gradient accumulation, DDP over NCCL, dropout keep bits
 // (attention's and the feed-forward block's) saved by the forward in the
-// graphed step only.
+// graphed step only, and the deferred biases' gradients formed in their linears
+// (TANDEM_BIAS_GRADIENT=gemm) in both steps.
 // These need a GPU and skip without one (TANDEM_REQUIRE_GPU=1 makes them fail);
 // the refusals of a CPU model run everywhere.
 #include "train/graph_step.h"
@@ -20,6 +21,7 @@
 
 #include "comm/init.h"
 #include "core/check.h"
+#include "kernels/bias_gradient.h"
 #include "tests/testing/require_gpu.h"
 #include "tests/train/training_fixture.h"
 
@@ -143,6 +145,19 @@ TEST(GraphStep, SavedDropoutKeepBitsReplayAsTheRecomputingEagerStep) {
   // and the GELU + dropout's buffers allocated inside the capture, written by the forward, read by the
   // backward) train as the default eager step, bit for bit.
   expect_graph_replays_match_eager_steps(/*fp16=*/false, nullptr, false, 1, /*graphed_saves_keep_bits=*/true);
+}
+
+TEST(GraphStep, BiasGradientsInTheGemmReplayAsTheEagerStep) {
+  TANDEM_REQUIRE_GPU();
+  // TANDEM_BIAS_GRADIENT=gemm in both steps: the deferred biases' gradients from cuBLASLt's BGRADB
+  // GEMM, with its workspace, and the GELU + dropout backward's rows walk, inside the capture, train as
+  // they do eagerly, bit for bit, in f32 and fp16.
+  struct Gemm {
+    Gemm() { kernels::set_bias_gradient_for_testing(kernels::BiasGradient::Gemm); }
+    ~Gemm() { kernels::set_bias_gradient_for_testing(std::nullopt); }
+  } gemm;
+  expect_graph_replays_match_eager_steps(/*fp16=*/false);
+  expect_graph_replays_match_eager_steps(/*fp16=*/true);
 }
 
 #if TANDEM_WITH_NCCL
