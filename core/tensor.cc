@@ -35,7 +35,9 @@ void check_shape(const Shape& shape) {
   for (int64_t d : shape) TANDEM_CHECK(d >= 0, "invalid shape {}: negative extent", shape_str(shape));
 }
 
+#if TANDEM_WITH_CUDA
 void* current_stream_of(Device d) { return cuda::current_stream(d.index).handle(); }
+#endif
 
 template <class V>
 Tensor tensor_from_values(const V& values, const Shape& shape, DType dtype, DType source_dtype, Device device) {

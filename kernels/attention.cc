@@ -128,10 +128,10 @@ Tensor attention(const Tensor& qkv, const Tensor& key_padding_mask, int num_head
       attention_forward_cpu(qkv.data_ptr(), bytes_or_null(key_padding_mask), out.data_ptr(), lse.data_ptr(), s, d,
                             qkv.dtype());
     } else {
-      uint8_t* keep_out = keep.defined() ? keep.data<uint8_t>() : nullptr;
       TANDEM_CUDA_ONLY(attention_forward_cuda(qkv.data_ptr(), bytes_or_null(key_padding_mask), out.data_ptr(),
                                               lse.data<float>(), s, d, qkv.dtype(), qkv.device().index,
-                                              stream_of(qkv), attention_forward_kernel(), keep_out));
+                                              stream_of(qkv), attention_forward_kernel(),
+                                              keep.defined() ? keep.data<uint8_t>() : nullptr));
     }
   }
   if (any_requires_grad({&qkv}))
