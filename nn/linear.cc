@@ -26,7 +26,8 @@ Tensor Linear::forward(const Tensor& x, const ForwardContext& ctx) const {
 ProductAndBias Linear::forward_leaving_bias(const Tensor& x, const ForwardContext& ctx) const {
   TANDEM_CHECK(bias_.defined(), "Linear::forward_leaving_bias: the layer has no bias");
   const Tensor w = as_compute(weight_, ctx), b = as_compute(bias_, ctx);
-  if (kernels::bias_gradient() == kernels::BiasGradient::Gemm) return {kernels::linear_deferred_bias(x, w, b), b.detach()};
+  if (kernels::bias_gradient() == kernels::BiasGradient::Gemm)
+    return {kernels::linear_deferred_bias(x, w, b), b.detach()};
   return {kernels::linear(x, w), b};
 }
 

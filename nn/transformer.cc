@@ -58,11 +58,13 @@ Tensor TransformerEncoderLayer::feed_forward_block(const Tensor& x, const Tensor
   const uint64_t stream = ctx.next_dropout_stream();
   switch (activation_) {
     case Activation::Gelu:
-    case Activation::GeluTanh:
-      h = kernels::bias_gelu_dropout(
-          h, first.bias, activation_ == Activation::Gelu ? kernels::GeluApproximation::None : kernels::GeluApproximation::Tanh,
-          dropout_, is_training(), ctx.seed, stream, ctx.device_step);
+    case Activation::GeluTanh: {
+      const auto approx =
+          activation_ == Activation::Gelu ? kernels::GeluApproximation::None : kernels::GeluApproximation::Tanh;
+      h = kernels::bias_gelu_dropout(h, first.bias, approx, dropout_, is_training(), ctx.seed, stream,
+                                     ctx.device_step);
       break;
+    }
     case Activation::Relu:
       h = kernels::dropout(kernels::relu(kernels::add_bias(h, first.bias)), dropout_, is_training(), ctx.seed, stream,
                            ctx.device_step);

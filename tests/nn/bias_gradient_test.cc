@@ -1,7 +1,8 @@
 // Where the gradient of a bias that a row op adds is formed
 // (TANDEM_BIAS_GRADIENT, kernels/bias_gradient.h): the switch's parsing;
-// kernels::linear_deferred_bias against linear and against the column sums of
-// its output gradient summed here in f64; and the encoder layer composed either
+// kernels::linear_deferred_bias against linear, against the column sums of
+// its output gradient summed here in f64, and, followed by an op that adds the
+// bias detached, against finite differences; and the encoder layer composed either
 // way, whose gradients must be the row path's: every one bit for bit but the
 // three deferred biases (out_proj, linear1, linear2), which sum the same terms
 // in another order (f32) or rounded to the compute dtype first (16 bits), so
@@ -15,6 +16,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <optional>
 #include <set>
 #include <string>
@@ -22,7 +24,9 @@
 
 #include "core/tensor.h"
 #include "kernels/bias_gradient.h"
+#include "kernels/bias_dropout_add.h"
 #include "kernels/elementwise.h"
+#include "kernels/gelu.h"
 #include "kernels/linear.h"
 #include "kernels/reduce.h"
 #include "nn/transformer.h"
@@ -83,10 +87,10 @@ TEST(LinearDeferredBias, IsTheProductWithoutTheBiasAndHasLinearsGradientsBitForB
     SCOPED_TRACE(std::string(dtype_name(t)));
     const Tensor dy = random_tensor({3, 5, 6}, 4, t);
     const LinearRun deferred = run_linear(kernels::linear_deferred_bias, t, Device::cpu(), dy);
-    const LinearRun unbiased = run_linear([](const Tensor& x, const Tensor& w, const Tensor&) { return kernels::linear(x, w); },
-                                          t, Device::cpu(), dy);
-    const LinearRun biased = run_linear([](const Tensor& x, const Tensor& w, const Tensor& b) { return kernels::linear(x, w, b); },
-                                        t, Device::cpu(), dy);
+    const auto without_bias = [](const Tensor& x, const Tensor& w, const Tensor&) { return kernels::linear(x, w); };
+    const auto with_bias = [](const Tensor& x, const Tensor& w, const Tensor& b) { return kernels::linear(x, w, b); };
+    const LinearRun unbiased = run_linear(without_bias, t, Device::cpu(), dy);
+    const LinearRun biased = run_linear(with_bias, t, Device::cpu(), dy);
     EXPECT_EQ(deferred.y.to_double_vector(), unbiased.y.to_double_vector());
     EXPECT_EQ(deferred.dx.to_double_vector(), biased.dx.to_double_vector());
     EXPECT_EQ(deferred.dw.to_double_vector(), biased.dw.to_double_vector());
@@ -123,6 +127,23 @@ TEST(LinearDeferredBias, BiasGradientIsTheColumnSumOfTheOutputGradientOnTheGpu) 
   expect_bias_gradient_is_the_column_sum(DType::F32, Device::cuda(0), 1e-6);
   expect_bias_gradient_is_the_column_sum(DType::BF16, Device::cuda(0), 0x1p-8);
   expect_bias_gradient_is_the_column_sum(DType::F16, Device::cuda(0), 0x1p-10);
+}
+
+// The contract: followed by an op that adds the bias detached, the pair has the gradients of
+// x w^T + b, which finite differences of that sum check (f64), through the GELU the encoder adds too.
+TEST(LinearDeferredBias, WithTheNextOpAddingTheBiasDetachedGradientsMatchFiniteDifferences) {
+  using Composition = std::function<Tensor(const std::vector<Tensor>&)>;
+  const Composition pair = [](const std::vector<Tensor>& in) {
+    return kernels::add_bias(kernels::linear_deferred_bias(in[0], in[1], in[2]), in[2].detach());
+  };
+  const Composition with_gelu = [](const std::vector<Tensor>& in) {
+    return kernels::bias_gelu(kernels::linear_deferred_bias(in[0], in[1], in[2]), in[2].detach(),
+                              kernels::GeluApproximation::Tanh);
+  };
+  for (const Composition& f : {pair, with_gelu})
+    EXPECT_TRUE(testing::gradcheck(f, {random_tensor({2, 3, 5}, 1).set_requires_grad(true),
+                                       random_tensor({4, 5}, 2).set_requires_grad(true),
+                                       random_tensor({4}, 3).set_requires_grad(true)}));
 }
 
 TEST(LinearDeferredBias, NeedsABiasOfTheOutputWidth) {
@@ -170,7 +191,8 @@ LayerGradients layer_gradients(BiasGradient where, const LayerCase& c, Device de
   for (int i = 15; i < 18; ++i) m[static_cast<size_t>(i)] = 0.0;  // the second sequence's last three are padding
   Tensor mask = Tensor::from_vector(m, {2, 9}, DType::U8).to(device);
   Tensor y = layer.forward(x, mask, ctx);
-  Tensor loss = kernels::sum(kernels::mul(kernels::cast(y, DType::F32), random_tensor({2, 9, 32}, 13, DType::F32, device)));
+  const Tensor r = random_tensor({2, 9, 32}, 13, DType::F32, device);
+  Tensor loss = kernels::sum(kernels::mul(kernels::cast(y, DType::F32), r));
   loss.backward();
   LayerGradients out{y.to_double_vector(), x.grad().to_double_vector(), {}};
   for (const auto& [name, p] : layer.named_parameters()) out.parameters.emplace_back(name, p.grad());
