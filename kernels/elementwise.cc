@@ -3,6 +3,7 @@
 #include "core/autograd/grad_mode.h"
 #include "core/autograd/node.h"
 #include "core/check.h"
+#include "core/copy_kernels.h"
 #include "core/op_scope.h"
 #include "kernels/checks.h"
 #include "kernels/cpu/elementwise_cpu.h"
@@ -104,6 +105,23 @@ class CastBackward final : public Node {
   DType from_;
 };
 
+#if TANDEM_WITH_CUDA
+// f32 to 16 bits in one launch for the list; other pairs tensor by tensor (copy_ converts).
+void cast_many_on_gpu(const std::vector<Tensor>& xs, const std::vector<Tensor>& outs, DType dtype) {
+  if (xs[0].dtype() == DType::F32 && (dtype == DType::BF16 || dtype == DType::F16)) {
+    std::vector<cast_many_plan::Entry> entries;
+    for (size_t i = 0; i < xs.size(); ++i)
+      entries.push_back({static_cast<const float*>(xs[i].data_ptr()), outs[i].data_ptr(), xs[i].numel()});
+    cast_many_cuda(entries, dtype, stream_of(xs[0]));
+    return;
+  }
+  for (size_t i = 0; i < xs.size(); ++i) {
+    Tensor out = outs[i];
+    out.copy_(xs[i]);
+  }
+}
+#endif
+
 }  // namespace
 
 Tensor add(const Tensor& a, const Tensor& b) {
@@ -154,6 +172,46 @@ Tensor cast(const Tensor& x, DType dtype) {
   Tensor out = x.dtype() == dtype ? x.clone() : x.to(dtype);
   if (any_requires_grad({&x})) std::make_shared<CastBackward>(x.dtype())->connect({&x}, {&out});
   return out;
+}
+
+std::vector<Tensor> cast_many(const std::vector<Tensor>& xs, DType dtype) {
+  if (xs.empty()) return {};  // an f32 forward's: no op to report
+  OpScope scope("cast_many");
+  for (const Tensor& x : xs) {
+    TANDEM_CHECK(x.defined(), "cast_many: an undefined tensor in the list");
+    TANDEM_CHECK(x.dtype() == xs[0].dtype() && x.device() == xs[0].device(),
+                 "cast_many: {} ('{}') is not of the first tensor's dtype and device ({})", x.str(), x.name(),
+                 xs[0].str());
+  }
+  // Slots start at multiples of 8 elements: 16 bytes of a 16-bit dtype, the kernel's vector width.
+  std::vector<int64_t> offsets;
+  int64_t total = 0;
+  for (const Tensor& x : xs) {
+    offsets.push_back(total);
+    total += (x.numel() + 7) / 8 * 8;
+  }
+  const Tensor flat = Tensor::empty({total}, dtype, xs[0].device());
+  std::vector<Tensor> outs;
+  for (size_t i = 0; i < xs.size(); ++i) outs.push_back(flat.view_range(offsets[i], xs[i].shape()));
+
+  const DType from = xs[0].dtype();
+  const NoGradGuard no_grad;  // the slices get their history from record_cast
+  if (xs[0].device().is_cpu()) {
+    for (size_t i = 0; i < xs.size(); ++i)
+      convert_host(xs[i].data_ptr(), from, outs[i].data_ptr(), dtype, xs[i].numel());
+  } else {
+    TANDEM_CUDA_ONLY(cast_many_on_gpu(xs, outs, dtype));
+  }
+  return outs;
+}
+
+void record_cast(const Tensor& x, const Tensor& y) {
+  TANDEM_CHECK(x.shape() == y.shape() && x.device() == y.device() && y.grad_fn() == nullptr && !y.requires_grad(),
+               "record_cast: {} is not a new tensor of {}'s shape and device", y.str(), x.str());
+  TANDEM_CHECK(!x.requires_grad() || is_floating(y.dtype()), "record_cast of {} to {}: gradients need a floating type",
+               x.str(), dtype_name(y.dtype()));
+  Tensor out = y;
+  if (any_requires_grad({&x})) std::make_shared<CastBackward>(x.dtype())->connect({&x}, {&out});
 }
 
 }  // namespace tandem::kernels

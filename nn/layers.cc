@@ -10,6 +10,7 @@
 #include "kernels/embedding.h"
 #include "kernels/layer_norm.h"
 #include "kernels/linear.h"
+#include "nn/parameter_casts.h"
 
 namespace tandem::nn {
 
@@ -59,8 +60,9 @@ MultiheadAttention::MultiheadAttention(int64_t d_model, int64_t n_heads, double 
                d_model, n_heads);
   // Xavier uniform over the packed [3D, D] matrix, as PyTorch's _reset_parameters.
   const double bound = std::sqrt(6.0 / static_cast<double>(3 * d_model + d_model));
-  in_proj_weight_ = register_parameter("in_proj_weight", init.uniform({3 * d_model, d_model}, bound));
-  in_proj_bias_ = register_parameter("in_proj_bias", Tensor::zeros({3 * d_model}));
+  in_proj_weight_ = register_parameter("in_proj_weight", init.uniform({3 * d_model, d_model}, bound),
+                                       ParameterUse::CastToComputeDtype);
+  in_proj_bias_ = register_parameter("in_proj_bias", Tensor::zeros({3 * d_model}), ParameterUse::CastToComputeDtype);
   out_proj_ = register_module("out_proj", std::make_shared<Linear>(d_model, d_model, true, init));
   NoGradGuard no_grad;
   Tensor b = out_proj_->bias();

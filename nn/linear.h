@@ -1,6 +1,7 @@
 // nn.Linear: y = x W^T + b with W [out, in] and b [out], initialised like
 // PyTorch (W and b uniform in +-1/sqrt(in)). The f32 master parameters are cast
-// to the context's compute dtype in forward (their gradients come back f32).
+// to the context's compute dtype in forward (their gradients come back f32;
+// nn/parameter_casts.h: as_compute).
 #pragma once
 
 #include "nn/init.h"
@@ -32,8 +33,5 @@ class Linear : public Module {
   Tensor weight_;
   Tensor bias_;
 };
-
-// The f32 master parameter as the compute dtype (a differentiable cast, or the tensor itself).
-Tensor as_compute(const Tensor& param, const ForwardContext& ctx);
 
 }  // namespace tandem::nn

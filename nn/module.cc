@@ -11,11 +11,12 @@ void Module::check_name(const std::string& name) {
   TANDEM_CHECK(!name.empty() && name.find('.') == std::string::npos, "invalid module member name '{}'", name);
 }
 
-Tensor Module::register_parameter(const std::string& name, Tensor value) {
+Tensor Module::register_parameter(const std::string& name, Tensor value, ParameterUse use) {
   check_name(name);
   TANDEM_CHECK(is_floating(value.dtype()), "parameter '{}' must be floating, got {}", name, value.str());
   value.set_requires_grad(true);
   params_.emplace_back(name, std::move(value));
+  param_uses_.push_back(use);
   return params_.back().second;
 }
 
@@ -38,6 +39,17 @@ void Module::collect(const std::string& prefix, bool params, std::vector<std::pa
     out.emplace_back(std::move(full), t);
   }
   for (const auto& [n, child] : children_) child->collect(prefix + n + ".", params, out);
+}
+
+std::vector<Tensor> Module::cast_parameters() const {
+  std::vector<Tensor> out;
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (param_uses_[i] == ParameterUse::CastToComputeDtype) out.push_back(params_[i].second);
+  for (const auto& [n, child] : children_) {
+    std::vector<Tensor> more = child->cast_parameters();
+    out.insert(out.end(), more.begin(), more.end());
+  }
+  return out;
 }
 
 std::vector<std::pair<std::string, Tensor>> Module::named_parameters() const {

@@ -20,10 +20,15 @@
 
 namespace tandem::nn {
 
+class ParameterCasts;
+
 // Per-forward settings every module sees: precision and the dropout RNG
 // (train/eval mode is the module's own flag, set by Module::train).
 struct ForwardContext {
   DType compute_dtype = DType::F32;  // f32, bf16 or f16; parameters stay f32
+  // Null, or this forward's compute-dtype copies of the cast parameters, made at once
+  // (TANDEM_PARAMETER_CASTS=batched: nn/parameter_casts.h); as_compute reads them.
+  ParameterCasts* casts = nullptr;
   uint64_t seed = 0;  // Philox key for dropout
   uint64_t step = 0;  // the optimizer step: dropout masks differ per step
   uint64_t calls = 0;  // dropout calls so far in this forward
@@ -42,6 +47,10 @@ struct ForwardContext {
   }
 };
 
+// How forward uses a parameter: as the f32 master it is (layer norm's weights, the embedding
+// tables), or cast to the compute dtype (as_compute: the linears' weights and biases).
+enum class ParameterUse { AsStored, CastToComputeDtype };
+
 class Module {
  public:
   Module() = default;
@@ -53,6 +62,8 @@ class Module {
   std::vector<Tensor> parameters() const;
   std::vector<std::pair<std::string, Tensor>> named_buffers() const;
   int64_t num_parameters() const;
+  // The parameters registered as CastToComputeDtype, in named_parameters' order.
+  std::vector<Tensor> cast_parameters() const;
 
   void train(bool on = true);
   bool is_training() const { return training_; }
@@ -67,7 +78,7 @@ class Module {
 
  protected:
   // Both return a handle sharing the registered tensor's state (keep it as a member).
-  Tensor register_parameter(const std::string& name, Tensor value);
+  Tensor register_parameter(const std::string& name, Tensor value, ParameterUse use = ParameterUse::AsStored);
   Tensor register_buffer(const std::string& name, Tensor value);
   template <class M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
@@ -81,6 +92,7 @@ class Module {
   static void check_name(const std::string& name);
 
   std::vector<std::pair<std::string, Tensor>> params_;
+  std::vector<ParameterUse> param_uses_;  // params_[i]'s
   std::vector<std::pair<std::string, Tensor>> buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;

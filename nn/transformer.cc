@@ -7,6 +7,7 @@
 #include "kernels/linear.h"
 #include "kernels/pooling.h"
 #include "kernels/tfidf_weights.h"
+#include "nn/parameter_casts.h"
 
 namespace tandem::nn {
 
@@ -121,6 +122,7 @@ void TextClassifier::set_idf(const std::vector<float>& idf) {
 }
 
 Tensor TextClassifier::forward(const Tensor& ids, const Tensor& mask, ForwardContext& ctx) const {
+  const ParameterCastScope casts(*this, ctx);  // TANDEM_PARAMETER_CASTS=batched: all at once
   Tensor x = embed_->forward(ids, ctx);
   x = kernels::dropout(x, config_.dropout, is_training(), ctx.seed, ctx.next_dropout_stream(), ctx.device_step);
   Tensor h = encoder_->forward(x, mask, ctx);

@@ -304,6 +304,13 @@ phase_bench() {
     r=$?
     lines+=("== bench step cuda_graph=$graph (exit $r)" "$(grep -E '^# precision|^ +(fp32|bf16) ' "$res/bench_step_graph_$graph.txt")")
   done
+  # The parameters' casts in one launch (TANDEM_PARAMETER_CASTS=batched, kernels/parameter_casts.h) in the
+  # launch-bound graph step above: against bench_step_graph_true, what 18 cast launches cost it.
+  capture bench_step_graph_batched_casts 120 env TANDEM_PARAMETER_CASTS=batched "$build/apps/tandem" bench step \
+    --config configs/fortunes_demo.yaml --synthetic --precisions bf16 --warmup 5 --steps 30 --set device=cuda \
+    --set cuda_graph=true --out "$res/bench_step_graph_batched_casts"
+  lines+=("== bench step cuda_graph=true, TANDEM_PARAMETER_CASTS=batched (exit $?)" \
+    "$(grep -E '^# precision|^ +bf16 ' "$res/bench_step_graph_batched_casts.txt")")
   # A whole step on padded batches (about 25 % of each row real, as AG News padded to 256 tokens), every
   # attention key tile against trimmed ones (TANDEM_ATTENTION_KEY_TILES, opt-in), eager and with the graph.
   for tiles in all trimmed; do
@@ -369,15 +376,17 @@ phase_compare() {
   # alone: the wide pipelined forward, both epilogues, the split backward, the split backward with
   # both passes pipelined, the fused backward's ordered dQ, the dropout keep bits saved by the forward
   # (with the default backward and with split_pipelined), the fused GELU + dropout's saved keep
-  # bits, the deferred biases' gradients in their linears' GEMMs (bias_gemm), the opt-in row kernels
+  # bits, the deferred biases' gradients in their linears' GEMMs (bias_gemm), the parameters' casts in
+  # one launch (batched_casts, at ag_news_small's launch-bound shape too), the opt-in row kernels
   # (with the fused GELU + dropout and bias + dropout + residual + layer
   # norm, whose kernels_bench rows, bias_gelu_dropout_* and bias_dropout_add_layer_norm_*, are in the
   # bench phase), and `combined`: every opt-in that its kernels_bench or attention_bench rows may
-  # favour at once (saved keep bits both kinds, split_pipelined, bias_gemm, lanes and the block walk).
+  # favour at once (saved keep bits both kinds, split_pipelined, bias_gemm, batched_casts, lanes and the
+  # block walk).
   local eager=() variant variants
   for c in ${COMPARE_CONFIGS:-ag_news_small ag_news_optimized}; do
-    variants="default first separate wide lt_all split split_pipelined fused_ordered fused_ordered_pipelined saved saved_split_pipelined ffn_saved bias_gemm rows block_slots combined"
-    [ "$c" = ag_news_small ] && variants="default first"
+    variants="default first separate wide lt_all split split_pipelined fused_ordered fused_ordered_pipelined saved saved_split_pipelined ffn_saved bias_gemm batched_casts rows block_slots combined"
+    [ "$c" = ag_news_small ] && variants="default first batched_casts"
     for variant in $variants; do
       local envs=()
       case $variant in
@@ -396,9 +405,10 @@ phase_compare() {
         block_slots) envs=(TANDEM_LAYER_NORM=lanes TANDEM_COLUMN_SUM=block) ;;
         ffn_saved) envs=(TANDEM_DROPOUT_KEEP=saved) ;;
         bias_gemm) envs=(TANDEM_BIAS_GRADIENT=gemm) ;;
+        batched_casts) envs=(TANDEM_PARAMETER_CASTS=batched) ;;
         combined) envs=(TANDEM_ATTENTION_DROPOUT_KEEP=saved TANDEM_ATTENTION_BACKWARD=split_pipelined
                         TANDEM_DROPOUT_KEEP=saved TANDEM_LAYER_NORM=lanes TANDEM_COLUMN_SUM=block
-                        TANDEM_BIAS_GRADIENT=gemm) ;;
+                        TANDEM_BIAS_GRADIENT=gemm TANDEM_PARAMETER_CASTS=batched) ;;
       esac
       capture "compare_eager_${c}_$variant" 120 env "${envs[@]}" "$build/apps/tandem" bench step \
         --config "configs/$c.yaml" --synthetic --precisions bf16 --warmup 5 --steps 30 --rounds 2 --set device=cuda \
@@ -417,8 +427,8 @@ phase_compare() {
     "  TANDEM_DROPOUT_BACKWARD=batched (the row defaults before 2026-11-28);" \
     "rows = TANDEM_LAYER_NORM=multi_row TANDEM_MASKED_MEAN=lane_groups;" \
     "ffn_saved = TANDEM_DROPOUT_KEEP=saved; block_slots = TANDEM_LAYER_NORM=lanes TANDEM_COLUMN_SUM=block;" \
-    "bias_gemm = TANDEM_BIAS_GRADIENT=gemm;" \
-    "combined = saved_split_pipelined's, ffn_saved's, bias_gemm's and block_slots' together:" \
+    "bias_gemm = TANDEM_BIAS_GRADIENT=gemm; batched_casts = TANDEM_PARAMETER_CASTS=batched;" \
+    "combined = saved_split_pipelined's, ffn_saved's, bias_gemm's, batched_casts' and block_slots' together:" \
     "${eager[@]}"
   return $rc
 }

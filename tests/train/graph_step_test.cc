@@ -6,8 +6,9 @@
 // graph. The fp16 case adds steps the loss scaler skips inside the graph;
 // others add gradient accumulation, DDP over NCCL, dropout keep bits
 // (attention's and the feed-forward block's) saved by the forward in the
-// graphed step only, and the deferred biases' gradients formed in their linears
-// (TANDEM_BIAS_GRADIENT=gemm) in both steps.
+// graphed step only, the deferred biases' gradients formed in their linears
+// (TANDEM_BIAS_GRADIENT=gemm) in both steps, and the parameters' casts in one
+// launch (TANDEM_PARAMETER_CASTS=batched) in both steps.
 // These need a GPU and skip without one (TANDEM_REQUIRE_GPU=1 makes them fail);
 // the refusals of a CPU model run everywhere.
 #include "train/graph_step.h"
@@ -22,6 +23,7 @@
 #include "comm/init.h"
 #include "core/check.h"
 #include "kernels/bias_gradient.h"
+#include "kernels/parameter_casts.h"
 #include "tests/testing/require_gpu.h"
 #include "tests/train/training_fixture.h"
 
@@ -156,6 +158,19 @@ TEST(GraphStep, BiasGradientsInTheGemmReplayAsTheEagerStep) {
     Gemm() { kernels::set_bias_gradient_for_testing(kernels::BiasGradient::Gemm); }
     ~Gemm() { kernels::set_bias_gradient_for_testing(std::nullopt); }
   } gemm;
+  expect_graph_replays_match_eager_steps(/*fp16=*/false);
+  expect_graph_replays_match_eager_steps(/*fp16=*/true);
+}
+
+TEST(GraphStep, BatchedParameterCastsReplayAsTheEagerStep) {
+  TANDEM_REQUIRE_GPU();
+  // TANDEM_PARAMETER_CASTS=batched in both steps: the forward's one cast_many launch, its buffer
+  // allocated inside the capture, casts the weights the optimizer wrote in the replay before, and the
+  // replays train as the eager steps do, bit for bit, in f32 (no casts: the switch changes nothing) and fp16.
+  struct Batched {
+    Batched() { kernels::set_parameter_casts_for_testing(kernels::ParameterCastMode::Batched); }
+    ~Batched() { kernels::set_parameter_casts_for_testing(std::nullopt); }
+  } batched;
   expect_graph_replays_match_eager_steps(/*fp16=*/false);
   expect_graph_replays_match_eager_steps(/*fp16=*/true);
 }
