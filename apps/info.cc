@@ -63,7 +63,8 @@ void add_info_command(CLI::App& app) {
     // on every device, so outside the CUDA switches.
     fmt::print("bias gradients: TANDEM_BIAS_GRADIENT={}\n", kernels::bias_gradient_name(kernels::bias_gradient()));
     // How a forward casts the parameters to the compute dtype (kernels/parameter_casts.h): every build.
-    fmt::print("parameter casts: TANDEM_PARAMETER_CASTS={}\n", kernels::parameter_casts_name(kernels::parameter_casts()));
+    fmt::print("parameter casts: TANDEM_PARAMETER_CASTS={}\n",
+               kernels::parameter_casts_name(kernels::parameter_casts()));
     // The CPU kernels' instruction set and intra-op threads, and why (TANDEM_CPU_ISA, TANDEM_NUM_THREADS).
     const CpuIsa isa = selected_cpu_isa();
     fmt::print("cpu isa: {} ({})\n", cpu_isa_name(isa),

@@ -142,7 +142,8 @@ void bias_dropout_add_layer_norm_backward_cuda(const void* dy, const void* sum, 
   auto s = static_cast<cudaStream_t>(stream);
   const bool w_f32 = wt == DType::F32;
   const int64_t slots = column_sum_slots(rows, dim);
-  PartialSums partial(device, (dweight || dbias || dbranch_bias) && rows > 0 ? slots : 0, dim, 3, s);
+  // The branch bias's array only when it has a gradient (TANDEM_BIAS_GRADIENT=gemm forms it in the linear).
+  PartialSums partial(device, (dweight || dbias || dbranch_bias) && rows > 0 ? slots : 0, dim, dbranch_bias ? 3 : 2, s);
   float* pw = dweight ? partial.get(0) : nullptr;
   float* pb = dbias ? partial.get(1) : nullptr;
   float* pbb = dbranch_bias ? partial.get(2) : nullptr;

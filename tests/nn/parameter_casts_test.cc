@@ -171,7 +171,9 @@ void expect_cast_many_gradients_are_each_casts(Device device) {
   }
 }
 
-TEST(CastMany, EachSliceCarriesItsOwnGradientBackToItsTensor) { expect_cast_many_gradients_are_each_casts(Device::cpu()); }
+TEST(CastMany, EachSliceCarriesItsOwnGradientBackToItsTensor) {
+  expect_cast_many_gradients_are_each_casts(Device::cpu());
+}
 
 TEST(CastMany, OnTheGpuEachSliceCarriesItsOwnGradientBackToItsTensor) {
   TANDEM_REQUIRE_GPU();
