@@ -19,7 +19,8 @@
 //     order). The values are the same bits (the same round-to-nearest-even).
 //     Memory: the slices share one allocation, freed when the last of them is,
 //     so the compute-dtype weights live until the backward's last use of any
-//     (2 bytes a parameter: 22 MB for 11 M parameters).
+//     (2 bytes a cast parameter: 6.3 MB for ag_news_optimized's 3.16 M, whose
+//     embedding tables are not cast).
 #pragma once
 
 #include <optional>
