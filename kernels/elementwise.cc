@@ -195,7 +195,6 @@ std::vector<Tensor> cast_many(const std::vector<Tensor>& xs, DType dtype) {
   for (size_t i = 0; i < xs.size(); ++i) outs.push_back(flat.view_range(offsets[i], xs[i].shape()));
 
   const DType from = xs[0].dtype();
-  const NoGradGuard no_grad;  // the slices get their history from record_cast
   if (xs[0].device().is_cpu()) {
     for (size_t i = 0; i < xs.size(); ++i)
       convert_host(xs[i].data_ptr(), from, outs[i].data_ptr(), dtype, xs[i].numel());

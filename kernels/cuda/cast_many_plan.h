@@ -69,6 +69,7 @@ TANDEM_HD inline bool aligned16(const void* p) { return (reinterpret_cast<uintpt
 // Thread `thread` of block `block`: kPerThread elements of the tensor whose blocks hold `block`.
 template <class D>
 TANDEM_HD inline void convert_thread(const CastList& list, int block, int thread) {
+  static_assert(sizeof(D) * kPerThread == 16, "a thread's 8 outputs are one 16-byte store: 16-bit D only");
   int lo = 0, hi = list.count - 1;  // the last tensor whose first block is <= block
   while (lo < hi) {
     const int mid = (lo + hi + 1) / 2;
