@@ -17,12 +17,13 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool bias, Init& init)
 }
 
 Tensor Linear::forward(const Tensor& x, const ForwardContext& ctx) const {
-  return kernels::linear(x, as_compute(weight_, ctx), bias_.defined() ? as_compute(bias_, ctx) : Tensor());
+  return kernels::linear(x, compute_weight(weight_, ctx), bias_.defined() ? as_compute(bias_, ctx) : Tensor());
 }
 
 ProductAndBias Linear::forward_leaving_bias(const Tensor& x, const ForwardContext& ctx) const {
   TANDEM_CHECK(bias_.defined(), "Linear::forward_leaving_bias: the layer has no bias");
-  const Tensor w = as_compute(weight_, ctx), b = as_compute(bias_, ctx);
+  const kernels::LinearWeight w = compute_weight(weight_, ctx);
+  const Tensor b = as_compute(bias_, ctx);
   if (kernels::bias_gradient() == kernels::BiasGradient::Gemm)
     return {kernels::linear_deferred_bias(x, w, b), b.detach()};
   return {kernels::linear(x, w), b};

@@ -1,7 +1,9 @@
 #include "nn/parameter_casts.h"
 
+#include "core/autograd/grad_mode.h"
 #include "kernels/elementwise.h"
 #include "kernels/parameter_casts.h"
+#include "kernels/weight_gradient.h"
 
 namespace tandem::nn {
 
@@ -22,6 +24,11 @@ const Tensor* ParameterCasts::use(const Tensor& param) {
   return &copy.tensor;
 }
 
+const Tensor* ParameterCasts::values(const Tensor& param) const {
+  const auto it = copies_.find(param.impl());
+  return it == copies_.end() ? nullptr : &it->second.tensor;
+}
+
 ParameterCastScope::ParameterCastScope(const Module& module, ForwardContext& ctx) : ctx_(ctx), outer_(ctx.casts) {
   if (outer_ || kernels::parameter_casts() != kernels::ParameterCastMode::Batched) return;
   casts_.emplace(module, ctx.compute_dtype);
@@ -35,6 +42,17 @@ Tensor as_compute(const Tensor& param, const ForwardContext& ctx) {
   if (ctx.casts && ctx.casts->dtype() == ctx.compute_dtype)
     if (const Tensor* copy = ctx.casts->use(param)) return *copy;
   return kernels::cast(param, ctx.compute_dtype);
+}
+
+kernels::LinearWeight compute_weight(const Tensor& param, const ForwardContext& ctx) {
+  if (param.dtype() == ctx.compute_dtype || kernels::weight_gradient() != kernels::WeightGradient::Master)
+    return as_compute(param, ctx);
+  // A copy that as_compute has already recorded as a cast (a weight used twice) has history: its
+  // detached view holds the same values without it.
+  if (ctx.casts && ctx.casts->dtype() == ctx.compute_dtype)
+    if (const Tensor* copy = ctx.casts->values(param)) return {copy->detach(), param};
+  NoGradGuard no_history;
+  return {kernels::cast(param, ctx.compute_dtype), param};
 }
 
 }  // namespace tandem::nn

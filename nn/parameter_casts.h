@@ -14,11 +14,17 @@
 // until the scope ends. Copies never outlive the forward: the next forward,
 // after an optimizer step, casts the new values. A scope inside another's
 // forward leaves the outer copies in place.
+//
+// compute_weight(param, ctx) is what a linear asks for its weight: as_compute's
+// tensor, or under TANDEM_WEIGHT_GRADIENT=master (kernels/weight_gradient.h) the
+// same values with no history and the master weight to take the gradient
+// (kernels::LinearWeight), so no cast backward runs for it.
 #pragma once
 
 #include <optional>
 #include <unordered_map>
 
+#include "kernels/linear.h"
 #include "nn/module.h"
 
 namespace tandem::nn {
@@ -31,6 +37,8 @@ class ParameterCasts {
   // records the copy as its cast for autograd (kernels::record_cast): its backward then runs
   // where that of a cast made here would.
   const Tensor* use(const Tensor& param);
+  // The copy of `param` with no autograd history (its gradient goes elsewhere: compute_weight), or null.
+  const Tensor* values(const Tensor& param) const;
   DType dtype() const { return dtype_; }
 
  private:
@@ -58,5 +66,10 @@ class ParameterCastScope {
 // The f32 master parameter as the compute dtype: the tensor itself, the context's batched copy,
 // or a differentiable cast.
 Tensor as_compute(const Tensor& param, const ForwardContext& ctx);
+
+// A linear's weight in the compute dtype: as_compute(param, ctx), or under TANDEM_WEIGHT_GRADIENT=master,
+// for a compute dtype other than param's, its values with no history (the context's batched copy, or a
+// cast made under NoGradGuard) with param as the master that takes the gradient.
+kernels::LinearWeight compute_weight(const Tensor& param, const ForwardContext& ctx);
 
 }  // namespace tandem::nn

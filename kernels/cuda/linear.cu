@@ -6,6 +6,8 @@
 //   y^T[out,N]  = w[out,in]  . x^T[in,N]     -> gemm(T, N, out, N, in)
 //   dx^T[in,N]  = w^T[in,out] . dy^T[out,N]  -> gemm(N, N, in, N, out)
 //   dw^T[in,out] = x^T[in,N] . dy[N,out]     -> gemm(N, T, in, out, N)
+// dw of a master weight (kernels::LinearWeight) is f32 from 16-bit operands: cuBLAS stores its f32
+// sum in an f32 C (CUDA_R_32F), with no rounding to the operands' type between.
 // Bias forward: one pass adding b to each row of y (reads and writes N*out
 // elements), a thread per 16-byte vector of columns with its bias vector in
 // registers and rows strided (no index arithmetic per element). Bias backward:
@@ -33,13 +35,13 @@ namespace tandem::kernels {
 
 namespace {
 
-// C[m,n] (column-major, ldc) = A op . B op, f32 compute.
+// C[m,n] (column-major, ldc) = A op . B op, f32 compute; A and B of t, C of ct.
 void gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n, int64_t k,
-          const void* a, int64_t lda, const void* b, int64_t ldb, void* c, int64_t ldc, DType t) {
+          const void* a, int64_t lda, const void* b, int64_t ldb, void* c, int64_t ldc, DType t, DType ct) {
   const float alpha = 1.0f, beta = 0.0f;
-  cudaDataType_t dt = cublas_data_type(t, "linear on CUDA");
+  const cudaDataType_t dt = cublas_data_type(t, "linear on CUDA"), dct = cublas_data_type(ct, "linear on CUDA");
   TANDEM_CUBLAS_CHECK(cublasGemmEx(h, ta, tb, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), &alpha,
-                                   a, dt, static_cast<int>(lda), b, dt, static_cast<int>(ldb), &beta, c, dt,
+                                   a, dt, static_cast<int>(lda), b, dt, static_cast<int>(ldb), &beta, c, dct,
                                    static_cast<int>(ldc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
@@ -72,7 +74,7 @@ void linear_forward_cuda(const void* x, const void* w, const void* b, void* y, i
   if (in == 0) {
     TANDEM_CUDA_CHECK(cudaMemsetAsync(y, 0, static_cast<size_t>(rows * out) * dtype_size(t), s));
   } else {
-    gemm(h, CUBLAS_OP_T, CUBLAS_OP_N, out, rows, in, w, in, x, in, y, out, t);
+    gemm(h, CUBLAS_OP_T, CUBLAS_OP_N, out, rows, in, w, in, x, in, y, out, t, t);
   }
   if (b) {
     TANDEM_DISPATCH_FLOAT_NO_F64(t, "linear bias", [&] {
@@ -88,22 +90,25 @@ void linear_forward_cuda(const void* x, const void* w, const void* b, void* y, i
 }
 
 void linear_backward_cuda(const void* dy, const void* x, const void* w, void* dx, void* dw, void* db, int64_t rows,
-                          int64_t in, int64_t out, DType t, int device, void* stream, bool db_in_gemm) {
+                          int64_t in, int64_t out, DType t, DType dw_dtype, int device, void* stream,
+                          bool db_in_gemm) {
+  TANDEM_CHECK(dw_dtype == t || dw_dtype == DType::F32, "linear backward on CUDA: a {} weight gradient of {} inputs",
+               dtype_name(dw_dtype), dtype_name(t));
   auto s = static_cast<cudaStream_t>(stream);
   cublasHandle_t h = cublas_handle(device, s);
   const size_t es = dtype_size(t);
   if (dx && rows * in > 0) {
     if (out == 0) TANDEM_CUDA_CHECK(cudaMemsetAsync(dx, 0, static_cast<size_t>(rows * in) * es, s));
-    else gemm(h, CUBLAS_OP_N, CUBLAS_OP_N, in, rows, out, w, in, dy, out, dx, in, t);
+    else gemm(h, CUBLAS_OP_N, CUBLAS_OP_N, in, rows, out, w, in, dy, out, dx, in, t, t);
   }
   const CublasLtEpilogues lt = cublaslt_epilogues();
   const bool bgradb = lt == CublasLtEpilogues::All || (db_in_gemm && lt != CublasLtEpilogues::Off);
   if (dw && db && rows > 0 && in > 0 && out > 0 && bgradb &&
-      gemm_weight_bias_grad_lt(dy, x, dw, db, rows, in, out, t, device, s))
+      gemm_weight_bias_grad_lt(dy, x, dw, db, rows, in, out, t, dw_dtype, device, s))
     return;
   if (dw && out * in > 0) {
-    if (rows == 0) TANDEM_CUDA_CHECK(cudaMemsetAsync(dw, 0, static_cast<size_t>(out * in) * es, s));
-    else gemm(h, CUBLAS_OP_N, CUBLAS_OP_T, in, out, rows, x, in, dy, out, dw, in, t);
+    if (rows == 0) TANDEM_CUDA_CHECK(cudaMemsetAsync(dw, 0, static_cast<size_t>(out * in) * dtype_size(dw_dtype), s));
+    else gemm(h, CUBLAS_OP_N, CUBLAS_OP_T, in, out, rows, x, in, dy, out, dw, in, t, dw_dtype);
   }
   if (db && out > 0) {
     TANDEM_DISPATCH_FLOAT_NO_F64(t, "linear bias grad", [&] {

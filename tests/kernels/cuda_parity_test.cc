@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <iostream>
 #include <optional>
 
 #include "core/check.h"
@@ -21,6 +22,7 @@
 #include "kernels/cuda/gemm_epilogue.h"
 #endif
 #include "tests/testing/errors.h"
+#include "tests/testing/forced_switch.h"
 #include "tests/testing/gradcheck.h"
 
 namespace tandem::kernels {
@@ -115,23 +117,16 @@ TEST_P(CudaParity, LinearWithBiasOnManyRowsTakesTheVectorPaths) {
 }
 
 #if TANDEM_WITH_CUDA
-// TANDEM_CUBLASLT_EPILOGUES forced to one setting for the lifetime of the guard.
-class ForcedEpilogues {
- public:
-  explicit ForcedEpilogues(CublasLtEpilogues e) { set_cublaslt_epilogues_for_testing(e); }
-  ~ForcedEpilogues() { set_cublaslt_epilogues_for_testing(std::nullopt); }
-};
-
 // The hand-written bias add and two-pass bias gradient (TANDEM_CUBLASLT_EPILOGUES=0), which the
 // default (the forward epilogue) leaves to the backward only.
 TEST_P(CudaParity, LinearWithoutCublasLtEpiloguesMatchesTheCpuReference) {
-  ForcedEpilogues off(CublasLtEpilogues::Off);
+  testing::ForcedSwitch off(set_cublaslt_epilogues_for_testing, CublasLtEpilogues::Off);
   check_linear(1000, 64, 256, 14);
   check_linear(37, 29, 19, 8);
 }
 
 TEST_P(CudaParity, LinearWithCublasLtEpiloguesMatchesTheCpuReference) {
-  ForcedEpilogues all(CublasLtEpilogues::All);
+  testing::ForcedSwitch all(set_cublaslt_epilogues_for_testing, CublasLtEpilogues::All);
   check_linear(1000, 64, 256, 14);
   check_linear(37, 32, 24, 8);
 }
@@ -151,13 +146,29 @@ TEST_P(CudaParity, CublasLtBiasAndBiasGradientEpiloguesRunAndMatchTheReference) 
   ASSERT_TRUE(gemm_bias_lt(xg.data_ptr(), wg.data_ptr(), bg.data_ptr(), y.data_ptr(), rows, in, out, t(), 0, stream))
       << "cuBLASLt found no algorithm for the bias epilogue";
   ASSERT_TRUE(gemm_weight_bias_grad_lt(dyg.data_ptr(), xg.data_ptr(), dw.data_ptr(), db.data_ptr(), rows, in, out,
-                                       t(), 0, stream))
+                                       t(), t(), 0, stream))
       << "cuBLASLt found no algorithm for the BGRADB epilogue";
   Tol tol = tolerance(t());
   EXPECT_TRUE(all_close(y, y_ref, tol.atol, tol.rtol)) << "y";
   EXPECT_TRUE(all_close(dw, w.grad(), tol.atol, tol.rtol)) << "dw";
   // db sums 512 rows: the 16-bit tolerance scales with the number of terms.
   EXPECT_TRUE(all_close(db, b.grad(), tol.atol * 8, tol.rtol * 4)) << "db";
+  if (t() == DType::F32) return;
+  // dw in f32 for a master weight (TANDEM_WEIGHT_GRADIENT=master): where cuBLASLt has an algorithm for an
+  // f32 D of 16-bit operands, dw is the f32 sum, within f32 roundings of the CPU's (whose 16-bit dw
+  // above is that sum rounded); where it has none, linear falls back to the GEMM and the column sum.
+  Tensor dw32 = Tensor::empty({out, in}, DType::F32, Device::cuda(0)), db2 = Tensor::empty({out}, t(), Device::cuda(0));
+  if (gemm_weight_bias_grad_lt(dyg.data_ptr(), xg.data_ptr(), dw32.data_ptr(), db2.data_ptr(), rows, in, out, t(),
+                               DType::F32, 0, stream)) {
+    Tensor x32 = x.detach().to(DType::F32), dy32 = dy.to(DType::F32);
+    Tensor w32 = Tensor::zeros({out, in}).set_requires_grad(true);
+    linear(x32, w32).backward(dy32);
+    EXPECT_TRUE(all_close(dw32, w32.grad(), 1e-4, 1e-5)) << "f32 dw";
+    EXPECT_TRUE(all_close(db2, b.grad(), tol.atol * 8, tol.rtol * 4)) << "db with an f32 dw";
+  } else {
+    std::cout << "cuBLASLt has no BGRADB algorithm for an f32 D of " << dtype_name(t())
+              << " operands: linear takes the GEMM and the column sum\n";
+  }
 }
 #endif
 

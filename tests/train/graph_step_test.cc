@@ -7,8 +7,9 @@
 // others add gradient accumulation, DDP over NCCL, dropout keep bits
 // (attention's and the feed-forward block's) saved by the forward in the
 // graphed step only, the deferred biases' gradients formed in their linears
-// (TANDEM_BIAS_GRADIENT=gemm) in both steps, and the parameters' casts in one
-// launch (TANDEM_PARAMETER_CASTS=batched) in both steps.
+// (TANDEM_BIAS_GRADIENT=gemm) in both steps, the parameters' casts in one
+// launch (TANDEM_PARAMETER_CASTS=batched) in both steps, and the weights'
+// gradients written in f32 by their GEMMs (TANDEM_WEIGHT_GRADIENT=master).
 // These need a GPU and skip without one (TANDEM_REQUIRE_GPU=1 makes them fail);
 // the refusals of a CPU model run everywhere.
 #include "train/graph_step.h"
@@ -24,6 +25,8 @@
 #include "core/check.h"
 #include "kernels/bias_gradient.h"
 #include "kernels/parameter_casts.h"
+#include "kernels/weight_gradient.h"
+#include "tests/testing/forced_switch.h"
 #include "tests/testing/require_gpu.h"
 #include "tests/train/training_fixture.h"
 
@@ -154,10 +157,7 @@ TEST(GraphStep, BiasGradientsInTheGemmReplayAsTheEagerStep) {
   // TANDEM_BIAS_GRADIENT=gemm in both steps: the deferred biases' gradients from cuBLASLt's BGRADB
   // GEMM, with its workspace, and the GELU + dropout backward's rows walk, inside the capture, train as
   // they do eagerly, bit for bit, in f32 and fp16.
-  struct Gemm {
-    Gemm() { kernels::set_bias_gradient_for_testing(kernels::BiasGradient::Gemm); }
-    ~Gemm() { kernels::set_bias_gradient_for_testing(std::nullopt); }
-  } gemm;
+  const tandem::testing::ForcedSwitch gemm(kernels::set_bias_gradient_for_testing, kernels::BiasGradient::Gemm);
   expect_graph_replays_match_eager_steps(/*fp16=*/false);
   expect_graph_replays_match_eager_steps(/*fp16=*/true);
 }
@@ -167,11 +167,23 @@ TEST(GraphStep, BatchedParameterCastsReplayAsTheEagerStep) {
   // TANDEM_PARAMETER_CASTS=batched in both steps: the forward's one cast_many launch, its buffer
   // allocated inside the capture, casts the weights the optimizer wrote in the replay before, and the
   // replays train as the eager steps do, bit for bit, in f32 (no casts: the switch changes nothing) and fp16.
-  struct Batched {
-    Batched() { kernels::set_parameter_casts_for_testing(kernels::ParameterCastMode::Batched); }
-    ~Batched() { kernels::set_parameter_casts_for_testing(std::nullopt); }
-  } batched;
+  const tandem::testing::ForcedSwitch batched(kernels::set_parameter_casts_for_testing,
+                                               kernels::ParameterCastMode::Batched);
   expect_graph_replays_match_eager_steps(/*fp16=*/false);
+  expect_graph_replays_match_eager_steps(/*fp16=*/true);
+}
+
+TEST(GraphStep, MasterWeightGradientsReplayAsTheEagerStep) {
+  TANDEM_REQUIRE_GPU();
+  // TANDEM_WEIGHT_GRADIENT=master in both steps: the weight-gradient GEMMs write f32 into the masters'
+  // gradients inside the capture, with no cast backward, and the replays train as the eager steps do,
+  // bit for bit, in f32 (no casts: the switch changes nothing) and fp16, with each cast and batched.
+  const tandem::testing::ForcedSwitch master(kernels::set_weight_gradient_for_testing,
+                                             kernels::WeightGradient::Master);
+  expect_graph_replays_match_eager_steps(/*fp16=*/false);
+  expect_graph_replays_match_eager_steps(/*fp16=*/true);
+  const tandem::testing::ForcedSwitch batched(kernels::set_parameter_casts_for_testing,
+                                              kernels::ParameterCastMode::Batched);
   expect_graph_replays_match_eager_steps(/*fp16=*/true);
 }
 
