@@ -22,6 +22,7 @@
 #include "kernels/attention.h"
 #include "tests/kernels/attention_backward_comparison.h"
 #include "tests/kernels/attention_testing.h"
+#include "tests/testing/forced_switch.h"
 #include "tests/testing/gradcheck.h"
 
 #if TANDEM_WITH_CUDA
@@ -101,12 +102,6 @@ TEST(AttentionBackwardSwitch, TestsCanForceEitherPath) {
   set_attention_backward_path_for_testing(std::nullopt);
 }
 
-// The op's backward on the fused path for the lifetime of the guard.
-struct FusedBackward {
-  FusedBackward() { set_attention_backward_path_for_testing(AttentionBackwardPath::Fused); }
-  ~FusedBackward() { set_attention_backward_path_for_testing(std::nullopt); }
-};
-
 class AttentionFusedBackwardParity : public ::testing::TestWithParam<std::tuple<DType, Case>> {
  protected:
   void SetUp() override { TANDEM_REQUIRE_GPU(); }
@@ -114,7 +109,7 @@ class AttentionFusedBackwardParity : public ::testing::TestWithParam<std::tuple<
 
 TEST_P(AttentionFusedBackwardParity, MatchesTheCpuReference) {
   const auto& [t, c] = GetParam();
-  const FusedBackward fused;
+  const testing::ForcedSwitch fused(set_attention_backward_path_for_testing, AttentionBackwardPath::Fused);
   const testing::GpuAndCpuResults r = testing::attention_on_gpu_and_cpu(c, t);
   const testing::Tolerance tol = testing::attention_gradient_tolerance(t);
   EXPECT_TRUE(all_close(r.grad_gpu, r.grad_cpu, tol.atol, tol.rtol));

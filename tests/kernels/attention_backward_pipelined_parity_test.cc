@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "tests/kernels/attention_testing.h"
+#include "tests/testing/forced_switch.h"
 #include "tests/testing/gradcheck.h"
 #include "tests/testing/require_gpu.h"
 
@@ -24,12 +25,6 @@ namespace {
 
 using Case = testing::AttentionCase;
 
-// The op's backward on the split_pipelined path for the lifetime of the guard.
-struct SplitPipelinedBackward {
-  SplitPipelinedBackward() { set_attention_backward_path_for_testing(AttentionBackwardPath::SplitPipelined); }
-  ~SplitPipelinedBackward() { set_attention_backward_path_for_testing(std::nullopt); }
-};
-
 class AttentionSplitPipelined : public ::testing::TestWithParam<std::tuple<DType, Case>> {
  protected:
   void SetUp() override { TANDEM_REQUIRE_GPU(); }
@@ -37,7 +32,7 @@ class AttentionSplitPipelined : public ::testing::TestWithParam<std::tuple<DType
 
 TEST_P(AttentionSplitPipelined, MatchesTheCpuReference) {
   const auto& [t, c] = GetParam();
-  const SplitPipelinedBackward pipelined;
+  const testing::ForcedSwitch pipelined(set_attention_backward_path_for_testing, AttentionBackwardPath::SplitPipelined);
   const testing::GpuAndCpuResults r = testing::attention_on_gpu_and_cpu(c, t);
   const testing::Tolerance tol = testing::attention_gradient_tolerance(t);
   EXPECT_TRUE(testing::all_close(r.grad_gpu, r.grad_cpu, tol.atol, tol.rtol));

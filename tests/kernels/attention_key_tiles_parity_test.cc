@@ -19,6 +19,7 @@
 #include "core/check.h"
 #include "core/stream.h"
 #include "tests/kernels/attention_testing.h"
+#include "tests/testing/forced_switch.h"
 #include "tests/testing/gradcheck.h"
 
 #if TANDEM_WITH_CUDA
@@ -46,12 +47,6 @@ TEST(AttentionKeyTilesSwitch, IsAllUnlessSetAndNamesTheVariableAndValueOnABadOne
     EXPECT_TRUE(rejects_naming_variable_and_value(parse_attention_key_tiles, "TANDEM_ATTENTION_KEY_TILES", bad));
 }
 
-// The attention kernels visit `tiles` for the guard's lifetime.
-struct KeyTiles {
-  explicit KeyTiles(AttentionKeyTiles tiles) { set_attention_key_tiles_for_testing(tiles); }
-  ~KeyTiles() { set_attention_key_tiles_for_testing(std::nullopt); }
-};
-
 struct Results {
   Tensor out, lse, dqkv;  // on the CPU
 };
@@ -59,7 +54,7 @@ struct Results {
 // The forward `kernel` and the backward `path` on GPU 0, visiting `tiles`, from qkv (on the GPU).
 Results run(const Case& c, DType t, const Tensor& qkv, AttentionForwardKernel kernel, AttentionBackwardPath path,
             AttentionKeyTiles tiles) {
-  const KeyTiles guard(tiles);
+  const testing::ForcedSwitch guard(set_attention_key_tiles_for_testing, tiles);
   const AttentionShape s{c.batch, c.seq, c.heads, c.head_dim};
   const AttentionDropout d{static_cast<float>(c.dropout), 7, 3};
   const Device gpu = Device::cuda(0);

@@ -20,6 +20,7 @@
 
 #include "core/stream.h"
 #include "tests/kernels/attention_testing.h"
+#include "tests/testing/forced_switch.h"
 #include "tests/testing/gradcheck.h"
 #include "tests/testing/require_gpu.h"
 
@@ -36,12 +37,6 @@ using testing::random_tensor;
 using testing::same_bits;
 using Case = testing::AttentionCase;
 
-// The op saves the keep bits (or not) for the guard's lifetime.
-struct DropoutKeep {
-  explicit DropoutKeep(AttentionDropoutKeep keep) { set_attention_dropout_keep_for_testing(keep); }
-  ~DropoutKeep() { set_attention_dropout_keep_for_testing(std::nullopt); }
-};
-
 TEST(AttentionDropoutKeepSwitch, IsRecomputeUnlessSetAndNamesTheVariableAndValueOnABadOne) {
   EXPECT_EQ(parse_attention_dropout_keep(nullptr), AttentionDropoutKeep::Recompute);
   EXPECT_EQ(parse_attention_dropout_keep(""), AttentionDropoutKeep::Recompute);
@@ -54,7 +49,7 @@ TEST(AttentionDropoutKeepSwitch, IsRecomputeUnlessSetAndNamesTheVariableAndValue
 
 // The op's output and qkv gradient on the CPU with the switch at `keep`.
 std::pair<Tensor, Tensor> cpu_attention(const Case& c, AttentionDropoutKeep keep) {
-  const DropoutKeep guard(keep);
+  const testing::ForcedSwitch guard(set_attention_dropout_keep_for_testing, keep);
   Tensor qkv = random_tensor({c.batch, c.seq, 3 * c.heads * c.head_dim}, 1, DType::F32).set_requires_grad(true);
   const Tensor mask = testing::padding_mask(c.lengths, c.seq);
   Tensor out = attention(qkv, mask, static_cast<int>(c.heads), c.dropout, 31, 4);
@@ -138,7 +133,7 @@ TEST_P(AttentionSavedKeepBits, BackwardReadingThemGivesTheRecomputedBits) {
 }
 
 TEST_P(AttentionSavedKeepBits, ThroughTheOpMatchesTheCpuReference) {
-  const DropoutKeep saved(AttentionDropoutKeep::Saved);
+  const testing::ForcedSwitch saved(set_attention_dropout_keep_for_testing, AttentionDropoutKeep::Saved);
   const testing::GpuAndCpuResults r = testing::attention_on_gpu_and_cpu(attention_case(), dtype());
   const testing::Tolerance tol = testing::attention_gradient_tolerance(dtype());
   EXPECT_TRUE(testing::all_close(r.grad_gpu, r.grad_cpu, tol.atol, tol.rtol));

@@ -31,6 +31,7 @@
 #include "kernels/reduce.h"
 #include "nn/transformer.h"
 #include "tests/testing/errors.h"
+#include "tests/testing/forced_switch.h"
 #include "tests/testing/gradcheck.h"
 
 namespace tandem::nn {
@@ -39,15 +40,6 @@ namespace {
 using kernels::BiasGradient;
 using testing::all_close;
 using testing::random_tensor;
-
-// Forces TANDEM_BIAS_GRADIENT for a scope.
-class ForcedBiasGradient {
- public:
-  explicit ForcedBiasGradient(BiasGradient where) { kernels::set_bias_gradient_for_testing(where); }
-  ~ForcedBiasGradient() { kernels::set_bias_gradient_for_testing(std::nullopt); }
-  ForcedBiasGradient(const ForcedBiasGradient&) = delete;
-  ForcedBiasGradient& operator=(const ForcedBiasGradient&) = delete;
-};
 
 TEST(BiasGradientSwitch, IsRowUnlessSetAndNamesTheVariableAndValueOnABadValue) {
   EXPECT_EQ(kernels::parse_bias_gradient(nullptr), BiasGradient::Row);
@@ -61,7 +53,7 @@ TEST(BiasGradientSwitch, IsRowUnlessSetAndNamesTheVariableAndValueOnABadValue) {
 TEST(BiasGradientSwitch, ATestOverrideWinsUntilItIsCleared) {
   const BiasGradient env = kernels::parse_bias_gradient(std::getenv("TANDEM_BIAS_GRADIENT"));
   for (BiasGradient where : {BiasGradient::Gemm, BiasGradient::Row}) {
-    ForcedBiasGradient forced(where);
+    testing::ForcedSwitch forced(kernels::set_bias_gradient_for_testing, where);
     EXPECT_EQ(kernels::bias_gradient(), where);
   }
   EXPECT_EQ(kernels::bias_gradient(), env);
@@ -123,7 +115,7 @@ TEST(LinearDeferredBias, BiasGradientIsTheColumnSumOfTheOutputGradient) {
 
 TEST(LinearDeferredBias, BiasGradientIsTheColumnSumOfTheOutputGradientOnTheGpu) {
   TANDEM_REQUIRE_GPU();
-  const ForcedBiasGradient gemm(BiasGradient::Gemm);
+  const testing::ForcedSwitch gemm(kernels::set_bias_gradient_for_testing, BiasGradient::Gemm);
   expect_bias_gradient_is_the_column_sum(DType::F32, Device::cuda(0), 1e-6);
   expect_bias_gradient_is_the_column_sum(DType::BF16, Device::cuda(0), 0x1p-8);
   expect_bias_gradient_is_the_column_sum(DType::F16, Device::cuda(0), 0x1p-10);
@@ -177,7 +169,7 @@ struct LayerGradients {
 // One training-mode forward (dropout 0.1 everywhere, padding in the mask) and backward of an encoder
 // layer (d_model 32, 4 heads, FFN 64, 2 x 9 tokens) with the bias gradients formed `where`.
 LayerGradients layer_gradients(BiasGradient where, const LayerCase& c, Device device, DType compute) {
-  const ForcedBiasGradient forced(where);
+  const testing::ForcedSwitch forced(kernels::set_bias_gradient_for_testing, where);
   Init init(11);
   TransformerEncoderLayer layer(32, 4, 64, 0.1, c.activation, c.norm_first, init);
   layer.to(device);

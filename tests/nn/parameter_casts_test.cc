@@ -28,6 +28,7 @@
 #include "nn/parameter_casts.h"
 #include "nn/transformer.h"
 #include "tests/testing/errors.h"
+#include "tests/testing/forced_switch.h"
 #include "tests/testing/gradcheck.h"
 #include "tests/testing/require_gpu.h"
 
@@ -36,14 +37,6 @@ namespace {
 
 using kernels::ParameterCastMode;
 using testing::random_tensor;
-
-class ForcedParameterCasts {
- public:
-  explicit ForcedParameterCasts(ParameterCastMode how) { kernels::set_parameter_casts_for_testing(how); }
-  ~ForcedParameterCasts() { kernels::set_parameter_casts_for_testing(std::nullopt); }
-  ForcedParameterCasts(const ForcedParameterCasts&) = delete;
-  ForcedParameterCasts& operator=(const ForcedParameterCasts&) = delete;
-};
 
 TEST(ParameterCastsSwitch, IsEachUnlessSetAndNamesTheVariableAndValueOnABadValue) {
   EXPECT_EQ(kernels::parse_parameter_casts(nullptr), ParameterCastMode::Each);
@@ -248,11 +241,11 @@ void expect_batched_classifier_is_each_casts(Device device) {
     model.train(true);
     std::optional<ClassifierRun> each, batched;
     {
-      const ForcedParameterCasts forced(ParameterCastMode::Each);
+      const testing::ForcedSwitch forced(kernels::set_parameter_casts_for_testing, ParameterCastMode::Each);
       each = run_classifier(model, compute, device);
     }
     {
-      const ForcedParameterCasts forced(ParameterCastMode::Batched);
+      const testing::ForcedSwitch forced(kernels::set_parameter_casts_for_testing, ParameterCastMode::Batched);
       batched = run_classifier(model, compute, device);
     }
     EXPECT_EQ(batched->logits, each->logits);
@@ -282,7 +275,7 @@ class OpCounter final : public OpObserver {
 };
 
 std::map<std::string, int> forward_ops(const TextClassifier& model, ParameterCastMode how) {
-  const ForcedParameterCasts forced(how);
+  const testing::ForcedSwitch forced(kernels::set_parameter_casts_for_testing, how);
   const NoGradGuard no_grad;
   ForwardContext ctx;
   ctx.compute_dtype = DType::BF16;
@@ -308,7 +301,7 @@ TEST(ParameterCastsBatched, ClassifierCastsEveryLinearParameterInOneOp) {
 }
 
 TEST(ParameterCastsBatched, ASecondForwardCastsTheWeightsAsTheyAreThen) {
-  const ForcedParameterCasts forced(ParameterCastMode::Batched);
+  const testing::ForcedSwitch forced(kernels::set_parameter_casts_for_testing, ParameterCastMode::Batched);
   TextClassifier model(small_classifier(), 21);
   model.train(true);
   const ClassifierRun before = run_classifier(model, DType::BF16, Device::cpu());
@@ -319,7 +312,7 @@ TEST(ParameterCastsBatched, ASecondForwardCastsTheWeightsAsTheyAreThen) {
   const ClassifierRun after = run_classifier(model, DType::BF16, Device::cpu());
   ClassifierRun each;
   {
-    const ForcedParameterCasts each_cast(ParameterCastMode::Each);
+    const testing::ForcedSwitch each_cast(kernels::set_parameter_casts_for_testing, ParameterCastMode::Each);
     each = run_classifier(model, DType::BF16, Device::cpu());
   }
   EXPECT_NE(after.logits, before.logits);
@@ -327,7 +320,7 @@ TEST(ParameterCastsBatched, ASecondForwardCastsTheWeightsAsTheyAreThen) {
 }
 
 TEST(ParameterCastsBatched, AScopeInsideAnotherKeepsTheOuterCopies) {
-  const ForcedParameterCasts forced(ParameterCastMode::Batched);
+  const testing::ForcedSwitch forced(kernels::set_parameter_casts_for_testing, ParameterCastMode::Batched);
   TextClassifier model(small_classifier(), 21);
   ForwardContext ctx;
   ctx.compute_dtype = DType::BF16;
@@ -348,7 +341,7 @@ TEST(ParameterCastsBatched, AScopeInsideAnotherKeepsTheOuterCopies) {
 // The names of the parameters in the order their gradients became complete in one backward (what
 // DDP's buckets see: each hook is where a bucket learns a gradient is ready).
 std::vector<std::string> gradient_order(const TextClassifier& model, ParameterCastMode how) {
-  const ForcedParameterCasts forced(how);
+  const testing::ForcedSwitch forced(kernels::set_parameter_casts_for_testing, how);
   std::vector<std::string> order;
   std::vector<std::pair<Tensor, uint64_t>> hooks;
   for (const auto& [name, p] : model.named_parameters()) {
