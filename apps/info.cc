@@ -8,8 +8,8 @@
 #include "core/stream.h"
 #include "core/thread_pool.h"
 #include "kernels/bias_gradient.h"
+#include "kernels/linear_gradients.h"
 #include "kernels/parameter_casts.h"
-#include "kernels/weight_gradient.h"
 
 #if TANDEM_WITH_CUDA
 #include "kernels/cuda/attention_switches.h"
@@ -66,9 +66,9 @@ void add_info_command(CLI::App& app) {
     // How a forward casts the parameters to the compute dtype (kernels/parameter_casts.h): every build.
     fmt::print("parameter casts: TANDEM_PARAMETER_CASTS={}\n",
                kernels::parameter_casts_name(kernels::parameter_casts()));
-    // Where a 16-bit forward's weight gradients become f32 (kernels/weight_gradient.h): every build.
-    fmt::print("weight gradients: TANDEM_WEIGHT_GRADIENT={}\n",
-               kernels::weight_gradient_name(kernels::weight_gradient()));
+    // Where a 16-bit forward's linear parameter gradients become f32 (kernels/linear_gradients.h): every build.
+    fmt::print("linear gradients: TANDEM_LINEAR_GRADIENTS={}\n",
+               kernels::linear_gradients_name(kernels::linear_gradients()));
     // The CPU kernels' instruction set and intra-op threads, and why (TANDEM_CPU_ISA, TANDEM_NUM_THREADS).
     const CpuIsa isa = selected_cpu_isa();
     fmt::print("cpu isa: {} ({})\n", cpu_isa_name(isa),

@@ -442,22 +442,24 @@ Suite make_suite(Device dev, DType t, int64_t rows, int64_t d, int cuda_device) 
                      ON(linear_forward_cpu(x, w, b, y, rows, d, ffn, t),
                         linear_forward_cuda(x, w, b, y, rows, d, ffn, t, cuda_device, stream))});
     cases.push_back({"linear", sh, "bwd", 0, 4 * mnk,
-                     ON(linear_backward_cpu(y, x, w, dx, dw, db, rows, d, ffn, t, t),
-                        linear_backward_cuda(y, x, w, dx, dw, db, rows, d, ffn, t, t, cuda_device, stream))});
+                     ON(linear_backward_cpu(y, x, w, dx, dw, db, rows, d, ffn, t, t, t),
+                        linear_backward_cuda(y, x, w, dx, dw, db, rows, d, ffn, t, t, t, cuda_device, stream))});
 #if TANDEM_WITH_CUDA
     // The same backward with db asked of dw's GEMM (cuBLASLt's BGRADB unless TANDEM_CUBLASLT_EPILOGUES=0),
     // as for a bias the next op added (TANDEM_BIAS_GRADIENT=gemm): against the row above, what the
     // bias gradient costs the GEMM; against bias_gelu_dropout_fused - _no_db, what it saves there.
     if (gpu)
       cases.push_back({"linear_db_in_gemm", sh, "bwd", 0, 4 * mnk, [=] {
-                         linear_backward_cuda(y, x, w, dx, dw, db, rows, d, ffn, t, t, cuda_device, stream, true);
+                         linear_backward_cuda(y, x, w, dx, dw, db, rows, d, ffn, t, t, t, cuda_device, stream, true);
                        }});
-    // dw written in f32 for the master weight (TANDEM_WEIGHT_GRADIENT=master, kernels/weight_gradient.h):
-    // against `linear`'s backward, what the f32 output costs dw's GEMM; it saves the cast backward's pass.
+    // dw and db written in f32 for the master parameters (TANDEM_LINEAR_GRADIENTS=master,
+    // kernels/linear_gradients.h): against `linear`'s backward, what the f32 outputs cost; they save the
+    // cast backwards' passes.
     if (gpu && t != DType::F32) {
-      void* dw32 = B.raw({ffn, d}, DType::F32);
-      cases.push_back({"linear_master_dw", sh, "bwd", 0, 4 * mnk, [=] {
-                         linear_backward_cuda(y, x, w, dx, dw32, db, rows, d, ffn, t, DType::F32, cuda_device, stream);
+      void *dw32 = B.raw({ffn, d}, DType::F32), *db32 = B.raw({ffn}, DType::F32);
+      cases.push_back({"linear_master_grads", sh, "bwd", 0, 4 * mnk, [=] {
+                         linear_backward_cuda(y, x, w, dx, dw32, db32, rows, d, ffn, t, DType::F32, DType::F32,
+                                              cuda_device, stream);
                        }});
     }
 #endif

@@ -22,12 +22,13 @@ int64_t leading_rows(const Tensor& x) {
 }
 
 // has_bias: the node has a third input, b. bias_in_gemm: its gradient is asked of dw's GEMM
-// (linear_deferred_bias: the bias was added by the next op, not here). dw_dtype: the weight gradient's
-// (the master weight's under LinearWeight(values, master), else w's).
+// (linear_deferred_bias: the bias was added by the next op, not here). dw_dtype, db_dtype: the
+// gradients' (a master's under LinearParameter(values, master), else x's).
 class LinearBackward final : public Node {
  public:
-  LinearBackward(const Tensor& x, const Tensor& w, DType dw_dtype, bool has_bias, bool bias_in_gemm = false)
-      : x_(x), w_(w), dw_dtype_(dw_dtype), has_bias_(has_bias), bias_in_gemm_(bias_in_gemm) {}
+  LinearBackward(const Tensor& x, const Tensor& w, DType dw_dtype, bool has_bias, DType db_dtype,
+                 bool bias_in_gemm = false)
+      : x_(x), w_(w), dw_dtype_(dw_dtype), db_dtype_(db_dtype), has_bias_(has_bias), bias_in_gemm_(bias_in_gemm) {}
 
   std::vector<Tensor> apply(std::vector<Tensor>&& g) override {
     Tensor x = x_.unpack(*this), w = w_.unpack(*this);
@@ -36,15 +37,15 @@ class LinearBackward final : public Node {
     Tensor dx, dw, db;
     if (next_edges_[0].valid()) dx = Tensor::empty(x.shape(), x.dtype(), x.device());
     if (next_edges_[1].valid()) dw = Tensor::empty(w.shape(), dw_dtype_, w.device());
-    if (has_bias_ && next_edges_[2].valid()) db = Tensor::empty({out}, w.dtype(), w.device());
+    if (has_bias_ && next_edges_[2].valid()) db = Tensor::empty({out}, db_dtype_, w.device());
     auto ptr = [](const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; };
     if (x.device().is_cpu()) {
       linear_backward_cpu(dy.data_ptr(), x.data_ptr(), w.data_ptr(), ptr(dx), ptr(dw), ptr(db), rows, in, out,
-                          x.dtype(), dw_dtype_);
+                          x.dtype(), dw_dtype_, db_dtype_);
     } else {
       TANDEM_CUDA_ONLY(linear_backward_cuda(dy.data_ptr(), x.data_ptr(), w.data_ptr(), ptr(dx), ptr(dw), ptr(db),
-                                            rows, in, out, x.dtype(), dw_dtype_, x.device().index, stream_of(x),
-                                            bias_in_gemm_));
+                                            rows, in, out, x.dtype(), dw_dtype_, db_dtype_, x.device().index,
+                                            stream_of(x), bias_in_gemm_));
     }
     if (has_bias_) return {dx, dw, db};
     return {dx, dw};
@@ -57,12 +58,27 @@ class LinearBackward final : public Node {
 
  private:
   SavedTensor x_, w_;
-  DType dw_dtype_;
+  DType dw_dtype_, db_dtype_;
   bool has_bias_, bias_in_gemm_;
 };
 
-void check_linear(const char* op, const Tensor& x, const LinearWeight& lw, const Tensor& b) {
-  const Tensor& w = lw.values;
+// A parameter given with a master: values without history, the master of values' shape and device in f32
+// (or f64 on the CPU).
+void check_master(const char* op, const char* what, const LinearParameter& p) {
+  if (!p.master.defined()) return;
+  const Tensor &v = p.values, &m = p.master;
+  // The master takes the gradient that values would have had: values with history would lose it.
+  TANDEM_CHECK(!v.requires_grad(), "{}: {} values {} given with a master must have no autograd history", op, what,
+               v.str());
+  TANDEM_CHECK(m.shape() == v.shape() && m.device() == v.device(),
+               "{}: master {} {} must have the shape and device of its values {}", op, what, m.str(), v.str());
+  const bool host = m.device().is_cpu();
+  TANDEM_CHECK(m.dtype() == DType::F32 || (host && m.dtype() == DType::F64), "{}: master {} {} must be f32{}", op,
+               what, m.str(), host ? " or f64" : " on a GPU");
+}
+
+void check_linear(const char* op, const Tensor& x, const LinearParameter& lw, const LinearParameter& lb) {
+  const Tensor &w = lw.values, &b = lb.values;
   if (b.defined()) check_same_device_and_dtype(op, {&x, &w, &b});
   else check_same_device_and_dtype(op, {&x, &w});
   TANDEM_CHECK(w.dim() == 2, "{}: weight must be [out, in], got {}", op, w.str());
@@ -70,16 +86,8 @@ void check_linear(const char* op, const Tensor& x, const LinearWeight& lw, const
                x.str(), w.size(1), w.str());
   TANDEM_CHECK(!b.defined() || (b.dim() == 1 && b.size(0) == w.size(0)), "{}: bias {} must be [{}]", op,
                b.defined() ? b.str() : "", w.size(0));
-  if (!lw.master.defined()) return;
-  const Tensor& m = lw.master;
-  // The master takes the gradient that values would have had: values with history would lose it.
-  TANDEM_CHECK(!w.requires_grad(), "{}: weight values {} given with a master weight must have no autograd history",
-               op, w.str());
-  TANDEM_CHECK(m.shape() == w.shape() && m.device() == w.device(),
-               "{}: master weight {} must have the shape and device of the weight values {}", op, m.str(), w.str());
-  const bool host = m.device().is_cpu();
-  TANDEM_CHECK(m.dtype() == DType::F32 || (host && m.dtype() == DType::F64),
-               "{}: master weight {} must be f32{}", op, m.str(), host ? " or f64" : " on a GPU");
+  check_master(op, "weight", lw);
+  check_master(op, "bias", lb);
 }
 
 // y = x w^T (+ b where `bias` is given), on x's device.
@@ -97,31 +105,34 @@ Tensor product(const Tensor& x, const Tensor& w, const void* bias) {
   return y;
 }
 
+// The node of y = x w^T (+ b), connected to x and to where w's and b's gradients go.
+void record(const Tensor& x, const LinearParameter& w, const LinearParameter& b, bool bias_in_gemm, Tensor& y) {
+  const Tensor &wg = w.gradient_to(), &bg = b.gradient_to();
+  if (b.defined()) {
+    if (any_requires_grad({&x, &wg, &bg}))
+      std::make_shared<LinearBackward>(x, w.values, wg.dtype(), true, bg.dtype(), bias_in_gemm)
+          ->connect({&x, &wg, &bg}, {&y});
+  } else if (any_requires_grad({&x, &wg})) {
+    std::make_shared<LinearBackward>(x, w.values, wg.dtype(), false, x.dtype())->connect({&x, &wg}, {&y});
+  }
+}
+
 }  // namespace
 
-Tensor linear(const Tensor& x, const LinearWeight& w, const Tensor& b) {
+Tensor linear(const Tensor& x, const LinearParameter& w, const LinearParameter& b) {
   OpScope scope("linear");
   check_linear("linear", x, w, b);
-  Tensor y = product(x, w.values, b.defined() ? b.data_ptr() : nullptr);
-  const Tensor& wg = w.gradient_to();
-  if (b.defined()) {
-    if (any_requires_grad({&x, &wg, &b}))
-      std::make_shared<LinearBackward>(x, w.values, wg.dtype(), true)->connect({&x, &wg, &b}, {&y});
-  } else if (any_requires_grad({&x, &wg})) {
-    std::make_shared<LinearBackward>(x, w.values, wg.dtype(), false)->connect({&x, &wg}, {&y});
-  }
+  Tensor y = product(x, w.values, b.defined() ? b.values.data_ptr() : nullptr);
+  record(x, w, b, /*bias_in_gemm=*/false, y);
   return y;
 }
 
-Tensor linear_deferred_bias(const Tensor& x, const LinearWeight& w, const Tensor& b) {
+Tensor linear_deferred_bias(const Tensor& x, const LinearParameter& w, const LinearParameter& b) {
   OpScope scope("linear");  // the same op in traces and op tables: only its backward's bias sum moved
   TANDEM_CHECK(b.defined(), "linear_deferred_bias: the bias must be defined");
   check_linear("linear_deferred_bias", x, w, b);
   Tensor y = product(x, w.values, nullptr);
-  const Tensor& wg = w.gradient_to();
-  if (any_requires_grad({&x, &wg, &b}))
-    std::make_shared<LinearBackward>(x, w.values, wg.dtype(), true, /*bias_in_gemm=*/true)
-        ->connect({&x, &wg, &b}, {&y});
+  record(x, w, b, /*bias_in_gemm=*/true, y);
   return y;
 }
 

@@ -71,7 +71,7 @@ MultiheadAttention::MultiheadAttention(int64_t d_model, int64_t n_heads, double 
 
 ProductAndBias MultiheadAttention::forward_leaving_out_bias(const Tensor& x, const Tensor& key_padding_mask,
                                                           ForwardContext& ctx) const {
-  Tensor qkv = kernels::linear(x, compute_weight(in_proj_weight_, ctx), as_compute(in_proj_bias_, ctx));
+  Tensor qkv = kernels::linear(x, linear_parameter(in_proj_weight_, ctx), linear_parameter(in_proj_bias_, ctx));
   const double p = is_training() ? dropout_ : 0.0;
   const uint64_t stream = ctx.next_dropout_stream();
   Tensor heads =

@@ -17,16 +17,19 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool bias, Init& init)
 }
 
 Tensor Linear::forward(const Tensor& x, const ForwardContext& ctx) const {
-  return kernels::linear(x, compute_weight(weight_, ctx), bias_.defined() ? as_compute(bias_, ctx) : Tensor());
+  return kernels::linear(x, linear_parameter(weight_, ctx),
+                         bias_.defined() ? linear_parameter(bias_, ctx) : kernels::LinearParameter());
 }
 
 ProductAndBias Linear::forward_leaving_bias(const Tensor& x, const ForwardContext& ctx) const {
   TANDEM_CHECK(bias_.defined(), "Linear::forward_leaving_bias: the layer has no bias");
-  const kernels::LinearWeight w = compute_weight(weight_, ctx);
-  const Tensor b = as_compute(bias_, ctx);
-  if (kernels::bias_gradient() == kernels::BiasGradient::Gemm)
-    return {kernels::linear_deferred_bias(x, w, b), b.detach()};
-  return {kernels::linear(x, w), b};
+  const kernels::LinearParameter w = linear_parameter(weight_, ctx);
+  if (kernels::bias_gradient() == kernels::BiasGradient::Gemm) {
+    // This product's backward forms the bias gradient: the row op gets the values alone.
+    const kernels::LinearParameter b = linear_parameter(bias_, ctx);
+    return {kernels::linear_deferred_bias(x, w, b), b.values.detach()};
+  }
+  return {kernels::linear(x, w), as_compute(bias_, ctx)};  // the row op's backward sums the bias gradient
 }
 
 }  // namespace tandem::nn

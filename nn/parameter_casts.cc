@@ -2,8 +2,8 @@
 
 #include "core/autograd/grad_mode.h"
 #include "kernels/elementwise.h"
+#include "kernels/linear_gradients.h"
 #include "kernels/parameter_casts.h"
-#include "kernels/weight_gradient.h"
 
 namespace tandem::nn {
 
@@ -44,10 +44,10 @@ Tensor as_compute(const Tensor& param, const ForwardContext& ctx) {
   return kernels::cast(param, ctx.compute_dtype);
 }
 
-kernels::LinearWeight compute_weight(const Tensor& param, const ForwardContext& ctx) {
-  if (param.dtype() == ctx.compute_dtype || kernels::weight_gradient() != kernels::WeightGradient::Master)
+kernels::LinearParameter linear_parameter(const Tensor& param, const ForwardContext& ctx) {
+  if (param.dtype() == ctx.compute_dtype || kernels::linear_gradients() != kernels::LinearGradients::Master)
     return as_compute(param, ctx);
-  // A copy that as_compute has already recorded as a cast (a weight used twice) has history: its
+  // A copy that as_compute has already recorded as a cast (a parameter used twice) has history: its
   // detached view holds the same values without it.
   if (ctx.casts && ctx.casts->dtype() == ctx.compute_dtype)
     if (const Tensor* copy = ctx.casts->values(param)) return {copy->detach(), param};

@@ -15,10 +15,11 @@
 // after an optimizer step, casts the new values. A scope inside another's
 // forward leaves the outer copies in place.
 //
-// compute_weight(param, ctx) is what a linear asks for its weight: as_compute's
-// tensor, or under TANDEM_WEIGHT_GRADIENT=master (kernels/weight_gradient.h) the
-// same values with no history and the master weight to take the gradient
-// (kernels::LinearWeight), so no cast backward runs for it.
+// linear_parameter(param, ctx) is what a linear asks for a weight or bias whose
+// gradient its own backward forms: as_compute's tensor, or under
+// TANDEM_LINEAR_GRADIENTS=master (kernels/linear_gradients.h) the same values with
+// no history and the master to take the gradient (kernels::LinearParameter), so
+// no cast backward runs for it.
 #pragma once
 
 #include <optional>
@@ -37,7 +38,7 @@ class ParameterCasts {
   // records the copy as its cast for autograd (kernels::record_cast): its backward then runs
   // where that of a cast made here would.
   const Tensor* use(const Tensor& param);
-  // The copy of `param` with no autograd history (its gradient goes elsewhere: compute_weight), or null.
+  // The copy of `param` with no autograd history (its gradient goes elsewhere: linear_parameter), or null.
   const Tensor* values(const Tensor& param) const;
   DType dtype() const { return dtype_; }
 
@@ -67,9 +68,11 @@ class ParameterCastScope {
 // or a differentiable cast.
 Tensor as_compute(const Tensor& param, const ForwardContext& ctx);
 
-// A linear's weight in the compute dtype: as_compute(param, ctx), or under TANDEM_WEIGHT_GRADIENT=master,
-// for a compute dtype other than param's, its values with no history (the context's batched copy, or a
-// cast made under NoGradGuard) with param as the master that takes the gradient.
-kernels::LinearWeight compute_weight(const Tensor& param, const ForwardContext& ctx);
+// A linear's weight or bias in the compute dtype, for the linear's backward to form its gradient:
+// as_compute(param, ctx), or under TANDEM_LINEAR_GRADIENTS=master, for a compute dtype other than
+// param's, its values with no history (the context's batched copy, or a cast made under NoGradGuard)
+// with param as the master that takes the gradient. Not for a bias another op's backward sums (the
+// encoder's row ops under TANDEM_BIAS_GRADIENT=row): that one is as_compute's.
+kernels::LinearParameter linear_parameter(const Tensor& param, const ForwardContext& ctx);
 
 }  // namespace tandem::nn

@@ -378,7 +378,7 @@ phase_compare() {
   # (with the default backward and with split_pipelined), the fused GELU + dropout's saved keep
   # bits, the deferred biases' gradients in their linears' GEMMs (bias_gemm), the parameters' casts in
   # one launch (batched_casts, at ag_news_small's launch-bound shape too), the weights' gradients
-  # written in f32 by their GEMMs (master_grads: 17 cast backwards fewer a step), the opt-in row kernels
+  # written in f32 by their backward (master_grads: 22 cast backwards fewer a step), the opt-in row kernels
   # (with the fused GELU + dropout and bias + dropout + residual + layer
   # norm, whose kernels_bench rows, bias_gelu_dropout_* and bias_dropout_add_layer_norm_*, are in the
   # bench phase), and `combined`: every opt-in that its kernels_bench or attention_bench rows may
@@ -407,10 +407,10 @@ phase_compare() {
         ffn_saved) envs=(TANDEM_DROPOUT_KEEP=saved) ;;
         bias_gemm) envs=(TANDEM_BIAS_GRADIENT=gemm) ;;
         batched_casts) envs=(TANDEM_PARAMETER_CASTS=batched) ;;
-        master_grads) envs=(TANDEM_WEIGHT_GRADIENT=master) ;;
+        master_grads) envs=(TANDEM_LINEAR_GRADIENTS=master) ;;
         combined) envs=(TANDEM_ATTENTION_DROPOUT_KEEP=saved TANDEM_ATTENTION_BACKWARD=split_pipelined
                         TANDEM_DROPOUT_KEEP=saved TANDEM_LAYER_NORM=lanes TANDEM_COLUMN_SUM=block
-                        TANDEM_BIAS_GRADIENT=gemm TANDEM_PARAMETER_CASTS=batched TANDEM_WEIGHT_GRADIENT=master) ;;
+                        TANDEM_BIAS_GRADIENT=gemm TANDEM_PARAMETER_CASTS=batched TANDEM_LINEAR_GRADIENTS=master) ;;
       esac
       capture "compare_eager_${c}_$variant" 120 env "${envs[@]}" "$build/apps/tandem" bench step \
         --config "configs/$c.yaml" --synthetic --precisions bf16 --warmup 5 --steps 30 --rounds 2 --set device=cuda \
@@ -430,7 +430,7 @@ phase_compare() {
     "rows = TANDEM_LAYER_NORM=multi_row TANDEM_MASKED_MEAN=lane_groups;" \
     "ffn_saved = TANDEM_DROPOUT_KEEP=saved; block_slots = TANDEM_LAYER_NORM=lanes TANDEM_COLUMN_SUM=block;" \
     "bias_gemm = TANDEM_BIAS_GRADIENT=gemm; batched_casts = TANDEM_PARAMETER_CASTS=batched;" \
-    "master_grads = TANDEM_WEIGHT_GRADIENT=master;" \
+    "master_grads = TANDEM_LINEAR_GRADIENTS=master;" \
     "combined = saved_split_pipelined's, ffn_saved's, bias_gemm's, batched_casts', master_grads' and block_slots' together:" \
     "${eager[@]}"
   return $rc

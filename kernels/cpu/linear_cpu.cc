@@ -74,26 +74,22 @@ void linear_forward_cpu(const void* x, const void* w, const void* b, void* y, in
 }
 
 void linear_backward_cpu(const void* dy, const void* x, const void* w, void* dx, void* dw, void* db, int64_t rows,
-                         int64_t in, int64_t out, DType t, DType dw_dtype) {
-  if (t == DType::F32 && dw_dtype == DType::F32) {
+                         int64_t in, int64_t out, DType t, DType dw_dtype, DType db_dtype) {
+  if (t == DType::F32 && dw_dtype == DType::F32 && db_dtype == DType::F32) {
     linear_backward_f32(static_cast<const float*>(dy), static_cast<const float*>(x), static_cast<const float*>(w),
                         static_cast<float*>(dx), static_cast<float*>(dw), static_cast<float*>(db), rows, in, out);
     return;
   }
   TANDEM_DISPATCH_FLOAT(t, "linear_backward_cpu", [&] {
     using A = acc_t<scalar_t>;
+    // One sum each, stored in its gradient's dtype: rounding a master's f32 gradient to t gives t's bits.
+    auto store_as = [](DType d, const auto& m, void* dst) {
+      TANDEM_DISPATCH_FLOAT(d, "linear_backward_cpu", [&] { narrow_store<scalar_t>(m, dst); });
+    };
     Mat<A> DY = widen<scalar_t>(dy, rows, out);
     if (dx) narrow_store<scalar_t>(Mat<A>(DY * widen<scalar_t>(w, out, in)), dx);
-    if (dw) {
-      // One sum, stored in dw's dtype: rounding a master's f32 dw to t gives t's dw bit for bit.
-      const Mat<A> DW = DY.transpose() * widen<scalar_t>(x, rows, in);
-      if (dw_dtype == t) {
-        narrow_store<scalar_t>(DW, dw);
-      } else {
-        TANDEM_DISPATCH_FLOAT(dw_dtype, "linear_backward_cpu dw", [&] { narrow_store<scalar_t>(DW, dw); });
-      }
-    }
-    if (db) narrow_store<scalar_t>(Vec<A>(DY.colwise().sum()), db);
+    if (dw) store_as(dw_dtype, Mat<A>(DY.transpose() * widen<scalar_t>(x, rows, in)), dw);
+    if (db) store_as(db_dtype, Vec<A>(DY.colwise().sum()), db);
   });
 }
 

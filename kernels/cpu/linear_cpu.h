@@ -14,8 +14,9 @@ namespace tandem::kernels {
 void linear_forward_cpu(const void* x, const void* w, const void* b, void* y, int64_t rows, int64_t in,
                         int64_t out, DType t);
 // Any of dx, dw, db may be null (not needed). dx = dy w; dw = dy^T x; db = sum over rows of dy.
-// dw is of dw_dtype (t, or for a master weight f32 or f64: the same sum, rounded once to dw_dtype).
+// dw is of dw_dtype and db of db_dtype: t, or for a master parameter f32 or f64 (the same sum, rounded
+// once to that dtype).
 void linear_backward_cpu(const void* dy, const void* x, const void* w, void* dx, void* dw, void* db, int64_t rows,
-                         int64_t in, int64_t out, DType t, DType dw_dtype);
+                         int64_t in, int64_t out, DType t, DType dw_dtype, DType db_dtype);
 
 }  // namespace tandem::kernels

@@ -51,13 +51,13 @@ cublasLtMatrixLayout_t layout(cudaDataType_t t, int64_t rows, int64_t cols, int6
   return l;
 }
 
-using Key = std::tuple<int, int64_t, int64_t, int64_t, int, int, uint32_t, int, int>;
+using Key = std::tuple<int, int64_t, int64_t, int64_t, int, int, int, uint32_t, int, int>;
 
 // D[m, n] = op(A) . op(B) with `epilogue` writing/reading `vec`; the A, B, D layouts are the stored ones.
-// A, B and vec are of t, D of d_type.
+// A and B are of t, D of d_type, vec of vec_type.
 bool run(cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda,
          const void* b, int64_t ldb, void* d, int64_t ldd, cublasLtEpilogue_t epilogue, const void* vec, DType t,
-         DType d_type, int device, cudaStream_t stream) {
+         DType d_type, DType vec_type, int device, cudaStream_t stream) {
   const cudaDataType_t dt = cublas_data_type(t, "cuBLASLt linear"), ddt = cublas_data_type(d_type, "cuBLASLt linear");
   LtProblem p;
   TANDEM_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
@@ -67,7 +67,7 @@ bool run(cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n, int64
   TANDEM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof(opb)));
   TANDEM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
   TANDEM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &vec, sizeof(vec)));
-  const int32_t bias_type = dt;  // the bias (and bias gradient) in the tensors' own dtype
+  const int32_t bias_type = cublas_data_type(vec_type, "cuBLASLt linear");  // the bias or its gradient
   TANDEM_CUBLAS_CHECK(
       cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
   p.a = ta == CUBLAS_OP_N ? layout(dt, m, k, lda) : layout(dt, k, m, lda);
@@ -77,7 +77,8 @@ bool run(cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n, int64
   cublasLtHandle_t lt = reinterpret_cast<cublasLtHandle_t>(cublas_handle(device, stream));
   // The heuristic depends on pointer alignment (of the bias too), so the key carries the pointers' low bits.
   const auto align = [](const void* q) { return static_cast<int>(reinterpret_cast<uintptr_t>(q) & 15); };
-  const Key key{device, m, n, k, static_cast<int>(t), static_cast<int>(d_type), epi, opa * 2 + opb,
+  const Key key{device,        m,   n, k, static_cast<int>(t), static_cast<int>(d_type), static_cast<int>(vec_type),
+                epi,           opa * 2 + opb,
                 align(a) | align(b) << 4 | align(d) << 8 | align(vec) << 12};
   static std::mutex mu;
   static std::map<Key, std::optional<cublasLtMatmulAlgo_t>> cache;
@@ -132,14 +133,14 @@ void set_cublaslt_epilogues_for_testing(std::optional<CublasLtEpilogues> epilogu
 
 bool gemm_bias_lt(const void* x, const void* w, const void* b, void* y, int64_t rows, int64_t in, int64_t out,
                   DType t, int device, cudaStream_t stream) {
-  return run(CUBLAS_OP_T, CUBLAS_OP_N, out, rows, in, w, in, x, in, y, out, CUBLASLT_EPILOGUE_BIAS, b, t, t, device,
-             stream);
+  return run(CUBLAS_OP_T, CUBLAS_OP_N, out, rows, in, w, in, x, in, y, out, CUBLASLT_EPILOGUE_BIAS, b, t, t, t,
+             device, stream);
 }
 
 bool gemm_weight_bias_grad_lt(const void* dy, const void* x, void* dw, void* db, int64_t rows, int64_t in,
-                              int64_t out, DType t, DType dw_dtype, int device, cudaStream_t stream) {
+                              int64_t out, DType t, DType dw_dtype, DType db_dtype, int device, cudaStream_t stream) {
   return run(CUBLAS_OP_N, CUBLAS_OP_T, in, out, rows, x, in, dy, out, dw, in, CUBLASLT_EPILOGUE_BGRADB, db, t, dw_dtype,
-             device, stream);
+             db_dtype, device, stream);
 }
 
 }  // namespace tandem::kernels

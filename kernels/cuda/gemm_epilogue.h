@@ -43,8 +43,8 @@ const char* cublaslt_epilogues_name(CublasLtEpilogues epilogues);
 bool gemm_bias_lt(const void* x, const void* w, const void* b, void* y, int64_t rows, int64_t in, int64_t out,
                   DType t, int device, cudaStream_t stream);
 // dw[out, in] = dy[rows, out]^T . x[rows, in] and db[out] = the column sums of dy, on `stream`; dw of
-// dw_dtype (t, or f32 for a master weight), db of t. False: not run.
+// dw_dtype and db of db_dtype (each t, or f32 for a master parameter). False: not run.
 bool gemm_weight_bias_grad_lt(const void* dy, const void* x, void* dw, void* db, int64_t rows, int64_t in,
-                              int64_t out, DType t, DType dw_dtype, int device, cudaStream_t stream);
+                              int64_t out, DType t, DType dw_dtype, DType db_dtype, int device, cudaStream_t stream);
 
 }  // namespace tandem::kernels

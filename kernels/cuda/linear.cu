@@ -6,8 +6,9 @@
 //   y^T[out,N]  = w[out,in]  . x^T[in,N]     -> gemm(T, N, out, N, in)
 //   dx^T[in,N]  = w^T[in,out] . dy^T[out,N]  -> gemm(N, N, in, N, out)
 //   dw^T[in,out] = x^T[in,N] . dy[N,out]     -> gemm(N, T, in, out, N)
-// dw of a master weight (kernels::LinearWeight) is f32 from 16-bit operands: cuBLAS stores its f32
-// sum in an f32 C (CUDA_R_32F), with no rounding to the operands' type between.
+// dw of a master weight (kernels::LinearParameter) is f32 from 16-bit operands: cuBLAS stores its f32
+// sum in an f32 C (CUDA_R_32F), with no rounding to the operands' type between; db of a master bias
+// is the column sum's f32 result as it is (column_sum_finish's f32 output, layer norm's).
 // Bias forward: one pass adding b to each row of y (reads and writes N*out
 // elements), a thread per 16-byte vector of columns with its bias vector in
 // registers and rows strided (no index arithmetic per element). Bias backward:
@@ -90,10 +91,11 @@ void linear_forward_cuda(const void* x, const void* w, const void* b, void* y, i
 }
 
 void linear_backward_cuda(const void* dy, const void* x, const void* w, void* dx, void* dw, void* db, int64_t rows,
-                          int64_t in, int64_t out, DType t, DType dw_dtype, int device, void* stream,
+                          int64_t in, int64_t out, DType t, DType dw_dtype, DType db_dtype, int device, void* stream,
                           bool db_in_gemm) {
-  TANDEM_CHECK(dw_dtype == t || dw_dtype == DType::F32, "linear backward on CUDA: a {} weight gradient of {} inputs",
-               dtype_name(dw_dtype), dtype_name(t));
+  TANDEM_CHECK((dw_dtype == t || dw_dtype == DType::F32) && (db_dtype == t || db_dtype == DType::F32),
+               "linear backward on CUDA: {} weight and {} bias gradients of {} inputs", dtype_name(dw_dtype),
+               dtype_name(db_dtype), dtype_name(t));
   auto s = static_cast<cudaStream_t>(stream);
   cublasHandle_t h = cublas_handle(device, s);
   const size_t es = dtype_size(t);
@@ -104,7 +106,7 @@ void linear_backward_cuda(const void* dy, const void* x, const void* w, void* dx
   const CublasLtEpilogues lt = cublaslt_epilogues();
   const bool bgradb = lt == CublasLtEpilogues::All || (db_in_gemm && lt != CublasLtEpilogues::Off);
   if (dw && db && rows > 0 && in > 0 && out > 0 && bgradb &&
-      gemm_weight_bias_grad_lt(dy, x, dw, db, rows, in, out, t, dw_dtype, device, s))
+      gemm_weight_bias_grad_lt(dy, x, dw, db, rows, in, out, t, dw_dtype, db_dtype, device, s))
     return;
   if (dw && out * in > 0) {
     if (rows == 0) TANDEM_CUDA_CHECK(cudaMemsetAsync(dw, 0, static_cast<size_t>(out * in) * dtype_size(dw_dtype), s));
@@ -113,7 +115,7 @@ void linear_backward_cuda(const void* dy, const void* x, const void* w, void* dx
   if (db && out > 0) {
     TANDEM_DISPATCH_FLOAT_NO_F64(t, "linear bias grad", [&] {
       if (rows == 0) {
-        TANDEM_CUDA_CHECK(cudaMemsetAsync(db, 0, static_cast<size_t>(out) * es, s));
+        TANDEM_CUDA_CHECK(cudaMemsetAsync(db, 0, static_cast<size_t>(out) * dtype_size(db_dtype), s));
         return;
       }
       const int64_t slots = column_sum_slots(rows, out);
@@ -127,7 +129,8 @@ void linear_backward_cuda(const void* dy, const void* x, const void* w, void* dx
           TANDEM_CUDA_CHECK_LAUNCH();
         });
       });
-      column_sum_finish(partial.get(0), slots, out, static_cast<scalar_t*>(db), s);
+      if (db_dtype == DType::F32) column_sum_finish(partial.get(0), slots, out, static_cast<float*>(db), s);
+      else column_sum_finish(partial.get(0), slots, out, static_cast<scalar_t*>(db), s);
     });
   }
 }

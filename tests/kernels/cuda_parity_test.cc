@@ -146,7 +146,7 @@ TEST_P(CudaParity, CublasLtBiasAndBiasGradientEpiloguesRunAndMatchTheReference) 
   ASSERT_TRUE(gemm_bias_lt(xg.data_ptr(), wg.data_ptr(), bg.data_ptr(), y.data_ptr(), rows, in, out, t(), 0, stream))
       << "cuBLASLt found no algorithm for the bias epilogue";
   ASSERT_TRUE(gemm_weight_bias_grad_lt(dyg.data_ptr(), xg.data_ptr(), dw.data_ptr(), db.data_ptr(), rows, in, out,
-                                       t(), t(), 0, stream))
+                                       t(), t(), t(), 0, stream))
       << "cuBLASLt found no algorithm for the BGRADB epilogue";
   Tol tol = tolerance(t());
   EXPECT_TRUE(all_close(y, y_ref, tol.atol, tol.rtol)) << "y";
@@ -154,19 +154,21 @@ TEST_P(CudaParity, CublasLtBiasAndBiasGradientEpiloguesRunAndMatchTheReference) 
   // db sums 512 rows: the 16-bit tolerance scales with the number of terms.
   EXPECT_TRUE(all_close(db, b.grad(), tol.atol * 8, tol.rtol * 4)) << "db";
   if (t() == DType::F32) return;
-  // dw in f32 for a master weight (TANDEM_WEIGHT_GRADIENT=master): where cuBLASLt has an algorithm for an
-  // f32 D of 16-bit operands, dw is the f32 sum, within f32 roundings of the CPU's (whose 16-bit dw
-  // above is that sum rounded); where it has none, linear falls back to the GEMM and the column sum.
-  Tensor dw32 = Tensor::empty({out, in}, DType::F32, Device::cuda(0)), db2 = Tensor::empty({out}, t(), Device::cuda(0));
-  if (gemm_weight_bias_grad_lt(dyg.data_ptr(), xg.data_ptr(), dw32.data_ptr(), db2.data_ptr(), rows, in, out, t(),
-                               DType::F32, 0, stream)) {
+  // dw and db in f32 for master parameters (TANDEM_LINEAR_GRADIENTS=master): where cuBLASLt has an
+  // algorithm for an f32 D and bias gradient of 16-bit operands, they are the f32 sums, within f32
+  // roundings of the CPU's (whose 16-bit ones above are those sums rounded); where it has none, linear
+  // falls back to the GEMM and the column sum.
+  Tensor dw32 = Tensor::empty({out, in}, DType::F32, Device::cuda(0));
+  Tensor db32 = Tensor::empty({out}, DType::F32, Device::cuda(0));
+  if (gemm_weight_bias_grad_lt(dyg.data_ptr(), xg.data_ptr(), dw32.data_ptr(), db32.data_ptr(), rows, in, out, t(),
+                               DType::F32, DType::F32, 0, stream)) {
     Tensor x32 = x.detach().to(DType::F32), dy32 = dy.to(DType::F32);
-    Tensor w32 = Tensor::zeros({out, in}).set_requires_grad(true);
-    linear(x32, w32).backward(dy32);
+    Tensor w32 = Tensor::zeros({out, in}).set_requires_grad(true), b32 = Tensor::zeros({out}).set_requires_grad(true);
+    linear(x32, w32, b32).backward(dy32);
     EXPECT_TRUE(all_close(dw32, w32.grad(), 1e-4, 1e-5)) << "f32 dw";
-    EXPECT_TRUE(all_close(db2, b.grad(), tol.atol * 8, tol.rtol * 4)) << "db with an f32 dw";
+    EXPECT_TRUE(all_close(db32, b32.grad(), 1e-4, 1e-5)) << "f32 db";
   } else {
-    std::cout << "cuBLASLt has no BGRADB algorithm for an f32 D of " << dtype_name(t())
+    std::cout << "cuBLASLt has no BGRADB algorithm for an f32 D and bias gradient of " << dtype_name(t())
               << " operands: linear takes the GEMM and the column sum\n";
   }
 }

@@ -1,7 +1,7 @@
 // A process-wide switch (core/env_switch.h) forced to one value for a scope, whatever the
 // environment says: `set` is the switch's set_..._for_testing, and the destructor hands the
 // choice back to the environment (nullopt). For tests on one thread, as the switches' forcing is.
-//   const testing::ForcedSwitch master(kernels::set_weight_gradient_for_testing, WeightGradient::Master);
+//   const testing::ForcedSwitch master(kernels::set_linear_gradients_for_testing, LinearGradients::Master);
 #pragma once
 
 #include <optional>

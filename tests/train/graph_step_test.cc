@@ -9,7 +9,7 @@
 // graphed step only, the deferred biases' gradients formed in their linears
 // (TANDEM_BIAS_GRADIENT=gemm) in both steps, the parameters' casts in one
 // launch (TANDEM_PARAMETER_CASTS=batched) in both steps, and the weights'
-// gradients written in f32 by their GEMMs (TANDEM_WEIGHT_GRADIENT=master).
+// and biases' gradients written in f32 by their backward (TANDEM_LINEAR_GRADIENTS=master).
 // These need a GPU and skip without one (TANDEM_REQUIRE_GPU=1 makes them fail);
 // the refusals of a CPU model run everywhere.
 #include "train/graph_step.h"
@@ -24,8 +24,8 @@
 #include "comm/init.h"
 #include "core/check.h"
 #include "kernels/bias_gradient.h"
+#include "kernels/linear_gradients.h"
 #include "kernels/parameter_casts.h"
-#include "kernels/weight_gradient.h"
 #include "tests/testing/forced_switch.h"
 #include "tests/testing/require_gpu.h"
 #include "tests/train/training_fixture.h"
@@ -173,13 +173,13 @@ TEST(GraphStep, BatchedParameterCastsReplayAsTheEagerStep) {
   expect_graph_replays_match_eager_steps(/*fp16=*/true);
 }
 
-TEST(GraphStep, MasterWeightGradientsReplayAsTheEagerStep) {
+TEST(GraphStep, LinearGradientsToTheMastersReplayAsTheEagerStep) {
   TANDEM_REQUIRE_GPU();
-  // TANDEM_WEIGHT_GRADIENT=master in both steps: the weight-gradient GEMMs write f32 into the masters'
+  // TANDEM_LINEAR_GRADIENTS=master in both steps: the linears' backward writes the masters' f32
   // gradients inside the capture, with no cast backward, and the replays train as the eager steps do,
   // bit for bit, in f32 (no casts: the switch changes nothing) and fp16, with each cast and batched.
-  const tandem::testing::ForcedSwitch master(kernels::set_weight_gradient_for_testing,
-                                             kernels::WeightGradient::Master);
+  const tandem::testing::ForcedSwitch master(kernels::set_linear_gradients_for_testing,
+                                             kernels::LinearGradients::Master);
   expect_graph_replays_match_eager_steps(/*fp16=*/false);
   expect_graph_replays_match_eager_steps(/*fp16=*/true);
   const tandem::testing::ForcedSwitch batched(kernels::set_parameter_casts_for_testing,
