@@ -22,24 +22,14 @@
 #include "core/elapsed.h"
 #include "core/random.h"
 #include "core/stream.h"
+#include "bench/model_shapes.h"
 #include "kernels/cross_entropy.h"
 #include "nn/transformer.h"
 
 namespace tandem {
 namespace {
 
-struct Shape {
-  const char* name;
-  int64_t d_model, heads, layers, ffn, seq, batch, vocab;
-};
-
-// The model sections of configs/*.yaml (batch: per device; the CPU runs use a smaller batch).
-const Shape kShapes[] = {
-    {"demo", 64, 4, 2, 128, 64, 16, 5000},
-    {"small", 128, 4, 2, 256, 128, 8, 30000},
-    {"optimized", 256, 8, 4, 1024, 256, 128, 30000},
-    {"imdb", 256, 8, 4, 1024, 512, 32, 30000},
-};
+using Shape = bench::ModelShape;  // batch: per device; the CPU runs use a smaller batch
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -86,16 +76,7 @@ double time_ms(Device device, F&& f) {
 void run(const Shape& s, Device device, DType compute, int64_t batch_override) {
   Shape sh = s;
   if (batch_override > 0) sh.batch = batch_override;
-  nn::TextClassifierConfig c;
-  c.vocab_size = sh.vocab;
-  c.d_model = sh.d_model;
-  c.n_heads = sh.heads;
-  c.num_layers = sh.layers;
-  c.dim_feedforward = sh.ffn;
-  c.max_seq_len = sh.seq;
-  c.num_classes = 4;
-  c.dropout = 0.1;
-  nn::TextClassifier model(c, 1);
+  nn::TextClassifier model(bench::classifier_config(sh), 1);
   model.to(device);
   model.train(true);
   Tensor u = Tensor::empty({sh.batch, sh.seq});
@@ -147,7 +128,7 @@ int main(int argc, char** argv) {
     fmt::print("{:<10} {:<6} {:<5} {:>5} {:>5} {:>9} {:>11} {:>10} {:>11} {:>9} {:>9}\n", "config", "device", "dtype",
                "batch", "seq", "fwd ms", "fwd+bwd ms", "samples/s", "tokens/s", "fwd GF/s", "f+b GF/s");
     for (const Device& d : devices) {
-      for (const auto& s : kShapes) {
+      for (const auto& s : bench::kModelShapes) {
         if (config != "all" && config != s.name) continue;
         // On the CPU, the large configs run with a batch that keeps a run near a second.
         int64_t b = batch > 0 ? batch : (d.is_cpu() && s.seq * s.batch > 4096 ? std::max<int64_t>(1, 4096 / s.seq) : 0);

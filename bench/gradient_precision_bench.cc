@@ -1,7 +1,7 @@
 // How far a 16-bit training step's parameter gradients are from exact ones, and what
 // TANDEM_LINEAR_GRADIENTS=master (kernels/linear_gradients.h) changes in that.
 //
-// For each model shape (the configs' model sections, a smaller CPU batch), one batch of
+// For each model shape (the configs' model sections, bench/model_shapes.h, with a CPU batch), one batch of
 // random ids with padding and random labels goes through the TextClassifier's forward,
 // cross entropy and backward in f64 compute (the reference: the same f32 master
 // parameters, every activation and sum in f64), then in bf16 and f16 with the linears'
@@ -18,7 +18,8 @@
 // step's gradient error that rounding is. CPU only (f64 compute); the kernels' sums there
 // are the GPU's to their summation order.
 //
-//   gradient_precision_bench [--config demo|small|optimized|all] [--batch N] [--seed S]
+//   gradient_precision_bench [--config demo|small|optimized|imdb|all] [--batch N] [--seed S]
+// (all: demo, small and optimized; a batch of 1024 tokens unless --batch)
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
@@ -28,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/model_shapes.h"
 #include "core/random.h"
 #include "kernels/bias_gradient.h"
 #include "kernels/cross_entropy.h"
@@ -38,17 +40,8 @@
 namespace tandem {
 namespace {
 
-struct Shape {
-  const char* name;
-  int64_t d_model, heads, layers, ffn, seq, batch, vocab;
-};
-
-// The model sections of configs/*.yaml, with CPU batches of 512-4096 tokens.
-const Shape kShapes[] = {
-    {"demo", 64, 4, 2, 128, 64, 16, 5000},
-    {"small", 128, 4, 2, 256, 128, 8, 30000},
-    {"optimized", 256, 8, 4, 1024, 256, 4, 30000},
-};
+// Tokens of a batch by default: a CPU run of the three shapes in about 12 s.
+constexpr int64_t kTokens = 1024;
 
 using Gradients = std::map<std::string, std::vector<double>>;
 
@@ -96,17 +89,8 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-void run(const Shape& s, int64_t batch, uint64_t seed) {
-  nn::TextClassifierConfig c;
-  c.vocab_size = s.vocab;
-  c.d_model = s.d_model;
-  c.n_heads = s.heads;
-  c.num_layers = s.layers;
-  c.dim_feedforward = s.ffn;
-  c.max_seq_len = s.seq;
-  c.num_classes = 4;
-  c.dropout = 0.1;
-  nn::TextClassifier model(c, seed);
+void run(const bench::ModelShape& s, int64_t batch, uint64_t seed) {
+  nn::TextClassifier model(bench::classifier_config(s), seed);
   model.train(true);
   Tensor u = Tensor::empty({batch, s.seq});
   fill_uniform(u, seed + 1, 0, 3, static_cast<double>(s.vocab - 1));
@@ -144,8 +128,8 @@ int main(int argc, char** argv) {
   std::string config = "all";
   int64_t batch = 0;
   uint64_t seed = 1;
-  app.add_option("--config", config, "demo, small, optimized or all")
-      ->check(CLI::IsMember({"demo", "small", "optimized", "all"}));
+  app.add_option("--config", config, "demo, small, optimized, imdb or all (the first three)")
+      ->check(CLI::IsMember({"demo", "small", "optimized", "imdb", "all"}));
   app.add_option("--batch", batch, "override the batch")->check(CLI::Range(int64_t{1}, int64_t{1} << 16));
   app.add_option("--seed", seed, "parameters, ids and labels");
   CLI11_PARSE(app, argc, argv);
@@ -155,8 +139,9 @@ int main(int argc, char** argv) {
                kernels::bias_gradient_name(kernels::bias_gradient()));
     fmt::print("{:<10} {:>5} {:<5} {:<7} {:<21} {:>7} {:>12} {:>12}\n", "config", "tok", "dtype", "grads", "group",
                "tensors", "median", "max");
-    for (const auto& s : kShapes)
-      if (config == "all" || config == s.name) run(s, batch > 0 ? batch : s.batch, seed);
+    for (const auto& s : bench::kModelShapes)
+      if ((config == "all" && std::string(s.name) != "imdb") || config == s.name)
+        run(s, batch > 0 ? batch : std::max<int64_t>(1, kTokens / s.seq), seed);
   } catch (const std::exception& e) {
     fmt::print(stderr, "gradient_precision_bench: {}\n", e.what());
     return 1;

@@ -30,6 +30,7 @@
 #include "kernels/reduce.h"
 #include "nn/parameter_casts.h"
 #include "nn/transformer.h"
+#include "tests/nn/small_classifier.h"
 #include "tests/testing/errors.h"
 #include "tests/testing/forced_switch.h"
 #include "tests/testing/gradcheck.h"
@@ -188,19 +189,6 @@ TEST(LinearMasterParameters, OnTheGpuMatchTheCastPathToTheGemmsSummationOrder) {
   }
 }
 
-TextClassifierConfig small_classifier() {
-  TextClassifierConfig c;
-  c.vocab_size = 50;
-  c.d_model = 32;
-  c.n_heads = 4;
-  c.num_layers = 2;
-  c.dim_feedforward = 64;
-  c.max_seq_len = 16;
-  c.num_classes = 3;
-  c.dropout = 0.1;
-  return c;
-}
-
 struct ClassifierRun {
   std::vector<double> logits;
   std::map<std::string, std::vector<double>> grads;
@@ -226,12 +214,7 @@ ClassifierRun run_classifier(const TextClassifier& model, DType compute, Device 
   ctx.compute_dtype = compute;
   ctx.seed = 7;
   ctx.step = 3;
-  std::vector<int64_t> ids(18);
-  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int64_t>((i * 7 + 3) % 50);
-  std::vector<double> m(18, 1.0);
-  for (int i = 14; i < 18; ++i) m[static_cast<size_t>(i)] = 0.0;
-  const Tensor id = Tensor::from_vector(ids, {2, 9}).to(device);
-  const Tensor mask = Tensor::from_vector(m, {2, 9}, DType::U8).to(device);
+  const testing::Batch batch = testing::padded_batch(device);
   ClassifierRun out;
   std::vector<std::pair<Tensor, uint64_t>> hooks;
   for (const auto& [name, p] : model.named_parameters()) {
@@ -240,7 +223,7 @@ ClassifierRun run_classifier(const TextClassifier& model, DType compute, Device 
       out.ready.push_back(name);
     }));
   }
-  Tensor logits = model.forward(id, mask, ctx);
+  Tensor logits = model.forward(batch.ids, batch.mask, ctx);
   const Tensor r = random_tensor({2, 3}, 5, DType::F32, device);
   Tensor loss = kernels::sum(kernels::mul(kernels::cast(logits, DType::F32), r));
   BackwardOpCounter counter;
@@ -283,7 +266,7 @@ void expect_master_classifier_is_the_cast_one(Device device, bool same_bits) {
       for (DType compute : {DType::BF16, DType::F16}) {
         SCOPED_TRACE(std::string(dtype_name(compute)) + ", " + kernels::parameter_casts_name(casts) + " casts, " +
                      kernels::bias_gradient_name(biases) + " biases on " + device.str());
-        TextClassifier model(small_classifier(), 21);
+        TextClassifier model(testing::small_classifier(), 21);
         model.to(device);
         model.train(true);
         const ClassifierRun cast = run_classifier(model, compute, device, LinearGradients::Cast);
@@ -335,7 +318,7 @@ TEST(LinearGradientsMaster, OnTheGpuClassifierGivesTheCastPathsValuesAndItsLinea
 
 TEST(LinearGradientsMaster, ChangesNothingInAnF32Forward) {
   // No casts in f32: the linears multiply by the master parameters themselves.
-  TextClassifier model(small_classifier(), 21);
+  TextClassifier model(testing::small_classifier(), 21);
   model.train(true);
   const ClassifierRun cast = run_classifier(model, DType::F32, Device::cpu(), LinearGradients::Cast);
   const ClassifierRun master = run_classifier(model, DType::F32, Device::cpu(), LinearGradients::Master);

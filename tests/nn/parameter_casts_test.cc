@@ -27,6 +27,7 @@
 #include "kernels/reduce.h"
 #include "nn/parameter_casts.h"
 #include "nn/transformer.h"
+#include "tests/nn/small_classifier.h"
 #include "tests/testing/errors.h"
 #include "tests/testing/forced_switch.h"
 #include "tests/testing/gradcheck.h"
@@ -189,19 +190,6 @@ TEST(CastMany, RejectsAListOfMixedDtypesNamingTheTensor) {
   EXPECT_TRUE(kernels::cast_many({}, DType::BF16).empty());
 }
 
-TextClassifierConfig small_classifier() {
-  TextClassifierConfig c;
-  c.vocab_size = 50;
-  c.d_model = 32;
-  c.n_heads = 4;
-  c.num_layers = 2;
-  c.dim_feedforward = 64;
-  c.max_seq_len = 16;
-  c.num_classes = 3;
-  c.dropout = 0.1;
-  return c;
-}
-
 struct ClassifierRun {
   std::vector<double> logits;
   std::vector<std::pair<std::string, std::vector<double>>> grads;
@@ -213,13 +201,8 @@ ClassifierRun run_classifier(const TextClassifier& model, DType compute, Device 
   ctx.compute_dtype = compute;
   ctx.seed = 7;
   ctx.step = step;
-  std::vector<int64_t> ids(18);
-  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int64_t>((i * 7 + 3) % 50);
-  std::vector<double> m(18, 1.0);
-  for (int i = 14; i < 18; ++i) m[static_cast<size_t>(i)] = 0.0;
-  const Tensor id = Tensor::from_vector(ids, {2, 9}).to(device);
-  const Tensor mask = Tensor::from_vector(m, {2, 9}, DType::U8).to(device);
-  Tensor logits = model.forward(id, mask, ctx);
+  const testing::Batch batch = testing::padded_batch(device);
+  Tensor logits = model.forward(batch.ids, batch.mask, ctx);
   EXPECT_EQ(ctx.casts, nullptr) << "the copies do not outlive the forward";
   const Tensor r = random_tensor({2, 3}, 5, DType::F32, device);
   Tensor loss = kernels::sum(kernels::mul(kernels::cast(logits, DType::F32), r));
@@ -236,7 +219,7 @@ ClassifierRun run_classifier(const TextClassifier& model, DType compute, Device 
 void expect_batched_classifier_is_each_casts(Device device) {
   for (DType compute : {DType::BF16, DType::F16, DType::F64, DType::F32}) {
     SCOPED_TRACE(std::string(dtype_name(compute)) + " on " + device.str());
-    TextClassifier model(small_classifier(), 21);
+    TextClassifier model(testing::small_classifier(), 21);
     model.to(device);
     model.train(true);
     std::optional<ClassifierRun> each, batched;
@@ -289,7 +272,7 @@ std::map<std::string, int> forward_ops(const TextClassifier& model, ParameterCas
 }
 
 TEST(ParameterCastsBatched, ClassifierCastsEveryLinearParameterInOneOp) {
-  TextClassifier model(small_classifier(), 21);
+  TextClassifier model(testing::small_classifier(), 21);
   const int cast_parameters = static_cast<int>(model.cast_parameters().size());
   // Per layer: in_proj, out_proj, linear1 and linear2, a weight and a bias each; and the head's two.
   EXPECT_EQ(cast_parameters, 2 * 8 + 2);
@@ -302,7 +285,7 @@ TEST(ParameterCastsBatched, ClassifierCastsEveryLinearParameterInOneOp) {
 
 TEST(ParameterCastsBatched, ASecondForwardCastsTheWeightsAsTheyAreThen) {
   const testing::ForcedSwitch forced(kernels::set_parameter_casts_for_testing, ParameterCastMode::Batched);
-  TextClassifier model(small_classifier(), 21);
+  TextClassifier model(testing::small_classifier(), 21);
   model.train(true);
   const ClassifierRun before = run_classifier(model, DType::BF16, Device::cpu());
   {
@@ -321,7 +304,7 @@ TEST(ParameterCastsBatched, ASecondForwardCastsTheWeightsAsTheyAreThen) {
 
 TEST(ParameterCastsBatched, AScopeInsideAnotherKeepsTheOuterCopies) {
   const testing::ForcedSwitch forced(kernels::set_parameter_casts_for_testing, ParameterCastMode::Batched);
-  TextClassifier model(small_classifier(), 21);
+  TextClassifier model(testing::small_classifier(), 21);
   ForwardContext ctx;
   ctx.compute_dtype = DType::BF16;
   const ParameterCastScope outer(model, ctx);
@@ -359,7 +342,7 @@ TEST(ParameterCastsBatched, ParameterGradientsAreReadyInTheOrderOfEachCast) {
   // The casts' backward nodes are made at each parameter's first use, not all at the forward's
   // start: made there, they would run after every other node, every gradient would be ready only
   // at the backward's end, and DDP could overlap no all-reduce with the backward.
-  TextClassifier model(small_classifier(), 21);
+  TextClassifier model(testing::small_classifier(), 21);
   model.train(true);
   const std::vector<std::string> each = gradient_order(model, ParameterCastMode::Each);
   ASSERT_EQ(each.size(), model.named_parameters().size());
