@@ -77,9 +77,8 @@ bool run(cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n, int64
   cublasLtHandle_t lt = reinterpret_cast<cublasLtHandle_t>(cublas_handle(device, stream));
   // The heuristic depends on pointer alignment (of the bias too), so the key carries the pointers' low bits.
   const auto align = [](const void* q) { return static_cast<int>(reinterpret_cast<uintptr_t>(q) & 15); };
-  const Key key{device,        m,   n, k, static_cast<int>(t), static_cast<int>(d_type), static_cast<int>(vec_type),
-                epi,           opa * 2 + opb,
-                align(a) | align(b) << 4 | align(d) << 8 | align(vec) << 12};
+  const Key key{device, m, n, k, static_cast<int>(t), static_cast<int>(d_type), static_cast<int>(vec_type), epi,
+                opa * 2 + opb, align(a) | align(b) << 4 | align(d) << 8 | align(vec) << 12};
   static std::mutex mu;
   static std::map<Key, std::optional<cublasLtMatmulAlgo_t>> cache;
   std::optional<cublasLtMatmulAlgo_t> algo;
