@@ -1,8 +1,9 @@
 // How a forward gets its parameters in the compute dtype.
 //
-// as_compute(param, ctx) is the one place a layer asks for a cast parameter
-// (the linears' weights and biases, registered as ParameterUse::
-// CastToComputeDtype). With no ParameterCasts in the context it casts that
+// as_compute(param, ctx) is where a layer asks for a cast parameter (the
+// linears' weights and biases, registered as ParameterUse::CastToComputeDtype)
+// whose gradient comes back through the cast (linear_parameter, below, also
+// starts there). With no ParameterCasts in the context it casts that
 // tensor there and then (kernels::cast: one op, one launch per tensor);
 // with one, it returns the copy made with all the others, recorded for
 // autograd at that first use.
