@@ -1,6 +1,5 @@
 #include "kernels/elementwise.h"
 
-#include "core/autograd/grad_mode.h"
 #include "core/autograd/node.h"
 #include "core/check.h"
 #include "core/copy_kernels.h"

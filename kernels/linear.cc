@@ -1,5 +1,7 @@
 #include "kernels/linear.h"
 
+#include <optional>
+
 #include "core/autograd/node.h"
 #include "core/check.h"
 #include "core/op_scope.h"
@@ -21,14 +23,14 @@ int64_t leading_rows(const Tensor& x) {
   return shape_numel(lead);
 }
 
-// has_bias: the node has a third input, b. bias_in_gemm: its gradient is asked of dw's GEMM
-// (linear_deferred_bias: the bias was added by the next op, not here). dw_dtype, db_dtype: the
-// gradients' (a master's under LinearParameter(values, master), else x's).
+// dw_dtype, db_dtype: the gradients' (a master's under LinearParameter(values, master), else x's); a
+// db_dtype means the node has a third input, b. bias_in_gemm: b's gradient is asked of dw's GEMM
+// (linear_deferred_bias: the bias was added by the next op, not here).
 class LinearBackward final : public Node {
  public:
-  LinearBackward(const Tensor& x, const Tensor& w, DType dw_dtype, bool has_bias, DType db_dtype,
+  LinearBackward(const Tensor& x, const Tensor& w, DType dw_dtype, std::optional<DType> db_dtype,
                  bool bias_in_gemm = false)
-      : x_(x), w_(w), dw_dtype_(dw_dtype), db_dtype_(db_dtype), has_bias_(has_bias), bias_in_gemm_(bias_in_gemm) {}
+      : x_(x), w_(w), dw_dtype_(dw_dtype), db_dtype_(db_dtype), bias_in_gemm_(bias_in_gemm) {}
 
   std::vector<Tensor> apply(std::vector<Tensor>&& g) override {
     Tensor x = x_.unpack(*this), w = w_.unpack(*this);
@@ -37,17 +39,18 @@ class LinearBackward final : public Node {
     Tensor dx, dw, db;
     if (next_edges_[0].valid()) dx = Tensor::empty(x.shape(), x.dtype(), x.device());
     if (next_edges_[1].valid()) dw = Tensor::empty(w.shape(), dw_dtype_, w.device());
-    if (has_bias_ && next_edges_[2].valid()) db = Tensor::empty({out}, db_dtype_, w.device());
+    if (db_dtype_ && next_edges_[2].valid()) db = Tensor::empty({out}, *db_dtype_, w.device());
+    const DType db_dtype = db_dtype_.value_or(x.dtype());  // without a bias, unused
     auto ptr = [](const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; };
     if (x.device().is_cpu()) {
       linear_backward_cpu(dy.data_ptr(), x.data_ptr(), w.data_ptr(), ptr(dx), ptr(dw), ptr(db), rows, in, out,
-                          x.dtype(), dw_dtype_, db_dtype_);
+                          x.dtype(), dw_dtype_, db_dtype);
     } else {
       TANDEM_CUDA_ONLY(linear_backward_cuda(dy.data_ptr(), x.data_ptr(), w.data_ptr(), ptr(dx), ptr(dw), ptr(db),
-                                            rows, in, out, x.dtype(), dw_dtype_, db_dtype_, x.device().index,
+                                            rows, in, out, x.dtype(), dw_dtype_, db_dtype, x.device().index,
                                             stream_of(x), bias_in_gemm_));
     }
-    if (has_bias_) return {dx, dw, db};
+    if (db_dtype_) return {dx, dw, db};
     return {dx, dw};
   }
   void release_saved() override {
@@ -58,8 +61,9 @@ class LinearBackward final : public Node {
 
  private:
   SavedTensor x_, w_;
-  DType dw_dtype_, db_dtype_;
-  bool has_bias_, bias_in_gemm_;
+  DType dw_dtype_;
+  std::optional<DType> db_dtype_;
+  bool bias_in_gemm_;
 };
 
 // A parameter given with a master: values without history, the master of values' shape and device in f32
@@ -110,10 +114,10 @@ void record(const Tensor& x, const LinearParameter& w, const LinearParameter& b,
   const Tensor &wg = w.gradient_to(), &bg = b.gradient_to();
   if (b.defined()) {
     if (any_requires_grad({&x, &wg, &bg}))
-      std::make_shared<LinearBackward>(x, w.values, wg.dtype(), true, bg.dtype(), bias_in_gemm)
+      std::make_shared<LinearBackward>(x, w.values, wg.dtype(), bg.dtype(), bias_in_gemm)
           ->connect({&x, &wg, &bg}, {&y});
   } else if (any_requires_grad({&x, &wg})) {
-    std::make_shared<LinearBackward>(x, w.values, wg.dtype(), false, x.dtype())->connect({&x, &wg}, {&y});
+    std::make_shared<LinearBackward>(x, w.values, wg.dtype(), std::nullopt)->connect({&x, &wg}, {&y});
   }
 }
 

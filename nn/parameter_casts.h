@@ -39,7 +39,8 @@ class ParameterCasts {
   // records the copy as its cast for autograd (kernels::record_cast): its backward then runs
   // where that of a cast made here would.
   const Tensor* use(const Tensor& param);
-  // The copy of `param` with no autograd history (its gradient goes elsewhere: linear_parameter), or null.
+  // The copy of `param`, or null, without recording it (linear_parameter, whose master takes the
+  // gradient: the copy has history only if use() recorded it, and is then detached there).
   const Tensor* values(const Tensor& param) const;
   DType dtype() const { return dtype_; }
 

@@ -5,8 +5,9 @@
 // same output and input gradient bit for bit, and weight and bias gradients
 // that are the same sums rounded once to f32 (on the CPU, rounding them to the
 // compute dtype gives the cast path's bits) and closer to f64 sums of the same
-// terms; the classifier under `master` against `cast` (each and batched casts;
-// the encoder's biases summed by its row ops or by its linears), with one
+// terms, and finite past f16's range where fp16's would be inf; the
+// classifier under `master` against `cast` (each and batched casts; the
+// encoder's biases summed by its row ops or by its linears), with one
 // CastBackward fewer per such parameter and the gradients ready at the same
 // places in the backward (what DDP's buckets see). On a GPU: the same
 // comparisons, to the GEMM's summation order.
@@ -145,6 +146,25 @@ TEST(LinearMasterParameters, InF64GiveTheCastPathsF32GradientsBitForBit) {
   EXPECT_EQ(master.dx, cast.dx);
   EXPECT_EQ(master.dw, cast.dw);
   EXPECT_EQ(master.db, cast.db);
+}
+
+TEST(LinearMasterParameters, KeepAWeightGradientBeyondF16sRangeFinite) {
+  // What fp16 loss scaling sees: 37 products of 64 x 64 sum to 151552, past f16's 65504. The cast path's
+  // dw overflows to inf in f16 (the scaler would skip the step); the master's f32 dw holds the sum.
+  const int64_t rows = 37, in = 2, out = 3;
+  const Tensor x = Tensor::full({rows, in}, 64.0, DType::F16), dy = Tensor::full({rows, out}, 64.0, DType::F16);
+  auto dw = [&](bool master_weight) {
+    Tensor w = Tensor::zeros({out, in}).set_requires_grad(true);
+    LinearParameter weight = kernels::cast(w, DType::F16);
+    if (master_weight) {
+      const NoGradGuard no_history;
+      weight = LinearParameter(kernels::cast(w, DType::F16), w);
+    }
+    kernels::linear(x, weight).backward(dy);
+    return w.grad().to_double_vector();
+  };
+  for (double v : dw(false)) EXPECT_TRUE(std::isinf(v)) << v;
+  for (double v : dw(true)) EXPECT_EQ(v, 151552.0);
 }
 
 TEST(LinearMasterParameters, RefuseValuesWithHistoryAMismatchedMasterOrA16BitMaster) {
