@@ -1,6 +1,6 @@
 // Philox4x32-10: the counter-based random number generator of Salmon et al.,
 // "Parallel Random Numbers: As Easy as 1, 2, 3" (SC'11), also used by cuRAND
-// and PyTorch's CUDA generator.
+// and PyTorch's CUDA generator; and Philox4x32-7, the same with seven rounds.
 //
 // A (128-bit counter, 64-bit key) pair maps to four independent 32-bit words
 // with no state in between, so any element of any stream can be computed
@@ -8,7 +8,7 @@
 // kernels produce identical bits. Tandem uses key = seed and
 // counter = (offset_lo, offset_hi, subsequence_lo, subsequence_hi).
 //
-// Verified against the Random123 known-answer vectors (tests/core/philox_test.cc).
+// Both verified against the Random123 known-answer vectors (tests/core/philox_test.cc).
 #pragma once
 
 #include <cstdint>
@@ -34,9 +34,13 @@ TANDEM_HD inline void mulhilo(uint32_t a, uint32_t b, uint32_t* hi, uint32_t* lo
 }
 }  // namespace philox_detail
 
-TANDEM_HD inline Philox4 philox4x32_10(Philox4 ctr, uint32_t key0, uint32_t key1) {
+// R rounds of the Philox4x32 bijection. Ten is Random123's default and cuRAND's; seven is the fewest
+// the paper found to pass TestU01's BigCrush (Salmon et al., table 2), and what FlashAttention-2's
+// dropout uses (kernels/attention_params.h: AttentionDropoutRng).
+template <int Rounds>
+TANDEM_HD inline Philox4 philox4x32(Philox4 ctr, uint32_t key0, uint32_t key1) {
   using namespace philox_detail;
-  for (int round = 0; round < 10; ++round) {
+  for (int round = 0; round < Rounds; ++round) {
     uint32_t hi0, lo0, hi1, lo1;
     mulhilo(kM0, ctr.v[0], &hi0, &lo0);
     mulhilo(kM1, ctr.v[2], &hi1, &lo1);
@@ -47,11 +51,16 @@ TANDEM_HD inline Philox4 philox4x32_10(Philox4 ctr, uint32_t key0, uint32_t key1
   return ctr;
 }
 
-// The four words for block `block` of stream (seed, subsequence).
+TANDEM_HD inline Philox4 philox4x32_10(Philox4 ctr, uint32_t key0, uint32_t key1) {
+  return philox4x32<10>(ctr, key0, key1);
+}
+
+// The four words for block `block` of stream (seed, subsequence), by Philox4x32-R (10 unless told).
+template <int Rounds = 10>
 TANDEM_HD inline Philox4 philox_block(uint64_t seed, uint64_t subsequence, uint64_t block) {
   Philox4 ctr{{static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32), static_cast<uint32_t>(subsequence),
                static_cast<uint32_t>(subsequence >> 32)}};
-  return philox4x32_10(ctr, static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
+  return philox4x32<Rounds>(ctr, static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
 }
 
 // Uniform in [0, 1) with 24 random bits: exactly representable, identical on host and device.

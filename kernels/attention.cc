@@ -118,7 +118,7 @@ Tensor attention(const Tensor& qkv, const Tensor& key_padding_mask, int num_head
                  uint64_t offset, const int64_t* dropout_step) {
   OpScope scope("attention");
   const AttentionShape s = check_arguments(qkv, key_padding_mask, num_heads, dropout_p);
-  const AttentionDropout d{static_cast<float>(dropout_p), seed, offset, dropout_step};
+  const AttentionDropout d{static_cast<float>(dropout_p), seed, offset, dropout_step, attention_dropout_rng()};
   Tensor out = Tensor::empty({s.batch, s.seq, s.heads * s.head_dim}, qkv.dtype(), qkv.device());
   const DType stats = qkv.dtype() == DType::F64 ? DType::F64 : DType::F32;
   Tensor lse = Tensor::empty({s.batch, s.heads, s.seq}, stats, qkv.device());

@@ -39,6 +39,28 @@ void scatter(const M& m, T* base, const AttentionShape& s, int64_t b, int64_t wi
   }
 }
 
+// The same factors under philox7x16 (kernels/attention_params.h), square by square: its 16
+// Philox4x32-7 blocks, then each element's byte. Scalar code: the rule is there to draw a GPU's masks,
+// and the CPU's Philox kernels (cpu/isa) compute ten rounds.
+template <class A>
+void write_dropout_factors_philox7(const AttentionShape& s, const AttentionDropout& d, int64_t bh, A* f) {
+  const int64_t S = s.seq;
+  const uint32_t threshold = attention_dropout_threshold(d);
+  const A kept = attention_dropout_scale<A>(d);
+  uint32_t keep16[16];
+  for (int64_t i0 = 0; i0 < S; i0 += 16)
+    for (int64_t j0 = 0; j0 < S; j0 += 16) {
+      const uint64_t first = attention_dropout_block16(attention_dropout_group(bh, i0, j0, S));
+      for (int b = 0; b < 16; ++b) keep16[b] = attention_keep16(d, first + static_cast<uint64_t>(b), threshold);
+      for (int64_t i = i0; i < std::min(i0 + 16, S); ++i)
+        for (int64_t j = j0; j < std::min(j0 + 16, S); ++j) {
+          const uint64_t g = attention_dropout_group(bh, i, j, S);
+          const int byte = 8 * attention_dropout_half(g) + attention_dropout_slot(i, j);
+          f[i * S + j] = (keep16[attention_dropout_block16(g) - first] >> byte) & 1u ? kept : A(0);
+        }
+    }
+}
+
 // f[i * S + j] = keep(i, j) * scale for head bh, S x S row-major (kernels/attention_params.h), with the
 // Philox words of each row of 16 x 16 squares from blocks(first_block, nblocks, planes): plane w holds word w
 // of the row's consecutive blocks. By the definition, row r of square m reads blocks 32m + 4(r % 8) + q,
@@ -46,13 +68,14 @@ void scatter(const M& m, T* base, const AttentionShape& s, int64_t b, int64_t wi
 // two runs of 4 consecutive words, so the loop over a row is loads, shifts and compares.
 template <class A, class Blocks>
 void write_dropout_factors(const AttentionShape& s, const AttentionDropout& d, int64_t bh, Blocks&& blocks, A* f) {
+  if (d.rng == AttentionDropoutRng::Philox7x16) return write_dropout_factors_philox7(s, d, bh, f);
   const int64_t S = s.seq, squares = (S + 15) / 16, nblocks = squares * 32;
   const uint32_t threshold = dropout_threshold(d.p);
   const A kept = dropout_keep_scale<A>(threshold);
   std::vector<uint32_t> planes(static_cast<size_t>(4 * nblocks));
   A row16[16];
   for (int64_t i0 = 0; i0 < S; i0 += 16) {
-    blocks(attention_dropout_block(bh, i0, 0, S), nblocks, planes.data());
+    blocks(attention_dropout_group(bh, i0, 0, S), nblocks, planes.data());
     for (int64_t i = i0; i < std::min(i0 + 16, S); ++i) {
       const int64_t r = i - i0;
       const uint32_t* left = planes.data() + (r / 8) * nblocks + 4 * (r % 8);

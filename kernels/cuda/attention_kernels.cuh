@@ -334,9 +334,10 @@ __device__ __forceinline__ float quad_sum(float v) {
   return v + __shfl_xor_sync(kFullMask, v, 2);
 }
 
-// Dropout (kernels/attention_params.h): one Philox block holds 8 decisions, a
-// lane's part of a 16 x 16 square in the accumulator layout, so each pass
-// spends one Philox block per 8 decisions and none on squares outside the
+// Dropout (kernels/attention_params.h): a group of 8 decisions is a lane's
+// part of a 16 x 16 square in the accumulator layout, so each pass spends one
+// Philox4x32-10 block per 8 decisions (philox10x8), or one Philox4x32-7 block
+// per 16, shared by a lane pair (philox7x16), and none on squares outside the
 // S x S matrix (whose probabilities are 0 anyway: their keep bits stay 0).
 // An includer may define ATTENTION_COUNT_PHILOX() to count the blocks
 // computed (the emulator test does); on the GPU it is nothing.
@@ -349,7 +350,7 @@ struct Params {
   float score_scale;        // log2(e) / sqrt(Dh): scores in log2 units
   float grad_scale;         // 1 / sqrt(Dh)
   float drop_scale;         // 1 / (quantised keep rate); 1 without dropout
-  uint32_t drop_threshold;  // 16-bit uniforms below it drop their element
+  uint32_t drop_threshold;  // uniforms (16-bit, or 8-bit under philox7x16) below it drop their element
   AttentionDropout drop;
   // Trimmed key tiles (TANDEM_ATTENTION_KEY_TILES=trimmed): key_end[b] is one past batch row b's last
   // real key (key_end_kernel), so every key tile from ceil(key_end[b] / 64) on holds padding only and
@@ -392,14 +393,35 @@ __device__ __forceinline__ HeadRows<T> head_rows(const T* qkv, const Params& P, 
   return {q, k, k + out_stride, stride, out_stride};
 }
 
-// The 8 keep bits of the Philox block that holds (i, j) of head bh (kernels/attention_params.h),
-// computed, and saved to P.keep_out where the forward is given it.
+// The 8 keep bits of the group that holds (i, j) of head bh (kernels/attention_params.h) under
+// philox10x8, computed, and saved to P.keep_out where the forward is given it.
 __device__ __forceinline__ uint32_t keep8_at(const Params& P, int64_t bh, int64_t i, int64_t j) {
-  const uint64_t block = attention_dropout_block(bh, i, j, P.seq);
+  const uint64_t group = attention_dropout_group(bh, i, j, P.seq);
   ATTENTION_COUNT_PHILOX();
-  const uint32_t k8 = dropout_keep8(philox_block(P.drop.seed, P.drop.subsequence(), block), P.drop_threshold);
-  if (P.keep_out != nullptr) P.keep_out[block] = static_cast<uint8_t>(k8);
+  const uint32_t k8 = dropout_keep8(philox_block(P.drop.seed, P.drop.subsequence(), group), P.drop_threshold);
+  if (P.keep_out != nullptr) P.keep_out[group] = static_cast<uint8_t>(k8);
   return k8;
+}
+
+// philox7x16: the 16 keep bits of the Philox4x32-7 block of `group` (and of group ^ 4).
+__device__ __forceinline__ uint32_t keep16_at(const Params& P, uint64_t group) {
+  ATTENTION_COUNT_PHILOX();
+  return attention_keep16(P.drop, attention_dropout_block16(group), P.drop_threshold);
+}
+
+// philox7x16 for squares m and m + 1 of a tile: lanes L and L ^ 4 need the same block of each square,
+// so L computes the one of square m + odd (odd: 1 for the pair's second lane; `group(s)` is this lane's
+// group of square s, `valid(s)` whether square s holds a decision) and they swap. keep16[0], keep16[1]:
+// the blocks of squares m and m + 1. Warp-uniform m, so every lane takes part in the shuffle; a lane
+// whose square is outside the matrix computes nothing (its bits are 0).
+template <class Group, class Valid>
+__device__ __forceinline__ void keep16_pair(const Params& P, int m, int odd, Group&& group, Valid&& valid,
+                                            uint32_t (&keep16)[2]) {
+  const int mine = m + odd;
+  const uint32_t own = valid(mine) ? keep16_at(P, group(mine)) : 0u;
+  const uint32_t other = __shfl_xor_sync(kFullMask, own, 4);
+  keep16[0] = odd ? other : own;
+  keep16[1] = odd ? own : other;
 }
 
 // The same 8 bits read from P.keep_in, where the forward saved them (TANDEM_ATTENTION_DROPOUT_KEEP=saved).
@@ -412,9 +434,9 @@ __device__ __forceinline__ uint32_t keep8_at(const Params& P, int64_t bh, int64_
 #define ATTENTION_ON_KEEP_READ(block)
 #endif
 __device__ __forceinline__ uint32_t saved_keep8_at(const Params& P, int64_t bh, int64_t i, int64_t j) {
-  const uint64_t block = attention_dropout_block(bh, i, j, P.seq);
-  ATTENTION_ON_KEEP_READ(block);
-  return P.keep_in[block];
+  const uint64_t group = attention_dropout_group(bh, i, j, P.seq);
+  ATTENTION_ON_KEEP_READ(group);
+  return P.keep_in[group];
 }
 
 // Decisions of a lane's fragment of a 16 x 8N tile in the accumulator layout:
@@ -443,6 +465,24 @@ __device__ __forceinline__ void keep_bits_along_keys(const Params& P, int64_t bh
     for (int m = 0; m < N / 2; ++m) add_square_along_keys(keep, k8[m], m);
     return;
   }
+  if (P.drop.rng == AttentionDropoutRng::Philox7x16) {
+    // Rows i and i ^ 1 (lanes L and L ^ 4) hold the two halves of each square's block: this lane's is half
+    // i % 2 (i % 16 < 8 is the lane's g).
+    const int odd = static_cast<int>(i & 1);
+    auto group = [&](int m) { return attention_dropout_group(bh, i, k0 + 16 * m + 2 * t, P.seq); };
+    auto valid = [&](int m) { return m < N / 2 && k0 + 16 * m < P.seq; };
+#pragma unroll 1
+    for (int m = 0; valid(m); m += 2) {
+      uint32_t keep16[2];
+      keep16_pair(P, m, odd, group, valid, keep16);
+      for (int s = 0; s < 2 && valid(m + s); ++s) {
+        const uint32_t k8 = (keep16[s] >> (8 * odd)) & 0xffu;
+        add_square_along_keys(keep, k8, m + s);
+        if (P.keep_out != nullptr) P.keep_out[group(m + s)] = static_cast<uint8_t>(k8);
+      }
+    }
+    return;
+  }
 #pragma unroll 1
   for (int m = 0; m < N / 2 && k0 + 16 * m < P.seq; ++m)
     add_square_along_keys(keep, keep8_at(P, bh, i, k0 + 16 * m + 2 * t), m);
@@ -458,16 +498,21 @@ __device__ __forceinline__ void keep_bits_along_keys(const Params& P, int64_t bh
 // again one Philox block per 8 decisions. Warp-uniform loop bounds, so every
 // lane takes part in every shuffle. (Saved bits take the same route: a lane
 // reads its own block's byte, and the pair swap them.)
-__device__ __forceinline__ void add_square_along_queries(uint32_t (&keep)[2], uint32_t own, int m, int odd) {
-  const uint32_t other = __shfl_xor_sync(kFullMask, own, 4);
+// k8[c]: the keep bits of the group holding query column 2t + c of square m.
+__device__ __forceinline__ void add_groups_along_queries(uint32_t (&keep)[2], const uint32_t (&k8)[2], int m,
+                                                         int odd) {
 #pragma unroll
-  for (int c = 0; c < 2; ++c) {
-    const uint32_t k8 = c == odd ? own : other;
+  for (int c = 0; c < 2; ++c)
 #pragma unroll
     for (int r = 0; r < 2; ++r)
 #pragma unroll
-      for (int nb = 0; nb < 2; ++nb) keep[r] |= ((k8 >> (4 * r + 2 * nb + odd)) & 1u) << (2 * (2 * m + nb) + c);
-  }
+      for (int nb = 0; nb < 2; ++nb) keep[r] |= ((k8[c] >> (4 * r + 2 * nb + odd)) & 1u) << (2 * (2 * m + nb) + c);
+}
+
+__device__ __forceinline__ void add_square_along_queries(uint32_t (&keep)[2], uint32_t own, int m, int odd) {
+  const uint32_t other = __shfl_xor_sync(kFullMask, own, 4);
+  const uint32_t k8[2] = {odd ? other : own, odd ? own : other};
+  add_groups_along_queries(keep, k8, m, odd);
 }
 
 template <int N>
@@ -483,6 +528,23 @@ __device__ __forceinline__ void keep_bits_along_queries(const Params& P, int64_t
       own[m] = q0 + 16 * m < P.seq ? saved_keep8_at(P, bh, q0 + 16 * m + 2 * t + odd, j - odd) : 0u;
 #pragma unroll
     for (int m = 0; m < N / 2; ++m) add_square_along_queries(keep, own[m], m, odd);  // 0 outside: adds nothing
+    return;
+  }
+  if (P.drop.rng == AttentionDropoutRng::Philox7x16) {
+    // Keys j and j ^ 1 (lanes L and L ^ 4) hold the same 8 keys x 4 queries of each square: both groups
+    // of one block, query columns 2t (half 0) and 2t + 1 (half 1).
+    auto group = [&](int m) { return attention_dropout_group(bh, q0 + 16 * m + 2 * t + odd, j - odd, P.seq); };
+    auto valid = [&](int m) { return m < N / 2 && q0 + 16 * m < P.seq; };
+#pragma unroll 1
+    for (int m = 0; valid(m); m += 2) {
+      uint32_t keep16[2];
+      keep16_pair(P, m, odd, group, valid, keep16);
+      for (int s = 0; s < 2 && valid(m + s); ++s) {
+        const uint32_t k8[2] = {keep16[s] & 0xffu, keep16[s] >> 8};
+        add_groups_along_queries(keep, k8, m + s, odd);
+        if (P.keep_out != nullptr) P.keep_out[group(m + s)] = static_cast<uint8_t>(k8[odd]);
+      }
+    }
     return;
   }
 #pragma unroll 1
@@ -998,8 +1060,8 @@ inline Params make_params(const AttentionShape& s, const AttentionDropout& d) {
                 static_cast<int>(s.head_dim),
                 static_cast<float>(inv_sqrt * 1.4426950408889634),
                 1.0f / std::sqrt(static_cast<float>(s.head_dim)),
-                dropout_keep_scale<float>(dropout_threshold(d.p)),
-                dropout_threshold(d.p),
+                attention_dropout_scale<float>(d),
+                attention_dropout_threshold(d),
                 d};
 }
 

@@ -29,6 +29,39 @@ TEST(Philox, MatchesRandom123KnownAnswers) {
   }
 }
 
+// The same file's Philox4x32-7 vectors: the seven-round generator of attention dropout's philox7x16 rule.
+TEST(Philox, SevenRoundsMatchRandom123KnownAnswers) {
+  struct Kat {
+    Philox4 ctr;
+    uint32_t k0, k1;
+    Philox4 expect;
+  };
+  const Kat kats[] = {
+      {{{0, 0, 0, 0}}, 0, 0, {{0x5f6fb709u, 0x0d893f64u, 0x4f121f81u, 0x4f730a48u}}},
+      {{{0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu}}, 0xffffffffu, 0xffffffffu,
+       {{0x5207ddc2u, 0x45165e59u, 0x4d8ee751u, 0x8c52f662u}}},
+      {{{0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u}}, 0xa4093822u, 0x299f31d0u,
+       {{0x4dfccabau, 0x190a87f0u, 0xc47362bau, 0xb6b5242au}}},
+  };
+  for (const Kat& k : kats) {
+    Philox4 r = philox4x32<7>(k.ctr, k.k0, k.k1);
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(r.v[i], k.expect.v[i]) << "word " << i;
+  }
+}
+
+// philox_block lays the block index and the subsequence into the counter and the seed into the key,
+// for either round count.
+TEST(Philox, BlocksOfAStreamAreTheGeneratorAtTheirCounter) {
+  const uint64_t seed = 0x299f31d0a4093822ull, sub = 0x0370734413198a2eull, block = 0x85a308d3243f6a88ull;
+  const Philox4 ctr{{0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u}};
+  const Philox4 r7 = philox_block<7>(seed, sub, block), r10 = philox_block(seed, sub, block);
+  const Philox4 e7 = philox4x32<7>(ctr, 0xa4093822u, 0x299f31d0u), e10 = philox4x32_10(ctr, 0xa4093822u, 0x299f31d0u);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(r7.v[i], e7.v[i]) << "word " << i;
+    EXPECT_EQ(r10.v[i], e10.v[i]) << "word " << i;
+  }
+}
+
 TEST(Philox, UniformStreamIsInUnitIntervalWithTheRightMean) {
   Tensor t = Tensor::empty({100000}, DType::F32);
   fill_uniform(t, 42, 0);

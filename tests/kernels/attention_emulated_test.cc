@@ -110,14 +110,15 @@ void expect_lane_keep_bits_match_the_mask(const Params& P, int64_t bh, int tile0
 }
 
 TEST(EmulatedAttentionDropout, EveryLaneHoldsTheDecisionsOfTheMaskDefinition) {
-  const AttentionDropout d{0.3f, 77, 5};
-  for (int64_t seq : {128, 100, 150}) {  // whole tiles; a partial square; a partial tile
-    SCOPED_TRACE("seq " + std::to_string(seq));
-    const Params P = make_params({2, seq, 3, 32}, d);
-    expect_lane_keep_bits_match_the_mask<8>(P, 4, 0, 0);   // 64-column tiles: forward, dQ, dK/dV at Dh <= 64
-    expect_lane_keep_bits_match_the_mask<8>(P, 5, 64, 64);
-    expect_lane_keep_bits_match_the_mask<4>(P, 1, 32, 64);  // 32-query tiles: dK/dV at Dh > 64
-    expect_lane_keep_bits_match_the_mask<4>(P, 1, 96, 0);
+  for (AttentionDropoutRng rng : {AttentionDropoutRng::Philox10x8, AttentionDropoutRng::Philox7x16}) {
+    for (int64_t seq : {128, 100, 150}) {  // whole tiles; a partial square; a partial tile
+      SCOPED_TRACE("seq " + std::to_string(seq) + ", rule " + std::to_string(static_cast<int>(rng)));
+      const Params P = make_params({2, seq, 3, 32}, {0.3f, 77, 5, nullptr, rng});
+      expect_lane_keep_bits_match_the_mask<8>(P, 4, 0, 0);  // 64-column tiles: forward, dQ, dK/dV at Dh <= 64
+      expect_lane_keep_bits_match_the_mask<8>(P, 5, 64, 64);
+      expect_lane_keep_bits_match_the_mask<4>(P, 1, 32, 64);  // 32-query tiles: dK/dV at Dh > 64
+      expect_lane_keep_bits_match_the_mask<4>(P, 1, 96, 0);
+    }
   }
 }
 
@@ -168,6 +169,20 @@ TEST(EmulatedAttentionDropout, EachPassSpendsOnePhiloxBlockPerEightDecisions) {
   }
   const PhiloxCounts none = count_philox_blocks<float>({1, 64, 1, 32}, {0.0f, 1, 2});
   EXPECT_EQ(none.forward + none.dkdv + none.dq, 0);  // p = 0: no Philox at all
+}
+
+TEST(EmulatedAttentionDropout, UnderPhilox7x16EachPassSpendsOnePhiloxBlockPerSixteenDecisions) {
+  // B * H * S^2 / 16 blocks per pass: lane and lane ^ 4 share each square's blocks, each computing half of
+  // them; for S not a multiple of 16, the whole squares that cover the matrix: ceil(S / 16)^2 * 16 per
+  // head, also where a tile's last square has no partner (S = 100: squares 4-6 of a row).
+  const std::pair<int64_t, int64_t> cases[] = {{128, 128 * 128 / 16}, {100, 7 * 7 * 16}};  // seq, blocks per head
+  for (const auto& [seq, blocks] : cases) {
+    const AttentionShape s{2, seq, 3, 32};
+    const PhiloxCounts c = count_philox_blocks<float>(s, {0.1f, 1, 2, nullptr, AttentionDropoutRng::Philox7x16});
+    EXPECT_EQ(c.forward, 6 * blocks) << "seq " << seq;
+    EXPECT_EQ(c.dkdv, 6 * blocks) << "seq " << seq;
+    EXPECT_EQ(c.dq, 6 * blocks) << "seq " << seq;
+  }
 }
 
 TEST(WarpEmulator, ReportsABarrierThatPartOfTheBlockSkips) {

@@ -208,7 +208,7 @@ TEST(AttentionDropoutMask, EveryBlockSlotDecidesExactlyOneElementAndBlocksAreDen
   for (int64_t bh = 0; bh < heads; ++bh)
     for (int64_t i = 0; i < S; ++i)
       for (int64_t j = 0; j < S; ++j) {
-        const uint64_t block = attention_dropout_block(bh, i, j, S);
+        const uint64_t block = attention_dropout_group(bh, i, j, S);
         ASSERT_LT(block, static_cast<uint64_t>(blocks));
         ++uses[block * 8 + static_cast<uint64_t>(attention_dropout_slot(i, j))];
       }
@@ -225,15 +225,24 @@ std::vector<uint8_t> mask_of(const AttentionDropout& d, int64_t heads, int64_t S
   return m;
 }
 
+// Both rules of kernels/attention_dropout_rng.h, and the size of their uniforms' range.
+struct Rule {
+  AttentionDropoutRng rng;
+  double range;
+};
+constexpr Rule kRules[] = {{AttentionDropoutRng::Philox10x8, 65536.0}, {AttentionDropoutRng::Philox7x16, 256.0}};
+
 TEST(AttentionDropoutMask, KeepRateIsOneMinusTheQuantisedP) {
   const int64_t heads = 4, S = 256;  // 262144 decisions
-  for (float p : {0.1f, 0.5f}) {
-    const std::vector<uint8_t> m = mask_of({p, 17, 3}, heads, S);
-    double kept = 0;
-    for (uint8_t k : m) kept += k;
-    const double n = double(m.size()), q = 1.0 - dropout_threshold(p) / 65536.0;
-    EXPECT_NEAR(kept / n, q, 5 * std::sqrt(q * (1 - q) / n)) << "p = " << p;
-  }
+  for (const Rule& rule : kRules)
+    for (float p : {0.1f, 0.5f}) {
+      const AttentionDropout d{p, 17, 3, nullptr, rule.rng};
+      const std::vector<uint8_t> m = mask_of(d, heads, S);
+      double kept = 0;
+      for (uint8_t k : m) kept += k;
+      const double n = double(m.size()), q = 1.0 - std::round(p * rule.range) / rule.range;
+      EXPECT_NEAR(kept / n, q, 5 * std::sqrt(q * (1 - q) / n)) << attention_dropout_rng_name(rule.rng) << ", p = " << p;
+    }
 }
 
 // Pearson correlation of the decisions at (bh, i, j) and (bh + dh, i + di, j + dj) over every pair inside the matrices.
@@ -256,16 +265,19 @@ double pair_correlation(const std::vector<uint8_t>& m, int64_t heads, int64_t S,
 }
 
 TEST(AttentionDropoutMask, NeighbouringDecisionsAreUncorrelated) {
-  // Within a block (the other half of a word, the other word), between neighbouring blocks and squares, across heads.
+  // Within a block (the other half of a word, the other word; under philox7x16 also the other byte and
+  // the query row i ^ 1), between neighbouring blocks and squares, across heads.
   const int64_t heads = 4, S = 256;
-  const std::vector<uint8_t> m = mask_of({0.3f, 5, 11}, heads, S);
   const int64_t offsets[][3] = {{0, 0, 1}, {0, 8, 0}, {0, 8, 1}, {0, 0, 8}, {0, 1, 0}, {0, 0, 2},
-                                {0, 0, 16}, {0, 16, 0}, {0, 1, 1}, {1, 0, 0}};
-  for (const auto& o : offsets) {
-    int64_t pairs = 0;
-    const double r = pair_correlation(m, heads, S, o[0], o[1], o[2], &pairs);
-    EXPECT_LT(std::fabs(r), 5 / std::sqrt(double(pairs)))
-        << "head +" << o[0] << ", query +" << o[1] << ", key +" << o[2];
+                                {0, 0, 16}, {0, 16, 0}, {0, 1, 1}, {1, 0, 0}, {0, 2, 0}, {0, 9, 0}};
+  for (const Rule& rule : kRules) {
+    const std::vector<uint8_t> m = mask_of({0.3f, 5, 11, nullptr, rule.rng}, heads, S);
+    for (const auto& o : offsets) {
+      int64_t pairs = 0;
+      const double r = pair_correlation(m, heads, S, o[0], o[1], o[2], &pairs);
+      EXPECT_LT(std::fabs(r), 5 / std::sqrt(double(pairs))) << attention_dropout_rng_name(rule.rng) << ": head +"
+                                                            << o[0] << ", query +" << o[1] << ", key +" << o[2];
+    }
   }
 }
 

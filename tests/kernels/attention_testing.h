@@ -75,7 +75,7 @@ inline std::string pipelined_dtype_and_case_name(
 }
 
 // One problem on the CPU: random inputs (qkv seed 1, dout seed 2), the mask, and the CPU reference's
-// forward (out, lse), which a backward reads.
+// forward (out, lse), which a backward reads; attention dropout by `rng`'s rule.
 struct AttentionProblem {
   kernels::AttentionShape s;
   kernels::AttentionDropout d;
@@ -83,8 +83,10 @@ struct AttentionProblem {
   Tensor qkv, mask, out, lse, dout;
 };
 
-inline AttentionProblem make_problem(const AttentionCase& c, DType t) {
-  AttentionProblem p{{c.batch, c.seq, c.heads, c.head_dim}, {static_cast<float>(c.dropout), 31, 4}, t, {}, {}, {}, {}, {}};
+inline AttentionProblem make_problem(const AttentionCase& c, DType t,
+                                     kernels::AttentionDropoutRng rng = kernels::AttentionDropoutRng::Philox10x8) {
+  AttentionProblem p{{c.batch, c.seq, c.heads, c.head_dim}, {static_cast<float>(c.dropout), 31, 4, nullptr, rng}, t,
+                     {}, {}, {}, {}, {}};
   const Shape out_shape{c.batch, c.seq, c.heads * c.head_dim};
   p.qkv = random_tensor({c.batch, c.seq, 3 * c.heads * c.head_dim}, 1, t);
   p.mask = c.lengths.empty() ? Tensor() : padding_mask(c.lengths, c.seq);
