@@ -7,6 +7,7 @@
 #include "core/cpu_isa.h"
 #include "core/stream.h"
 #include "core/thread_pool.h"
+#include "kernels/attention_dropout_rng.h"
 #include "kernels/bias_gradient.h"
 #include "kernels/linear_gradients.h"
 #include "kernels/parameter_casts.h"
@@ -69,6 +70,9 @@ void add_info_command(CLI::App& app) {
     // Where a 16-bit forward's linear parameter gradients become f32 (kernels/linear_gradients.h): every build.
     fmt::print("linear gradients: TANDEM_LINEAR_GRADIENTS={}\n",
                kernels::linear_gradients_name(kernels::linear_gradients()));
+    // Which random numbers decide attention dropout (kernels/attention_dropout_rng.h): every build.
+    fmt::print("attention dropout: TANDEM_ATTENTION_DROPOUT_RNG={}\n",
+               kernels::attention_dropout_rng_name(kernels::attention_dropout_rng()));
     // The CPU kernels' instruction set and intra-op threads, and why (TANDEM_CPU_ISA, TANDEM_NUM_THREADS).
     const CpuIsa isa = selected_cpu_isa();
     fmt::print("cpu isa: {} ({})\n", cpu_isa_name(isa),

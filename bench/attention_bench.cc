@@ -15,7 +15,9 @@
 // With --dropout, TANDEM_ATTENTION_DROPOUT_KEEP (the keep column) says where the
 // backward gets the keep decisions: recompute (Philox again in each backward pass)
 // or saved (the forward also writes them, one bit per element, and the backward
-// reads them), as the op would; "-" without dropout.
+// reads them), as the op would; "-" without dropout. TANDEM_ATTENTION_DROPOUT_RNG (the
+// rng column) picks the dropout's rule: philox10x8 or philox7x16
+// (kernels/attention_dropout_rng.h); "-" without dropout.
 // The TFLOP/s columns still count the dense S x S work, so with a mask they are
 // what the dense problem would have to reach to take the same time.
 // --forward picks Tandem's CUDA forward kernel for bf16/f16 (the table's
@@ -63,6 +65,7 @@
 #include "core/random.h"
 #include "core/stream.h"
 #include "core/tensor.h"
+#include "kernels/attention_dropout_rng.h"
 #include "kernels/cpu/attention_cpu.h"
 
 #if TANDEM_WITH_CUDA
@@ -221,7 +224,7 @@ double time_per_call(const Options& o, const std::function<void()>& f) {
 }
 
 void run(const Options& o, const AttentionShape& s) {
-  const AttentionDropout d{static_cast<float>(o.dropout), 1, 0};
+  const AttentionDropout d{static_cast<float>(o.dropout), 1, 0, nullptr, attention_dropout_rng()};
   const Shape qkv_shape{s.batch, s.seq, 3 * s.heads * s.head_dim}, out_shape{s.batch, s.seq, s.heads * s.head_dim};
   Tensor qkv = Tensor::empty(qkv_shape, o.dtype, o.device), dout = Tensor::empty(out_shape, o.dtype, o.device);
   fill_normal(qkv, 1, 0);
@@ -288,6 +291,8 @@ void run(const Options& o, const AttentionShape& s) {
   // Blocks of Tandem's forward kernel and of its backward's main kernel resident per multiprocessor
   // ("-" where they are not ours).
   std::string fwd_blocks = "-", bwd_blocks = "-", key_tiles = "-", keep_name = "-";
+  // The dropout's rule (TANDEM_ATTENTION_DROPOUT_RNG, every device), "-" without dropout; cuDNN has its own.
+  const std::string rng_name = !d.active() ? "-" : o.cudnn ? "cudnn" : attention_dropout_rng_name(d.rng);
 #if TANDEM_WITH_CUDA
   if (o.device.is_cuda() && !o.cudnn) {
     fwd_blocks = std::to_string(attention_forward_blocks_per_sm(s.head_dim, o.dtype, forward_kernel(o)));
@@ -297,10 +302,10 @@ void run(const Options& o, const AttentionShape& s) {
   }
 #endif
   fmt::print(
-      "{:>6} {:>7} {:>14} {:>15} {:>5} {:>6} {:>5} {:>6} {:>7} {:>8} {:>5} {:>9} {:>9} {:>11.3f} {:>10.3f} {:>10} "
-      "{:>11.3f} {:>10.3f} {:>10}\n",
+      "{:>6} {:>7} {:>14} {:>15} {:>5} {:>6} {:>5} {:>6} {:>7} {:>8} {:>10} {:>5} {:>9} {:>9} {:>11.3f} {:>10.3f} "
+      "{:>10} {:>11.3f} {:>10.3f} {:>10}\n",
       o.device.str(), o.cudnn ? "cudnn" : "tandem", fwd_kernel, backward_name, dtype_name(o.dtype), s.batch, s.seq,
-      s.heads, s.head_dim, o.dropout, o.real_fraction, key_tiles, keep_name, 1e3 * fwd, fwd_flops / fwd / 1e12,
+      s.heads, s.head_dim, o.dropout, rng_name, o.real_fraction, key_tiles, keep_name, 1e3 * fwd, fwd_flops / fwd / 1e12,
       fwd_blocks, 1e3 * bwd, 2.5 * fwd_flops / bwd / 1e12, bwd_blocks);
 }
 
@@ -317,10 +322,10 @@ int main(int argc, char** argv) {
                                          {8, 512, 16, 32},  {8, 512, 6, 128}};
     if (o.device.is_cuda()) sizes.push_back({64, 512, 12, 64});
     if (o.shape) sizes = {*o.shape};
-    fmt::print("{:>6} {:>7} {:>14} {:>15} {:>5} {:>6} {:>5} {:>6} {:>7} {:>8} {:>5} {:>9} {:>9} {:>11} {:>10} {:>10} "
-               "{:>11} {:>10} {:>10}\n",
+    fmt::print("{:>6} {:>7} {:>14} {:>15} {:>5} {:>6} {:>5} {:>6} {:>7} {:>8} {:>10} {:>5} {:>9} {:>9} {:>11} {:>10} "
+               "{:>10} {:>11} {:>10} {:>10}\n",
                "device", "backend", "fwd_kernel", "backward", "dtype", "batch", "seq", "heads", "head_dim", "dropout",
-               "real", "key_tiles", "keep", "fwd_ms", "fwd_TFLOPs", "fwd_blk/SM", "bwd_ms", "bwd_TFLOPs", "bwd_blk/SM");
+               "rng", "real", "key_tiles", "keep", "fwd_ms", "fwd_TFLOPs", "fwd_blk/SM", "bwd_ms", "bwd_TFLOPs", "bwd_blk/SM");
     for (const AttentionShape& s : sizes) run(o, s);
   } catch (const std::exception& e) {
     fmt::print(stderr, "attention_bench: {}\n", e.what());

@@ -98,9 +98,19 @@ gpu_test_regex() {
   python3 - <<'PY'
 import re, pathlib
 names = set()
-for f in pathlib.Path("tests").rglob("*.cc"):
-    src = f.read_text(errors="replace")
-    fixtures = {m.group(1) for m in re.finditer(r"class (\w+)\s*:[^{]*\{[^}]*?SetUp\(\)[^}]*TANDEM_REQUIRE_GPU", src, re.S)}
+files = sorted(pathlib.Path("tests").rglob("*.cc")) + sorted(pathlib.Path("tests").rglob("*.h"))
+sources = [f.read_text(errors="replace") for f in files]
+# Fixtures whose SetUp requires a GPU, in any test source or header, and the fixtures derived from them
+# (testing::GpuAttentionVariants in attention_testing.h has several).
+fixtures = {m.group(1) for src in sources
+            for m in re.finditer(r"class (\w+)\s*:[^{]*\{[^}]*?SetUp\(\)[^}]*TANDEM_REQUIRE_GPU", src, re.S)}
+while True:
+    derived = {m.group(1) for src in sources
+               for m in re.finditer(r"class (\w+)\s*:\s*public\s+(?:[\w:]+::)?(\w+)", src) if m.group(2) in fixtures}
+    if derived <= fixtures:
+        break
+    fixtures |= derived
+for src in sources:
     for m in re.finditer(r"TEST(?:_F|_P)?\((\w+),\s*(\w+)\)\s*\{([^}]*)", src):  # to the first "}": the check comes first
         if m.group(1) in fixtures or "TANDEM_REQUIRE_GPU" in m.group(3):
             names.add(re.escape(m.group(1)) + r"\." + re.escape(m.group(2)))
@@ -235,6 +245,18 @@ phase_bench() {
     capture "bench_attention_bf16_dropout_${spec%%:*}_saved" 120 env TANDEM_ATTENTION_DROPOUT_KEEP=saved \
       "$build/bench/attention_bench" --device cuda --dtype bf16 --forward pipelined --dropout 0.1 --backward "${spec#*:}"
     lines+=("$(cat "$res/bench_attention_bf16_dropout_${spec%%:*}_saved.txt")")
+  done
+  # Attention dropout's philox7x16 rule (TANDEM_ATTENTION_DROPOUT_RNG=philox7x16, opt-in: Philox4x32-7 with
+  # 16 decisions per block, FlashAttention-2's generator), bf16 with dropout 0.1, against the bf16_dropout_*
+  # and *_saved rows above (philox10x8); SDPA's dropout row is in the peers phase.
+  lines+=("== attention, bf16, dropout 0.1, philox7x16 (TANDEM_ATTENTION_DROPOUT_RNG=philox7x16)")
+  for spec in "split:split:recompute" "split_pipelined:split_pipelined:recompute" "fused:fused:recompute" \
+    "split_pipelined_saved:split_pipelined:saved"; do
+    local rest=${spec#*:}
+    capture "bench_attention_bf16_dropout_${spec%%:*}_philox7" 120 env TANDEM_ATTENTION_DROPOUT_RNG=philox7x16 \
+      TANDEM_ATTENTION_DROPOUT_KEEP="${rest#*:}" "$build/bench/attention_bench" --device cuda --dtype bf16 \
+      --forward pipelined --dropout 0.1 --backward "${rest%%:*}"
+    lines+=("$(cat "$res/bench_attention_bf16_dropout_${spec%%:*}_philox7.txt")")
   done
   # Padded batches (every row's first quarter real, as AG News texts padded to 256 tokens): every key
   # tile against trimmed key tiles (TANDEM_ATTENTION_KEY_TILES=trimmed, opt-in), without and with
@@ -378,15 +400,16 @@ phase_compare() {
   # (with the default backward and with split_pipelined), the fused GELU + dropout's saved keep
   # bits, the deferred biases' gradients in their linears' GEMMs (bias_gemm), the parameters' casts in
   # one launch (batched_casts, at ag_news_small's launch-bound shape too), the weights' gradients
-  # written in f32 by their backward (master_grads: 22 cast backwards fewer a step), the opt-in row kernels
+  # written in f32 by their backward (master_grads: 22 cast backwards fewer a step), attention dropout's
+  # philox7x16 rule (philox7: a Philox4x32-7 block per 16 decisions), the opt-in row kernels
   # (with the fused GELU + dropout and bias + dropout + residual + layer
   # norm, whose kernels_bench rows, bias_gelu_dropout_* and bias_dropout_add_layer_norm_*, are in the
   # bench phase), and `combined`: every opt-in that its kernels_bench or attention_bench rows may
-  # favour at once (saved keep bits both kinds, split_pipelined, bias_gemm, batched_casts, master_grads,
-  # lanes and the block walk).
+  # favour at once (saved keep bits both kinds, split_pipelined, philox7x16, bias_gemm, batched_casts,
+  # master_grads, lanes and the block walk).
   local eager=() variant variants
   for c in ${COMPARE_CONFIGS:-ag_news_small ag_news_optimized}; do
-    variants="default first separate wide lt_all split split_pipelined fused_ordered fused_ordered_pipelined saved saved_split_pipelined ffn_saved bias_gemm batched_casts master_grads rows block_slots combined"
+    variants="default first separate wide lt_all split split_pipelined fused_ordered fused_ordered_pipelined saved saved_split_pipelined philox7 ffn_saved bias_gemm batched_casts master_grads rows block_slots combined"
     [ "$c" = ag_news_small ] && variants="default first batched_casts"
     for variant in $variants; do
       local envs=()
@@ -400,6 +423,7 @@ phase_compare() {
         fused_ordered_pipelined) envs=(TANDEM_ATTENTION_BACKWARD=fused_ordered_pipelined) ;;
         saved) envs=(TANDEM_ATTENTION_DROPOUT_KEEP=saved) ;;
         saved_split_pipelined) envs=(TANDEM_ATTENTION_DROPOUT_KEEP=saved TANDEM_ATTENTION_BACKWARD=split_pipelined) ;;
+        philox7) envs=(TANDEM_ATTENTION_DROPOUT_RNG=philox7x16) ;;
         separate) envs=(TANDEM_GELU_DROPOUT=separate TANDEM_ADD_LAYER_NORM=separate TANDEM_EMBEDDING_BACKWARD=pieces
                         TANDEM_DROPOUT_BACKWARD=batched) ;;
         rows) envs=(TANDEM_LAYER_NORM=multi_row TANDEM_MASKED_MEAN=lane_groups) ;;
@@ -408,7 +432,7 @@ phase_compare() {
         bias_gemm) envs=(TANDEM_BIAS_GRADIENT=gemm) ;;
         batched_casts) envs=(TANDEM_PARAMETER_CASTS=batched) ;;
         master_grads) envs=(TANDEM_LINEAR_GRADIENTS=master) ;;
-        combined) envs=(TANDEM_ATTENTION_DROPOUT_KEEP=saved TANDEM_ATTENTION_BACKWARD=split_pipelined
+        combined) envs=(TANDEM_ATTENTION_DROPOUT_KEEP=saved TANDEM_ATTENTION_BACKWARD=split_pipelined TANDEM_ATTENTION_DROPOUT_RNG=philox7x16
                         TANDEM_DROPOUT_KEEP=saved TANDEM_LAYER_NORM=lanes TANDEM_COLUMN_SUM=block
                         TANDEM_BIAS_GRADIENT=gemm TANDEM_PARAMETER_CASTS=batched TANDEM_LINEAR_GRADIENTS=master) ;;
       esac
@@ -430,8 +454,8 @@ phase_compare() {
     "rows = TANDEM_LAYER_NORM=multi_row TANDEM_MASKED_MEAN=lane_groups;" \
     "ffn_saved = TANDEM_DROPOUT_KEEP=saved; block_slots = TANDEM_LAYER_NORM=lanes TANDEM_COLUMN_SUM=block;" \
     "bias_gemm = TANDEM_BIAS_GRADIENT=gemm; batched_casts = TANDEM_PARAMETER_CASTS=batched;" \
-    "master_grads = TANDEM_LINEAR_GRADIENTS=master;" \
-    "combined = saved_split_pipelined's, ffn_saved's, bias_gemm's, batched_casts', master_grads' and block_slots' together:" \
+    "master_grads = TANDEM_LINEAR_GRADIENTS=master; philox7 = TANDEM_ATTENTION_DROPOUT_RNG=philox7x16;" \
+    "combined = saved_split_pipelined's, philox7's, ffn_saved's, bias_gemm's, batched_casts', master_grads' and block_slots' together:" \
     "${eager[@]}"
   return $rc
 }
@@ -527,6 +551,7 @@ phase_peers() {
   : >"$log"
   # name:script and arguments; ops_training is kernels_bench's second run (ag_news_optimized's shape).
   for b in "attention:attention_bench.py --device cuda --dtype bf16" \
+    "attention_dropout:attention_bench.py --device cuda --dtype bf16 --dropout 0.1" \
     "attention_padded:attention_bench.py --device cuda --dtype bf16 --real-fraction 0.25" \
     "ops:ops_bench.py --device cuda" \
     "ops_training:ops_bench.py --device cuda --rows 32768 --d-model 256" "optim:optim_bench.py --device cuda"; do

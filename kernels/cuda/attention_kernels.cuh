@@ -403,22 +403,24 @@ __device__ __forceinline__ uint32_t keep8_at(const Params& P, int64_t bh, int64_
   return k8;
 }
 
-// philox7x16: the 16 keep bits of the Philox4x32-7 block of `group` (and of group ^ 4).
-__device__ __forceinline__ uint32_t keep16_at(const Params& P, uint64_t group) {
+// philox7x16: the 16 keep bits of Philox4x32-7 block `block16` (kernels/attention_params.h).
+__device__ __forceinline__ uint32_t keep16_at(const Params& P, uint64_t block16) {
   ATTENTION_COUNT_PHILOX();
-  return attention_keep16(P.drop, attention_dropout_block16(group), P.drop_threshold);
+  return attention_keep16(P.drop, block16, P.drop_threshold);
 }
 
 // philox7x16 for squares m and m + 1 of a tile: lanes L and L ^ 4 need the same block of each square,
-// so L computes the one of square m + odd (odd: 1 for the pair's second lane; `group(s)` is this lane's
-// group of square s, `valid(s)` whether square s holds a decision) and they swap. keep16[0], keep16[1]:
-// the blocks of squares m and m + 1. Warp-uniform m, so every lane takes part in the shuffle; a lane
-// whose square is outside the matrix computes nothing (its bits are 0).
-template <class Group, class Valid>
-__device__ __forceinline__ void keep16_pair(const Params& P, int m, int odd, Group&& group, Valid&& valid,
-                                            uint32_t (&keep16)[2]) {
+// so L computes the one of square m + odd (odd: 1 for the pair's second lane) and they swap. `group0` is
+// this lane's group of square 0 of the tile and `step` the groups between consecutive squares (32 along
+// keys, 32 ceil(S / 16) along queries), so square m's block is block16(group0) + m * step / 2; `squares`
+// how many of the tile's squares hold decisions. keep16[0], keep16[1]: the blocks of squares m and
+// m + 1. Warp-uniform m, so every lane takes part in the shuffle; a lane whose square is outside the
+// matrix computes nothing (its bits are 0).
+__device__ __forceinline__ void keep16_pair(const Params& P, int m, int odd, uint64_t group0, uint64_t step,
+                                            int squares, uint32_t (&keep16)[2]) {
   const int mine = m + odd;
-  const uint32_t own = valid(mine) ? keep16_at(P, group(mine)) : 0u;
+  const uint64_t block = attention_dropout_block16(group0) + static_cast<uint64_t>(mine) * (step / 2);
+  const uint32_t own = mine < squares ? keep16_at(P, block) : 0u;
   const uint32_t other = __shfl_xor_sync(kFullMask, own, 4);
   keep16[0] = odd ? other : own;
   keep16[1] = odd ? own : other;
@@ -469,16 +471,18 @@ __device__ __forceinline__ void keep_bits_along_keys(const Params& P, int64_t bh
     // Rows i and i ^ 1 (lanes L and L ^ 4) hold the two halves of each square's block: this lane's is half
     // i % 2 (i % 16 < 8 is the lane's g).
     const int odd = static_cast<int>(i & 1);
-    auto group = [&](int m) { return attention_dropout_group(bh, i, k0 + 16 * m + 2 * t, P.seq); };
-    auto valid = [&](int m) { return m < N / 2 && k0 + 16 * m < P.seq; };
+    const int inside = (P.seq - k0 + 15) / 16, squares = inside < N / 2 ? inside : N / 2;  // inside the matrix
+    const uint64_t group0 = attention_dropout_group(bh, i, k0 + 2 * t, P.seq);
 #pragma unroll 1
-    for (int m = 0; valid(m); m += 2) {
+    for (int m = 0; m < squares; m += 2) {
       uint32_t keep16[2];
-      keep16_pair(P, m, odd, group, valid, keep16);
-      for (int s = 0; s < 2 && valid(m + s); ++s) {
+      keep16_pair(P, m, odd, group0, 32, squares, keep16);
+#pragma unroll
+      for (int s = 0; s < 2; ++s) {  // unrolled: keep16[s] stays in registers
+        if (m + s >= squares) break;
         const uint32_t k8 = (keep16[s] >> (8 * odd)) & 0xffu;
         add_square_along_keys(keep, k8, m + s);
-        if (P.keep_out != nullptr) P.keep_out[group(m + s)] = static_cast<uint8_t>(k8);
+        if (P.keep_out != nullptr) P.keep_out[group0 + 32 * static_cast<uint64_t>(m + s)] = static_cast<uint8_t>(k8);
       }
     }
     return;
@@ -533,16 +537,20 @@ __device__ __forceinline__ void keep_bits_along_queries(const Params& P, int64_t
   if (P.drop.rng == AttentionDropoutRng::Philox7x16) {
     // Keys j and j ^ 1 (lanes L and L ^ 4) hold the same 8 keys x 4 queries of each square: both groups
     // of one block, query columns 2t (half 0) and 2t + 1 (half 1).
-    auto group = [&](int m) { return attention_dropout_group(bh, q0 + 16 * m + 2 * t + odd, j - odd, P.seq); };
-    auto valid = [&](int m) { return m < N / 2 && q0 + 16 * m < P.seq; };
+    const int inside = (P.seq - q0 + 15) / 16, squares = inside < N / 2 ? inside : N / 2;
+    const uint64_t group0 = attention_dropout_group(bh, q0 + 2 * t + odd, j - odd, P.seq);
+    const uint64_t step = 32 * static_cast<uint64_t>((P.seq + 15) / 16);  // the next square down the queries
 #pragma unroll 1
-    for (int m = 0; valid(m); m += 2) {
+    for (int m = 0; m < squares; m += 2) {
       uint32_t keep16[2];
-      keep16_pair(P, m, odd, group, valid, keep16);
-      for (int s = 0; s < 2 && valid(m + s); ++s) {
+      keep16_pair(P, m, odd, group0, step, squares, keep16);
+#pragma unroll
+      for (int s = 0; s < 2; ++s) {
+        if (m + s >= squares) break;
         const uint32_t k8[2] = {keep16[s] & 0xffu, keep16[s] >> 8};
         add_groups_along_queries(keep, k8, m + s, odd);
-        if (P.keep_out != nullptr) P.keep_out[group(m + s)] = static_cast<uint8_t>(k8[odd]);
+        if (P.keep_out != nullptr)
+          P.keep_out[group0 + step * static_cast<uint64_t>(m + s)] = static_cast<uint8_t>(keep16[s] >> (8 * odd));
       }
     }
     return;
