@@ -11,6 +11,7 @@
 #include "kernels/attention.h"
 #include "kernels/attention_params.h"
 #include "tests/kernels/attention_testing.h"
+#include "tests/testing/forced_switch.h"
 #include "tests/testing/gradcheck.h"
 
 namespace tandem::kernels {
@@ -136,7 +137,31 @@ bool expected_keep(uint64_t seed, uint64_t offset, int64_t bh, int64_t i, int64_
   return u >= expected_threshold(p);
 }
 
-TEST(AttentionDropout, DropsEachProbabilityByThePhiloxRuleAndRescales) {
+// philox7x16 (kernels/attention_dropout_rng.h), recomputed from core/philox.h alone as the rule is
+// written in attention_params.h: 16 x 16 squares of 16 Philox4x32-7 blocks; (i, j) in block
+// 4 ((i % 8) / 2) + (j % 8) / 2 of its square, byte 8 (i % 2) + 4 (j % 16 / 8) + 2 (i % 16 / 8) + j % 2,
+// kept when it is >= round(p * 256), and kept probabilities scaled by 256 / (256 - that).
+uint64_t expected_block7(int64_t bh, int64_t i, int64_t j, int64_t S) {
+  const int64_t n = (S + 15) / 16;
+  return static_cast<uint64_t>(((bh * n + i / 16) * n + j / 16) * 16 + 4 * ((i % 8) / 2) + (j % 8) / 2);
+}
+int expected_byte7(int64_t i, int64_t j) {
+  return static_cast<int>(8 * (i % 2) + 4 * (j % 16 / 8) + 2 * (i % 16 / 8) + j % 2);
+}
+bool expected_keep7(uint64_t seed, uint64_t offset, int64_t bh, int64_t i, int64_t j, int64_t S, double p) {
+  const uint64_t block = expected_block7(bh, i, j, S);
+  const Philox4 ctr{{static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32), static_cast<uint32_t>(offset),
+                     static_cast<uint32_t>(offset >> 32)}};
+  const Philox4 r = philox4x32<7>(ctr, static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
+  const int byte = expected_byte7(i, j);
+  return ((r.v[byte / 4] >> (8 * (byte % 4))) & 0xffu) >= std::lround(double(float(p)) * 256.0);
+}
+double expected_scale7(double p) { return 256.0 / double(256 - std::lround(double(float(p)) * 256.0)); }
+
+// The op under `rng` against its rule recomputed by `keep` with kept probabilities scaled by `scale`.
+template <class Keep>
+void expect_the_op_drops_by_the_rule(AttentionDropoutRng rng, Keep&& keep, double scale) {
+  const testing::ForcedSwitch rule(set_attention_dropout_rng_for_testing, rng);
   const int64_t B = 2, S = 37, H = 2, Dh = 3;  // squares of 16: three per side, the last partial
   const double p = 0.3;
   const uint64_t seed = 1234, offset = 77;
@@ -145,7 +170,7 @@ TEST(AttentionDropout, DropsEachProbabilityByThePhiloxRuleAndRescales) {
     for (int64_t i = 1; i < S; ++i)
       for (int64_t h = 0; h < H; ++h)
         for (int64_t d = 0; d < Dh; ++d) qkv_at(qkv, H, Dh, b, i, 1, h, d) = qkv_at(qkv, H, Dh, b, 0, 1, h, d);
-  // f64 takes the reference loops, f32 the ISA kernels' Philox blocks: both follow the rule.
+  // f64 takes the reference loops, f32 the ISA kernels' Philox blocks (philox10x8): both follow the rule.
   const std::vector<double> out64 = attention(qkv, Tensor(), H, p, seed, offset).to_double_vector();
   const std::vector<double> out32 = attention(qkv.to(DType::F32), Tensor(), H, p, seed, offset).to_double_vector();
   int dropped = 0;
@@ -155,15 +180,56 @@ TEST(AttentionDropout, DropsEachProbabilityByThePhiloxRuleAndRescales) {
         for (int64_t d = 0; d < Dh; ++d) {
           double expect = 0;
           for (int64_t j = 0; j < S; ++j) {
-            const bool keep = expected_keep(seed, offset, b * H + h, i, j, S, p);
-            dropped += !keep && d == 0;
-            if (keep) expect += qkv_at(qkv, H, Dh, b, j, 2, h, d) / double(S) * expected_scale(p);
+            const bool kept = keep(seed, offset, b * H + h, i, j, S, p);
+            dropped += !kept && d == 0;
+            if (kept) expect += qkv_at(qkv, H, Dh, b, j, 2, h, d) / double(S) * scale;
           }
           const size_t at = static_cast<size_t>((b * S + i) * H * Dh + h * Dh + d);
           EXPECT_NEAR(out64[at], expect, 1e-12);
           EXPECT_NEAR(out32[at], expect, 1e-5);  // a wrong decision moves it by about 1/S
         }
   EXPECT_GT(dropped, 0);  // the case exercises dropping at all
+}
+
+TEST(AttentionDropout, DropsEachProbabilityByThePhiloxRuleAndRescales) {
+  expect_the_op_drops_by_the_rule(AttentionDropoutRng::Philox10x8, expected_keep, expected_scale(0.3));
+}
+
+TEST(AttentionDropout, UnderPhilox7x16DropsEachProbabilityByItsRuleAndRescales) {
+  expect_the_op_drops_by_the_rule(AttentionDropoutRng::Philox7x16, expected_keep7, expected_scale7(0.3));
+}
+
+TEST(AttentionDropoutMask, UnderPhilox7x16EveryBlockByteDecidesExactlyOneElementAndBlocksAreDense) {
+  // For S a multiple of 16 the (block, byte) pairs of heads 0 and 1 are a bijection onto [0, 2 S^2 / 16) x [0, 16).
+  const int64_t S = 48, heads = 2, blocks = heads * S * S / 16;
+  std::vector<int> uses(static_cast<size_t>(blocks * 16), 0);
+  for (int64_t bh = 0; bh < heads; ++bh)
+    for (int64_t i = 0; i < S; ++i)
+      for (int64_t j = 0; j < S; ++j) {
+        const uint64_t group = attention_dropout_group(bh, i, j, S);
+        const uint64_t block = attention_dropout_block16(group);
+        const int byte = 8 * attention_dropout_half(group) + attention_dropout_slot(i, j);
+        ASSERT_EQ(block, expected_block7(bh, i, j, S)) << i << ", " << j;
+        ASSERT_EQ(byte, expected_byte7(i, j)) << i << ", " << j;
+        ++uses[block * 16 + static_cast<uint64_t>(byte)];
+      }
+  for (size_t k = 0; k < uses.size(); ++k) ASSERT_EQ(uses[k], 1) << "block " << k / 16 << " byte " << k % 16;
+}
+
+TEST(AttentionDropoutMask, UnderPhilox7x16EachDecisionIsAByteOfItsPhilox4x32_7Block) {
+  int differs = 0, checked = 0;
+  for (int64_t S : {37, 64}) {
+    const AttentionDropout d{0.3f, 0x1234567890abull, (uint64_t{3} << 16) | 5, nullptr, AttentionDropoutRng::Philox7x16};
+    for (int64_t bh = 0; bh < 3; ++bh)
+      for (int64_t i = 0; i < S; ++i)
+        for (int64_t j = 0; j < S; ++j) {
+          const bool keep = attention_dropout_keep(d, bh, i, j, S);
+          ASSERT_EQ(keep, expected_keep7(d.seed, d.offset, bh, i, j, S, d.p)) << "S " << S << ", " << i << ", " << j;
+          differs += keep != attention_dropout_keep({d.p, d.seed, d.offset}, bh, i, j, S);
+          ++checked;
+        }
+  }
+  EXPECT_GT(differs, checked / 5);  // another mask than philox10x8's, not a relabelling of it
 }
 
 TEST(AttentionDropout, KeepsAboutOneMinusPOfTheProbabilitiesInExpectation) {
