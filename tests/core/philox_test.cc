@@ -9,43 +9,28 @@
 namespace tandem {
 namespace {
 
-// Known-answer vectors from the Random123 distribution (kat_vectors), Philox4x32-10.
+// Known-answer vectors from the Random123 distribution (kat_vectors), Philox4x32-10 and Philox4x32-7 (the
+// seven-round generator of attention dropout's philox7x16 rule).
 TEST(Philox, MatchesRandom123KnownAnswers) {
   struct Kat {
+    int rounds;
     Philox4 ctr;
     uint32_t k0, k1;
     Philox4 expect;
   };
+  const Philox4 zeros{{0, 0, 0, 0}}, ones{{0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu}};
+  const Philox4 pi{{0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u}};
   const Kat kats[] = {
-      {{{0, 0, 0, 0}}, 0, 0, {{0x6627e8d5u, 0xe169c58du, 0xbc57ac4cu, 0x9b00dbd8u}}},
-      {{{0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu}}, 0xffffffffu, 0xffffffffu,
-       {{0x408f276du, 0x41c83b0eu, 0xa20bc7c6u, 0x6d5451fdu}}},
-      {{{0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u}}, 0xa4093822u, 0x299f31d0u,
-       {{0xd16cfe09u, 0x94fdccebu, 0x5001e420u, 0x24126ea1u}}},
+      {10, zeros, 0, 0, {{0x6627e8d5u, 0xe169c58du, 0xbc57ac4cu, 0x9b00dbd8u}}},
+      {10, ones, 0xffffffffu, 0xffffffffu, {{0x408f276du, 0x41c83b0eu, 0xa20bc7c6u, 0x6d5451fdu}}},
+      {10, pi, 0xa4093822u, 0x299f31d0u, {{0xd16cfe09u, 0x94fdccebu, 0x5001e420u, 0x24126ea1u}}},
+      {7, zeros, 0, 0, {{0x5f6fb709u, 0x0d893f64u, 0x4f121f81u, 0x4f730a48u}}},
+      {7, ones, 0xffffffffu, 0xffffffffu, {{0x5207ddc2u, 0x45165e59u, 0x4d8ee751u, 0x8c52f662u}}},
+      {7, pi, 0xa4093822u, 0x299f31d0u, {{0x4dfccabau, 0x190a87f0u, 0xc47362bau, 0xb6b5242au}}},
   };
   for (const Kat& k : kats) {
-    Philox4 r = philox4x32_10(k.ctr, k.k0, k.k1);
-    for (int i = 0; i < 4; ++i) EXPECT_EQ(r.v[i], k.expect.v[i]) << "word " << i;
-  }
-}
-
-// The same file's Philox4x32-7 vectors: the seven-round generator of attention dropout's philox7x16 rule.
-TEST(Philox, SevenRoundsMatchRandom123KnownAnswers) {
-  struct Kat {
-    Philox4 ctr;
-    uint32_t k0, k1;
-    Philox4 expect;
-  };
-  const Kat kats[] = {
-      {{{0, 0, 0, 0}}, 0, 0, {{0x5f6fb709u, 0x0d893f64u, 0x4f121f81u, 0x4f730a48u}}},
-      {{{0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu}}, 0xffffffffu, 0xffffffffu,
-       {{0x5207ddc2u, 0x45165e59u, 0x4d8ee751u, 0x8c52f662u}}},
-      {{{0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u}}, 0xa4093822u, 0x299f31d0u,
-       {{0x4dfccabau, 0x190a87f0u, 0xc47362bau, 0xb6b5242au}}},
-  };
-  for (const Kat& k : kats) {
-    Philox4 r = philox4x32<7>(k.ctr, k.k0, k.k1);
-    for (int i = 0; i < 4; ++i) EXPECT_EQ(r.v[i], k.expect.v[i]) << "word " << i;
+    const Philox4 r = k.rounds == 7 ? philox4x32<7>(k.ctr, k.k0, k.k1) : philox4x32_10(k.ctr, k.k0, k.k1);
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(r.v[i], k.expect.v[i]) << k.rounds << " rounds, word " << i;
   }
 }
 
