@@ -17,7 +17,9 @@
 // or saved (the forward also writes them, one bit per element, and the backward
 // reads them), as the op would; "-" without dropout. TANDEM_ATTENTION_DROPOUT_RNG (the
 // rng column) picks the dropout's rule: philox10x8 or philox7x16
-// (kernels/attention_dropout_rng.h); "-" without dropout.
+// (kernels/attention_dropout_rng.h); "-" without dropout. TANDEM_ATTENTION_OCCUPANCY=high
+// (kernels/cuda/attention_switches.h) shows in the fwd_blk/SM and bwd_blk/SM columns: five and
+// three at head dims up to 32 in 16 bits, for the pipelined forward and split_pipelined.
 // The TFLOP/s columns still count the dense S x S work, so with a mask they are
 // what the dense problem would have to reach to take the same time.
 // --forward picks Tandem's CUDA forward kernel for bf16/f16 (the table's

@@ -110,9 +110,12 @@ while True:
     if derived <= fixtures:
         break
     fixtures |= derived
+# Macros that call it (attention_occupancy_test.cc's REQUIRE_SM90) mark a test as well.
+markers = {"TANDEM_REQUIRE_GPU"} | {m.group(1) for src in sources
+                                   for m in re.finditer(r"#define (\w+)\(\)[^\n]*\\\n(?:[^\n]*\\\n)*?[^\n]*TANDEM_REQUIRE_GPU", src)}
 for src in sources:
     for m in re.finditer(r"TEST(?:_F|_P)?\((\w+),\s*(\w+)\)\s*\{([^}]*)", src):  # to the first "}": the check comes first
-        if m.group(1) in fixtures or "TANDEM_REQUIRE_GPU" in m.group(3):
+        if m.group(1) in fixtures or any(k in m.group(3) for k in markers):
             names.add(re.escape(m.group(1)) + r"\." + re.escape(m.group(2)))
 print("(" + "|".join(sorted(names)) + ")" if names else "^$")
 PY
@@ -258,6 +261,20 @@ phase_bench() {
       --forward pipelined --dropout 0.1 --backward "${rest%%:*}"
     lines+=("$(cat "$res/bench_attention_bf16_dropout_${spec%%:*}_philox7.txt")")
   done
+  # More blocks per SM at head dims up to 32 (TANDEM_ATTENTION_OCCUPANCY=high, opt-in: the pipelined forward
+  # at five, split_pipelined's passes at three; the fwd_blk/SM and bwd_blk/SM columns show them), bf16, against
+  # bf16_split_pipelined, bf16_dropout_fused and bf16_dropout_split_pipelined_saved above. Only the
+  # 8 x 512 x 16 x 32 row runs other kernels; the other shapes' rows are the same kernels again (noise).
+  lines+=("== attention, bf16, TANDEM_ATTENTION_OCCUPANCY=high (head dim 32 only: more blocks per SM)")
+  for spec in "split_pipelined:split_pipelined:0:recompute" "dropout_fused:fused:0.1:recompute" \
+    "dropout_split_pipelined_saved:split_pipelined:0.1:saved"; do
+    local rest=${spec#*:} dropout keep
+    dropout=${rest#*:}; keep=${dropout#*:}; dropout=${dropout%%:*}
+    capture "bench_attention_bf16_${spec%%:*}_high" 120 env TANDEM_ATTENTION_OCCUPANCY=high \
+      TANDEM_ATTENTION_DROPOUT_KEEP="$keep" "$build/bench/attention_bench" --device cuda --dtype bf16 \
+      --forward pipelined --dropout "$dropout" --backward "${rest%%:*}"
+    lines+=("$(cat "$res/bench_attention_bf16_${spec%%:*}_high.txt")")
+  done
   # Padded batches (every row's first quarter real, as AG News texts padded to 256 tokens): every key
   # tile against trimmed key tiles (TANDEM_ATTENTION_KEY_TILES=trimmed, opt-in), without and with
   # dropout (split and fused backward), and cuDNN (which takes the lengths); PyTorch's SDPA with the
@@ -401,15 +418,16 @@ phase_compare() {
   # bits, the deferred biases' gradients in their linears' GEMMs (bias_gemm), the parameters' casts in
   # one launch (batched_casts, at ag_news_small's launch-bound shape too), the weights' gradients
   # written in f32 by their backward (master_grads: 22 cast backwards fewer a step), attention dropout's
-  # philox7x16 rule (philox7: a Philox4x32-7 block per 16 decisions), the opt-in row kernels
+  # philox7x16 rule (philox7: a Philox4x32-7 block per 16 decisions), more attention blocks per SM at
+  # head dim 32 (high_occupancy: the forward at five; the backward is fused, unchanged), the opt-in row kernels
   # (with the fused GELU + dropout and bias + dropout + residual + layer
   # norm, whose kernels_bench rows, bias_gelu_dropout_* and bias_dropout_add_layer_norm_*, are in the
   # bench phase), and `combined`: every opt-in that its kernels_bench or attention_bench rows may
-  # favour at once (saved keep bits both kinds, split_pipelined, philox7x16, bias_gemm, batched_casts,
+  # favour at once (saved keep bits both kinds, split_pipelined, philox7x16, high occupancy, bias_gemm, batched_casts,
   # master_grads, lanes and the block walk).
   local eager=() variant variants
   for c in ${COMPARE_CONFIGS:-ag_news_small ag_news_optimized}; do
-    variants="default first separate wide lt_all split split_pipelined fused_ordered fused_ordered_pipelined saved saved_split_pipelined philox7 ffn_saved bias_gemm batched_casts master_grads rows block_slots combined"
+    variants="default first separate wide lt_all split split_pipelined fused_ordered fused_ordered_pipelined saved saved_split_pipelined philox7 high_occupancy ffn_saved bias_gemm batched_casts master_grads rows block_slots combined"
     [ "$c" = ag_news_small ] && variants="default first batched_casts"
     for variant in $variants; do
       local envs=()
@@ -424,6 +442,7 @@ phase_compare() {
         saved) envs=(TANDEM_ATTENTION_DROPOUT_KEEP=saved) ;;
         saved_split_pipelined) envs=(TANDEM_ATTENTION_DROPOUT_KEEP=saved TANDEM_ATTENTION_BACKWARD=split_pipelined) ;;
         philox7) envs=(TANDEM_ATTENTION_DROPOUT_RNG=philox7x16) ;;
+        high_occupancy) envs=(TANDEM_ATTENTION_OCCUPANCY=high) ;;
         separate) envs=(TANDEM_GELU_DROPOUT=separate TANDEM_ADD_LAYER_NORM=separate TANDEM_EMBEDDING_BACKWARD=pieces
                         TANDEM_DROPOUT_BACKWARD=batched) ;;
         rows) envs=(TANDEM_LAYER_NORM=multi_row TANDEM_MASKED_MEAN=lane_groups) ;;
@@ -433,6 +452,7 @@ phase_compare() {
         batched_casts) envs=(TANDEM_PARAMETER_CASTS=batched) ;;
         master_grads) envs=(TANDEM_LINEAR_GRADIENTS=master) ;;
         combined) envs=(TANDEM_ATTENTION_DROPOUT_KEEP=saved TANDEM_ATTENTION_BACKWARD=split_pipelined TANDEM_ATTENTION_DROPOUT_RNG=philox7x16
+                        TANDEM_ATTENTION_OCCUPANCY=high
                         TANDEM_DROPOUT_KEEP=saved TANDEM_LAYER_NORM=lanes TANDEM_COLUMN_SUM=block
                         TANDEM_BIAS_GRADIENT=gemm TANDEM_PARAMETER_CASTS=batched TANDEM_LINEAR_GRADIENTS=master) ;;
       esac
@@ -455,7 +475,8 @@ phase_compare() {
     "ffn_saved = TANDEM_DROPOUT_KEEP=saved; block_slots = TANDEM_LAYER_NORM=lanes TANDEM_COLUMN_SUM=block;" \
     "bias_gemm = TANDEM_BIAS_GRADIENT=gemm; batched_casts = TANDEM_PARAMETER_CASTS=batched;" \
     "master_grads = TANDEM_LINEAR_GRADIENTS=master; philox7 = TANDEM_ATTENTION_DROPOUT_RNG=philox7x16;" \
-    "combined = saved_split_pipelined's, philox7's, ffn_saved's, bias_gemm's, batched_casts', master_grads' and block_slots' together:" \
+    "high_occupancy = TANDEM_ATTENTION_OCCUPANCY=high;" \
+    "combined = saved_split_pipelined's, philox7's, high_occupancy's, ffn_saved's, bias_gemm's, batched_casts', master_grads' and block_slots' together:" \
     "${eager[@]}"
   return $rc
 }

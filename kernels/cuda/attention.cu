@@ -61,7 +61,9 @@
 // every pass recomputes its decisions, one Philox4x32-10 block per 8 (forward,
 // dK/dV and dQ alike, S^2 / 8 blocks per (b, h) each; dK/dV, holding the
 // transposed tile, adds one shuffle per block), where one block per 4
-// consecutive keys of a row cost S^2 / 2, S^2 and S^2 / 2 blocks. With saved
+// consecutive keys of a row cost S^2 / 2, S^2 and S^2 / 2 blocks; under
+// TANDEM_ATTENTION_DROPOUT_RNG=philox7x16 one Philox4x32-7 block per 16
+// (S^2 / 16 per pass, lanes L and L ^ 4 swapping halves). With saved
 // keep bits (TANDEM_ATTENTION_DROPOUT_KEEP=saved, opt-in) the forward also
 // stores each block's byte (S^2 / 8 bytes per (b, h)) and both backward passes
 // read it (one 32-byte sector per warp and 16 x 16 square) instead of spending
@@ -103,6 +105,7 @@
 //   pipelined   32   -          115 (4 blocks/SM)          -      25,728
 //   pipelined   64   -          122 (4 blocks/SM)          -      46,208
 //   pipelined  128   -          174                        -      87,168
+//   pipelined   32   -          96 (5 blocks/SM, TANDEM_ATTENTION_OCCUPANCY=high) -  25,728
 //   wide        32   -          200 (2 blocks/SM)          -      30,848
 //   wide        64   -          221 (2 blocks/SM)          -      55,424
 //   dkdv        32   255        197                   37,376     20,992
@@ -114,6 +117,8 @@
 //   dq_pipe     32   -          190                        -      30,848
 //   dq_pipe     64   -          179                        -      55,424
 //   dq_pipe    128   -          211                        -     104,576
+//   dkdv_pipe   32   -          168 (3 blocks/SM, 32-query tiles; high)       -      20,992
+//   dq_pipe     32   -          168 (3 blocks/SM; high)    -      30,848
 //   dq          32   215        175                   36,928     20,544
 //   dq          64   233        179                   69,696     36,928
 //   dq         128   210        209                  135,232     69,696
@@ -310,14 +315,15 @@ void with_forward_kernel(AttentionForwardKernel which, int64_t seq, F&& f) {
     // tile) need up to 185 KB of the SM's 228 KB as shared memory: the driver sizes the carveout
     // so that shared memory does not limit occupancy (CUDA programming guide, compute capability
     // 9.0), so no preference is set.
-    const auto pipelined = [&](auto mt) {
-      constexpr int MT = decltype(mt)::value;
-      auto kernel = forward_pipelined_kernel<T, DP, MT>;
-      allow_shared_memory(kernel, forward_pipelined_smem_bytes<T, DP, MT>());
-      f(kernel, forward_pipelined_smem_bytes<T, DP, MT>(), pipelined_query_blocks(seq, MT));
-    };
+    // TANDEM_ATTENTION_OCCUPANCY=high: where it differs (head dims up to 32), the kernel compiled for
+    // five blocks per SM instead of four.
     if (which != AttentionForwardKernel::Tiled)
-      return with_row_tiles<DP>(which == AttentionForwardKernel::PipelinedWide, pipelined);
+      return with_pipelined_forward<T, DP>(which == AttentionForwardKernel::PipelinedWide,
+                                           attention_occupancy() == AttentionOccupancy::High, seq,
+                                           [&](auto kernel, size_t smem, unsigned blocks) {
+                                             allow_shared_memory(kernel, smem);
+                                             f(kernel, smem, blocks);
+                                           });
   }
   auto kernel = forward_kernel<T, DP>;
   allow_shared_memory(kernel, forward_smem_bytes<T, DP>());
@@ -399,8 +405,10 @@ int attention_backward_blocks_per_sm(int64_t head_dim, DType t, AttentionBackwar
       } else if (runs == AttentionBackwardPath::FusedOrdered || runs == AttentionBackwardPath::FusedOrderedPipelined) {
         with_ordered_fused_kernel<T, DP>(runs == AttentionBackwardPath::FusedOrderedPipelined, occupancy);
       } else if (runs == AttentionBackwardPath::SplitPipelined) {
-        if constexpr (sizeof(T) == 2)  // resolve_attention_backward runs Split in f32
-          occupancy(dkdv_pipelined_kernel<T, DP, kDkdvQueryTile<DP>>, dkdv_pipelined_smem_bytes<T, DP>());
+        bool dkdv = true;  // the first of the two passes
+        with_split_passes<T, DP>(true, attention_occupancy() == AttentionOccupancy::High, [&](auto kernel, size_t smem) {
+          if (std::exchange(dkdv, false)) occupancy(kernel, smem);
+        });
       } else {
         occupancy(dkdv_kernel<T, DP, kDkdvQueryTile<DP>>, dkdv_smem_bytes<T, DP>());
       }
@@ -437,7 +445,7 @@ void backward_split(const void* qkv, const uint8_t* mask, const void* out, const
                                                           vec_qkv, vec_dout);
         TANDEM_CUDA_CHECK_LAUNCH();
       };
-      with_split_passes<T, DP>(pipelined, launch);
+      with_split_passes<T, DP>(pipelined, attention_occupancy() == AttentionOccupancy::High, launch);
     });
   });
   cuda_memory::deallocate(device, rowdot, rowdot_bytes, st);

@@ -66,7 +66,7 @@
 // mostly L2 hits), and 8 ceil(S/64) S Dh bytes of f32 partials come in
 // (written once, read once), about S^2 Dh / 8 bytes. FLOPs go from 14 S^2 Dh
 // to 10 S^2 Dh (plus ceil(S/64) S Dh adds); also gone: the dQ pass's S^2
-// exponentials, its S^2 / 8 Philox blocks, and its dS arithmetic. Saved
+// exponentials, its S^2 / 8 Philox blocks (S^2 / 16 under philox7x16), and its dS arithmetic. Saved
 // tensor-core FLOPs per added byte are 32 whatever S and Dh, well below an
 // H100's balance (about 300 dense bf16 FLOP per HBM byte), so in 16 bits the
 // gain depends on the partials being written while the kernel computes and

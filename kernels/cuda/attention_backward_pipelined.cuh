@@ -41,8 +41,20 @@
 
 namespace tandem::kernels::attention_detail {
 
-template <class T, int DP, int BQ>
-__global__ void __launch_bounds__(kThreads, 2)
+// Blocks per SM both passes are compiled for, and the dK/dV pass's query tile. By default two, at
+// 190-242 registers (nvcc 13.0), with dkdv_kernel's tile. High (TANDEM_ATTENTION_OCCUPANCY=high) at
+// DP = 32: three, 168 registers, no spills, with 32-query tiles (64 spill 32-236 bytes there; at
+// DP = 64 three spill). dK and dV do not depend on the tile (the queries' terms are added in the same
+// order, 16 per tensor-core step, whatever the tile), nor does dQ (the dQ pass has none): the same bits.
+template <int DP>
+constexpr bool kSplitPipelinedHasHighOccupancy = DP <= 32;
+template <int DP, bool High>
+constexpr int kSplitPipelinedBlocksPerSm = High && kSplitPipelinedHasHighOccupancy<DP> ? 3 : 2;
+template <int DP, bool High>
+constexpr int kDkdvPipelinedQueryTile = High && kSplitPipelinedHasHighOccupancy<DP> ? 32 : kDkdvQueryTile<DP>;
+
+template <class T, int DP, int BQ, int Blocks = 2>
+__global__ void __launch_bounds__(kThreads, Blocks)
     dkdv_pipelined_kernel(const T* __restrict__ qkv, const uint8_t* __restrict__ mask, const float* __restrict__ lse,
                           const float* __restrict__ rowdot, const T* __restrict__ dout, T* __restrict__ dqkv,
                           Params P, bool vec_qkv, bool vec_dout) {
@@ -97,8 +109,8 @@ __global__ void __launch_bounds__(kThreads, 2)
 // tiles double-buffered by cp.async exactly as forward_pipelined_kernel does it: tile j + 1's K and
 // V stream into the other buffer while tile j is computed, one __syncthreads per tile, and tile
 // j + 1's key flags are read into a register after the barrier and stored once tile j is done.
-template <class T, int DP>
-__global__ void __launch_bounds__(kThreads, 2)
+template <class T, int DP, int Blocks = 2>
+__global__ void __launch_bounds__(kThreads, Blocks)
     dq_pipelined_kernel(const T* __restrict__ qkv, const uint8_t* __restrict__ mask, const float* __restrict__ lse,
                         const float* __restrict__ rowdot, const T* __restrict__ dout, T* __restrict__ dqkv, Params P,
                         bool vec_qkv, bool vec_dout) {
@@ -158,23 +170,31 @@ constexpr size_t dq_pipelined_smem_bytes() {
   return dq_smem_bytes<T, DP>() + 2 * kRows * kLd<T, DP> * sizeof(T) + kRows;  // dq_kernel's, plus a second K, V, flags
 }
 
-// K, V, two buffers of Q and dO, two tiles' lse and D.
-template <class T, int DP>
+// K, V, two buffers of Q and dO (BQ queries each), two tiles' lse and D.
+template <class T, int DP, int BQ = kDkdvQueryTile<DP>>
 constexpr size_t dkdv_pipelined_smem_bytes() {
-  constexpr int BQ = kDkdvQueryTile<DP>;  // dkdv_kernel's, plus a second Q, dO, lse, D
-  return dkdv_smem_bytes<T, DP>() + 2 * BQ * kLd<T, DP> * sizeof(T) + 2 * BQ * sizeof(float);
+  return (2 * kRows + 4 * BQ) * kLd<T, DP> * sizeof(T) + 4 * BQ * sizeof(float);
+}
+
+// The pipelined passes for `High` (above): f(kernel, shared-memory bytes), dK/dV then dQ.
+template <class T, int DP, bool High, class F>
+void with_pipelined_split_passes(F&& f) {
+  constexpr int blocks = kSplitPipelinedBlocksPerSm<DP, High>, BQ = kDkdvPipelinedQueryTile<DP, High>;
+  f(dkdv_pipelined_kernel<T, DP, BQ, blocks>, dkdv_pipelined_smem_bytes<T, DP, BQ>());
+  f(dq_pipelined_kernel<T, DP, blocks>, dq_pipelined_smem_bytes<T, DP>());
 }
 
 // Calls f(kernel, shared-memory bytes) for the split path's two passes in order, dK/dV then dQ: the
-// pipelined kernels with `pipelined` (16 bits only), else dkdv_kernel and dq_kernel. attention.cu's
-// launches and the emulated tests' share it, so both run the same kernels.
+// pipelined kernels with `pipelined` (16 bits only; with `high`, compiled for three blocks per SM
+// where that differs), else dkdv_kernel and dq_kernel. attention.cu's launches and the emulated
+// tests' share it, so both run the same kernels.
 template <class T, int DP, class F>
-void with_split_passes(bool pipelined, F&& f) {
+void with_split_passes(bool pipelined, bool high, F&& f) {
   if constexpr (sizeof(T) == 2) {
     if (pipelined) {
-      f(dkdv_pipelined_kernel<T, DP, kDkdvQueryTile<DP>>, dkdv_pipelined_smem_bytes<T, DP>());
-      f(dq_pipelined_kernel<T, DP>, dq_pipelined_smem_bytes<T, DP>());
-      return;
+      if constexpr (kSplitPipelinedHasHighOccupancy<DP>)
+        if (high) return with_pipelined_split_passes<T, DP, true>(f);
+      return with_pipelined_split_passes<T, DP, false>(f);
     }
   }
   f(dkdv_kernel<T, DP, kDkdvQueryTile<DP>>, dkdv_smem_bytes<T, DP>());

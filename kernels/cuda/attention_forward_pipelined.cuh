@@ -106,9 +106,12 @@ void with_row_tiles(bool wide, F&& f) {
 // 128 registers with no spills at DP <= 64 (121-123 registers, nvcc 13.0) and their shared memory
 // (4 x 46 KB at DP = 64) fits an SM's 227 KB; at DP = 128 four blocks spill and three do not fit
 // the shared memory, so it stays at two; two row tiles keep two blocks (their accumulators need
-// the registers).
+// the registers). High (TANDEM_ATTENTION_OCCUPANCY=high): five for the one-tile kernel at DP = 32,
+// 96 registers and no spills (six spill 36 bytes; at DP = 64 five spill), 5 x 25 KB of shared memory.
 template <int DP, int MT>
-constexpr int kPipelinedBlocksPerSm = MT == 1 && DP <= 64 ? 4 : 2;
+constexpr bool kPipelinedHasHighOccupancy = MT == 1 && DP <= 32;
+template <int DP, int MT, bool High = false>
+constexpr int kPipelinedBlocksPerSm = High && kPipelinedHasHighOccupancy<DP, MT> ? 5 : MT == 1 && DP <= 64 ? 4 : 2;
 
 // Whether Q K^T peels its first k-step (mma_abt_ldmatrix's kPeelFirstStep: the score accumulators
 // start at zero, so their zeroing goes; 21 of 470 instructions per key tile at DP = 64). Everywhere but
@@ -116,8 +119,8 @@ constexpr int kPipelinedBlocksPerSm = MT == 1 && DP <= 64 ? 4 : 2;
 template <int DP, int MT>
 constexpr bool kPipelinedPeel = !(MT == 1 && DP <= 32);
 
-template <class T, int DP, int MT>
-__global__ void __launch_bounds__(kThreads, kPipelinedBlocksPerSm<DP, MT>)
+template <class T, int DP, int MT, bool High = false>
+__global__ void __launch_bounds__(kThreads, kPipelinedBlocksPerSm<DP, MT, High>)
     forward_pipelined_kernel(const T* __restrict__ qkv, const uint8_t* __restrict__ mask, T* __restrict__ out,
                              float* __restrict__ lse, Params P, bool vec) {
   static_assert(sizeof(T) == 2, "f16/bf16 only: tensor cores and ldmatrix.b16 (f32 runs forward_kernel)");
@@ -186,6 +189,20 @@ constexpr size_t forward_pipelined_smem_bytes() {
 // Blocks along the queries: ceil(S / (64 MT)).
 inline unsigned pipelined_query_blocks(int64_t seq, int mt) {
   return static_cast<unsigned>((seq + kRows * mt - 1) / (kRows * mt));
+}
+
+// Calls f(kernel, shared-memory bytes, query blocks) with the pipelined forward at DP: the wide one
+// with `wide`, compiled for more blocks per SM with `high` where that differs (kPipelinedBlocksPerSm;
+// elsewhere `high` runs the default kernel). attention.cu's launch and the emulated tests' share it.
+template <class T, int DP, class F>
+void with_pipelined_forward(bool wide, bool high, int64_t seq, F&& f) {
+  with_row_tiles<DP>(wide, [&](auto mt) {
+    constexpr int MT = decltype(mt)::value;
+    constexpr size_t smem = forward_pipelined_smem_bytes<T, DP, MT>();
+    if constexpr (kPipelinedHasHighOccupancy<DP, MT>)
+      if (high) return f(forward_pipelined_kernel<T, DP, MT, true>, smem, pipelined_query_blocks(seq, MT));
+    f(forward_pipelined_kernel<T, DP, MT>, smem, pipelined_query_blocks(seq, MT));
+  });
 }
 
 }  // namespace tandem::kernels::attention_detail

@@ -499,7 +499,8 @@ __device__ __forceinline__ void keep_bits_along_keys(const Params& P, int64_t bh
 // 4(2t + c) + g/2) whose key parity is g's; lane ^ 4 (key g ^ 1) holds the
 // other halves of the same two blocks. So each lane computes one of them, the
 // one for c = g % 2, and the pair swap keep bits: one shuffle per block, and
-// again one Philox block per 8 decisions. Warp-uniform loop bounds, so every
+// again one Philox block per 8 decisions (under philox7x16 the pair share each
+// square's one block of 16, keep16_pair, so one per 16). Warp-uniform loop bounds, so every
 // lane takes part in every shuffle. (Saved bits take the same route: a lane
 // reads its own block's byte, and the pair swap them.)
 // k8[c]: the keep bits of the group holding query column 2t + c of square m.

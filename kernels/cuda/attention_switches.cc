@@ -1,5 +1,5 @@
-// TANDEM_ATTENTION_FORWARD, TANDEM_ATTENTION_BACKWARD, TANDEM_ATTENTION_KEY_TILES and
-// TANDEM_ATTENTION_DROPOUT_KEEP (see attention_switches.h).
+// TANDEM_ATTENTION_FORWARD, TANDEM_ATTENTION_BACKWARD, TANDEM_ATTENTION_KEY_TILES,
+// TANDEM_ATTENTION_DROPOUT_KEEP and TANDEM_ATTENTION_OCCUPANCY (see attention_switches.h).
 #include "kernels/cuda/attention_switches.h"
 
 #include "core/env_switch.h"
@@ -28,6 +28,9 @@ constinit EnvSwitch<AttentionKeyTiles, 2> g_key_tiles{
 constinit EnvSwitch<AttentionDropoutKeep, 2> g_dropout_keep{
     "TANDEM_ATTENTION_DROPOUT_KEEP",
     {{"recompute", AttentionDropoutKeep::Recompute}, {"saved", AttentionDropoutKeep::Saved}}};
+
+constinit EnvSwitch<AttentionOccupancy, 2> g_occupancy{
+    "TANDEM_ATTENTION_OCCUPANCY", {{"default", AttentionOccupancy::Default}, {"high", AttentionOccupancy::High}}};
 
 }  // namespace
 
@@ -59,6 +62,13 @@ void set_attention_dropout_keep_for_testing(std::optional<AttentionDropoutKeep> 
   g_dropout_keep.force_for_testing(keep);
 }
 const char* attention_dropout_keep_name(AttentionDropoutKeep keep) { return g_dropout_keep.name(keep); }
+
+AttentionOccupancy attention_occupancy() { return g_occupancy.value(); }
+AttentionOccupancy parse_attention_occupancy(const char* v) { return g_occupancy.parse(v); }
+void set_attention_occupancy_for_testing(std::optional<AttentionOccupancy> occupancy) {
+  g_occupancy.force_for_testing(occupancy);
+}
+const char* attention_occupancy_name(AttentionOccupancy occupancy) { return g_occupancy.name(occupancy); }
 
 AttentionBackwardPath resolve_attention_backward(AttentionBackwardPath path, bool is_f32, bool dropout) {
   if (path == AttentionBackwardPath::SplitPipelined && is_f32) return AttentionBackwardPath::Split;

@@ -1,4 +1,4 @@
-// The four switches of the CUDA attention op, each an environment variable read
+// The five switches of the CUDA attention op, each an environment variable read
 // once (core/env_switch.h): unset or empty is the default, anything other than
 // the names below is an Error naming the variable and the value. A new kernel
 // sits behind a switch that defaults to the verified path (issue #15) until a
@@ -42,6 +42,16 @@
 //     run) dropout 0.1 made the split backward 1.54x slower at the configs' head dim 32 (0.211
 //     against 0.137 ms), where both of its passes compute every decision again. Opt-in until a
 //     GPU has timed it.
+//   TANDEM_ATTENTION_OCCUPANCY=default|high  how many blocks per SM the 16-bit kernels at head dims up
+//     to 32 (the configs' 256 / 8 heads) are compiled for: Default (what the GPU runs measured) or High:
+//     the pipelined forward five instead of four (96 registers instead of 115: 20 warps per SM instead
+//     of 16) and split_pipelined's two passes three instead of two (168 registers instead of 190-200: 12
+//     warps instead of 8; the dK/dV pass with 32-query tiles), none spilling (nvcc 13.0). The same
+//     results bit for bit (only the tile of the dK/dV pass changes, whose sums do not depend on it).
+//     The third H200 run had the forward issuing about a quarter of the instructions per cycle it
+//     could, waiting: more resident warps is the plain answer to that. Nothing else changes (the wide
+//     forward, the fused paths and head dims past 32 run their default kernels). Opt-in until a GPU
+//     has timed it.
 #pragma once
 
 #include <optional>
@@ -103,5 +113,16 @@ AttentionDropoutKeep parse_attention_dropout_keep(const char* value);
 void set_attention_dropout_keep_for_testing(std::optional<AttentionDropoutKeep> keep);
 // "recompute" or "saved".
 const char* attention_dropout_keep_name(AttentionDropoutKeep keep);
+
+enum class AttentionOccupancy { Default, High };
+
+// TANDEM_ATTENTION_OCCUPANCY's choice, unless a test has overridden it.
+AttentionOccupancy attention_occupancy();
+// The choice an environment string names (null or empty: Default); throws Error naming the variable.
+AttentionOccupancy parse_attention_occupancy(const char* value);
+// Tests force a choice; nullopt returns to the environment's.
+void set_attention_occupancy_for_testing(std::optional<AttentionOccupancy> occupancy);
+// "default" or "high".
+const char* attention_occupancy_name(AttentionOccupancy occupancy);
 
 }  // namespace tandem::kernels

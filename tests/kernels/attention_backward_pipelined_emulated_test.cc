@@ -6,7 +6,9 @@
 // kernels, for f16 and bf16, every padded head width DP 32/64/128 (16-byte
 // copies with zero-filled columns, and plain loads where Dh is not a multiple
 // of 8), S from 1 to 300 (one partial tile, several, so both buffers are
-// reused), padding with an all-padding row, and dropout.
+// reused), padding with an all-padding row, and dropout; and the kernels
+// TANDEM_ATTENTION_OCCUPANCY=high runs at DP = 32 (three blocks per SM, 32-query
+// dK/dV tiles) bit for bit against the default ones.
 //
 // The emulator defers every cp.async until its group is waited for and fills
 // the destination with NaN bytes meanwhile, so a tile read before its wait
@@ -22,6 +24,7 @@
 #include "tests/kernels/attention_emulated_launches.h"  // first: the emulator before the device code
 
 #include "tests/kernels/attention_testing.h"
+#include "tests/testing/forced_switch.h"
 #include "tests/testing/gradcheck.h"
 
 namespace tandem::kernels {
@@ -72,6 +75,19 @@ TEST_P(EmulatedSplitPipelined, GivesTheSameBitsWithWarpsSkewedEitherWay) {
     EXPECT_TRUE(same_bits(backward(true, schedule), together)) << "schedule " << static_cast<int>(schedule);
 }
 
+// TANDEM_ATTENTION_OCCUPANCY=high: at DP = 32 both passes are compiled for three blocks per SM and the
+// dK/dV pass walks 32-query tiles (kDkdvPipelinedQueryTile); elsewhere the default kernels run. dK and
+// dV add the queries' terms in the same order whatever the tile, so the bits are the default's, also
+// with the warps skewed (a 32-query prefetch over a buffer still being read would show).
+TEST_P(EmulatedSplitPipelined, HighOccupancyGivesTheDefaultKernelsBitsUnderEverySchedule) {
+  static_assert(kDkdvPipelinedQueryTile<32, true> == 32 && kDkdvPipelinedQueryTile<32, false> == 64);
+  const Tensor by_default = backward(true);
+  const testing::ForcedSwitch high(set_attention_occupancy_for_testing, AttentionOccupancy::High);
+  for (auto schedule : {warp_emulator::Schedule::RoundRobin, warp_emulator::Schedule::WarpByWarp,
+                        warp_emulator::Schedule::WarpByWarpReversed})
+    EXPECT_TRUE(same_bits(backward(true, schedule), by_default)) << "schedule " << static_cast<int>(schedule);
+}
+
 const Case kCases[] = {
     {1, 1, 1, 8, {}, 0.0},            // one token: one partial tile; 16-byte copies, DP = 32
     {2, 7, 2, 24, {7, 0}, 0.2},       // an all-padding row, dropout; columns 24-31 zero-filled
@@ -80,6 +96,7 @@ const Case kCases[] = {
     {2, 65, 1, 96, {65, 13}, 0.0},    // DP = 128: 32-query tiles, three of them
     {1, 129, 1, 128, {100}, 0.3},     // five 32-query and three key tiles (buffers reused), the largest head dim
     {2, 100, 2, 20, {100, 61}, 0.5},  // Dh = 20: plain loads, DP = 32, several heads
+    {2, 130, 2, 32, {130, 97}, 0.1},  // DP = 32 unpadded: five 32-query tiles (high occupancy), the last partial
     {1, 300, 1, 64, {300}, 0.1},      // five 64-row tiles each way, the last partial
 };
 

@@ -48,7 +48,8 @@ inline std::vector<int> emulated_key_ends(const Tensor& mask, const AttentionSha
   return key_end;
 }
 
-// attention_forward_cuda's launch of `which` (f32 always runs the tiled kernel), with the warps
+// attention_forward_cuda's launch of `which` (f32 always runs the tiled kernel; the pipelined ones as
+// attention_occupancy() says, which the tests force), with the warps
 // interleaved by `schedule`, visiting the key tiles `tiles` says, saving the dropout keep bits to `keep_out`
 // where given (trimmed, after attention.cu's zeroing of them; without `zero_keep`, the kernels' bytes
 // alone). out and lse start as NaN, so every element must be written.
@@ -73,15 +74,14 @@ void emulated_forward(const Tensor& qkv, const Tensor& mask, Tensor& out, Tensor
     const auto* q = static_cast<const T*>(qkv.data_ptr());
     auto* o = static_cast<T*>(out.data_ptr());
     if constexpr (sizeof(T) == 2) {
-      const auto pipelined = [&](auto mt) {
-        constexpr int MT = decltype(mt)::value;
-        warp_emulator::launch(
-            grid.x, pipelined_query_blocks(s.seq, MT), kThreads, forward_pipelined_smem_bytes<T, DP, MT>(),
-            [&] { forward_pipelined_kernel<T, DP, MT>(q, mask_ptr(mask), o, lse.data<float>(), params, vec); },
-            schedule);
-      };
       if (which != AttentionForwardKernel::Tiled)
-        return with_row_tiles<DP>(which == AttentionForwardKernel::PipelinedWide, pipelined);
+        return with_pipelined_forward<T, DP>(
+            which == AttentionForwardKernel::PipelinedWide, attention_occupancy() == AttentionOccupancy::High, s.seq,
+            [&](auto kernel, size_t smem, unsigned blocks) {
+              warp_emulator::launch(
+                  grid.x, blocks, kThreads, smem,
+                  [&] { kernel(q, mask_ptr(mask), o, lse.data<float>(), params, vec); }, schedule);
+            });
     }
     warp_emulator::launch(
         grid.x, grid.y, kThreads, forward_smem_bytes<T, DP>(),
@@ -102,7 +102,8 @@ std::vector<float> emulated_rowdot(const Tensor& out, const Tensor& dout, const 
 }
 
 // The split backward's launches (attention.cu's backward_split): rowdot, dK/dV, dQ, into dqkv; with
-// `pipelined` (16 bits), the passes are dkdv_pipelined_kernel and dq_pipelined_kernel. The dK/dV and
+// `pipelined` (16 bits), the passes are dkdv_pipelined_kernel and dq_pipelined_kernel, compiled as
+// attention_occupancy() says. The dK/dV and
 // dQ passes' warps are interleaved by `schedule`; `tiles` as for the forward; the keep bits read from
 // `keep_in` where given.
 template <class T>
@@ -131,7 +132,7 @@ void emulated_split_backward(const Tensor& qkv, const Tensor& mask, const Tensor
           [&] { kernel(q, mask_ptr(mask), lse.data<float>(), rowdot.data(), go, dq, params, vec_qkv, vec_dout); },
           schedule);
     };
-    with_split_passes<T, DP>(pipelined, launch);
+    with_split_passes<T, DP>(pipelined, attention_occupancy() == AttentionOccupancy::High, launch);
   });
 }
 

@@ -26,6 +26,7 @@
 
 #include "kernels/cpu/attention_cpu.h"
 #include "tests/kernels/attention_testing.h"
+#include "tests/testing/forced_switch.h"
 #include "tests/testing/gradcheck.h"
 
 namespace tandem::kernels {
@@ -109,6 +110,18 @@ TEST_P(EmulatedPipelinedForward, GivesTheSameBitsWithWarpsSkewedEitherWay) {
     EXPECT_TRUE(same_bits(skewed.out, together.out)) << "output, schedule " << static_cast<int>(schedule);
     EXPECT_TRUE(same_bits(skewed.lse, together.lse)) << "lse, schedule " << static_cast<int>(schedule);
   }
+}
+
+// TANDEM_ATTENTION_OCCUPANCY=high runs the one-tile kernel compiled for five blocks per SM at DP = 32
+// (the default kernel elsewhere): its launch bounds differ, not its code, so the same bits.
+TEST_P(EmulatedPipelinedForward, HighOccupancyGivesTheDefaultKernelsBits) {
+  static_assert(kPipelinedBlocksPerSm<32, 1, true> == 5 && kPipelinedBlocksPerSm<32, 1, false> == 4);
+  const Tensor q = qkv(), m = mask();
+  const Results by_default = run(kernel(), q, m);
+  const testing::ForcedSwitch high(set_attention_occupancy_for_testing, AttentionOccupancy::High);
+  const Results r = run(kernel(), q, m);
+  EXPECT_TRUE(same_bits(r.out, by_default.out));
+  EXPECT_TRUE(same_bits(r.lse, by_default.lse));
 }
 
 const Case kCases[] = {

@@ -1,7 +1,9 @@
 // How many blocks of the opt-in attention kernels fit one SM of an sm_90 GPU: the
 // promises of their __launch_bounds__ (kPipelinedBlocksPerSm in
 // kernels/cuda/attention_forward_pipelined.cuh, kFusedBlocksPerSm in
-// kernels/cuda/attention_backward_fused.cuh). The first GPU run found every
+// kernels/cuda/attention_backward_fused.cuh, kSplitPipelinedBlocksPerSm in
+// kernels/cuda/attention_backward_pipelined.cuh), by default and under
+// TANDEM_ATTENTION_OCCUPANCY=high. The first GPU run found every
 // attention kernel at two blocks (8 warps) per SM; these kernels are now compiled
 // for more, and a register count or a shared-memory carveout that undoes that
 // fails here instead of showing up only as a slower benchmark. Skipped without a
@@ -14,6 +16,7 @@
 #include <utility>
 
 #include "core/check.h"
+#include "tests/testing/forced_switch.h"
 #include "tests/testing/require_gpu.h"
 
 #if TANDEM_WITH_CUDA
@@ -76,6 +79,30 @@ TEST(AttentionOccupancy, TheOrderedFusedBackwardFitsAsTheFusedOneAndItsPipelined
       [](int64_t dh, DType t) {
         return attention_backward_blocks_per_sm(dh, t, AttentionBackwardPath::FusedOrderedPipelined);
       },
+      {{32, 2}, {64, 2}, {128, 2}});
+}
+
+TEST(AttentionOccupancy, HighFitsFiveForwardAndThreeSplitPipelinedBlocksAtHeadDim32AndChangesNothingElse) {
+  REQUIRE_SM90();
+  const testing::ForcedSwitch high(set_attention_occupancy_for_testing, AttentionOccupancy::High);
+  expect_blocks_in_16_bits(
+      [](int64_t dh, DType t) { return attention_forward_blocks_per_sm(dh, t, AttentionForwardKernel::Pipelined); },
+      {{32, 5}, {64, 4}, {128, 2}});
+  expect_blocks_in_16_bits(
+      [](int64_t dh, DType t) { return attention_forward_blocks_per_sm(dh, t, AttentionForwardKernel::PipelinedWide); },
+      {{32, 2}, {64, 2}});
+  expect_blocks_in_16_bits(
+      [](int64_t dh, DType t) { return attention_backward_blocks_per_sm(dh, t, AttentionBackwardPath::SplitPipelined); },
+      {{32, 3}, {64, 2}, {128, 2}});
+  expect_blocks_in_16_bits(
+      [](int64_t dh, DType t) { return attention_backward_blocks_per_sm(dh, t, AttentionBackwardPath::Fused); },
+      {{32, 3}});
+}
+
+TEST(AttentionOccupancy, SplitPipelinedFitsTwoBlocksByDefault) {
+  REQUIRE_SM90();
+  expect_blocks_in_16_bits(
+      [](int64_t dh, DType t) { return attention_backward_blocks_per_sm(dh, t, AttentionBackwardPath::SplitPipelined); },
       {{32, 2}, {64, 2}, {128, 2}});
 }
 

@@ -4,7 +4,8 @@
 // the CPU reference under the same rule, and the saved keep bits (the forward's
 // bytes against the rule's, the backward reading them without Philox and with
 // the recomputing backward's bits). attention_emulated_test.cc checks the
-// decisions each lane holds and the Philox blocks each pass computes.
+// decisions each lane holds and the Philox blocks each pass computes. Also
+// TANDEM_ATTENTION_OCCUPANCY=high's split_pipelined kernels under the rule.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -13,6 +14,7 @@
 #include "tests/kernels/attention_emulated_launches.h"  // first: the emulator before the device code
 
 #include "tests/kernels/attention_testing.h"
+#include "tests/testing/forced_switch.h"
 
 namespace tandem::kernels {
 namespace {
@@ -97,6 +99,20 @@ TEST_P(EmulatedPhilox7x16, EveryBackwardPathReadingTheSavedBitsGivesTheRecompute
     EXPECT_EQ(philox_blocks_computed, 0) << path_name(path);
     EXPECT_TRUE(same_bits(saved, recomputed)) << path_name(path);
   }
+}
+
+// TANDEM_ATTENTION_OCCUPANCY=high's split_pipelined passes at DP = 32 (32-query dK/dV tiles) under the
+// rule: the default kernels' bits, recomputing the decisions or reading the saved ones.
+TEST(EmulatedPhilox7x16HighOccupancy, SplitPipelinedGivesTheDefaultBitsRecomputingOrReadingTheSavedBits) {
+  const Problem p = testing::make_problem({2, 100, 2, 20, {100, 61}, 0.5}, DType::BF16, AttentionDropoutRng::Philox7x16);
+  const std::vector<uint8_t> keep = saved_keep_bits(p, AttentionForwardKernel::Pipelined);
+  const Tensor recomputed = emulated_backward(p, Path::SplitPipelined);
+  const testing::ForcedSwitch high(set_attention_occupancy_for_testing, AttentionOccupancy::High);
+  EXPECT_TRUE(same_bits(emulated_backward(p, Path::SplitPipelined), recomputed)) << "recomputing";
+  EXPECT_TRUE(same_bits(emulated_backward(p, Path::SplitPipelined, kFusedScratchLimit,
+                                          warp_emulator::Schedule::RoundRobin, AttentionKeyTiles::All, keep.data()),
+                        recomputed))
+      << "reading the saved bits";
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, EmulatedPhilox7x16,
