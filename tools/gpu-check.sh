@@ -29,7 +29,11 @@
 # build builds only its own targets, so phases can be run in separate calls;
 # but the device machine starts bare after 30 s idle, so give one call the
 # phases that share a build. Each phase stops at its own time limit
-# (PHASE_TIMEOUT seconds, default 480) and the next one still runs.
+# (PHASE_TIMEOUT seconds, default 480) and the next one still runs. DEADLINE
+# (seconds from the start, unset by default) caps every phase's limit at the
+# time left, and a phase with under 10 s left does not start: give the device
+# call's timeout_s less a margin, so that a slow call ends with its last phase
+# cut and packed (its runs so far kept) instead of killed with nothing back.
 #
 # Dependencies: if OFFLINE_BUNDLE names a folder made by
 # scripts/offline-bundle.sh (carried to the machine), the build uses it
@@ -49,6 +53,7 @@ res=${GPU_CHECK_DIR:-/tmp/gpu-check}
 build=${BUILD:-build-gpu}
 arch=${CUDA_ARCH:-90}
 limit=${PHASE_TIMEOUT:-480}
+deadline=${DEADLINE:-}
 jobs=$(nproc)
 mkdir -p "$res" "$out"
 phases=("$@")
@@ -592,14 +597,25 @@ for p in "${phases[@]}"; do
   fi
 done
 for p in "${phases[@]}"; do
-  echo "==== phase $p (limit ${limit} s)"
+  phase_limit=$limit
+  if [ -n "$deadline" ]; then
+    left=$((deadline - SECONDS))
+    [ "$left" -lt "$phase_limit" ] && phase_limit=$left
+    if [ "$phase_limit" -lt 10 ]; then
+      summary "$p" "not run: ${left} s of DEADLINE=${deadline} left"
+      status=1
+      pack "$p"
+      continue
+    fi
+  fi
+  echo "==== phase $p (limit ${phase_limit} s)"
   # Each phase in its own shell under a time limit, so one that hangs cannot eat the next one's time.
   export -f summary configure build_targets gpu_test_regex ctest_summary capture "phase_$p"
   export res build arch jobs
-  timeout "$limit" bash -c "phase_$p"
+  timeout "$phase_limit" bash -c "phase_$p"
   r=$?
   if [ $r -eq 124 ]; then
-    echo "phase $p: stopped at its ${limit} s limit" | tee -a "$res/$p.txt"
+    echo "phase $p: stopped at its ${phase_limit} s limit" | tee -a "$res/$p.txt"
   fi
   [ $r -eq 0 ] || status=1
   pack "$p"

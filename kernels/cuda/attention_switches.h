@@ -44,8 +44,8 @@
 //     GPU has timed it.
 //   TANDEM_ATTENTION_OCCUPANCY=default|high  how many blocks per SM the 16-bit kernels at head dims up
 //     to 32 (the configs' 256 / 8 heads) are compiled for: Default (what the GPU runs measured) or High:
-//     the pipelined forward five instead of four (96 registers instead of 115: 20 warps per SM instead
-//     of 16) and split_pipelined's two passes three instead of two (168 registers instead of 190-200: 12
+//     the pipelined forward five instead of four (96 registers instead of 112: 20 warps per SM instead
+//     of 16) and split_pipelined's two passes three instead of two (168 registers instead of 193-206: 12
 //     warps instead of 8; the dK/dV pass with 32-query tiles), none spilling (nvcc 13.0). The same
 //     results bit for bit (only the tile of the dK/dV pass changes, whose sums do not depend on it).
 //     The third H200 run had the forward issuing about a quarter of the instructions per cycle it
