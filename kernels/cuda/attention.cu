@@ -102,7 +102,7 @@
 //   forward     32   215        152                   27,712     15,424
 //   forward     64   231        159                   52,288     27,712
 //   forward    128   206        172                  101,440     52,288
-//   pipelined   32   -          115 (4 blocks/SM)          -      25,728
+//   pipelined   32   -          112 (4 blocks/SM)          -      25,728
 //   pipelined   64   -          122 (4 blocks/SM)          -      46,208
 //   pipelined  128   -          174                        -      87,168
 //   pipelined   32   -          96 (5 blocks/SM, TANDEM_ATTENTION_OCCUPANCY=high) -  25,728
@@ -111,10 +111,10 @@
 //   dkdv        32   255        197                   37,376     20,992
 //   dkdv        64   251        228                   70,144     37,376
 //   dkdv       128   255        244                  101,632     52,480
-//   dkdv_pipe   32   -          200                        -      31,744
+//   dkdv_pipe   32   -          205                        -      31,744
 //   dkdv_pipe   64   -          229                        -      56,320
 //   dkdv_pipe  128   -          242                        -      70,144
-//   dq_pipe     32   -          190                        -      30,848
+//   dq_pipe     32   -          193                        -      30,848
 //   dq_pipe     64   -          179                        -      55,424
 //   dq_pipe    128   -          211                        -     104,576
 //   dkdv_pipe   32   -          168 (3 blocks/SM, 32-query tiles; high)       -      20,992
@@ -136,6 +136,8 @@
 // changes of that day: a whole-tile copy path, the dK/dV pass's exponential taken before the
 // key-flag select, and the first k-step of the score products peeled (kPeelFirstStep; the
 // pipelined forward at DP = 32 excepted): up to 14 registers more (36 in dq_pipe at DP = 32), no spills.)
+// (2026-12-02: the DP = 32 pipelined rows read again, 112, 205 and 193, with the rows of the kernels
+// TANDEM_ATTENTION_OCCUPANCY=high runs: docs/results/attention_occupancy_ptxas.md.)
 // So two blocks (8 warps) per SM at most, one for f32 at DP = 128, except the pipelined
 // forward, compiled for four at DP <= 64 (kPipelinedBlocksPerSm: 172-178 registers before,
 // two blocks); its 87 KB at DP = 128 still allow two. The wide pipelined forward (two row

@@ -171,7 +171,7 @@ constexpr size_t dq_pipelined_smem_bytes() {
 }
 
 // K, V, two buffers of Q and dO (BQ queries each), two tiles' lse and D.
-template <class T, int DP, int BQ = kDkdvQueryTile<DP>>
+template <class T, int DP, int BQ>
 constexpr size_t dkdv_pipelined_smem_bytes() {
   return (2 * kRows + 4 * BQ) * kLd<T, DP> * sizeof(T) + 4 * BQ * sizeof(float);
 }
