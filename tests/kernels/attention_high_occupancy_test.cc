@@ -1,8 +1,8 @@
 // TANDEM_ATTENTION_OCCUPANCY=high (kernels/cuda/attention_switches.h): at head dims up to 32, in
 // 16 bits, the pipelined forward compiled for five blocks per SM and split_pipelined's two passes
 // for three (the dK/dV pass with 32-query tiles):
-//   - the parser: unset, empty or default is Default, high is High, and a bad value's error names
-//     the variable and the value;
+//   - the parser (every build): unset, empty or default is Default, high is High, and a bad
+//     value's error names the variable and the value;
 //   - on a GPU, through the op: the pipelined forward and split_pipelined backward give the default
 //     kernels' bits, with dropout under both rules and the keep bits recomputed or saved, padding
 //     (a row with no real key) and partial tiles; at head dim 64, where nothing changes, too.
@@ -12,25 +12,17 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include "kernels/attention_dropout_rng.h"
+#include "kernels/cuda/attention_switches.h"  // plain C++, built everywhere (kernels/CMakeLists.txt)
 #include "tests/kernels/attention_testing.h"
 #include "tests/testing/forced_switch.h"
 #include "tests/testing/require_gpu.h"
 
-#if TANDEM_WITH_CUDA
-#include "kernels/cuda/attention_switches.h"
-#endif
-
 namespace tandem::kernels {
 namespace {
-
-#if TANDEM_WITH_CUDA
-
-using testing::ForcedSwitch;
-using testing::same_bits;
-using Case = testing::AttentionCase;
 
 TEST(AttentionOccupancySwitch, IsDefaultUnlessSetAndNamesTheVariableAndValueOnABadOne) {
   EXPECT_EQ(parse_attention_occupancy(nullptr), AttentionOccupancy::Default);
@@ -41,6 +33,11 @@ TEST(AttentionOccupancySwitch, IsDefaultUnlessSetAndNamesTheVariableAndValueOnAB
     EXPECT_TRUE(
         testing::rejects_naming_variable_and_value(parse_attention_occupancy, "TANDEM_ATTENTION_OCCUPANCY", bad));
 }
+
+#if TANDEM_WITH_CUDA
+using testing::ForcedSwitch;
+using testing::same_bits;
+using Case = testing::AttentionCase;
 
 // attention() on GPU 0, forward and backward, from fixed inputs (qkv seed 1, dout seed 2, dropout seeds 31, 4),
 // with the pipelined forward and split_pipelined backward at `occupancy`: out and qkv's gradient, on the CPU.
