@@ -43,7 +43,9 @@ void add_info_command(CLI::App& app) {
     // The CUDA kernel switches (docs/kernels.md), as the environment sets them or by default: what a
     // run's numbers were measured with. A bad value is an error naming the variable.
     fmt::print("cuda kernels: TANDEM_ATTENTION_FORWARD={} TANDEM_ATTENTION_BACKWARD={} TANDEM_ATTENTION_KEY_TILES={} "
-               "TANDEM_ATTENTION_DROPOUT_KEEP={} TANDEM_ATTENTION_OCCUPANCY={} TANDEM_CUBLASLT_EPILOGUES={} TANDEM_LAYER_NORM={} TANDEM_MASKED_MEAN={} "
+               "TANDEM_ATTENTION_DROPOUT_KEEP={} TANDEM_ATTENTION_OCCUPANCY={} TANDEM_ATTENTION_BLOCK_ORDER={} "
+               "TANDEM_ATTENTION_FUSED_CHUNKS={} "
+               "TANDEM_CUBLASLT_EPILOGUES={} TANDEM_LAYER_NORM={} TANDEM_MASKED_MEAN={} "
                "TANDEM_DROPOUT_BACKWARD={} "
                "TANDEM_COLUMN_SUM={} TANDEM_GELU_DROPOUT={} TANDEM_ADD_LAYER_NORM={} TANDEM_EMBEDDING_BACKWARD={} "
                "TANDEM_DROPOUT_KEEP={}\n",
@@ -52,6 +54,8 @@ void add_info_command(CLI::App& app) {
                kernels::attention_key_tiles_name(kernels::attention_key_tiles()),
                kernels::attention_dropout_keep_name(kernels::attention_dropout_keep()),
                kernels::attention_occupancy_name(kernels::attention_occupancy()),
+               kernels::attention_block_order_name(kernels::attention_block_order()),
+               kernels::attention_fused_chunks_name(kernels::attention_fused_chunks()),
                kernels::cublaslt_epilogues_name(kernels::cublaslt_epilogues()),
                kernels::layer_norm_kernel_name(kernels::layer_norm_kernel()),
                kernels::masked_mean_kernel_name(kernels::masked_mean_kernel()),

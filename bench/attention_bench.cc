@@ -20,6 +20,9 @@
 // (kernels/attention_dropout_rng.h); "-" without dropout. TANDEM_ATTENTION_OCCUPANCY=high
 // (kernels/cuda/attention_switches.h) shows in the fwd_blk/SM and bwd_blk/SM columns: five and
 // three at head dims up to 32 in 16 bits, for the pipelined forward and split_pipelined.
+// TANDEM_ATTENTION_BLOCK_ORDER (the order column): heads_first or tiles_first, how the kernels'
+// grids are laid out (kernels/cuda/attention_switches.h; every shape here has under 65535 heads, so
+// tiles_first applies to all); "-" where the kernels are not ours.
 // The TFLOP/s columns still count the dense S x S work, so with a mask they are
 // what the dense problem would have to reach to take the same time.
 // --forward picks Tandem's CUDA forward kernel for bf16/f16 (the table's
@@ -292,7 +295,7 @@ void run(const Options& o, const AttentionShape& s) {
   const std::string backward_name = o.device.is_cpu() ? "cpu" : o.cudnn ? "cudnn" : o.backward;
   // Blocks of Tandem's forward kernel and of its backward's main kernel resident per multiprocessor
   // ("-" where they are not ours).
-  std::string fwd_blocks = "-", bwd_blocks = "-", key_tiles = "-", keep_name = "-";
+  std::string fwd_blocks = "-", bwd_blocks = "-", key_tiles = "-", order = "-", keep_name = "-";
   // The dropout's rule (TANDEM_ATTENTION_DROPOUT_RNG, every device), "-" without dropout; cuDNN has its own.
   const std::string rng_name = !d.active() ? "-" : o.cudnn ? "cudnn" : attention_dropout_rng_name(d.rng);
 #if TANDEM_WITH_CUDA
@@ -300,14 +303,16 @@ void run(const Options& o, const AttentionShape& s) {
     fwd_blocks = std::to_string(attention_forward_blocks_per_sm(s.head_dim, o.dtype, forward_kernel(o)));
     bwd_blocks = std::to_string(attention_backward_blocks_per_sm(s.head_dim, o.dtype, backward_path(o)));
     key_tiles = attention_key_tiles_name(attention_key_tiles());
+    order = attention_block_order_name(attention_block_order());
     if (d.active()) keep_name = attention_dropout_keep_name(attention_dropout_keep());
   }
 #endif
   fmt::print(
-      "{:>6} {:>7} {:>14} {:>15} {:>5} {:>6} {:>5} {:>6} {:>7} {:>8} {:>10} {:>5} {:>9} {:>9} {:>11.3f} {:>10.3f} "
-      "{:>10} {:>11.3f} {:>10.3f} {:>10}\n",
+      "{:>6} {:>7} {:>14} {:>15} {:>5} {:>6} {:>5} {:>6} {:>7} {:>8} {:>10} {:>5} {:>9} {:>11} {:>9} {:>11.3f} "
+      "{:>10.3f} {:>10} {:>11.3f} {:>10.3f} {:>10}\n",
       o.device.str(), o.cudnn ? "cudnn" : "tandem", fwd_kernel, backward_name, dtype_name(o.dtype), s.batch, s.seq,
-      s.heads, s.head_dim, o.dropout, rng_name, o.real_fraction, key_tiles, keep_name, 1e3 * fwd, fwd_flops / fwd / 1e12,
+      s.heads, s.head_dim, o.dropout, rng_name, o.real_fraction, key_tiles, order, keep_name, 1e3 * fwd,
+      fwd_flops / fwd / 1e12,
       fwd_blocks, 1e3 * bwd, 2.5 * fwd_flops / bwd / 1e12, bwd_blocks);
 }
 
@@ -324,10 +329,10 @@ int main(int argc, char** argv) {
                                          {8, 512, 16, 32},  {8, 512, 6, 128}};
     if (o.device.is_cuda()) sizes.push_back({64, 512, 12, 64});
     if (o.shape) sizes = {*o.shape};
-    fmt::print("{:>6} {:>7} {:>14} {:>15} {:>5} {:>6} {:>5} {:>6} {:>7} {:>8} {:>10} {:>5} {:>9} {:>9} {:>11} {:>10} "
-               "{:>10} {:>11} {:>10} {:>10}\n",
+    fmt::print("{:>6} {:>7} {:>14} {:>15} {:>5} {:>6} {:>5} {:>6} {:>7} {:>8} {:>10} {:>5} {:>9} {:>11} {:>9} {:>11} "
+               "{:>10} {:>10} {:>11} {:>10} {:>10}\n",
                "device", "backend", "fwd_kernel", "backward", "dtype", "batch", "seq", "heads", "head_dim", "dropout",
-               "rng", "real", "key_tiles", "keep", "fwd_ms", "fwd_TFLOPs", "fwd_blk/SM", "bwd_ms", "bwd_TFLOPs", "bwd_blk/SM");
+               "rng", "real", "key_tiles", "order", "keep", "fwd_ms", "fwd_TFLOPs", "fwd_blk/SM", "bwd_ms", "bwd_TFLOPs", "bwd_blk/SM");
     for (const AttentionShape& s : sizes) run(o, s);
   } catch (const std::exception& e) {
     fmt::print(stderr, "attention_bench: {}\n", e.what());

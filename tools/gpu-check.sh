@@ -228,6 +228,27 @@ phase_bench() {
   # dropout and f32, against the fused rows, and that with its query tiles double-buffered
   # (fused_ordered_pipelined, two blocks per SM).
   # The table names each column's kernel.
+  # The grids tiles first (TANDEM_ATTENTION_BLOCK_ORDER=tiles_first, opt-in: a head's 64-row tiles side by
+  # side, sharing its K and V in L2), bf16, against the bf16 (tiled forward), bf16_split_pipelined (the
+  # pipelined forward), bf16_wide and bf16_dropout_fused rows below (heads first). First, so that a cut phase
+  # keeps them: at 64 x 512 x 12 x 64 the four-block forward's resident heads' K and V (69 MB) overflow L2
+  # heads first.
+  lines+=("== attention, bf16, grids tiles first (TANDEM_ATTENTION_BLOCK_ORDER=tiles_first)")
+  for spec in "bf16:--forward tiled" "bf16_split_pipelined:--forward pipelined --backward split_pipelined" \
+    "bf16_wide:--forward pipelined_wide" "bf16_dropout_fused:--forward pipelined --backward fused --dropout 0.1"; do
+    # shellcheck disable=SC2086  # the options after the colon are words
+    capture "bench_attention_${spec%%:*}_tiles_first" 120 env TANDEM_ATTENTION_BLOCK_ORDER=tiles_first \
+      "$build/bench/attention_bench" --device cuda --dtype bf16 ${spec#*:}
+    lines+=("$(cat "$res/bench_attention_${spec%%:*}_tiles_first.txt")")
+  done
+  # The fused backward's chunks by whole rounds of resident blocks (TANDEM_ATTENTION_FUSED_CHUNKS=waves,
+  # opt-in), bf16 with dropout 0.1, against bf16_dropout_fused below (even chunks). Only 64 x 512 x 12 x 64's
+  # chunks differ: 12 launches of 2 rounds even, 16 of one by waves; the other shapes' rows are the same
+  # launches again (noise).
+  lines+=("== attention, bf16, dropout 0.1, fused backward in chunks of whole rounds (TANDEM_ATTENTION_FUSED_CHUNKS=waves)")
+  capture bench_attention_bf16_dropout_fused_waves 120 env TANDEM_ATTENTION_FUSED_CHUNKS=waves \
+    "$build/bench/attention_bench" --device cuda --dtype bf16 --forward pipelined --backward fused --dropout 0.1
+  lines+=("$(cat "$res/bench_attention_bf16_dropout_fused_waves.txt")")
   lines+=("== attention: Tandem's kernels vs cuDNN (bf16), split vs fused backward (bf16 with dropout, f32)")
   for spec in "bf16:--dtype bf16" "bf16_pipelined_fused:--dtype bf16 --forward pipelined --backward fused" \
     "bf16_wide:--dtype bf16 --forward pipelined_wide" \
@@ -424,7 +445,8 @@ phase_compare() {
   # one launch (batched_casts, at ag_news_small's launch-bound shape too), the weights' gradients
   # written in f32 by their backward (master_grads: 22 cast backwards fewer a step), attention dropout's
   # philox7x16 rule (philox7: a Philox4x32-7 block per 16 decisions), more attention blocks per SM at
-  # head dim 32 (high_occupancy: the forward at five; the backward is fused, unchanged), the opt-in row kernels
+  # head dim 32 (high_occupancy: the forward at five; the backward is fused, unchanged), the fused backward's
+  # chunks by whole rounds of resident blocks (fused_waves: 11 rounds a layer instead of 12), the opt-in row kernels
   # (with the fused GELU + dropout and bias + dropout + residual + layer
   # norm, whose kernels_bench rows, bias_gelu_dropout_* and bias_dropout_add_layer_norm_*, are in the
   # bench phase), and `combined`: every opt-in that its kernels_bench or attention_bench rows may
@@ -432,7 +454,7 @@ phase_compare() {
   # master_grads, lanes and the block walk).
   local eager=() variant variants
   for c in ${COMPARE_CONFIGS:-ag_news_small ag_news_optimized}; do
-    variants="default first separate wide lt_all split split_pipelined fused_ordered fused_ordered_pipelined saved saved_split_pipelined philox7 high_occupancy ffn_saved bias_gemm batched_casts master_grads rows block_slots combined"
+    variants="default first separate wide lt_all split split_pipelined fused_ordered fused_ordered_pipelined saved saved_split_pipelined philox7 high_occupancy fused_waves ffn_saved bias_gemm batched_casts master_grads rows block_slots combined"
     [ "$c" = ag_news_small ] && variants="default first batched_casts"
     for variant in $variants; do
       local envs=()
@@ -448,6 +470,7 @@ phase_compare() {
         saved_split_pipelined) envs=(TANDEM_ATTENTION_DROPOUT_KEEP=saved TANDEM_ATTENTION_BACKWARD=split_pipelined) ;;
         philox7) envs=(TANDEM_ATTENTION_DROPOUT_RNG=philox7x16) ;;
         high_occupancy) envs=(TANDEM_ATTENTION_OCCUPANCY=high) ;;
+        fused_waves) envs=(TANDEM_ATTENTION_FUSED_CHUNKS=waves) ;;
         separate) envs=(TANDEM_GELU_DROPOUT=separate TANDEM_ADD_LAYER_NORM=separate TANDEM_EMBEDDING_BACKWARD=pieces
                         TANDEM_DROPOUT_BACKWARD=batched) ;;
         rows) envs=(TANDEM_LAYER_NORM=multi_row TANDEM_MASKED_MEAN=lane_groups) ;;
@@ -480,7 +503,7 @@ phase_compare() {
     "ffn_saved = TANDEM_DROPOUT_KEEP=saved; block_slots = TANDEM_LAYER_NORM=lanes TANDEM_COLUMN_SUM=block;" \
     "bias_gemm = TANDEM_BIAS_GRADIENT=gemm; batched_casts = TANDEM_PARAMETER_CASTS=batched;" \
     "master_grads = TANDEM_LINEAR_GRADIENTS=master; philox7 = TANDEM_ATTENTION_DROPOUT_RNG=philox7x16;" \
-    "high_occupancy = TANDEM_ATTENTION_OCCUPANCY=high;" \
+    "high_occupancy = TANDEM_ATTENTION_OCCUPANCY=high; fused_waves = TANDEM_ATTENTION_FUSED_CHUNKS=waves;" \
     "combined = saved_split_pipelined's, philox7's, high_occupancy's, ffn_saved's, bias_gemm's, batched_casts', master_grads' and block_slots' together:" \
     "${eager[@]}"
   return $rc

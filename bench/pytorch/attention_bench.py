@@ -63,7 +63,7 @@ def run(args, b, s, h, dh):
     bwd = time_per_call(lambda: torch.autograd.grad(out, qkv, dout, retain_graph=True), args.device, args.min_seconds)
     flops = 4.0 * b * h * s * s * dh
     print(f"{args.device:>6} {'sdpa':>7} {'sdpa':>14} {'sdpa':>15} {args.dtype:>5} {b:>6} {s:>5} {h:>6} {dh:>8} {args.dropout:>8} "
-          f"{('sdpa' if args.dropout > 0 else '-'):>10} {args.real_fraction:>5} {'-':>9} {'-':>9} {1e3 * fwd:>11.3f} {flops / fwd / 1e12:>10.3f} {'-':>10} {1e3 * bwd:>11.3f} {2.5 * flops / bwd / 1e12:>10.3f} {'-':>10}")
+          f"{('sdpa' if args.dropout > 0 else '-'):>10} {args.real_fraction:>5} {'-':>9} {'-':>11} {'-':>9} {1e3 * fwd:>11.3f} {flops / fwd / 1e12:>10.3f} {'-':>10} {1e3 * bwd:>11.3f} {2.5 * flops / bwd / 1e12:>10.3f} {'-':>10}")
 
 
 def main():
@@ -80,7 +80,7 @@ def main():
     if args.device == "cuda":
         sizes.append((64, 512, 12, 64))
     print(f"{'device':>6} {'backend':>7} {'fwd_kernel':>14} {'backward':>15} {'dtype':>5} {'batch':>6} {'seq':>5} {'heads':>6} {'head_dim':>8} {'dropout':>8} "
-          f"{'rng':>10} {'real':>5} {'key_tiles':>9} {'keep':>9} {'fwd_ms':>11} {'fwd_TFLOPs':>10} {'fwd_blk/SM':>10} {'bwd_ms':>11} {'bwd_TFLOPs':>10} {'bwd_blk/SM':>10}")
+          f"{'rng':>10} {'real':>5} {'key_tiles':>9} {'order':>11} {'keep':>9} {'fwd_ms':>11} {'fwd_TFLOPs':>10} {'fwd_blk/SM':>10} {'bwd_ms':>11} {'bwd_TFLOPs':>10} {'bwd_blk/SM':>10}")
     for size in sizes:
         run(args, *size)
 

@@ -7,6 +7,10 @@
 // the M of the tensor-core instruction mma.sync.m16n8k16 (f32 accumulate).
 // Head dims are zero-padded in shared memory to DP in {32, 64, 128}.
 //
+// Grids: B*H x ceil(S/64) blocks (x the head), or with TANDEM_ATTENTION_BLOCK_ORDER=tiles_first
+// ceil(S/64) x B*H (x the tile: a head's tiles side by side, sharing its K and V in L2; the same bits),
+// laid out by block_grid and read back by block_tile (attention_kernels.cuh).
+//
 // Forward (forward_kernel, grid B*H x ceil(S/64)): a block loads
 // its 64 query rows once, then streams 64-key tiles of K and V through shared
 // memory. Per tile, each warp computes S = Q K^T (16 x 64) into registers,
@@ -150,8 +154,10 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <map>
 #include <mutex>
 #include <set>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 
@@ -351,9 +357,8 @@ void attention_forward_cuda(const void* qkv, const uint8_t* mask, void* out, flo
     using T = scalar_t;
     with_padded_dim(s.head_dim, [&](auto dp) {
       with_forward_kernel<T, decltype(dp)::value>(which, s.seq, [&](auto kernel, size_t smem, unsigned blocks) {
-        kernel<<<dim3(grid_for(s).x, blocks), kThreads, smem, st>>>(static_cast<const T*>(qkv), mask,
-                                                                    static_cast<T*>(out), lse, params,
-                                                                    vector_loads<T>(qkv, s.head_dim));
+        kernel<<<dims(block_grid(params, s.batch * s.heads, blocks)), kThreads, smem, st>>>(
+            static_cast<const T*>(qkv), mask, static_cast<T*>(out), lse, params, vector_loads<T>(qkv, s.head_dim));
         TANDEM_CUDA_CHECK_LAUNCH();
       });
     });
@@ -442,7 +447,7 @@ void backward_split(const void* qkv, const uint8_t* mask, const void* out, const
       // Each pass's kernel with its shared memory, on the grid of every attention kernel.
       const auto launch = [&](auto kernel, size_t smem) {
         allow_shared_memory(kernel, smem);
-        kernel<<<dims(grid_for(s)), kThreads, smem, st>>>(static_cast<const T*>(qkv), mask, lse, rowdot,
+        kernel<<<dims(grid_for(s, params)), kThreads, smem, st>>>(static_cast<const T*>(qkv), mask, lse, rowdot,
                                                           static_cast<const T*>(dout), static_cast<T*>(dqkv), params,
                                                           vec_qkv, vec_dout);
         TANDEM_CUDA_CHECK_LAUNCH();
@@ -467,7 +472,7 @@ void backward_fused(const void* qkv, const uint8_t* mask, const void* out, const
   const int64_t rows = s.batch * s.seq * s.heads, heads = s.batch * s.heads;
   const Scratch rowdot(device, sizeof(float) * static_cast<size_t>(rows), st);
   const Scratch partial(device, plan.scratch_bytes, st);
-  const unsigned key_tiles = grid_for(s).y;
+  const auto key_tiles = static_cast<unsigned>(row_tiles(s));
   TANDEM_DISPATCH_FLOAT_NO_F64(t, "attention_backward_cuda (fused)", [&] {
     using T = scalar_t;
     const bool vec_qkv = vector_loads<T>(qkv, s.head_dim), vec_dout = vector_loads<T>(dout, s.head_dim);
@@ -499,7 +504,7 @@ void backward_fused(const void* qkv, const uint8_t* mask, const void* out, const
       allow_shared_memory(fused, smem);
       for (int64_t bh0 = 0; bh0 < heads; bh0 += plan.heads_per_launch) {
         const int64_t n = std::min(plan.heads_per_launch, heads - bh0);
-        fused<<<dim3(static_cast<unsigned>(n), key_tiles), kThreads, smem, st>>>(
+        fused<<<dims(block_grid(params, n, key_tiles)), kThreads, smem, st>>>(
             static_cast<const T*>(qkv), mask, lse, rowdot.as<float>(), static_cast<const T*>(dout),
             static_cast<T*>(dqkv), partial.as<float>(), nullptr, static_cast<int>(bh0), params, vec_qkv, vec_dout);
         TANDEM_CUDA_CHECK_LAUNCH();
@@ -510,6 +515,24 @@ void backward_fused(const void* qkv, const uint8_t* mask, const void* out, const
       }
     });
   });
+}
+
+// TANDEM_ATTENTION_FUSED_CHUNKS=waves: the blocks of `path`'s fused kernel that fit the device at once
+// (SMs x blocks per SM), which plan_fused_backward sizes its chunks by; 0 (the even chunks) otherwise.
+// Queried once per (device, dtype, head dim, path): a driver call on every backward would cost host time
+// in launch-bound steps.
+int64_t fused_resident_blocks(int64_t head_dim, DType t, AttentionBackwardPath path, int device) {
+  if (attention_fused_chunks() != AttentionFusedChunks::Waves) return 0;
+  static std::mutex mutex;
+  static std::map<std::tuple<int, int, int64_t, int>, int64_t> known;
+  const std::tuple<int, int, int64_t, int> key{device, static_cast<int>(t), head_dim, static_cast<int>(path)};
+  std::lock_guard<std::mutex> lock(mutex);
+  if (const auto it = known.find(key); it != known.end()) return it->second;
+  int sms = 0;
+  TANDEM_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const int64_t resident = int64_t{sms} * attention_backward_blocks_per_sm(head_dim, t, path);
+  known.emplace(key, resident);
+  return resident;
 }
 
 }  // namespace
@@ -531,7 +554,8 @@ void attention_backward_cuda(const void* qkv, const uint8_t* mask, const void* o
       path == AttentionBackwardPath::FusedOrderedPipelined) {
     const bool pipelined = path == AttentionBackwardPath::FusedOrderedPipelined;
     const bool ordered = pipelined || path == AttentionBackwardPath::FusedOrdered;
-    const FusedBackwardPlan plan = plan_fused_backward(s, kFusedScratchLimit, ordered);
+    const FusedBackwardPlan plan =
+        plan_fused_backward(s, kFusedScratchLimit, ordered, fused_resident_blocks(s.head_dim, t, path, device));
     if (plan.heads_per_launch > 0)
       return backward_fused(qkv, mask, out, lse, dout, dqkv, s, d, t, device, st, plan, ordered, pipelined, keep_in);
   }

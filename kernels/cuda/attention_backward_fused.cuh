@@ -35,7 +35,9 @@
 // Scratch: 4 * ceil(S/64) * S * Dh bytes per (b, h): ceil(S/64) times an f32
 // dQ; at S = 512, Dh = 64, 1 MiB per (b, h). Launches go in chunks of (b, h)
 // whose scratch fits kFusedScratchLimit (64 MiB; plan_fused_backward balances
-// the chunks), so the buffer is bounded whatever the batch. A guess to tune
+// the chunks, or with TANDEM_ATTENTION_FUSED_CHUNKS=waves sizes them to whole
+// rounds of the blocks the device holds at once), so the buffer is bounded
+// whatever the batch. A guess to tune
 // on a GPU: smaller chunks keep the partials nearer L2-sized (50 MB on H100)
 // for the reduction's read, larger ones give more blocks per launch (at S =
 // 512, Dh = 64: 64 (b, h), 512 blocks, 1.3 waves at 3 blocks per SM on 132
@@ -119,6 +121,7 @@
 #include <climits>
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 
 #include "kernels/cuda/attention_forward_pipelined.cuh"  // load_query_tile_pipelined
 #include "kernels/cuda/attention_kernels.cuh"
@@ -215,8 +218,8 @@ __device__ __forceinline__ void pass_turn(int* flag, int next) {
 __host__ __device__ inline int fused_turns_per_head(int64_t seq) { return static_cast<int>((seq + 15) / 16); }
 
 // dK and dV for 64 keys per block, streaming BQ queries at a time (dkdv_kernel's steps), plus this key tile's
-// share of dQ for every query, unscaled, into dq_scratch[(blockIdx.x, blockIdx.y, query, 0..Dh)] (f32).
-// Block (x, y) is head bh0 + x, key tile y.
+// share of dQ for every query, unscaled, into dq_scratch[(head in the launch, key tile, query, 0..Dh)] (f32).
+// Block (x, y) is head bh0 + x, key tile y; with P.tiles_first, key tile x of head bh0 + y (block_tile).
 //
 // Ordered: block (x, y) is key tile x of head bh0 + y (a head's key tiles next to each other in the grid,
 // so its accumulator stays in L2 while they run), and dq_scratch holds one f32 dQ per head,
@@ -257,8 +260,10 @@ __global__ void __launch_bounds__(kThreads, kFusedBlocksPerSm<T, DP, Pipelined>)
   float* lse_s = reinterpret_cast<float*>(ds_s + BQ * lds);  // log2 units
   float* rowdot_s = lse_s + kBuffers * BQ;
 
-  const int local = static_cast<int>(Ordered ? blockIdx.y : blockIdx.x);
-  const int key_tile = static_cast<int>(Ordered ? blockIdx.x : blockIdx.y);
+  // Ordered, a head's key tiles are side by side whatever the block order (the turns rely on it).
+  const BlockTile place =
+      Ordered ? BlockTile{static_cast<int>(blockIdx.y), static_cast<int>(blockIdx.x)} : block_tile(P);
+  const int local = place.head, key_tile = place.tile;
   const int bh = bh0 + local, b = bh / P.heads, h = bh % P.heads;
   const int k0 = key_tile * kRows;
   const int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
@@ -382,17 +387,43 @@ inline size_t fused_scratch_bytes_per_head(const AttentionShape& s, bool ordered
   return sizeof(float) * static_cast<size_t>(key_tiles * s.seq * s.head_dim);
 }
 
+// Rounds of `resident` blocks (as many as fit the device at once) that a launch of `blocks` blocks takes.
+inline int64_t block_rounds(int64_t blocks, int64_t resident) { return (blocks + resident - 1) / resident; }
+
 // Splits the B * H heads into the fewest launches within `limit` (and, ordered, 65535 heads), as even as
-// possible (the last may be smaller).
+// possible (the last may be smaller). With `resident_blocks` (TANDEM_ATTENTION_FUSED_CHUNKS=waves: the
+// fused kernel's blocks that fit the device at once, SMs x blocks per SM), the chunk that takes the
+// fewest rounds of resident blocks over all its launches, then the fewest launches: a launch's last
+// round, part-filled, leaves SMs idle, since the next launch starts only after it and its reduction.
+// At 64 x 512 x 12 x 64 on 132 SMs at 3 blocks each, the even split is 12 launches of 64 heads, 512
+// blocks (1.29 waves) in 2 rounds each: 24 rounds; 49 heads fill one round (392 of 396 blocks): 16
+// launches, 16 rounds. The candidates are the chunks of whole rounds nearest the limit (the others
+// only add launches), the largest chunk and the even split, which stays where none does better.
 inline FusedBackwardPlan plan_fused_backward(const AttentionShape& s, size_t limit = kFusedScratchLimit,
-                                             bool ordered = false) {
+                                             bool ordered = false, int64_t resident_blocks = 0) {
   const int64_t heads = s.batch * s.heads;
   const size_t per_head = fused_scratch_bytes_per_head(s, ordered);
   if (heads == 0 || per_head == 0 || per_head > limit) return {};
   // The ordered kernel's heads are its grid's y dimension: at most 65535 per launch.
   const int64_t most = std::min<int64_t>({heads, static_cast<int64_t>(limit / per_head), ordered ? 65535 : heads});
   const int64_t launches = (heads + most - 1) / most;
-  const int64_t per_launch = (heads + launches - 1) / launches;
+  int64_t per_launch = (heads + launches - 1) / launches;
+  if (resident_blocks > 0) {
+    const int64_t tiles = row_tiles(s);
+    const auto cost = [&](int64_t n) {  // (rounds, launches) of chunks of n heads
+      const int64_t full = heads / n, rest = heads % n;
+      return std::pair{full * block_rounds(n * tiles, resident_blocks) +
+                           (rest > 0 ? block_rounds(rest * tiles, resident_blocks) : 0),
+                       full + (rest > 0 ? 1 : 0)};
+    };
+    auto best = cost(per_launch);
+    const auto consider = [&](int64_t n) {
+      if (n >= 1 && n <= most && cost(n) < best) best = cost(n), per_launch = n;
+    };
+    consider(most);
+    const int64_t whole = most * tiles / resident_blocks;  // whole rounds in the largest chunk
+    for (int64_t k = whole; k >= 1 && k > whole - 8; --k) consider(k * resident_blocks / tiles);
+  }
   return {per_launch, static_cast<size_t>(per_launch) * per_head};
 }
 

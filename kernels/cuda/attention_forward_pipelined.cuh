@@ -134,8 +134,9 @@ __global__ void __launch_bounds__(kThreads, kPipelinedBlocksPerSm<DP, MT, High>)
   T* v_s = k_s + 2 * kTile;
   uint8_t* real_s = reinterpret_cast<uint8_t*>(v_s + 2 * kTile);  // 2 x kRows key flags
 
-  const int bh = blockIdx.x, b = bh / P.heads, h = bh % P.heads;
-  const int q0 = blockIdx.y * kBlockRows;
+  const BlockTile place = block_tile(P);
+  const int bh = place.head, b = bh / P.heads, h = bh % P.heads;
+  const int q0 = place.tile * kBlockRows;
   const int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
   const HeadRows<T> src = head_rows(qkv, P, b, h);
 

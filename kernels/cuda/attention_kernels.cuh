@@ -33,6 +33,7 @@
 #include "core/element.h"
 #include "kernels/attention.h"
 #include "kernels/attention_params.h"
+#include "kernels/cuda/attention_switches.h"
 
 namespace tandem::kernels::attention_detail {
 
@@ -361,7 +362,21 @@ struct Params {
   // them there instead of computing any block. Null: nothing written, every block computed.
   uint8_t* keep_out = nullptr;
   const uint8_t* keep_in = nullptr;
+  // TANDEM_ATTENTION_BLOCK_ORDER=tiles_first (make_params decides): blockIdx.x is the block's 64-row tile
+  // and blockIdx.y its head, so that a head's tiles run side by side and share its K and V (or Q and dO)
+  // in L2; otherwise blockIdx.x is the head. block_tile reads it, block_grid lays the grid out by it.
+  bool tiles_first = false;
 };
+
+// A block's head (b * H + h, or its index in a launch of several heads) and 64-row tile, from its place in
+// a grid laid out by block_grid.
+struct BlockTile {
+  int head, tile;
+};
+__device__ __forceinline__ BlockTile block_tile(const Params& P) {
+  const int x = static_cast<int>(blockIdx.x), y = static_cast<int>(blockIdx.y);
+  return P.tiles_first ? BlockTile{y, x} : BlockTile{x, y};
+}
 
 // Key tiles of batch row b that can hold a real key: all ceil(S / 64), or with P.key_end only those
 // before its last real key. A skipped tile's keys are all padding, so in every pass its probabilities
@@ -680,8 +695,9 @@ __global__ void __launch_bounds__(kThreads, 2)
   T* v_s = k_s + kRows * ld;
   uint8_t* real_s = reinterpret_cast<uint8_t*>(v_s + kRows * ld);
 
-  const int bh = blockIdx.x, b = bh / P.heads, h = bh % P.heads;
-  const int q0 = blockIdx.y * kRows;
+  const BlockTile place = block_tile(P);
+  const int bh = place.head, b = bh / P.heads, h = bh % P.heads;
+  const int q0 = place.tile * kRows;
   const int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
   const HeadRows<T> src = head_rows(qkv, P, b, h);
 
@@ -880,8 +896,9 @@ __global__ void __launch_bounds__(kThreads, 2)
   float* lse_s = reinterpret_cast<float*>(do_s + BQ * ld);  // log2 units
   float* rowdot_s = lse_s + BQ;
 
-  const int bh = blockIdx.x, b = bh / P.heads, h = bh % P.heads;
-  const int k0 = blockIdx.y * kRows;
+  const BlockTile place = block_tile(P);
+  const int bh = place.head, b = bh / P.heads, h = bh % P.heads;
+  const int k0 = place.tile * kRows;
   const int warp = threadIdx.x >> 5, t = threadIdx.x & 3;
   const HeadRows<T> src = head_rows(qkv, P, b, h);
   const T* do_g = dout + int64_t{b} * P.seq * src.out_stride + int64_t{h} * P.dh;
@@ -991,8 +1008,9 @@ __global__ void __launch_bounds__(kThreads, 2)
   T* v_s = k_s + kRows * ld;
   uint8_t* real_s = reinterpret_cast<uint8_t*>(v_s + kRows * ld);
 
-  const int bh = blockIdx.x, b = bh / P.heads, h = bh % P.heads;
-  const int q0 = blockIdx.y * kRows;
+  const BlockTile place = block_tile(P);
+  const int bh = place.head, b = bh / P.heads, h = bh % P.heads;
+  const int q0 = place.tile * kRows;
   const int warp = threadIdx.x >> 5, t = threadIdx.x & 3;
   const HeadRows<T> src = head_rows(qkv, P, b, h);
   const T* do_g = dout + int64_t{b} * P.seq * src.out_stride + int64_t{h} * P.dh;
@@ -1056,6 +1074,12 @@ constexpr size_t dq_smem_bytes() {
   return 4 * kRows * kLd<T, DP> * sizeof(T) + kRows;
 }
 
+// Whether the grids run tiles first (Params::tiles_first): as `order` says, where the heads fit a grid's
+// y dimension (65535); beyond, heads first (x holds up to 2^31 - 1).
+inline bool tiles_first_applies(const AttentionShape& s, AttentionBlockOrder order) {
+  return order == AttentionBlockOrder::TilesFirst && s.batch * s.heads <= 65535;
+}
+
 inline Params make_params(const AttentionShape& s, const AttentionDropout& d) {
   TANDEM_CHECK(s.head_dim >= 1 && s.head_dim <= kAttentionMaxHeadDimCuda,
                "attention on CUDA: head_dim {} is outside the fused kernels' range [1, {}]", s.head_dim,
@@ -1071,15 +1095,31 @@ inline Params make_params(const AttentionShape& s, const AttentionDropout& d) {
                 1.0f / std::sqrt(static_cast<float>(s.head_dim)),
                 attention_dropout_scale<float>(d),
                 attention_dropout_threshold(d),
-                d};
+                d,
+                nullptr,
+                nullptr,
+                nullptr,
+                tiles_first_applies(s, attention_block_order())};
 }
 
-// Grid of every attention kernel but rowdot: (batch * heads, 64-row tiles).
+// The grid of `tiles` blocks for each of `heads` heads, in P's block order (block_tile reads it back):
+// (heads, tiles), or with P.tiles_first (tiles, heads).
 struct Grid {
   unsigned x, y;
 };
-inline Grid grid_for(const AttentionShape& s) {
-  return {static_cast<unsigned>(s.batch * s.heads), static_cast<unsigned>((s.seq + kRows - 1) / kRows)};
+inline Grid block_grid(const Params& P, int64_t heads, int64_t tiles) {
+  const auto h = static_cast<unsigned>(heads), t = static_cast<unsigned>(tiles);
+  return P.tiles_first ? Grid{t, h} : Grid{h, t};
+}
+
+// 64-row tiles along the sequence: the query tiles of the forward (one row tile per warp) and the dQ pass,
+// the key tiles of the dK/dV pass and the fused backward.
+inline int64_t row_tiles(const AttentionShape& s) { return (s.seq + kRows - 1) / kRows; }
+
+// Grid of every attention kernel but rowdot, key_end and the ordered fused backward: a block per
+// (b * H + h, 64-row tile).
+inline Grid grid_for(const AttentionShape& s, const Params& P) {
+  return block_grid(P, s.batch * s.heads, row_tiles(s));
 }
 
 }  // namespace tandem::kernels::attention_detail

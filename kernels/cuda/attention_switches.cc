@@ -1,5 +1,6 @@
 // TANDEM_ATTENTION_FORWARD, TANDEM_ATTENTION_BACKWARD, TANDEM_ATTENTION_KEY_TILES,
-// TANDEM_ATTENTION_DROPOUT_KEEP and TANDEM_ATTENTION_OCCUPANCY (see attention_switches.h).
+// TANDEM_ATTENTION_DROPOUT_KEEP, TANDEM_ATTENTION_OCCUPANCY, TANDEM_ATTENTION_BLOCK_ORDER and
+// TANDEM_ATTENTION_FUSED_CHUNKS (see attention_switches.h).
 #include "kernels/cuda/attention_switches.h"
 
 #include "core/env_switch.h"
@@ -31,6 +32,13 @@ constinit EnvSwitch<AttentionDropoutKeep, 2> g_dropout_keep{
 
 constinit EnvSwitch<AttentionOccupancy, 2> g_occupancy{
     "TANDEM_ATTENTION_OCCUPANCY", {{"default", AttentionOccupancy::Default}, {"high", AttentionOccupancy::High}}};
+
+constinit EnvSwitch<AttentionBlockOrder, 2> g_block_order{
+    "TANDEM_ATTENTION_BLOCK_ORDER",
+    {{"heads_first", AttentionBlockOrder::HeadsFirst}, {"tiles_first", AttentionBlockOrder::TilesFirst}}};
+
+constinit EnvSwitch<AttentionFusedChunks, 2> g_fused_chunks{
+    "TANDEM_ATTENTION_FUSED_CHUNKS", {{"even", AttentionFusedChunks::Even}, {"waves", AttentionFusedChunks::Waves}}};
 
 }  // namespace
 
@@ -69,6 +77,20 @@ void set_attention_occupancy_for_testing(std::optional<AttentionOccupancy> occup
   g_occupancy.force_for_testing(occupancy);
 }
 const char* attention_occupancy_name(AttentionOccupancy occupancy) { return g_occupancy.name(occupancy); }
+
+AttentionBlockOrder attention_block_order() { return g_block_order.value(); }
+AttentionBlockOrder parse_attention_block_order(const char* v) { return g_block_order.parse(v); }
+void set_attention_block_order_for_testing(std::optional<AttentionBlockOrder> order) {
+  g_block_order.force_for_testing(order);
+}
+const char* attention_block_order_name(AttentionBlockOrder order) { return g_block_order.name(order); }
+
+AttentionFusedChunks attention_fused_chunks() { return g_fused_chunks.value(); }
+AttentionFusedChunks parse_attention_fused_chunks(const char* v) { return g_fused_chunks.parse(v); }
+void set_attention_fused_chunks_for_testing(std::optional<AttentionFusedChunks> chunks) {
+  g_fused_chunks.force_for_testing(chunks);
+}
+const char* attention_fused_chunks_name(AttentionFusedChunks chunks) { return g_fused_chunks.name(chunks); }
 
 AttentionBackwardPath resolve_attention_backward(AttentionBackwardPath path, bool is_f32, bool dropout) {
   if (path == AttentionBackwardPath::SplitPipelined && is_f32) return AttentionBackwardPath::Split;

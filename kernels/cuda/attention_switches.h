@@ -1,4 +1,4 @@
-// The five switches of the CUDA attention op, each an environment variable read
+// The seven switches of the CUDA attention op, each an environment variable read
 // once (core/env_switch.h): unset or empty is the default, anything other than
 // the names below is an Error naming the variable and the value. A new kernel
 // sits behind a switch that defaults to the verified path (issue #15) until a
@@ -52,6 +52,29 @@
 //     could, waiting: more resident warps is the plain answer to that. Nothing else changes (the wide
 //     forward, the fused paths and head dims past 32 run their default kernels). Opt-in until a GPU
 //     has timed it.
+//   TANDEM_ATTENTION_BLOCK_ORDER=heads_first|tiles_first  the order of the blocks in the grids of the
+//     forward and both backward paths (every kernel with a block per (head, 64-row tile)):
+//     HeadsFirst (the default, what the GPU runs measured): blockIdx.x is the head, so the blocks
+//     resident at once are as many different heads, each of them streaming its own K and V (or Q and
+//     dO); TilesFirst: blockIdx.x is the tile, so a head's tiles run side by side and share one copy
+//     of its K and V in L2, as FlashAttention-2's grids do. The same results bit for bit (a block
+//     computes the same whatever its place). Why: heads first, the 528 blocks of the four-block
+//     pipelined forward on 132 SMs at 64 x 512 x 12 heads x 64 stream 528 heads' K and V, 69 MB,
+//     more than the H200's 60 MB of L2, and the third run had that forward 20 % slower per unit of
+//     work there than at 8 x 512 x 12 (whose 96 heads fit), where the two-block kernels (264 heads,
+//     34 MB) were not. A grid's y dimension holds at most 65535 heads: beyond, heads first runs.
+//     The fused backward's ordered variants always run tiles first (their turns need it). Opt-in
+//     until a GPU has timed it.
+//   TANDEM_ATTENTION_FUSED_CHUNKS=even|waves  how the fused backward (and its ordered variants) splits
+//     the heads into launches when their dQ scratch exceeds 64 MiB (attention_backward_fused.cuh:
+//     plan_fused_backward): Even (the default, what the GPU runs measured), the fewest launches, as
+//     even as possible; Waves: chunks of whole rounds of the blocks the device holds at once (SMs x
+//     the kernel's blocks per SM), fewest rounds in all, then fewest launches. A launch's last round,
+//     part-filled, idles SMs until the next launch (which starts after it and its reduction): at
+//     64 x 512 x 12 x 64 on the H200 even is 12 launches of 1.29 waves, 24 rounds, waves 16 launches
+//     of one, 16 rounds; at the configs' 128 x 256 tokens and 8 heads, 12 rounds against 11. The
+//     same results bit for bit (every chunk adds its heads' dQ shares in the same order). Opt-in until
+//     a GPU has timed it.
 #pragma once
 
 #include <optional>
@@ -124,5 +147,27 @@ AttentionOccupancy parse_attention_occupancy(const char* value);
 void set_attention_occupancy_for_testing(std::optional<AttentionOccupancy> occupancy);
 // "default" or "high".
 const char* attention_occupancy_name(AttentionOccupancy occupancy);
+
+enum class AttentionBlockOrder { HeadsFirst, TilesFirst };
+
+// TANDEM_ATTENTION_BLOCK_ORDER's choice, unless a test has overridden it.
+AttentionBlockOrder attention_block_order();
+// The choice an environment string names (null or empty: HeadsFirst); throws Error naming the variable.
+AttentionBlockOrder parse_attention_block_order(const char* value);
+// Tests force a choice; nullopt returns to the environment's.
+void set_attention_block_order_for_testing(std::optional<AttentionBlockOrder> order);
+// "heads_first" or "tiles_first".
+const char* attention_block_order_name(AttentionBlockOrder order);
+
+enum class AttentionFusedChunks { Even, Waves };
+
+// TANDEM_ATTENTION_FUSED_CHUNKS's choice, unless a test has overridden it.
+AttentionFusedChunks attention_fused_chunks();
+// The choice an environment string names (null or empty: Even); throws Error naming the variable.
+AttentionFusedChunks parse_attention_fused_chunks(const char* value);
+// Tests force a choice; nullopt returns to the environment's.
+void set_attention_fused_chunks_for_testing(std::optional<AttentionFusedChunks> chunks);
+// "even" or "waves".
+const char* attention_fused_chunks_name(AttentionFusedChunks chunks);
 
 }  // namespace tandem::kernels

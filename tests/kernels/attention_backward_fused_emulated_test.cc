@@ -77,7 +77,7 @@ TEST_P(EmulatedFusedVersusSplit, SameDkDvBitsAndDqToF32Rounding) {
   const Problem p = make_problem(c, t);
   const std::vector<double> fused = emulated_backward(p, Path::Fused).to_double_vector();
   const std::vector<double> split = emulated_backward(p, Path::Split).to_double_vector();
-  const int64_t width = c.heads * c.head_dim, key_tiles = grid_for(p.s).y;
+  const int64_t width = c.heads * c.head_dim, key_tiles = row_tiles(p.s);
   EXPECT_TRUE(dqkv_part(fused, width, 1) == dqkv_part(split, width, 1)) << "dK";
   EXPECT_TRUE(dqkv_part(fused, width, 2) == dqkv_part(split, width, 2)) << "dV";
   const std::vector<double> a = dqkv_part(fused, width, 0), b = dqkv_part(split, width, 0);
@@ -181,6 +181,73 @@ TEST(EmulatedFusedBackwardPlan, SplitsHeadsIntoTheFewestLaunchesWithinTheLimit) 
   // Few heads: one launch, scratch for exactly those.
   EXPECT_EQ(plan_fused_backward({2, 100, 3, 24}).heads_per_launch, 6);
   EXPECT_EQ(plan_fused_backward({2, 100, 3, 24}).scratch_bytes, 6 * sizeof(float) * 2 * 100 * 24);
+}
+
+// Rounds of `resident` blocks that `plan`'s launches take for shape s (heads_per_launch per launch, the last
+// the rest).
+int64_t rounds_of(const AttentionShape& s, const FusedBackwardPlan& plan, int64_t resident) {
+  const int64_t heads = s.batch * s.heads, tiles = row_tiles(s);
+  int64_t rounds = 0;
+  for (int64_t h0 = 0; h0 < heads; h0 += plan.heads_per_launch)
+    rounds += block_rounds(std::min(plan.heads_per_launch, heads - h0) * tiles, resident);
+  return rounds;
+}
+
+TEST(EmulatedFusedBackwardPlan, WavesFillWholeRoundsOfTheResidentBlocks) {
+  // 132 SMs x 3 blocks: 396 resident. S = 512: 8 key tiles a head, 1 MiB of scratch, 64 heads at most.
+  const AttentionShape bert{64, 512, 12, 64};
+  EXPECT_EQ(rounds_of(bert, plan_fused_backward(bert), 396), 24);  // 12 launches of 512 blocks, 2 rounds each
+  const FusedBackwardPlan waves = plan_fused_backward(bert, kFusedScratchLimit, false, 396);
+  EXPECT_EQ(waves.heads_per_launch, 49);  // 392 blocks: one round
+  EXPECT_EQ(waves.scratch_bytes, 49 * (size_t{1} << 20));
+  EXPECT_EQ(rounds_of(bert, waves, 396), 16);
+  // The configs' 128 x 256 tokens, 8 heads of 32: 4 key tiles, 128 KiB, 512 heads at most; even is two
+  // launches of 2048 blocks (6 rounds each), waves 495 heads (1980 blocks, 5 rounds) twice and the rest.
+  const AttentionShape configs{128, 256, 8, 32};
+  EXPECT_EQ(rounds_of(configs, plan_fused_backward(configs), 396), 12);
+  const FusedBackwardPlan configs_waves = plan_fused_backward(configs, kFusedScratchLimit, false, 396);
+  EXPECT_EQ(configs_waves.heads_per_launch, 495);
+  EXPECT_EQ(rounds_of(configs, configs_waves, 396), 11);
+  // Where the even split is as good, it stays: one launch of everything.
+  EXPECT_EQ(plan_fused_backward({2, 100, 3, 24}, kFusedScratchLimit, false, 396).heads_per_launch, 6);
+  // Without the device's count (0), the even split.
+  EXPECT_EQ(plan_fused_backward(bert, kFusedScratchLimit, false, 0).heads_per_launch, 64);
+}
+
+TEST(EmulatedFusedBackwardPlan, WavesNeverTakeMoreRoundsOrScratchThanTheLimitAllows) {
+  for (const AttentionShape s : {AttentionShape{64, 512, 12, 64}, AttentionShape{128, 256, 8, 32},
+                                 AttentionShape{32, 512, 8, 32}, AttentionShape{5, 512, 13, 64},
+                                 AttentionShape{1000, 64, 4, 16}, AttentionShape{7, 4096, 1, 64},
+                                 AttentionShape{70000, 1, 1, 8}, AttentionShape{3, 1000, 2, 128}})
+    for (bool ordered : {false, true})
+      for (int64_t resident : {1, 7, 132, 264, 396, 528, 100000}) {
+        SCOPED_TRACE(testing::case_name({s.batch, s.seq, s.heads, s.head_dim, {}, 0.0}) + (ordered ? " ordered" : "") +
+                     ", resident " + std::to_string(resident));
+        const FusedBackwardPlan even = plan_fused_backward(s, kFusedScratchLimit, ordered);
+        const FusedBackwardPlan waves = plan_fused_backward(s, kFusedScratchLimit, ordered, resident);
+        ASSERT_GT(waves.heads_per_launch, 0);
+        EXPECT_LE(waves.scratch_bytes, kFusedScratchLimit);
+        EXPECT_EQ(waves.scratch_bytes, static_cast<size_t>(waves.heads_per_launch) *
+                                           fused_scratch_bytes_per_head(s, ordered));
+        if (ordered) {
+          EXPECT_LE(waves.heads_per_launch, 65535);
+        }
+        EXPECT_LE(rounds_of(s, waves, resident), rounds_of(s, even, resident));
+      }
+}
+
+// 6 heads with room for 4 and 2 key tiles each, at 4 resident blocks: even is 3 + 3 (2 rounds each), waves
+// 4 + 2 (2 rounds and 1). Uneven chunks give the one launch's bits.
+TEST(EmulatedFusedBackwardPlan, ChunksOfWholeRoundsGiveTheSameBitsAsOne) {
+  const Problem p = make_problem({2, 70, 3, 20, {70, 33}, 0.2}, DType::BF16);
+  const size_t limit = 9 * fused_scratch_bytes_per_head(p.s) / 2;
+  ASSERT_EQ(plan_fused_backward(p.s, limit).heads_per_launch, 3);
+  ASSERT_EQ(plan_fused_backward(p.s, limit, false, 4).heads_per_launch, 4);
+  Tensor chunked = Tensor::empty(p.qkv.shape(), p.t);
+  chunked.fill_(std::nan(""));
+  emulated_fused<BFloat16>(p, chunked, limit, false, 0, false, warp_emulator::Schedule::RoundRobin,
+                           AttentionKeyTiles::All, nullptr, 4);
+  EXPECT_TRUE(chunked.to_double_vector() == emulated_backward(p, Path::Fused).to_double_vector());
 }
 
 TEST(EmulatedFusedBackwardPlan, FallsBackToTheSplitPathWhenOneHeadExceedsTheLimit) {

@@ -67,7 +67,7 @@ void emulated_forward(const Tensor& qkv, const Tensor& mask, Tensor& out, Tensor
   const std::vector<int> key_ends = emulated_key_ends(mask, s, tiles, params);
   if (zero_keep && params.keep_out != nullptr && params.key_end != nullptr)  // attention.cu's memset
     std::fill_n(params.keep_out, attention_keep_bytes(s), uint8_t{0});
-  const Grid grid = grid_for(s);
+  const Grid grid = grid_for(s, params);
   const bool vec = vector_loads<T>(qkv.data_ptr(), s.head_dim);
   with_padded_dim(s.head_dim, [&](auto dp) {
     constexpr int DP = decltype(dp)::value;
@@ -78,8 +78,9 @@ void emulated_forward(const Tensor& qkv, const Tensor& mask, Tensor& out, Tensor
         return with_pipelined_forward<T, DP>(
             which == AttentionForwardKernel::PipelinedWide, attention_occupancy() == AttentionOccupancy::High, s.seq,
             [&](auto kernel, size_t smem, unsigned blocks) {
+              const Grid pipelined = block_grid(params, s.batch * s.heads, blocks);
               warp_emulator::launch(
-                  grid.x, blocks, kThreads, smem,
+                  pipelined.x, pipelined.y, kThreads, smem,
                   [&] { kernel(q, mask_ptr(mask), o, lse.data<float>(), params, vec); }, schedule);
             });
     }
@@ -116,7 +117,7 @@ void emulated_split_backward(const Tensor& qkv, const Tensor& mask, const Tensor
   Params params = make_params(s, d);
   if (d.active()) params.keep_in = keep_in;
   const std::vector<int> key_ends = emulated_key_ends(mask, s, tiles, params);
-  const Grid grid = grid_for(s);
+  const Grid grid = grid_for(s, params);
   const std::vector<float> rowdot = emulated_rowdot<T>(out, dout, params, s);
   const bool vec_qkv = vector_loads<T>(qkv.data_ptr(), s.head_dim);
   const bool vec_dout = vector_loads<T>(dout.data_ptr(), s.head_dim);
@@ -142,15 +143,17 @@ void emulated_split_backward(const Tensor& qkv, const Tensor& mask, const Tensor
 // kernel on the grid key tiles x heads. The scratch (partials, or the ordered accumulators) starts as NaN,
 // so a partial that no block writes, or an accumulator that key tile 0 does not write first, shows up in dQ.
 // `pipelined` (16 bits, with `ordered`) runs the double-buffered ordered kernel under `schedule`; `tiles`
-// picks the key tiles the kernels visit; the keep bits are read from `keep_in` where given.
+// picks the key tiles the kernels visit; the keep bits are read from `keep_in` where given; the chunks are
+// sized to whole rounds of `resident_blocks` where that is not 0 (TANDEM_ATTENTION_FUSED_CHUNKS=waves).
 template <class T>
 void emulated_fused(const testing::AttentionProblem& p, Tensor& dqkv, size_t scratch_limit, bool ordered = false, int first_turn = 0,
                     bool pipelined = false, warp_emulator::Schedule schedule = warp_emulator::Schedule::RoundRobin,
-                    AttentionKeyTiles tiles = AttentionKeyTiles::All, const uint8_t* keep_in = nullptr) {
+                    AttentionKeyTiles tiles = AttentionKeyTiles::All, const uint8_t* keep_in = nullptr,
+                    int64_t resident_blocks = 0) {
   Params params = make_params(p.s, p.d);
   if (p.d.active()) params.keep_in = keep_in;
   const std::vector<int> key_ends = emulated_key_ends(p.mask, p.s, tiles, params);
-  const FusedBackwardPlan plan = plan_fused_backward(p.s, scratch_limit, ordered);
+  const FusedBackwardPlan plan = plan_fused_backward(p.s, scratch_limit, ordered, resident_blocks);
   ASSERT_GT(plan.heads_per_launch, 0) << "the plan falls back to the split path";
   const std::vector<float> rowdot = emulated_rowdot<T>(p.out, p.dout, params, p.s);
   const int64_t per_launch = plan.heads_per_launch;
@@ -166,7 +169,7 @@ void emulated_fused(const testing::AttentionProblem& p, Tensor& dqkv, size_t scr
     constexpr int BQ = kFusedQueryTile<T, DP>;
     for (int64_t bh0 = 0; bh0 < heads; bh0 += per_launch) {
       const int64_t n = std::min(per_launch, heads - bh0);
-      const unsigned key_tiles = grid_for(p.s).y;
+      const auto key_tiles = static_cast<unsigned>(row_tiles(p.s));
       if (ordered) {
         std::fill(turns.begin(), turns.end(), first_turn);
         const auto run = [&](auto kernel, size_t smem) {
@@ -178,7 +181,8 @@ void emulated_fused(const testing::AttentionProblem& p, Tensor& dqkv, size_t scr
         with_ordered_fused_kernel<T, DP>(pipelined, run);
         continue;
       }
-      warp_emulator::launch(static_cast<unsigned>(n), key_tiles, kThreads, fused_backward_smem_bytes<T, DP>(), [&] {
+      const Grid grid = block_grid(params, n, key_tiles);
+      warp_emulator::launch(grid.x, grid.y, kThreads, fused_backward_smem_bytes<T, DP>(), [&] {
         fused_backward_kernel<T, DP, BQ>(p.qkv.data<T>(), testing::mask_ptr(p.mask), p.lse.data<float>(), rowdot.data(),
                                          p.dout.data<T>(), dqkv.data<T>(), scratch.data(), nullptr,
                                          static_cast<int>(bh0), params, vec_qkv, vec_dout);
