@@ -228,8 +228,8 @@ phase_bench() {
   # dropout and f32, against the fused rows, and that with its query tiles double-buffered
   # (fused_ordered_pipelined, two blocks per SM).
   # The table names each column's kernel.
-  # The grids tiles first (TANDEM_ATTENTION_BLOCK_ORDER=tiles_first, opt-in: a head's 64-row tiles side by
-  # side, sharing its K and V in L2), bf16, against the bf16 (tiled forward), bf16_split_pipelined (the
+  # The forward's grid tiles first (TANDEM_ATTENTION_BLOCK_ORDER=tiles_first, opt-in: a head's query tiles
+  # side by side, sharing its K and V in L2; the backward columns are the same kernels again), bf16, against the bf16 (tiled forward), bf16_split_pipelined (the
   # pipelined forward), bf16_wide and bf16_dropout_fused rows below (heads first). First, so that a cut phase
   # keeps them: at 64 x 512 x 12 x 64 the four-block forward's resident heads' K and V (69 MB) overflow L2
   # heads first.

@@ -7,7 +7,7 @@
 // the M of the tensor-core instruction mma.sync.m16n8k16 (f32 accumulate).
 // Head dims are zero-padded in shared memory to DP in {32, 64, 128}.
 //
-// Grids: B*H x ceil(S/64) blocks (x the head), or with TANDEM_ATTENTION_BLOCK_ORDER=tiles_first
+// Grids: B*H x ceil(S/64) blocks (x the head); the forward's, with TANDEM_ATTENTION_BLOCK_ORDER=tiles_first,
 // ceil(S/64) x B*H (x the tile: a head's tiles side by side, sharing its K and V in L2; the same bits),
 // laid out by block_grid and read back by block_tile (attention_kernels.cuh).
 //
@@ -103,15 +103,15 @@
 // (none unless noted), dynamic shared memory per 128-thread block:
 //
 //   kernel      DP   f32 regs   f16/bf16 regs         f32 smem   f16/bf16 smem
-//   forward     32   215        152                   27,712     15,424
-//   forward     64   231        159                   52,288     27,712
-//   forward    128   206        172                  101,440     52,288
-//   pipelined   32   -          112 (4 blocks/SM)          -      25,728
-//   pipelined   64   -          122 (4 blocks/SM)          -      46,208
+//   forward     32   225        154                   27,712     15,424
+//   forward     64   245        155                   52,288     27,712
+//   forward    128   252        176                  101,440     52,288
+//   pipelined   32   -          111 (4 blocks/SM)          -      25,728
+//   pipelined   64   -          128 (4 blocks/SM)          -      46,208
 //   pipelined  128   -          174                        -      87,168
-//   pipelined   32   -          96 (5 blocks/SM, TANDEM_ATTENTION_OCCUPANCY=high) -  25,728
-//   wide        32   -          200 (2 blocks/SM)          -      30,848
-//   wide        64   -          221 (2 blocks/SM)          -      55,424
+//   pipelined   32   -          96, 4/4 spilled (5 blocks/SM, TANDEM_ATTENTION_OCCUPANCY=high) -  25,728
+//   wide        32   -          207 (2 blocks/SM)          -      30,848
+//   wide        64   -          222 (2 blocks/SM)          -      55,424
 //   dkdv        32   255        197                   37,376     20,992
 //   dkdv        64   251        228                   70,144     37,376
 //   dkdv       128   255        244                  101,632     52,480
@@ -129,7 +129,7 @@
 //   rowdot       -   32         26-31                      0          0
 //   key_end      -   30 (no type: reads the u8 mask)          0          0
 //
-// No spills. (2026-11-28, saved keep bits, a second branch in the keep-bit helpers: registers moved by
+// No spills but the five-block forward's 4 bytes. (2026-11-28, saved keep bits, a second branch in the keep-bit helpers: registers moved by
 // -8 to +4 against the table before, most by 0-4; the f32 fused backward's spills at DP = 128 changed:
 // attention_backward_fused.cuh.) (2026-11-27: every tile now arrives by cp.async from one
 // base address and a fixed step per thread, attention_kernels.cuh's load_tile_async, where the 16-byte loads went through
@@ -141,7 +141,10 @@
 // key-flag select, and the first k-step of the score products peeled (kPeelFirstStep; the
 // pipelined forward at DP = 32 excepted): up to 14 registers more (36 in dq_pipe at DP = 32), no spills.)
 // (2026-12-02: the DP = 32 pipelined rows read again, 112, 205 and 193, with the rows of the kernels
-// TANDEM_ATTENTION_OCCUPANCY=high runs: docs/results/attention_occupancy_ptxas.md.)
+// TANDEM_ATTENTION_OCCUPANCY=high runs: docs/results/attention_occupancy_ptxas.md. Later that day the
+// forward kernels read their place in the grid from block_tile (TANDEM_ATTENTION_BLOCK_ORDER): the forward
+// rows above are from then, -5 to +5 registers, and the five-block pipelined forward spills 4 bytes each
+// way at its 96-register cap; the backward kernels' counts did not change.)
 // So two blocks (8 warps) per SM at most, one for f32 at DP = 128, except the pipelined
 // forward, compiled for four at DP <= 64 (kPipelinedBlocksPerSm: 172-178 registers before,
 // two blocks); its 87 KB at DP = 128 still allow two. The wide pipelined forward (two row
@@ -346,6 +349,7 @@ void attention_forward_cuda(const void* qkv, const uint8_t* mask, void* out, flo
   if (s.batch * s.seq * s.heads == 0) return;
   Params params = make_params(s, d);
   if (d.active()) params.keep_out = keep_out;
+  params.tiles_first = tiles_first_applies(s, attention_block_order());
   auto st = static_cast<cudaStream_t>(stream);
   const KeyEnds key_ends(mask, s, device, st, params);
   // Trimmed, the forward writes no keep byte of a skipped tile, but the ordered fused backward runs key
@@ -447,7 +451,7 @@ void backward_split(const void* qkv, const uint8_t* mask, const void* out, const
       // Each pass's kernel with its shared memory, on the grid of every attention kernel.
       const auto launch = [&](auto kernel, size_t smem) {
         allow_shared_memory(kernel, smem);
-        kernel<<<dims(grid_for(s, params)), kThreads, smem, st>>>(static_cast<const T*>(qkv), mask, lse, rowdot,
+        kernel<<<dims(grid_for(s)), kThreads, smem, st>>>(static_cast<const T*>(qkv), mask, lse, rowdot,
                                                           static_cast<const T*>(dout), static_cast<T*>(dqkv), params,
                                                           vec_qkv, vec_dout);
         TANDEM_CUDA_CHECK_LAUNCH();
@@ -504,7 +508,7 @@ void backward_fused(const void* qkv, const uint8_t* mask, const void* out, const
       allow_shared_memory(fused, smem);
       for (int64_t bh0 = 0; bh0 < heads; bh0 += plan.heads_per_launch) {
         const int64_t n = std::min(plan.heads_per_launch, heads - bh0);
-        fused<<<dims(block_grid(params, n, key_tiles)), kThreads, smem, st>>>(
+        fused<<<dim3(static_cast<unsigned>(n), key_tiles), kThreads, smem, st>>>(
             static_cast<const T*>(qkv), mask, lse, rowdot.as<float>(), static_cast<const T*>(dout),
             static_cast<T*>(dqkv), partial.as<float>(), nullptr, static_cast<int>(bh0), params, vec_qkv, vec_dout);
         TANDEM_CUDA_CHECK_LAUNCH();

@@ -219,7 +219,7 @@ __host__ __device__ inline int fused_turns_per_head(int64_t seq) { return static
 
 // dK and dV for 64 keys per block, streaming BQ queries at a time (dkdv_kernel's steps), plus this key tile's
 // share of dQ for every query, unscaled, into dq_scratch[(head in the launch, key tile, query, 0..Dh)] (f32).
-// Block (x, y) is head bh0 + x, key tile y; with P.tiles_first, key tile x of head bh0 + y (block_tile).
+// Block (x, y) is head bh0 + x, key tile y.
 //
 // Ordered: block (x, y) is key tile x of head bh0 + y (a head's key tiles next to each other in the grid,
 // so its accumulator stays in L2 while they run), and dq_scratch holds one f32 dQ per head,
@@ -260,10 +260,8 @@ __global__ void __launch_bounds__(kThreads, kFusedBlocksPerSm<T, DP, Pipelined>)
   float* lse_s = reinterpret_cast<float*>(ds_s + BQ * lds);  // log2 units
   float* rowdot_s = lse_s + kBuffers * BQ;
 
-  // Ordered, a head's key tiles are side by side whatever the block order (the turns rely on it).
-  const BlockTile place =
-      Ordered ? BlockTile{static_cast<int>(blockIdx.y), static_cast<int>(blockIdx.x)} : block_tile(P);
-  const int local = place.head, key_tile = place.tile;
+  const int local = static_cast<int>(Ordered ? blockIdx.y : blockIdx.x);
+  const int key_tile = static_cast<int>(Ordered ? blockIdx.x : blockIdx.y);
   const int bh = bh0 + local, b = bh / P.heads, h = bh % P.heads;
   const int k0 = key_tile * kRows;
   const int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;

@@ -70,9 +70,8 @@ __global__ void __launch_bounds__(kThreads, Blocks)
   float* lse_s = reinterpret_cast<float*>(do_s + 2 * kQueryTile);  // 2 x BQ, log2 units
   float* rowdot_s = lse_s + 2 * BQ;                                  // 2 x BQ
 
-  const BlockTile place = block_tile(P);
-  const int bh = place.head, b = bh / P.heads, h = bh % P.heads;
-  const int k0 = place.tile * kRows;
+  const int bh = blockIdx.x, b = bh / P.heads, h = bh % P.heads;
+  const int k0 = blockIdx.y * kRows;
   const int warp = threadIdx.x >> 5, t = threadIdx.x & 3;
   const HeadRows<T> src = head_rows(qkv, P, b, h);
   const T* do_g = dout + int64_t{b} * P.seq * src.out_stride + int64_t{h} * P.dh;
@@ -125,9 +124,8 @@ __global__ void __launch_bounds__(kThreads, Blocks)
   T* v_s = k_s + 2 * kTile;
   uint8_t* real_s = reinterpret_cast<uint8_t*>(v_s + 2 * kTile);  // 2 x kRows key flags
 
-  const BlockTile place = block_tile(P);
-  const int bh = place.head, b = bh / P.heads, h = bh % P.heads;
-  const int q0 = place.tile * kRows;
+  const int bh = blockIdx.x, b = bh / P.heads, h = bh % P.heads;
+  const int q0 = blockIdx.y * kRows;
   const int warp = threadIdx.x >> 5, t = threadIdx.x & 3;
   const HeadRows<T> src = head_rows(qkv, P, b, h);
   const T* do_g = dout + int64_t{b} * P.seq * src.out_stride + int64_t{h} * P.dh;

@@ -362,20 +362,23 @@ struct Params {
   // them there instead of computing any block. Null: nothing written, every block computed.
   uint8_t* keep_out = nullptr;
   const uint8_t* keep_in = nullptr;
-  // TANDEM_ATTENTION_BLOCK_ORDER=tiles_first (make_params decides): blockIdx.x is the block's 64-row tile
-  // and blockIdx.y its head, so that a head's tiles run side by side and share its K and V (or Q and dO)
-  // in L2; otherwise blockIdx.x is the head. block_tile reads it, block_grid lays the grid out by it.
+  // The forward's grid under TANDEM_ATTENTION_BLOCK_ORDER=tiles_first (the forward's launch decides:
+  // tiles_first_applies): blockIdx.x is the block's query tile and blockIdx.y its head, so that a head's
+  // tiles run side by side and share its K and V in L2; otherwise blockIdx.x is the head. block_tile reads
+  // it, block_grid lays the grid out by it. The backward kernels read blockIdx.x as the head, always.
   bool tiles_first = false;
 };
 
-// A block's head (b * H + h, or its index in a launch of several heads) and 64-row tile, from its place in
-// a grid laid out by block_grid.
+// A forward block's head (b * H + h) and query tile, from its place in a grid laid out by block_grid.
+// Multiplies and adds by 0 or 1 rather than a select: with a select on the flag, ptxas kept the place in
+// registers where it re-reads blockIdx, and the 16-bit pipelined forward at DP = 32 compiled for five
+// blocks per SM spilled 4 bytes (nvcc 13.0).
 struct BlockTile {
   int head, tile;
 };
 __device__ __forceinline__ BlockTile block_tile(const Params& P) {
-  const int x = static_cast<int>(blockIdx.x), y = static_cast<int>(blockIdx.y);
-  return P.tiles_first ? BlockTile{y, x} : BlockTile{x, y};
+  const int x = static_cast<int>(blockIdx.x), y = static_cast<int>(blockIdx.y), f = P.tiles_first ? 1 : 0;
+  return BlockTile{x + (y - x) * f, y + (x - y) * f};
 }
 
 // Key tiles of batch row b that can hold a real key: all ceil(S / 64), or with P.key_end only those
@@ -896,9 +899,8 @@ __global__ void __launch_bounds__(kThreads, 2)
   float* lse_s = reinterpret_cast<float*>(do_s + BQ * ld);  // log2 units
   float* rowdot_s = lse_s + BQ;
 
-  const BlockTile place = block_tile(P);
-  const int bh = place.head, b = bh / P.heads, h = bh % P.heads;
-  const int k0 = place.tile * kRows;
+  const int bh = blockIdx.x, b = bh / P.heads, h = bh % P.heads;
+  const int k0 = blockIdx.y * kRows;
   const int warp = threadIdx.x >> 5, t = threadIdx.x & 3;
   const HeadRows<T> src = head_rows(qkv, P, b, h);
   const T* do_g = dout + int64_t{b} * P.seq * src.out_stride + int64_t{h} * P.dh;
@@ -1008,9 +1010,8 @@ __global__ void __launch_bounds__(kThreads, 2)
   T* v_s = k_s + kRows * ld;
   uint8_t* real_s = reinterpret_cast<uint8_t*>(v_s + kRows * ld);
 
-  const BlockTile place = block_tile(P);
-  const int bh = place.head, b = bh / P.heads, h = bh % P.heads;
-  const int q0 = place.tile * kRows;
+  const int bh = blockIdx.x, b = bh / P.heads, h = bh % P.heads;
+  const int q0 = blockIdx.y * kRows;
   const int warp = threadIdx.x >> 5, t = threadIdx.x & 3;
   const HeadRows<T> src = head_rows(qkv, P, b, h);
   const T* do_g = dout + int64_t{b} * P.seq * src.out_stride + int64_t{h} * P.dh;
@@ -1074,8 +1075,8 @@ constexpr size_t dq_smem_bytes() {
   return 4 * kRows * kLd<T, DP> * sizeof(T) + kRows;
 }
 
-// Whether the grids run tiles first (Params::tiles_first): as `order` says, where the heads fit a grid's
-// y dimension (65535); beyond, heads first (x holds up to 2^31 - 1).
+// Whether the forward's grid runs tiles first (Params::tiles_first): as `order` says, where the heads fit a
+// grid's y dimension (65535); beyond, heads first (x holds up to 2^31 - 1).
 inline bool tiles_first_applies(const AttentionShape& s, AttentionBlockOrder order) {
   return order == AttentionBlockOrder::TilesFirst && s.batch * s.heads <= 65535;
 }
@@ -1095,11 +1096,7 @@ inline Params make_params(const AttentionShape& s, const AttentionDropout& d) {
                 1.0f / std::sqrt(static_cast<float>(s.head_dim)),
                 attention_dropout_scale<float>(d),
                 attention_dropout_threshold(d),
-                d,
-                nullptr,
-                nullptr,
-                nullptr,
-                tiles_first_applies(s, attention_block_order())};
+                d};
 }
 
 // The grid of `tiles` blocks for each of `heads` heads, in P's block order (block_tile reads it back):
@@ -1117,9 +1114,9 @@ inline Grid block_grid(const Params& P, int64_t heads, int64_t tiles) {
 inline int64_t row_tiles(const AttentionShape& s) { return (s.seq + kRows - 1) / kRows; }
 
 // Grid of every attention kernel but rowdot, key_end and the ordered fused backward: a block per
-// (b * H + h, 64-row tile).
-inline Grid grid_for(const AttentionShape& s, const Params& P) {
-  return block_grid(P, s.batch * s.heads, row_tiles(s));
+// (b * H + h, 64-row tile), the heads on x (the forward's launch lays its own out by block_grid).
+inline Grid grid_for(const AttentionShape& s) {
+  return {static_cast<unsigned>(s.batch * s.heads), static_cast<unsigned>(row_tiles(s))};
 }
 
 }  // namespace tandem::kernels::attention_detail

@@ -52,19 +52,18 @@
 //     could, waiting: more resident warps is the plain answer to that. Nothing else changes (the wide
 //     forward, the fused paths and head dims past 32 run their default kernels). Opt-in until a GPU
 //     has timed it.
-//   TANDEM_ATTENTION_BLOCK_ORDER=heads_first|tiles_first  the order of the blocks in the grids of the
-//     forward and both backward paths (every kernel with a block per (head, 64-row tile)):
-//     HeadsFirst (the default, what the GPU runs measured): blockIdx.x is the head, so the blocks
-//     resident at once are as many different heads, each of them streaming its own K and V (or Q and
-//     dO); TilesFirst: blockIdx.x is the tile, so a head's tiles run side by side and share one copy
-//     of its K and V in L2, as FlashAttention-2's grids do. The same results bit for bit (a block
+//   TANDEM_ATTENTION_BLOCK_ORDER=heads_first|tiles_first  the order of the blocks in the forward's
+//     grid (tiled, pipelined, wide: a block per (head, query tile)): HeadsFirst (the default, what the
+//     GPU runs measured): blockIdx.x is the head, so the blocks resident at once are as many different
+//     heads, each of them streaming its own K and V; TilesFirst: blockIdx.x is the tile, so a head's
+//     tiles run side by side and share one copy of its K and V in L2, as FlashAttention-2's grid does. The same results bit for bit (a block
 //     computes the same whatever its place). Why: heads first, the 528 blocks of the four-block
 //     pipelined forward on 132 SMs at 64 x 512 x 12 heads x 64 stream 528 heads' K and V, 69 MB,
-//     more than the H200's 60 MB of L2, and the third run had that forward 20 % slower per unit of
-//     work there than at 8 x 512 x 12 (whose 96 heads fit), where the two-block kernels (264 heads,
-//     34 MB) were not. A grid's y dimension holds at most 65535 heads: beyond, heads first runs.
-//     The fused backward's ordered variants always run tiles first (their turns need it). Opt-in
-//     until a GPU has timed it.
+//     more than the H200's 60 MiB of L2, and the third run had that forward doing 18 % less work per
+//     filled round of blocks there than at 8 x 512 x 12 (whose 96 heads fit), where the two-block
+//     kernels (264 heads, 35 MB) did not (docs/results/attention_block_order.md). A grid's y dimension holds at most 65535 heads: beyond, heads first runs.
+//     The backward keeps its grids (its two-block passes showed no such loss, and reading the switch
+//     at run time cost its kernels spills). Opt-in until a GPU has timed it.
 //   TANDEM_ATTENTION_FUSED_CHUNKS=even|waves  how the fused backward (and its ordered variants) splits
 //     the heads into launches when their dQ scratch exceeds 64 MiB (attention_backward_fused.cuh:
 //     plan_fused_backward): Even (the default, what the GPU runs measured), the fewest launches, as

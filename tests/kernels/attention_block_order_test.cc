@@ -1,11 +1,12 @@
 // TANDEM_ATTENTION_BLOCK_ORDER=tiles_first (kernels/cuda/attention_switches.h): the attention
-// kernels' grids with a head's 64-row tiles side by side instead of the heads:
+// forward's grid with a head's 64-row query tiles side by side instead of the heads:
 //   - the parser (every build): unset, empty or heads_first is HeadsFirst, tiles_first is TilesFirst,
 //     and a bad value's error names the variable and the value;
-//   - on a GPU, through the op: every forward kernel and backward path gives the heads-first bits, with
-//     dropout (keep bits recomputed and saved), padding and partial tiles. Skipped without a GPU
-//     (failed under TANDEM_REQUIRE_GPU=1).
-// attention_block_order_emulated_test.cc checks the grids and runs the same device code on the CPU.
+//   - on a GPU, through the op: every forward kernel, each followed by the backward paths in turn
+//     (which read its lse), gives the heads-first output and gradient bit for bit, with dropout (keep
+//     bits recomputed and saved), padding and partial tiles. Skipped without a GPU (failed under
+//     TANDEM_REQUIRE_GPU=1).
+// attention_block_order_emulated_test.cc checks the grid and runs the same device code on the CPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>

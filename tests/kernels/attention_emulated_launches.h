@@ -67,7 +67,8 @@ void emulated_forward(const Tensor& qkv, const Tensor& mask, Tensor& out, Tensor
   const std::vector<int> key_ends = emulated_key_ends(mask, s, tiles, params);
   if (zero_keep && params.keep_out != nullptr && params.key_end != nullptr)  // attention.cu's memset
     std::fill_n(params.keep_out, attention_keep_bytes(s), uint8_t{0});
-  const Grid grid = grid_for(s, params);
+  params.tiles_first = tiles_first_applies(s, attention_block_order());  // attention.cu's forward launch
+  const Grid grid = block_grid(params, s.batch * s.heads, row_tiles(s));
   const bool vec = vector_loads<T>(qkv.data_ptr(), s.head_dim);
   with_padded_dim(s.head_dim, [&](auto dp) {
     constexpr int DP = decltype(dp)::value;
@@ -117,7 +118,7 @@ void emulated_split_backward(const Tensor& qkv, const Tensor& mask, const Tensor
   Params params = make_params(s, d);
   if (d.active()) params.keep_in = keep_in;
   const std::vector<int> key_ends = emulated_key_ends(mask, s, tiles, params);
-  const Grid grid = grid_for(s, params);
+  const Grid grid = grid_for(s);
   const std::vector<float> rowdot = emulated_rowdot<T>(out, dout, params, s);
   const bool vec_qkv = vector_loads<T>(qkv.data_ptr(), s.head_dim);
   const bool vec_dout = vector_loads<T>(dout.data_ptr(), s.head_dim);
@@ -181,8 +182,7 @@ void emulated_fused(const testing::AttentionProblem& p, Tensor& dqkv, size_t scr
         with_ordered_fused_kernel<T, DP>(pipelined, run);
         continue;
       }
-      const Grid grid = block_grid(params, n, key_tiles);
-      warp_emulator::launch(grid.x, grid.y, kThreads, fused_backward_smem_bytes<T, DP>(), [&] {
+      warp_emulator::launch(static_cast<unsigned>(n), key_tiles, kThreads, fused_backward_smem_bytes<T, DP>(), [&] {
         fused_backward_kernel<T, DP, BQ>(p.qkv.data<T>(), testing::mask_ptr(p.mask), p.lse.data<float>(), rowdot.data(),
                                          p.dout.data<T>(), dqkv.data<T>(), scratch.data(), nullptr,
                                          static_cast<int>(bh0), params, vec_qkv, vec_dout);

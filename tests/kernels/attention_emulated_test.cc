@@ -130,7 +130,7 @@ struct PhiloxCounts {
 template <class T>
 PhiloxCounts count_philox_blocks(const AttentionShape& s, const AttentionDropout& d) {
   const Params params = make_params(s, d);
-  const Grid grid = grid_for(s, params);
+  const Grid grid = grid_for(s);
   Tensor qkv = random_tensor({s.batch, s.seq, 3 * s.heads * s.head_dim}, 3, DType::F32);
   Tensor out = Tensor::empty({s.batch, s.seq, s.heads * s.head_dim}, DType::F32);
   Tensor dout = random_tensor(out.shape(), 4, DType::F32), dqkv = Tensor::empty(qkv.shape(), DType::F32);
