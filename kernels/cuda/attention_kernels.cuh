@@ -370,15 +370,16 @@ struct Params {
 };
 
 // A forward block's head (b * H + h) and query tile, from its place in a grid laid out by block_grid.
-// Multiplies and adds by 0 or 1 rather than a select: with a select on the flag, ptxas kept the place in
-// registers where it re-reads blockIdx, and the 16-bit pipelined forward at DP = 32 compiled for five
-// blocks per SM spilled 4 bytes (nvcc 13.0).
+// Read at run time, the place costs registers where the kernels used to re-read blockIdx (-5 to +5 in
+// the forward kernels; the five-block pipelined forward at DP = 32 spills 4 bytes each way, nvcc 13.0;
+// multiplying by the flag instead of selecting gave the same), which is why the backward's kernels,
+// whose budgets are tighter and whose grids showed no L2 loss, do not read it.
 struct BlockTile {
   int head, tile;
 };
 __device__ __forceinline__ BlockTile block_tile(const Params& P) {
-  const int x = static_cast<int>(blockIdx.x), y = static_cast<int>(blockIdx.y), f = P.tiles_first ? 1 : 0;
-  return BlockTile{x + (y - x) * f, y + (x - y) * f};
+  const int x = static_cast<int>(blockIdx.x), y = static_cast<int>(blockIdx.y);
+  return P.tiles_first ? BlockTile{y, x} : BlockTile{x, y};
 }
 
 // Key tiles of batch row b that can hold a real key: all ceil(S / 64), or with P.key_end only those
