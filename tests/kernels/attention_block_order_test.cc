@@ -38,19 +38,14 @@ using testing::ForcedSwitch;
 using testing::same_bits;
 using Case = testing::AttentionCase;
 
-// attention() on GPU 0, forward and backward, from fixed inputs (qkv seed 1, dout seed 2, dropout seeds 31, 4),
+// attention() on GPU 0, forward and backward, from testing::attention_op_on_the_gpu's inputs,
 // with `forward` and `backward` and the grids in `order`: out and qkv's gradient, on the CPU.
 std::pair<Tensor, Tensor> on_the_gpu(const Case& c, DType t, AttentionForwardKernel forward,
                                      AttentionBackwardPath backward, AttentionBlockOrder order) {
   const ForcedSwitch o(set_attention_block_order_for_testing, order);
   const ForcedSwitch f(set_attention_forward_for_testing, forward);
   const ForcedSwitch b(set_attention_backward_path_for_testing, backward);
-  const Device gpu = Device::cuda(0);
-  Tensor qkv = testing::random_tensor({c.batch, c.seq, 3 * c.heads * c.head_dim}, 1, t, gpu).set_requires_grad(true);
-  const Tensor mask = c.lengths.empty() ? Tensor() : testing::padding_mask(c.lengths, c.seq, gpu);
-  Tensor out = attention(qkv, mask, static_cast<int>(c.heads), c.dropout, 31, 4);
-  out.backward(testing::random_tensor(out.shape(), 2, t, gpu));
-  return {out.to(Device::cpu()), qkv.grad().to(Device::cpu())};
+  return testing::attention_op_on_the_gpu(c, t);
 }
 
 class AttentionBlockOrderOnTheGpu : public ::testing::TestWithParam<std::tuple<DType, Case>> {

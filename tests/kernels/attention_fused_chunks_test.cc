@@ -38,17 +38,12 @@ using testing::ForcedSwitch;
 using testing::same_bits;
 using Case = testing::AttentionCase;
 
-// attention() on GPU 0, forward and backward, from fixed inputs (qkv seed 1, dout seed 2, dropout seeds 31, 4),
+// attention() on GPU 0, forward and backward, from testing::attention_op_on_the_gpu's inputs,
 // with the backward `path` and its chunks `chunks`: out and qkv's gradient, on the CPU.
 std::pair<Tensor, Tensor> on_the_gpu(const Case& c, DType t, AttentionBackwardPath path, AttentionFusedChunks chunks) {
   const ForcedSwitch k(set_attention_fused_chunks_for_testing, chunks);
   const ForcedSwitch b(set_attention_backward_path_for_testing, path);
-  const Device gpu = Device::cuda(0);
-  Tensor qkv = testing::random_tensor({c.batch, c.seq, 3 * c.heads * c.head_dim}, 1, t, gpu).set_requires_grad(true);
-  const Tensor mask = c.lengths.empty() ? Tensor() : testing::padding_mask(c.lengths, c.seq, gpu);
-  Tensor out = attention(qkv, mask, static_cast<int>(c.heads), c.dropout, 31, 4);
-  out.backward(testing::random_tensor(out.shape(), 2, t, gpu));
-  return {out.to(Device::cpu()), qkv.grad().to(Device::cpu())};
+  return testing::attention_op_on_the_gpu(c, t);
 }
 
 class AttentionFusedChunksOnTheGpu : public ::testing::TestWithParam<std::tuple<DType, Case>> {

@@ -188,6 +188,18 @@ inline std::vector<double> gpu_backward(const AttentionCase& c, DType t, kernels
                                    dqkv.data_ptr(), s, d, t, 0, stream, path);
   return dqkv.to_double_vector();
 }
+
+// attention() on GPU 0, forward and backward, from c's fixed inputs (qkv seed 1, dout seed 2, dropout seeds
+// 31, 4), under whatever switches the caller forces: out and qkv's gradient, on the CPU. The suites that
+// compare a switch's kernels with the default's bit for bit call it once each way.
+inline std::pair<Tensor, Tensor> attention_op_on_the_gpu(const AttentionCase& c, DType t) {
+  const Device gpu = Device::cuda(0);
+  Tensor qkv = random_tensor({c.batch, c.seq, 3 * c.heads * c.head_dim}, 1, t, gpu).set_requires_grad(true);
+  const Tensor mask = c.lengths.empty() ? Tensor() : padding_mask(c.lengths, c.seq, gpu);
+  Tensor out = kernels::attention(qkv, mask, static_cast<int>(c.heads), c.dropout, 31, 4);
+  out.backward(random_tensor(out.shape(), 2, t, gpu));
+  return {out.to(Device::cpu()), qkv.grad().to(Device::cpu())};
+}
 #endif
 
 // A kernel's forward output against the CPU reference: the reference computes in f32 from the same
