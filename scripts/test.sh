@@ -9,9 +9,13 @@ cd "$(dirname "$0")/.."
 # ccache keys on paths relative to the checkout, so a fresh clone elsewhere reuses the cache.
 export CCACHE_BASEDIR="$PWD"
 jobs=$(nproc)
+# Each phase's end, in seconds from the start: the CI run has 90 minutes in all.
+phase() { echo "test: $1 done at ${SECONDS} s"; }
 
 scripts/setup.sh
+phase "setup and the Release build"
 ctest --test-dir build --output-on-failure -j"$jobs" --timeout 600
+phase "the Release tests"
 
 # Tandem as a CMake package: install it, build examples/ddp_fortunes against the
 # install (find_package(Tandem)) and train it on 2 ranks; it must beat the
@@ -24,6 +28,7 @@ example=$(build/install/bin/tandem launch --nproc-per-node 2 -- build/example/dd
 echo "example: $example"
 awk '/test accuracy/ { found = 1; b = $10; sub(/\)/, "", b); ok = $7 + 0 > b + 0 } END { exit !(found && ok) }' <<<"$example" ||
   { echo "example: the installed-package example did not beat the majority-class baseline"; exit 1; }
+phase "the installed-package example"
 
 if [ "${TANDEM_SANITIZE:-1}" != "0" ]; then
   # The sanitizer build is also the offline-build check: it is built from an
@@ -37,11 +42,13 @@ if [ "${TANDEM_SANITIZE:-1}" != "0" ]; then
     echo "test: not root, so the offline build runs with the system packages visible (hiding them needs unshare)"
     hide=()
   fi
-  "${hide[@]}" env jobs="$jobs" bash -c '
+  "${hide[@]}" env jobs="$jobs" start="$SECONDS" bash -c '
     set -euo pipefail
+    SECONDS=$start
     TANDEM_CONFIGURE_ONLY=1 scripts/offline-build.sh build-offline-bundle build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo \
       -DTANDEM_CUDA=OFF -DTANDEM_SANITIZE=ON -DTANDEM_BUILD_BENCH=OFF >/dev/null
     cmake --build build-asan -j"$jobs"
+    echo "test: the sanitizer build done at ${SECONDS} s"
     bundle_lib=$(cd build-offline-bundle/root && pwd)
     # grep without -q: -q exits at the first match, and a writer still writing then dies of SIGPIPE,
     # which pipefail turns into a failed check (seen in a CI rehearsal on 2026-11-27).
@@ -50,5 +57,6 @@ if [ "${TANDEM_SANITIZE:-1}" != "0" ]; then
     build-asan/apps/tandem data fortunes | grep startrek >/dev/null ||
       { echo "offline build: the fortunes data of the bundle is not found"; exit 1; }
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-      ctest --test-dir build-asan --output-on-failure -j"$jobs" --timeout 900'
+      ctest --test-dir build-asan --output-on-failure -j"$jobs" --timeout 900
+    echo "test: the sanitizer tests done at ${SECONDS} s"'
 fi
