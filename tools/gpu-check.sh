@@ -6,8 +6,12 @@
 #
 #   probe     what the machine has (tools/gpu-probe.sh)                 ~10 s
 #   build     configure and build everything with CUDA, all cores       ~2 min
-#   test      every test with TANDEM_REQUIRE_GPU=1 (a GPU test that would
-#             skip fails instead), the GPU tests first                   ~1.5 min
+#   test      the GPU tests (those whose body or fixture calls
+#             TANDEM_REQUIRE_GPU()) with TANDEM_REQUIRE_GPU=1, so a GPU test
+#             that would skip fails instead                              ~1.5 min
+#   others    every other test, with TANDEM_REQUIRE_GPU=1 too: CI runs
+#             them without a GPU, so a plan short of device time runs
+#             this phase last, or not at all                             ~2 min
 #   sanitize  compute-sanitizer memcheck, then racecheck, on the GPU tests
 #             of the kernel, attention and optimizer suites              ~5 min
 #   bench     each benchmark with --device cuda, each under a timeout    ~3 min
@@ -161,22 +165,23 @@ phase_build() {
   fi
 }
 
-phase_test() {
-  local log="$res/test.log" regex
+# run_tests PHASE SELECT JOBS: builds every target, then runs the tests that ctest's SELECT (-R for
+# the GPU tests, -E for the others) picks with gpu_test_regex, with TANDEM_REQUIRE_GPU=1.
+run_tests() {
+  local phase=$1 select=$2 j=$3 log="$res/$1.log" regex
   : >"$log"
-  build_targets "$log" all || { summary test "build failed: see test.log" "$(grep -E -m20 "error|FAILED" "$log")"; return 1; }
+  build_targets "$log" all || { summary "$phase" "build failed: see $phase.log" "$(grep -E -m20 "error|FAILED" "$log")"; return 1; }
   regex=$(gpu_test_regex)
-  export TANDEM_REQUIRE_GPU=1
-  echo "== GPU tests" >"$res/test_gpu.log"
-  ctest --test-dir "$build" -R "$regex" --output-on-failure -j4 --timeout 300 >>"$res/test_gpu.log" 2>&1
-  local gpu_rc=$?
-  echo "== all other tests" >"$log"
-  ctest --test-dir "$build" -E "$regex" --output-on-failure -j"$jobs" --timeout 300 >>"$log" 2>&1
-  local rest_rc=$?
-  summary test "GPU tests (TANDEM_REQUIRE_GPU=1):" "$(ctest_summary "$res/test_gpu.log")" "" \
-    "all other tests:" "$(ctest_summary "$log")" "" "(GPU test log: test_gpu.log)"
-  [ $gpu_rc -eq 0 ] && [ $rest_rc -eq 0 ]
+  echo "== ctest $select <the GPU tests>, TANDEM_REQUIRE_GPU=1" >>"$log"
+  TANDEM_REQUIRE_GPU=1 ctest --test-dir "$build" "$select" "$regex" --output-on-failure -j"$j" --timeout 300 >>"$log" 2>&1
+  local r=$?
+  summary "$phase" "$(ctest_summary "$log")"
+  return $r
 }
+
+# The GPU tests at four at a time: they share the one GPU.
+phase_test() { run_tests test -R 4; }
+phase_others() { run_tests others -E "$jobs"; }
 
 phase_sanitize() {
   local log="$res/sanitize.log" rc=0 regex lines=()
@@ -615,7 +620,7 @@ phase_peers() {
 
 for p in "${phases[@]}"; do
   if ! declare -F "phase_$p" >/dev/null; then
-    echo "gpu-check: unknown phase '$p' (probe build test sanitize bench compare peers kprofile kdetail)" >&2
+    echo "gpu-check: unknown phase '$p' (probe build test others sanitize bench compare peers kprofile kdetail)" >&2
     exit 2
   fi
 done
@@ -633,7 +638,7 @@ for p in "${phases[@]}"; do
   fi
   echo "==== phase $p (limit ${phase_limit} s)"
   # Each phase in its own shell under a time limit, so one that hangs cannot eat the next one's time.
-  export -f summary configure build_targets gpu_test_regex ctest_summary capture "phase_$p"
+  export -f summary configure build_targets gpu_test_regex ctest_summary capture run_tests "phase_$p"
   export res build arch jobs
   timeout "$phase_limit" bash -c "phase_$p"
   r=$?

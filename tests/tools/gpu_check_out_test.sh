@@ -4,6 +4,9 @@
 # far, in order) and gpu-check.tar.gz (every file the phases wrote). The probe
 # phase runs without a GPU, so this checks that on any machine; and DEADLINE,
 # which caps the phases' limits at the time left and skips a phase past it.
+# The test and others phases run in a stand-in build folder (CMake, no compiler)
+# whose two tests record that they ran: test runs only the GPU-marked one,
+# others only the other, both with TANDEM_REQUIRE_GPU=1.
 # Usage: gpu_check_out_test.sh REPO_ROOT
 set -uo pipefail
 root=$1
@@ -29,5 +32,30 @@ rc=$?
 [ ! -e "$tmp/work3/probe.log" ]; check "the phase past DEADLINE wrote no log" $?
 OUT=$tmp/out4 GPU_CHECK_DIR=$tmp/work4 DEADLINE=300 PHASE_TIMEOUT=480 "$root/tools/gpu-check.sh" probe >"$tmp/log4" 2>&1
 grep -Eq "^==== phase probe \(limit (29[0-9]|300) s\)" "$tmp/log4"; check "DEADLINE caps a phase's limit at the time left" $?
+
+# A stand-in build: one test named as ctest names a parameterized GPU test from the sources, one not.
+gpu_name=$(cd "$root" && bash -c 'source <(sed -n "/^gpu_test_regex()/,/^}/p" tools/gpu-check.sh); gpu_test_regex' |
+  tr -d '()' | cut -d'|' -f1 | tr -d '\\')
+mkdir -p "$tmp/fake"
+printf '#!/bin/sh\necho "${TANDEM_REQUIRE_GPU:-unset}" >"$1"\n' >"$tmp/fake/record.sh"
+cat >"$tmp/fake/CMakeLists.txt" <<CMAKE
+cmake_minimum_required(VERSION 3.20)
+project(fake NONE)
+enable_testing()
+add_test(NAME "Prefix/$gpu_name/bf16" COMMAND sh "$tmp/fake/record.sh" "$tmp/gpu_ran")
+add_test(NAME "NotOnTheGpu.RunsInCi" COMMAND sh "$tmp/fake/record.sh" "$tmp/cpu_ran")
+CMAKE
+cmake -S "$tmp/fake" -B "$tmp/fake-build" -G Ninja >"$tmp/cmake.log" 2>&1
+check "the stand-in build folder configures (GPU test: $gpu_name)" $?
+OUT=$tmp/out5 GPU_CHECK_DIR=$tmp/work5 BUILD=$tmp/fake-build "$root/tools/gpu-check.sh" test >"$tmp/log5" 2>&1
+check "the test phase passes when its tests do" $?
+[ "$(cat "$tmp/gpu_ran" 2>/dev/null)" = 1 ]; check "the test phase runs the GPU test with TANDEM_REQUIRE_GPU=1" $?
+[ ! -e "$tmp/cpu_ran" ]; check "the test phase leaves the other tests to the others phase" $?
+grep -q "100% tests passed, 0 tests failed out of 1" "$tmp/out5/summary.txt"; check "the test phase's summary counts its one test" $?
+rm -f "$tmp/gpu_ran"
+OUT=$tmp/out6 GPU_CHECK_DIR=$tmp/work6 BUILD=$tmp/fake-build "$root/tools/gpu-check.sh" others >"$tmp/log6" 2>&1
+check "the others phase passes when its tests do" $?
+[ "$(cat "$tmp/cpu_ran" 2>/dev/null)" = 1 ]; check "the others phase runs the other test with TANDEM_REQUIRE_GPU=1" $?
+[ ! -e "$tmp/gpu_ran" ]; check "the others phase does not run the GPU test again" $?
 echo "$passes passed, $fails failed"
 [ "$fails" -eq 0 ]
