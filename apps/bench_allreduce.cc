@@ -322,6 +322,7 @@ void add_bench_allreduce_command(CLI::App& bench) {
     // NCCL only reduces device memory; without this the header printed and the first
     // collective failed on a CPU tensor (the GPU check's first run of it did).
     TANDEM_CHECK(o->backend != "nccl" || device.is_cuda(), "--backend nccl reduces GPU tensors only: add --device cuda");
+    TANDEM_CHECK(!device.is_cuda() || cuda::available(), "--device {}, but no CUDA device is available", o->device);
     if (device.is_cuda()) {
       device = Device::cuda(info.local_rank % std::max(1, cuda::device_count()));
       cuda::set_device(device.index);

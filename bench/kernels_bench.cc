@@ -596,6 +596,11 @@ int main(int argc, char** argv) {
   }
   try {
     if (o.device == "cpu" || o.device == "all") run_device(Device::cpu(), o);
+    // --device cuda asks for the GPU's rows: without a GPU that is an error; all notes it and goes on.
+    if (o.device == "cuda" && !cuda::available()) {
+      fmt::print(stderr, "kernels_bench: --device cuda, but no CUDA device is available\n");
+      return 1;
+    }
     if (o.device == "cuda" || o.device == "all") {
       if (cuda::available()) run_device(Device::cuda(0), o);
       else fmt::print("\n(no CUDA device: CUDA kernels not measured)\n");

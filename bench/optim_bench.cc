@@ -62,8 +62,6 @@ Options parse(int argc, char** argv) {
     const std::string v = argv[++i];
     if (a == "--device") {
       o.device = parse_device(v);
-      TANDEM_CHECK(!o.device.is_cuda() || cuda::available(), "optim_bench: --device {}, but no CUDA device is available",
-                   v);
     } else if (a == "--params") {
       o.params.clear();
       for (const std::string& n : split(v)) {
@@ -84,6 +82,9 @@ Options parse(int argc, char** argv) {
       TANDEM_FAIL("optim_bench: unknown option {} (--device, --params, --optim, --min-seconds)", a);
     }
   }
+  // After every option, so that on a machine without a GPU a GPU command line is checked in full.
+  TANDEM_CHECK(!o.device.is_cuda() || cuda::available(), "optim_bench: --device {}, but no CUDA device is available",
+               o.device.str());
   return o;
 }
 

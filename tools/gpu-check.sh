@@ -45,6 +45,15 @@
 # are found in the toolkit or pip's nvidia-* wheels (cmake/FindNCCL.cmake).
 # CUDA_ARCH (default 90) picks the GPU architecture; BUILD (default build-gpu)
 # the build folder. The exit status is 1 when any phase failed.
+#
+# GPU_CHECK_REHEARSAL=1, on a machine without a GPU and with BUILD built there
+# (a CUDA build), rehearses the bench, compare, kdetail and kprofile phases: instead of
+# running each command, it checks that `tandem info` takes and reports every
+# switch the command sets (env VAR=VALUE: a misspelt variable would silently
+# time the default), and that the command, ncu's options left out, accepts all
+# its options and stops only at the missing GPU. It builds nothing and runs
+# compare.py, ncu nor kernel_profile.py. tests/tools/gpu_check_rehearsal_test.sh runs it,
+# so a GPU session's device time goes to measuring, not to typos.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/cuda/bin"  # nvcc, compute-sanitizer, ncu where the toolkit keeps them
@@ -58,6 +67,7 @@ build=${BUILD:-build-gpu}
 arch=${CUDA_ARCH:-90}
 limit=${PHASE_TIMEOUT:-480}
 deadline=${DEADLINE:-}
+rehearsal=${GPU_CHECK_REHEARSAL:-}
 jobs=$(nproc)
 mkdir -p "$res" "$out"
 phases=("$@")
@@ -95,10 +105,11 @@ configure() {
   fi
 }
 
-# build_targets LOG TARGET...: configure if needed, then build those targets.
+# build_targets LOG TARGET...: configure if needed, then build those targets (a rehearsal uses the build as it is).
 build_targets() {
   local log=$1
   shift
+  [ -z "$rehearsal" ] || return 0
   configure >>"$log" 2>&1 && cmake --build "$build" -j"$jobs" --target "$@" >>"$log" 2>&1
 }
 
@@ -142,11 +153,46 @@ ctest_summary() {
 capture() {
   local name=$1 limit=$2 r
   shift 2
+  [ -z "$rehearsal" ] || { rehearse "$name" "$@"; return; }
   timeout "$limit" "$@" >"$res/$name.txt" 2>&1
   r=$?
   { echo "== $name: $*"; cat "$res/$name.txt"; } >>"$log"
   [ $r -eq 0 ] || rc=1
   return $r
+}
+
+# rehearse NAME CMD...: capture's part under GPU_CHECK_REHEARSAL (above): what CMD sets with a leading
+# `env VAR=VALUE...` must be switches and values `tandem info` takes and prints, and CMD itself (from its
+# first word under $build: ncu and its options are left out) must fail only for want of a GPU.
+rehearse() {
+  local name=$1 assigns=() problem="" info out r a
+  shift
+  if [ "$1" = env ]; then
+    shift
+    while [ $# -gt 0 ] && [[ $1 == *=* ]]; do assigns+=("$1"); shift; done
+  fi
+  if [ "$1" = python3 ]; then  # a Python script reading what ran (kernel_profile.py): nothing of Tandem's to check
+    { echo "rehearsal: not rehearsed: $*"; } >"$res/$name.txt"
+    echo "== $name (rehearsal): not rehearsed (python3)" >>"$log"
+    return 0
+  fi
+  while [ $# -gt 0 ] && [[ $1 != "$build"/* ]]; do shift; done
+  if [ $# -eq 0 ]; then
+    problem="no command under $build to rehearse"
+  else
+    info=$(env "${assigns[@]}" "$build/apps/tandem" info 2>&1) || problem="tandem info refused the switches: $(grep -m1 'error:' <<<"$info" || tail -1 <<<"$info")"
+    for a in "${assigns[@]}"; do
+      grep -qw -- "$a" <<<"$info" || problem=${problem:-"$a: tandem info does not report this switch with this value (misspelt?)"}
+    done
+    out=$(env "${assigns[@]}" timeout 60 "$@" 2>&1)
+    r=$?
+    if [ $r -eq 0 ] || ! grep -Eq "no CUDA device is (available|present)" <<<"$out"; then
+      problem=${problem:-"it did not stop at the missing GPU (exit $r): $(tail -3 <<<"$out" | tr '\n' ' ')"}
+    fi
+  fi
+  { echo "rehearsal: ${assigns[*]} $*"; echo "${problem:-ok}"; } >"$res/$name.txt"
+  { echo "== $name (rehearsal): ${problem:-ok}"; } >>"$log"
+  [ -z "$problem" ] || { echo "rehearsal of $name: $problem" >&2; rc=1; return 1; }
 }
 
 phase_probe() {
@@ -437,8 +483,12 @@ phase_compare() {
     args+=(--config "configs/$c.yaml" --synthetic "$c")
   done
   local sets=(--set bf16=true --set device=cuda)
-  python3 bench/pytorch/compare.py "${args[@]}" "${sets[@]}" --set cuda_graph=true --set ddp_static_graph=false \
-    --nproc 1 --tandem "$build/apps/tandem" --out "$res/compare" >>"$log" 2>&1 || rc=1
+  if [ -n "$rehearsal" ]; then
+    echo "compare.py: not run (rehearsal)" >>"$log"
+  else
+    python3 bench/pytorch/compare.py "${args[@]}" "${sets[@]}" --set cuda_graph=true --set ddp_static_graph=false \
+      --nproc 1 --tandem "$build/apps/tandem" --out "$res/compare" >>"$log" 2>&1 || rc=1
+  fi
   # Eager steps with the default kernels (chosen from the second GPU run: the pipelined attention
   # forward, the fused backward with dropout, cuBLASLt's forward bias epilogue), with the first
   # run's defaults (tiled forward, split backward, no epilogues), and, on the configs bound by
@@ -521,7 +571,7 @@ phase_kprofile() {
   local log="$res/kprofile.log" rc=0 lines=() r c
   : >"$log"
   build_targets "$log" tandem || { summary kprofile "build failed: see kprofile.log"; return 1; }
-  command -v ncu >/dev/null || { summary kprofile "ncu is not on the PATH"; return 1; }
+  [ -n "$rehearsal" ] || command -v ncu >/dev/null || { summary kprofile "ncu is not on the PATH"; return 1; }
   for c in ${KPROFILE_CONFIGS:-ag_news_optimized imdb}; do
     capture "kprofile_run_$c" 200 ncu --clock-control none --target-processes all --metrics gpu__time_duration.sum \
       --csv --log-file "$res/kprofile_$c.csv" "$build/apps/tandem" bench step --config "configs/$c.yaml" \
@@ -555,7 +605,7 @@ phase_kdetail() {
   local log="$res/kdetail.log" rc=0 lines=() r spec
   : >"$log"
   build_targets "$log" attention_bench || { summary kdetail "build failed: see kdetail.log"; return 1; }
-  command -v ncu >/dev/null || { summary kdetail "ncu is not on the PATH"; return 1; }
+  [ -n "$rehearsal" ] || command -v ncu >/dev/null || { summary kdetail "ncu is not on the PATH"; return 1; }
   local sections=(--section SpeedOfLight --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis
     --section WarpStateStats --section ComputeWorkloadAnalysis --section InstructionStats --section SourceCounters)
   local keep='^  [A-Za-z_].*\(|Duration|Memory Throughput|DRAM Throughput|Compute \(SM\) Throughput|Registers Per Thread|Dynamic Shared Memory Per Block|Achieved Occupancy|Theoretical Occupancy|Block Limit|Warp Cycles Per Issued|Issue Slots Busy|Executed Ipc A|stalled|Stall|[Bb]ank|[Ww]avefronts|Uncoalesced'
@@ -638,8 +688,8 @@ for p in "${phases[@]}"; do
   fi
   echo "==== phase $p (limit ${phase_limit} s)"
   # Each phase in its own shell under a time limit, so one that hangs cannot eat the next one's time.
-  export -f summary configure build_targets gpu_test_regex ctest_summary capture run_tests "phase_$p"
-  export res build arch jobs
+  export -f summary configure build_targets gpu_test_regex ctest_summary capture rehearse run_tests "phase_$p"
+  export res build arch jobs rehearsal
   timeout "$phase_limit" bash -c "phase_$p"
   r=$?
   if [ $r -eq 124 ]; then
