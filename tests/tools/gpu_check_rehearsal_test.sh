@@ -25,6 +25,8 @@ check "every bench, compare, kdetail and kprofile command rehearses cleanly" $?
 grep "^rehearsal of" "$tmp/log"
 n=$(cat "$tmp/work/bench.log" "$tmp/work/compare.log" "$tmp/work/kdetail.log" "$tmp/work/kprofile.log" 2>/dev/null | grep -c "(rehearsal): ok")
 [ "$n" -ge 50 ]; check "the rehearsal checked the phases' commands ($n of them)" $?
+python3 "$root/tools/gpu_verdicts.py" "$tmp/work" >"$tmp/verdicts" 2>&1
+! grep "not run" "$tmp/verdicts"; check "every file tools/gpu_verdicts.py reads is one the phases write" $?
 
 # The mistakes: an option the row does not take, a misspelt switch, a value the switch does not have.
 mkdir -p "$tmp/repo/tools"
