@@ -18,48 +18,17 @@ table to read that from, made the same way for every run.
 import argparse
 import math
 import pathlib
-import re
 import sys
 
-
-def read_kernels(path):
-    """kernels_bench's table: {(op, dtype, shape, dir): time in us} for the cuda rows."""
-    rows = {}
-    for line in path.read_text(errors="replace").splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) == 8 and cells[0] == "cuda":
-            try:
-                rows[(cells[1], cells[2], cells[3], cells[4])] = float(cells[5])
-            except ValueError:
-                pass
-    return rows
+import gpu_results
 
 
-def read_attention(path):
-    """attention_bench's table: {(dtype, batch, seq, heads, head_dim, dropout, real): {fwd_ms, bwd_ms}}."""
-    rows, header = {}, None
-    for line in path.read_text(errors="replace").splitlines():
-        words = line.split()
-        if words[:2] == ["device", "backend"]:
-            header = words
-        elif header and len(words) == len(header) and words[0].startswith("cuda"):
-            r = dict(zip(header, words))
-            key = tuple(r.get(k, "") for k in ("dtype", "batch", "seq", "heads", "head_dim", "dropout", "real"))
-            rows[key] = {c: float(r[c]) for c in ("fwd_ms", "bwd_ms") if c in r}
-    return rows
+def read_kernel_times(path):
+    return {(r["op"], r["dtype"], r["shape"], r["dir"]): r["us"] for r in gpu_results.read_kernels(path)}
 
 
-STEP_LINE = re.compile(r"^\s+(fp32|bf16|fp16)\s+([\d.]+)\s+([\d.]+)\s")
-
-
-def read_step(path):
-    """tandem bench step's lines: {precision: step ms}."""
-    rows = {}
-    for line in path.read_text(errors="replace").splitlines():
-        m = STEP_LINE.match(line)
-        if m:
-            rows[m.group(1)] = float(m.group(3))
-    return rows
+def read_attention_times(path):
+    return {gpu_results.attention_key(r): r for r in gpu_results.read_attention(path)}
 
 
 def kernels(name, opt, default, ops):
@@ -146,7 +115,7 @@ PAIRS = [
 
 
 def rows_of(kind, path):
-    return {"kernels": read_kernels, "attention": read_attention, "step": read_step}[kind](path)
+    return {"kernels": read_kernel_times, "attention": read_attention_times, "step": gpu_results.read_step}[kind](path)
 
 
 def compare_pairs(folder):

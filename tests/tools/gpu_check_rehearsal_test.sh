@@ -27,6 +27,11 @@ n=$(cat "$tmp/work/bench.log" "$tmp/work/compare.log" "$tmp/work/kdetail.log" "$
 [ "$n" -ge 50 ]; check "the rehearsal checked the phases' commands ($n of them)" $?
 python3 "$root/tools/gpu_verdicts.py" "$tmp/work" >"$tmp/verdicts" 2>&1
 ! grep "not run" "$tmp/verdicts"; check "every file tools/gpu_verdicts.py reads is one the phases write" $?
+# The peers phase runs only Python (its commands are not rehearsed), but writes the SDPA file the goals read.
+GPU_CHECK_REHEARSAL=1 BUILD=$build OUT=$tmp/out GPU_CHECK_DIR=$tmp/work "$root/tools/gpu-check.sh" peers >"$tmp/log_peers" 2>&1
+missing=$(cd "$root/tools" && python3 -c "import gpu_goals; print(*gpu_goals.READS, sep='\\n')" |
+  while read -r f; do [ -e "$tmp/work/$f" ] || echo "$f"; done)
+[ -z "$missing" ]; check "every file tools/gpu_goals.py reads is one the phases write (missing: ${missing:-none})" $?
 
 # The mistakes: an option the row does not take, a misspelt switch, a value the switch does not have.
 mkdir -p "$tmp/repo/tools"

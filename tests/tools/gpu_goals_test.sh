@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# tools/gpu_goals.py on the second GPU run's files (docs/results/gpu/2026-11-27-second), against the
+# goals table written by hand for that run (docs/results/gpu.md); a folder mixing the third run's
+# default attention pair with the second run's SDPA rows; goals whose files are missing reported as not
+# measured; a folder with none of the files refused.
+# Usage: gpu_goals_test.sh REPO_ROOT
+set -uo pipefail
+root=$1
+second=$root/docs/results/gpu/2026-11-27-second
+third=$root/docs/results/gpu/2026-11-28-third
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+passes=0 fails=0
+check() {  # check NAME CONDITION-RESULT
+  if [ "$2" = 0 ]; then echo "ok: $1"; passes=$((passes + 1)); else echo "FAIL: $1"; fails=$((fails + 1)); fi
+}
+has() { grep -qF -- "$1" "$2"; }
+python3 "$root/tools/gpu_goals.py" "$second" --out "$tmp/second.md" >"$tmp/stdout" 2>&1
+check "the second run's folder reads" $?
+cmp -s "$tmp/stdout" "$tmp/second.md"; check "--out holds what was printed" $?
+# compare.json: Tandem 16189.7 samples/s, PyTorch eager 1417.2, compile 1771.3 (ag_news_small);
+# 13612.6, 9669.1 and 19693.3 (ag_news_optimized).
+has "| ag_news_small at least 3.0x PyTorch eager, graph step | 11.42x PyTorch eager (16190 against 1417 samples/s) | met |" \
+  "$tmp/second.md"; check "ag_news_small's ratio to eager, met" $?
+has "| ag_news_optimized at least 1.5x PyTorch eager, graph step | 1.41x PyTorch eager" "$tmp/second.md" &&
+  has "| ag_news_optimized at least 1.2x PyTorch compile, graph step | 0.69x PyTorch compile (13613 against 19693 samples/s) | not met |" \
+    "$tmp/second.md"; check "ag_news_optimized's ratios to eager and compile, not met" $?
+# Device peaks: Tandem 1341490480 bytes against compile's 1714670592 (the closest): 0.78x.
+has "at most 0.78x PyTorch's device peak (ag_news_optimized, PyTorch compile) | met |" "$tmp/second.md"
+check "peak memory against the closest PyTorch peak" $?
+# imdb bf16: 62796.5 GF/s of the 784.0 TFLOP/s bf16 GEMM ceiling: 8.0 % (docs/results/gpu.md: 8.0 %).
+has "| imdb at least 30 % of the bf16 GEMM peak (model FLOPs) | 8.0 % (62.8 of 784.0 TFLOP/s" "$tmp/second.md"
+check "imdb's model FLOP rate over the same run's GEMM ceiling" $?
+has "| AdamW at least 85 % of copy | 92 % at 100.0 M parameters, 73 % at 10.0 M parameters | met |" "$tmp/second.md"
+check "AdamW at its two largest sizes" $?
+python3 "$root/tools/gpu_goals.py" "$third" >"$tmp/third.md" 2>&1
+# The third run's hand count: 16 of 58 rows (its 62 cuda GB/s rows less the 64 x 4 cross-entropy's four).
+has "| memory-bound kernels at least 80 % of copy (bench_kernels_training) | 16 of 58 rows;" "$tmp/third.md"
+check "memory-bound rows at 80 % of copy, the launch-bound ones under 1 MB left out" $?
+has "| ag_news_small at least 3.0x PyTorch eager, graph step | compare.json missing | not measured |" "$tmp/third.md"
+check "a goal whose file the run lacks is not measured" $?
+# SDPA (second run) 0.144 + 1.016 ms at 64 x 512 x 12 x 64; the default pair (third run) 0.317 + 1.198.
+mkdir "$tmp/mixed"
+cp "$second/peers_attention.txt" "$third/bench_attention_bf16_split_pipelined.txt" "$tmp/mixed/"
+python3 "$root/tools/gpu_goals.py" "$tmp/mixed" >"$tmp/mixed.md" 2>&1
+has "64 x 512 x 12 x 64 | SDPA 1.160 ms; default pair 1.515 ms (1.31x); fastest 1.515 ms" "$tmp/mixed.md" &&
+  has "(1.31x: pipelined + split_pipelined, bench_attention_bf16_split_pipelined) | not met |" "$tmp/mixed.md"
+check "attention's default pair against SDPA at the same shape" $?
+mkdir "$tmp/empty"
+python3 "$root/tools/gpu_goals.py" "$tmp/empty" >"$tmp/empty.log" 2>&1
+[ $? -ne 0 ] && grep -q "has none of the files the goals are read from" "$tmp/empty.log"
+check "a folder with none of the files is refused, with a non-zero exit" $?
+echo "$passes passed, $fails failed"
+[ "$fails" -eq 0 ]
