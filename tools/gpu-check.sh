@@ -674,6 +674,14 @@ for p in "${phases[@]}"; do
     exit 2
   fi
 done
+if [ -n "$rehearsal" ]; then
+  [ -x "$build/apps/tandem" ] ||
+    { echo "gpu-check: GPU_CHECK_REHEARSAL uses the build as it is, and $build/apps/tandem is missing: build first" >&2; exit 2; }
+  if "$build/apps/tandem" info 2>/dev/null | grep -Eq '^cuda devices: [1-9]'; then
+    echo "gpu-check: GPU_CHECK_REHEARSAL is for a machine without a GPU; this one has one: run the phases" >&2
+    exit 2
+  fi
+fi
 for p in "${phases[@]}"; do
   phase_limit=$limit
   if [ -n "$deadline" ]; then

@@ -52,5 +52,16 @@ check "a misspelt switch is named" $?
 grep -q "^rehearsal of compare_eager_ag_news_optimized_fused_waves: tandem info refused the switches: .*TANDEM_ATTENTION_FUSED_CHUNKS" "$tmp/log2"
 check "a value the switch does not have is named" $?
 [ "$(grep -c "^rehearsal of" "$tmp/log2")" = 3 ]; check "nothing else is reported" $?
+GPU_CHECK_REHEARSAL=1 BUILD=$tmp/no-build OUT=$tmp/out3 GPU_CHECK_DIR=$tmp/work3 "$root/tools/gpu-check.sh" bench \
+  >"$tmp/log3" 2>&1
+[ $? = 2 ] && grep -q "$tmp/no-build/apps/tandem is missing: build first" "$tmp/log3"
+check "a rehearsal without a build is refused, naming the missing binary" $?
+mkdir -p "$tmp/gpu-build/apps"
+printf '#!/bin/sh\necho "cuda devices: 1"\n' >"$tmp/gpu-build/apps/tandem"
+chmod +x "$tmp/gpu-build/apps/tandem"
+GPU_CHECK_REHEARSAL=1 BUILD=$tmp/gpu-build OUT=$tmp/out4 GPU_CHECK_DIR=$tmp/work4 "$root/tools/gpu-check.sh" bench \
+  >"$tmp/log4" 2>&1
+[ $? = 2 ] && grep -q "GPU_CHECK_REHEARSAL is for a machine without a GPU" "$tmp/log4" && [ ! -e "$tmp/work4/bench.txt" ]
+check "a rehearsal where tandem info sees a GPU is refused before any phase" $?
 echo "$passes passed, $fails failed"
 [ "$fails" -eq 0 ]
