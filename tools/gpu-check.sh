@@ -52,7 +52,7 @@
 # switch the command sets (env VAR=VALUE: a misspelt variable would silently
 # time the default), and that the command, ncu's options left out, accepts all
 # its options and stops only at the missing GPU. It builds nothing and runs
-# compare.py, ncu nor kernel_profile.py. tests/tools/gpu_check_rehearsal_test.sh runs it,
+# none of compare.py, ncu and kernel_profile.py. tests/tools/gpu_check_rehearsal_test.sh runs it,
 # so a GPU session's device time goes to measuring, not to typos.
 set -uo pipefail
 cd "$(dirname "$0")/.."
