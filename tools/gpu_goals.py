@@ -21,8 +21,6 @@ missing: a phase cut or not run). The figures and where they come from:
   without dropout: bench_attention_bf16_split_pipelined) and the fastest of Tandem's dropout-free
   bf16 rows, forward + backward, against PyTorch's SDPA in peers_attention (the peers phase).
 """
-import argparse
-import pathlib
 import sys
 
 import gpu_results
@@ -158,12 +156,7 @@ def attention_goals(folder):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("folder", type=pathlib.Path)
-    ap.add_argument("--out", type=pathlib.Path, help="also write the table here")
-    args = ap.parse_args()
-    if not args.folder.is_dir():
-        sys.exit(f"gpu_goals: {args.folder} is not a folder")
+    args = gpu_results.folder_arguments("gpu_goals", __doc__, "table")
     compare = next((c for c in (load(args.folder, f, gpu_results.read_compare) for f in COMPARE) if c), None)
     goals = step_goals(compare) + [imdb_goal(args.folder)] + memory_goals(args.folder) + attention_goals(args.folder)
     if all(met is None for _, _, met in goals):
@@ -171,12 +164,7 @@ def main():
     lines = [f"# Issue #15's goals: {args.folder}", "", "| goal | measured | |", "|---|---|---|"]
     lines += [f"| {g} | {text} | {'not measured' if met is None else 'met' if met else 'not met'} |"
               for g, text, met in goals]
-    report = "\n".join(lines) + "\n"
-    sys.stdout.write(report)
-    if args.out:
-        tmp = args.out.with_name(args.out.name + ".tmp")
-        tmp.write_text(report)
-        tmp.replace(args.out)
+    gpu_results.write_report("\n".join(lines) + "\n", args.out)
 
 
 if __name__ == "__main__":

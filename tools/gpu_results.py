@@ -2,10 +2,14 @@
 them): kernels_bench's and optim_bench's markdown tables, attention_bench's columns (and its PyTorch
 twin's), `tandem bench step`'s lines and compare.py's compare.json. Each reader takes a path and
 returns plain rows; a line that is not a row is skipped, so a cut or failed run gives fewer rows, not
-an error. tools/gpu_verdicts.py and tools/gpu_goals.py read through these.
+an error. tools/gpu_verdicts.py and tools/gpu_goals.py read through these, and take their command
+line (folder_arguments) and write their reports (write_report) here.
 """
+import argparse
 import json
+import pathlib
 import re
+import sys
 
 CEILINGS = re.compile(r"copy (?P<copy>[\d.]+) GB/s.*bf16 GEMM 8192\^3 (?P<gemm>[\d.]+) TFLOP/s")
 STEP_LINE = re.compile(r"^\s+(fp32|bf16|fp16)\s+([\d.]+)\s+([\d.]+)\s")
@@ -87,3 +91,23 @@ def read_step(path):
 def read_compare(path):
     """compare.json: {(config, implementation): its entry} (implementation: Tandem, PyTorch eager, ...)."""
     return {(e["config"], e["implementation"]): e for e in json.loads(path.read_text())}
+
+
+def folder_arguments(prog, doc, writes):
+    """The command line of a reader of one results folder: FOLDER [--out FILE]; exits naming a missing folder."""
+    ap = argparse.ArgumentParser(prog=prog, description=doc.split("\n\n")[0])
+    ap.add_argument("folder", type=pathlib.Path)
+    ap.add_argument("--out", type=pathlib.Path, help=f"also write the {writes} here")
+    args = ap.parse_args()
+    if not args.folder.is_dir():
+        sys.exit(f"{prog}: {args.folder} is not a folder")
+    return args
+
+
+def write_report(report, out):
+    """Prints the report and, if out (a path) is given, writes it there whole or not at all."""
+    sys.stdout.write(report)
+    if out:
+        tmp = out.with_name(out.name + ".tmp")
+        tmp.write_text(report)
+        tmp.replace(out)

@@ -15,9 +15,7 @@ name says (docs/device.md says when each default changed). It decides nothing: d
 each switch needs to become the default (often the same bits, faster in every row); this is the
 table to read that from, made the same way for every run.
 """
-import argparse
 import math
-import pathlib
 import sys
 
 import gpu_results
@@ -178,12 +176,7 @@ def compare(folder, pair):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("folder", type=pathlib.Path)
-    ap.add_argument("--out", type=pathlib.Path, help="also write the report here")
-    args = ap.parse_args()
-    if not args.folder.is_dir():
-        sys.exit(f"gpu_verdicts: {args.folder} is not a folder")
+    args = gpu_results.folder_arguments("gpu_verdicts", __doc__, "report")
     results = [compare(args.folder, p) for p in PAIRS + compare_pairs(args.folder)]
     ran = [r for r in results if r[0]]
     if not ran:
@@ -193,12 +186,7 @@ def main():
     text += [f"- {s}" for _, s in results]
     for lines, s in ran:
         text += ["", f"## {s}", ""] + lines
-    report = "\n".join(text) + "\n"
-    sys.stdout.write(report)
-    if args.out:
-        tmp = args.out.with_name(args.out.name + ".tmp")
-        tmp.write_text(report)
-        tmp.replace(args.out)
+    gpu_results.write_report("\n".join(text) + "\n", args.out)
 
 
 if __name__ == "__main__":

@@ -5,10 +5,8 @@
 set -uo pipefail
 bin=$1
 filter=--gtest_filter=Streams.GuardMakesAStreamCurrentForItsScope
-passes=0 fails=0
-check() {  # check NAME CONDITION-RESULT
-  if [ "$2" = 0 ]; then echo "ok: $1"; passes=$((passes + 1)); else echo "FAIL: $1"; fails=$((fails + 1)); fi
-}
+# shellcheck source=shell_checks.sh
+source "$(dirname "$0")/shell_checks.sh"
 required=$(TANDEM_REQUIRE_GPU=1 "$bin" "$filter" 2>&1); required_rc=$?
 plain=$(env -u TANDEM_REQUIRE_GPU "$bin" "$filter" 2>&1); plain_rc=$?
 if [[ "$plain" == *"[  SKIPPED ]"* ]]; then  # no GPU here
@@ -20,5 +18,4 @@ else  # a GPU: the test runs
   check "on a GPU it passes with TANDEM_REQUIRE_GPU=1 too" "$required_rc"
 fi
 [[ "$required" != *"[  SKIPPED ]"* ]]; check "with TANDEM_REQUIRE_GPU=1 nothing is skipped" $?
-echo "$passes passed, $fails failed"
-[ "$fails" -eq 0 ]
+finish

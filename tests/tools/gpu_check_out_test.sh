@@ -12,10 +12,8 @@ set -uo pipefail
 root=$1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-passes=0 fails=0
-check() {  # check NAME CONDITION-RESULT
-  if [ "$2" = 0 ]; then echo "ok: $1"; passes=$((passes + 1)); else echo "FAIL: $1"; fails=$((fails + 1)); fi
-}
+# shellcheck source=../testing/shell_checks.sh
+source "$(dirname "$0")/../testing/shell_checks.sh"
 OUT=$tmp/out GPU_CHECK_DIR=$tmp/work "$root/tools/gpu-check.sh" probe >"$tmp/log" 2>&1
 check "the probe phase passes" $?
 files=$(find "$tmp/out" -type f -printf '%f\n' | sort | tr '\n' ' ')
@@ -57,5 +55,4 @@ OUT=$tmp/out6 GPU_CHECK_DIR=$tmp/work6 BUILD=$tmp/fake-build "$root/tools/gpu-ch
 check "the others phase passes when its tests do" $?
 [ "$(cat "$tmp/cpu_ran" 2>/dev/null)" = 1 ]; check "the others phase runs the other test with TANDEM_REQUIRE_GPU=1" $?
 [ ! -e "$tmp/gpu_ran" ]; check "the others phase does not run the GPU test again" $?
-echo "$passes passed, $fails failed"
-[ "$fails" -eq 0 ]
+finish

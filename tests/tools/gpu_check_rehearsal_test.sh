@@ -14,10 +14,8 @@ if "$build/apps/tandem" info 2>/dev/null | grep -Eq '^cuda devices: [1-9]'; then
   echo "skipped: this machine has a GPU, so the commands would run; tools/gpu-check.sh runs them there"
   exit 77
 fi
-passes=0 fails=0
-check() {  # check NAME CONDITION-RESULT
-  if [ "$2" = 0 ]; then echo "ok: $1"; passes=$((passes + 1)); else echo "FAIL: $1"; fails=$((fails + 1)); fi
-}
+# shellcheck source=../testing/shell_checks.sh
+source "$(dirname "$0")/../testing/shell_checks.sh"
 
 GPU_CHECK_REHEARSAL=1 BUILD=$build OUT=$tmp/out GPU_CHECK_DIR=$tmp/work "$root/tools/gpu-check.sh" \
   bench compare kdetail kprofile >"$tmp/log" 2>&1
@@ -63,5 +61,4 @@ GPU_CHECK_REHEARSAL=1 BUILD=$tmp/gpu-build OUT=$tmp/out4 GPU_CHECK_DIR=$tmp/work
   >"$tmp/log4" 2>&1
 [ $? = 2 ] && grep -q "GPU_CHECK_REHEARSAL is for a machine without a GPU" "$tmp/log4" && [ ! -e "$tmp/work4/bench.txt" ]
 check "a rehearsal where tandem info sees a GPU is refused before any phase" $?
-echo "$passes passed, $fails failed"
-[ "$fails" -eq 0 ]
+finish

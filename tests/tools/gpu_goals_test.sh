@@ -10,10 +10,8 @@ second=$root/docs/results/gpu/2026-11-27-second
 third=$root/docs/results/gpu/2026-11-28-third
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-passes=0 fails=0
-check() {  # check NAME CONDITION-RESULT
-  if [ "$2" = 0 ]; then echo "ok: $1"; passes=$((passes + 1)); else echo "FAIL: $1"; fails=$((fails + 1)); fi
-}
+# shellcheck source=../testing/shell_checks.sh
+source "$(dirname "$0")/../testing/shell_checks.sh"
 has() { grep -qF -- "$1" "$2"; }
 python3 "$root/tools/gpu_goals.py" "$second" --out "$tmp/second.md" >"$tmp/stdout" 2>&1
 check "the second run's folder reads" $?
@@ -50,5 +48,4 @@ mkdir "$tmp/empty"
 python3 "$root/tools/gpu_goals.py" "$tmp/empty" >"$tmp/empty.log" 2>&1
 [ $? -ne 0 ] && grep -q "has none of the files the goals are read from" "$tmp/empty.log"
 check "a folder with none of the files is refused, with a non-zero exit" $?
-echo "$passes passed, $fails failed"
-[ "$fails" -eq 0 ]
+finish

@@ -9,10 +9,8 @@ third=$root/docs/results/gpu/2026-11-28-third
 second=$root/docs/results/gpu/2026-11-27-second
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-passes=0 fails=0
-check() {  # check NAME CONDITION-RESULT
-  if [ "$2" = 0 ]; then echo "ok: $1"; passes=$((passes + 1)); else echo "FAIL: $1"; fails=$((fails + 1)); fi
-}
+# shellcheck source=../testing/shell_checks.sh
+source "$(dirname "$0")/../testing/shell_checks.sh"
 python3 "$root/tools/gpu_verdicts.py" "$third" --out "$tmp/third.md" >"$tmp/stdout" 2>&1
 check "the third run's folder reads" $?
 cmp -s "$tmp/stdout" "$tmp/third.md"; check "--out holds what was printed" $?
@@ -39,5 +37,4 @@ python3 "$root/tools/gpu_verdicts.py" "$tmp/empty" >"$tmp/empty.log" 2>&1
 check "a folder with none of the files is refused, with a non-zero exit" $?
 python3 "$root/tools/gpu_verdicts.py" "$tmp/nowhere" >"$tmp/nowhere.log" 2>&1
 [ $? -ne 0 ] && grep -q "is not a folder" "$tmp/nowhere.log"; check "a missing folder is refused by name" $?
-echo "$passes passed, $fails failed"
-[ "$fails" -eq 0 ]
+finish

@@ -8,10 +8,8 @@ root=$1
 tool="python3 $root/tools/kernel_profile.py"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-passes=0 fails=0
-check() {  # check NAME CONDITION-RESULT
-  if [ "$2" = 0 ]; then echo "ok: $1"; passes=$((passes + 1)); else echo "FAIL: $1"; fails=$((fails + 1)); fi
-}
+# shellcheck source=../testing/shell_checks.sh
+source "$(dirname "$0")/../testing/shell_checks.sh"
 header='"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"'
 row() {  # row ID KERNEL UNIT VALUE [METRIC]
   printf '"%s","1","tandem","h","%s","1","7","(128, 1, 1)","(64, 1, 1)","0","9.0","Command line profiler metrics","%s","%s","%s"\n' \
@@ -52,5 +50,4 @@ $tool "$tmp/unit.csv" >"$tmp/unit.txt" 2>&1
 
 $tool "$tmp/missing.csv" >"$tmp/missing.txt" 2>&1
 [ $? -ne 0 ] && grep -q "cannot read $tmp/missing.csv" "$tmp/missing.txt"; check "a missing file is an error naming it" $?
-echo "$passes passed, $fails failed"
-[ "$fails" -eq 0 ]
+finish

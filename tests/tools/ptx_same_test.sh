@@ -9,10 +9,8 @@ root=$1
 tool="python3 $root/tools/ptx_same.py"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-passes=0 fails=0
-check() {  # check NAME CONDITION-RESULT
-  if [ "$2" = 0 ]; then echo "ok: $1"; passes=$((passes + 1)); else echo "FAIL: $1"; fails=$((fails + 1)); fi
-}
+# shellcheck source=../testing/shell_checks.sh
+source "$(dirname "$0")/../testing/shell_checks.sh"
 # kernel MANGLED BODY-INSTRUCTION LABEL REG: a PTX entry whose body uses the given label (and stack array)
 # and register numbers.
 kernel() {
@@ -63,5 +61,4 @@ check "a kernel absent from the second listing is missing and fails" $?
 $tool "$tmp/renamed_before.ptx" "$tmp/renamed_after.ptx" --rename Mask=DropoutMask >"$tmp/renamed.txt" 2>&1
 check "--rename pairs a kernel whose signature names a renamed type" $?
 
-echo "$passes passed, $fails failed"
-[ "$fails" -eq 0 ]
+finish

@@ -8,10 +8,8 @@ root=$1
 tool="python3 $root/tools/sass_loops.py"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-passes=0 fails=0
-check() {  # check NAME CONDITION-RESULT
-  if [ "$2" = 0 ]; then echo "ok: $1"; passes=$((passes + 1)); else echo "FAIL: $1"; fails=$((fails + 1)); fi
-}
+# shellcheck source=../testing/shell_checks.sh
+source "$(dirname "$0")/../testing/shell_checks.sh"
 # foo(float*): 0x10-0xc0 is the main loop (12 instructions, 3 HMMA), 0x20-0x60 a rolled inner loop
 # (5, 2 HMMA) in it, 0xd0-0xe0 a loop without HMMA after it.
 {
@@ -42,5 +40,4 @@ $tool "$tmp/fake.sass" --match bar >"$tmp/none.txt" 2>&1
 [ ! -s "$tmp/none.txt" ]
 check "--match leaves out kernels whose name does not contain it" $?
 
-echo "$passes passed, $fails failed"
-[ "$fails" -eq 0 ]
+finish
