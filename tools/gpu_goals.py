@@ -11,7 +11,8 @@ missing: a phase cut or not run). The figures and where they come from:
   step against PyTorch eager and torch.compile, bf16, synthetic full-length batches): samples/s
   ratios, and peak device memory against PyTorch's.
 - imdb: classifier_bench's bf16 forward + backward model FLOP rate over kernels_bench's measured
-  bf16 GEMM ceiling (8192^3) of the same run.
+  bf16 GEMM ceiling (8192^3) of the same run; where compare ran imdb too (COMPARE_CONFIGS), the
+  whole step against PyTorch's beside it.
 - Memory-bound kernels: kernels_bench's two default runs (bench_kernels_bench, bench_kernels_training)
   at the copy ceiling they measured: rows at 80 % or more, of the rows that move at least 1 MB (the
   smaller ones, the 64 x 4 cross-entropy, are launch-bound by construction). AdamW: optim_bench's
@@ -77,8 +78,11 @@ def step_goals(compare):
     return goals
 
 
-def imdb_goal(folder):
+def imdb_goal(folder, compare):
     name = "imdb at least 30 % of the bf16 GEMM peak (model FLOPs)"
+    # Where compare ran imdb too (COMPARE_CONFIGS), the same step's PyTorch rates: the yardstick.
+    peers = "".join(f"; whole step {ratio_goal(compare, 'imdb', other, 0)[0]}" for other in ("PyTorch eager", "PyTorch compile")
+                    if compare and ("imdb", other) in compare and ("imdb", "Tandem") in compare)
     ceilings = load(folder, KERNELS_RUNS[0], gpu_results.read_ceilings)
     path = folder / CLASSIFIER
     if not ceilings or not path.exists():
@@ -88,7 +92,7 @@ def imdb_goal(folder):
         if len(w) == 11 and w[0] == "imdb" and w[1].startswith("cuda") and w[2] == "bf16":
             share = float(w[10]) / 1e3 / ceilings["bf16_gemm_tflops"]
             return (name, f"{100 * share:.1f} % ({float(w[10]) / 1e3:.1f} of {ceilings['bf16_gemm_tflops']:.1f} TFLOP/s; "
-                          f"forward + backward {w[6]} ms at {w[3]} x {w[4]})", share >= 0.30)
+                          f"forward + backward {w[6]} ms at {w[3]} x {w[4]}){peers}", share >= 0.30)
     return name, f"no imdb bf16 cuda row in {CLASSIFIER}", None
 
 
@@ -158,7 +162,8 @@ def attention_goals(folder):
 def main():
     args = gpu_results.folder_arguments("gpu_goals", __doc__, "table")
     compare = next((c for c in (load(args.folder, f, gpu_results.read_compare) for f in COMPARE) if c), None)
-    goals = step_goals(compare) + [imdb_goal(args.folder)] + memory_goals(args.folder) + attention_goals(args.folder)
+    goals = step_goals(compare) + [imdb_goal(args.folder, compare)] + memory_goals(args.folder) + \
+        attention_goals(args.folder)
     if all(met is None for _, _, met in goals):
         sys.exit(f"gpu_goals: {args.folder} has none of the files the goals are read from")
     lines = [f"# Issue #15's goals: {args.folder}", "", "| goal | measured | |", "|---|---|---|"]

@@ -44,6 +44,22 @@ python3 "$root/tools/gpu_goals.py" "$tmp/mixed" >"$tmp/mixed.md" 2>&1
 has "64 x 512 x 12 x 64 | SDPA 1.160 ms; default pair 1.515 ms (1.31x); fastest 1.515 ms" "$tmp/mixed.md" &&
   has "(1.31x: pipelined + split_pipelined, bench_attention_bf16_split_pipelined) | not met |" "$tmp/mixed.md"
 check "attention's default pair against SDPA at the same shape" $?
+# compare.json with an imdb run (here the second run's ag_news_optimized entries, renamed): its whole
+# step against PyTorch's goes beside the model FLOP share.
+mkdir "$tmp/imdb"
+cp "$second/bench_kernels_bench.txt" "$second/bench_classifier_bench.txt" "$tmp/imdb/"
+python3 - "$second/compare.json" "$tmp/imdb/compare.json" <<'PY'
+import json, sys
+entries = json.load(open(sys.argv[1]))
+for e in entries:
+    if e["config"] == "ag_news_optimized":
+        e["config"] = "imdb"
+json.dump(entries, open(sys.argv[2], "w"))
+PY
+python3 "$root/tools/gpu_goals.py" "$tmp/imdb" >"$tmp/imdb.md" 2>&1
+has "at 32 x 512); whole step 1.41x PyTorch eager (13613 against 9669 samples/s); whole step 0.69x PyTorch compile" \
+  "$tmp/imdb.md"; check "imdb's whole step against PyTorch's, where compare ran imdb" $?
+! grep -q "whole step" "$tmp/second.md"; check "no whole-step figures for imdb where compare did not run it" $?
 mkdir "$tmp/empty"
 python3 "$root/tools/gpu_goals.py" "$tmp/empty" >"$tmp/empty.log" 2>&1
 [ $? -ne 0 ] && grep -q "has none of the files the goals are read from" "$tmp/empty.log"
