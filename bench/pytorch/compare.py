@@ -34,6 +34,7 @@ bytes allocated).
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -70,14 +71,44 @@ def torch_cmd(nproc, port, args):
             script] + args
 
 
-def standin_ag_news(folder):
-    """A few rows in the AG News CSV format: only for export-data's meta.json when the data is synthetic."""
-    os.makedirs(folder, exist_ok=True)
-    for split in ("train", "test"):
-        with open(os.path.join(folder, f"{split}.csv"), "w") as f:
-            for i in range(8):
-                f.write(f'"{i % 4 + 1}","stand-in title {i}","stand-in text number {i} for the tokenizer"\n')
-    return ["--set", f"data.train_path={folder}/train.csv", "--set", f"data.test_path={folder}/test.csv"]
+def data_format(config, sets):
+    """The config's data.format: the last --set data.format=..., else the `format:` key of its `data:` block
+    (the configs are plain block YAML, and PyYAML is not a dependency), else ag_news."""
+    for i in range(len(sets) - 1, 0, -1):
+        if sets[i - 1] == "--set" and sets[i].startswith("data.format="):
+            return sets[i].split("=", 1)[1]
+    in_data = False
+    with open(config) as f:
+        for line in f:
+            if re.match(r"^data:\s*(#.*)?$", line):
+                in_data = True
+            elif in_data and re.match(r"^\S", line):
+                break
+            elif in_data and (m := re.match(r"^\s+format:\s*([\w-]+)", line)):
+                return m.group(1)
+    return "ag_news"
+
+
+def standin_data(folder, fmt):
+    """A few texts in the config's data format (AG News CSV, or aclImdb's folders): only for export-data's
+    meta.json (classes, sequence length) when the data is synthetic. Returns the --set overrides."""
+    if fmt == "ag_news":
+        os.makedirs(folder, exist_ok=True)
+        for split in ("train", "test"):
+            with open(os.path.join(folder, f"{split}.csv"), "w") as f:
+                for i in range(8):
+                    f.write(f'"{i % 4 + 1}","stand-in title {i}","stand-in text number {i} for the tokenizer"\n')
+        return ["--set", f"data.train_path={folder}/train.csv", "--set", f"data.test_path={folder}/test.csv"]
+    if fmt == "imdb":
+        for split in ("train", "test"):
+            for label in ("pos", "neg"):
+                os.makedirs(os.path.join(folder, split, label), exist_ok=True)
+                for i in range(4):
+                    with open(os.path.join(folder, split, label, f"{i}_{7 if label == 'pos' else 2}.txt"), "w") as f:
+                        f.write(f"stand-in {label} review number {i} for the tokenizer\n")
+        return ["--set", f"data.train_path={folder}", "--set", f"data.test_path={folder}"]
+    raise SystemExit(f"compare: --synthetic needs stand-in data in the config's format, and data.format {fmt} "
+                     "has none here (ag_news, imdb)")
 
 
 def load_1min():
@@ -120,7 +151,7 @@ def main():
                     help="override: key=value for every config, NAME:key=value for the config NAME.yaml only")
     ap.add_argument("--synthetic", action="append", default=[], metavar="NAME",
                     help="train this config (file name without .yaml) on synthetic full-length sequences; its "
-                         "data must be an AG News CSV pair (stand-in files give meta.json) (repeatable)")
+                         "data format must be ag_news or imdb (stand-in files give meta.json) (repeatable)")
     ap.add_argument("--nproc", default="1", help="ranks on this machine, or a list: 1,2")
     ap.add_argument("--modes", default="eager,compile", help="PyTorch modes: eager, compile")
     ap.add_argument("--repeats", type=int, default=1,
@@ -154,7 +185,7 @@ def main():
         data = os.path.join(work, "data")
         synthetic = name in args.synthetic
         sets = sets_for(name)
-        csets = sets + (standin_ag_news(os.path.join(work, "standin")) if synthetic else [])
+        csets = sets + (standin_data(os.path.join(work, "standin"), data_format(config, sets)) if synthetic else [])
         run([args.tandem, "bench", "export-data", "--config", config, "--out", data] + csets)
         meta = json.load(open(os.path.join(data, "meta.json")))
         precision = "bf16" if meta["training"]["bf16"] else ("fp16" if meta["training"]["fp16"] else "fp32")
