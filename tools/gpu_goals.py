@@ -84,15 +84,15 @@ def imdb_goal(folder, compare):
     peers = "".join(f"; whole step {ratio_goal(compare, 'imdb', other, 0)[0]}" for other in ("PyTorch eager", "PyTorch compile")
                     if compare and ("imdb", other) in compare and ("imdb", "Tandem") in compare)
     ceilings = load(folder, KERNELS_RUNS[0], gpu_results.read_ceilings)
-    path = folder / CLASSIFIER
-    if not ceilings or not path.exists():
+    rows = load(folder, CLASSIFIER, gpu_results.read_classifier)
+    if not ceilings or rows is None:
         return name, f"{KERNELS_RUNS[0]}'s ceilings or {CLASSIFIER} missing", None
-    for line in path.read_text(errors="replace").splitlines():
-        w = line.split()
-        if len(w) == 11 and w[0] == "imdb" and w[1].startswith("cuda") and w[2] == "bf16":
-            share = float(w[10]) / 1e3 / ceilings["bf16_gemm_tflops"]
-            return (name, f"{100 * share:.1f} % ({float(w[10]) / 1e3:.1f} of {ceilings['bf16_gemm_tflops']:.1f} TFLOP/s; "
-                          f"forward + backward {w[6]} ms at {w[3]} x {w[4]}){peers}", share >= 0.30)
+    for r in rows:
+        if r["config"] == "imdb" and r["device"].startswith("cuda") and r["dtype"] == "bf16":
+            peak = ceilings["bf16_gemm_tflops"]
+            share = r["fb_gflops"] / 1e3 / peak
+            return (name, f"{100 * share:.1f} % ({r['fb_gflops'] / 1e3:.1f} of {peak:.1f} TFLOP/s; forward + backward "
+                          f"{r['fb_ms']:.2f} ms at {r['batch']} x {r['seq']}){peers}", share >= 0.30)
     return name, f"no imdb bf16 cuda row in {CLASSIFIER}", None
 
 

@@ -1,6 +1,6 @@
 """Reading the GPU check's result files (tools/gpu-check.sh writes them; docs/results/gpu/<run>/ keeps
 them): kernels_bench's and optim_bench's markdown tables, attention_bench's columns (and its PyTorch
-twin's), `tandem bench step`'s lines and compare.py's compare.json. Each reader takes a path and
+twin's), classifier_bench's columns, `tandem bench step`'s lines and compare.py's compare.json. Each reader takes a path and
 returns plain rows; a line that is not a row is skipped, so a cut or failed run gives fewer rows, not
 an error. tools/gpu_verdicts.py and tools/gpu_goals.py read through these, and take their command
 line (folder_arguments) and write their reports (write_report) here.
@@ -88,9 +88,27 @@ def read_step(path):
     return rows
 
 
+def read_classifier(path):
+    """classifier_bench's rows: [{config, device, dtype, batch, seq, fb_ms, fb_gflops}] (forward + backward)."""
+    rows = []
+    for line in path.read_text(errors="replace").splitlines():
+        w = line.split()
+        if len(w) == 11 and w[1] != "device":
+            try:
+                rows.append({"config": w[0], "device": w[1], "dtype": w[2], "batch": int(w[3]), "seq": int(w[4]),
+                             "fb_ms": float(w[6]), "fb_gflops": float(w[10])})
+            except ValueError:
+                pass
+    return rows
+
+
 def read_compare(path):
-    """compare.json: {(config, implementation): its entry} (implementation: Tandem, PyTorch eager, ...)."""
-    return {(e["config"], e["implementation"]): e for e in json.loads(path.read_text())}
+    """compare.json: {(config, implementation): its entry} (implementation: Tandem, PyTorch eager, ...).
+    Unlike the tables, a file that is not compare.py's JSON (cut off mid-write) stops with its name."""
+    try:
+        return {(e["config"], e["implementation"]): e for e in json.loads(path.read_text())}
+    except (ValueError, KeyError, TypeError) as e:
+        sys.exit(f"{path}: not compare.py's JSON ({type(e).__name__}: {e})")
 
 
 def folder_arguments(prog, doc, writes):

@@ -60,6 +60,11 @@ python3 "$root/tools/gpu_goals.py" "$tmp/imdb" >"$tmp/imdb.md" 2>&1
 has "at 32 x 512); whole step 1.41x PyTorch eager (13613 against 9669 samples/s); whole step 0.69x PyTorch compile" \
   "$tmp/imdb.md"; check "imdb's whole step against PyTorch's, where compare ran imdb" $?
 ! grep -q "whole step" "$tmp/second.md"; check "no whole-step figures for imdb where compare did not run it" $?
+mkdir "$tmp/cut"
+head -c 200 "$second/compare.json" >"$tmp/cut/compare.json"
+python3 "$root/tools/gpu_goals.py" "$tmp/cut" >"$tmp/cut.log" 2>&1
+[ $? -ne 0 ] && grep -q "$tmp/cut/compare.json: not compare.py's JSON" "$tmp/cut.log" && ! grep -q Traceback "$tmp/cut.log"
+check "a compare.json cut off mid-write is refused by name, without a traceback" $?
 mkdir "$tmp/empty"
 python3 "$root/tools/gpu_goals.py" "$tmp/empty" >"$tmp/empty.log" 2>&1
 [ $? -ne 0 ] && grep -q "has none of the files the goals are read from" "$tmp/empty.log"
