@@ -23,8 +23,9 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# The cuDNN frontend's headers for the cuDNN attention cross-check (only with CUDA; optional:
-# without them that back-end is not built). pip comes from Debian when Python has none.
+# The cuDNN frontend's headers for the cuDNN attention cross-check, and cuobjdump for the kernels'
+# local-memory check (only with CUDA; optional: without them that back-end and check are not
+# built). pip comes from Debian when Python has none.
 if [ "${TANDEM_CUDA:-AUTO}" != "OFF" ] && { [ -x /usr/local/cuda/bin/nvcc ] || command -v nvcc >/dev/null; }; then
   if ! python3 -m pip --version >/dev/null 2>&1; then
     sudo_cmd=()
@@ -34,6 +35,8 @@ if [ "${TANDEM_CUDA:-AUTO}" != "OFF" ] && { [ -x /usr/local/cuda/bin/nvcc ] || c
   fi
   scripts/fetch-cudnn-frontend.sh .deps/cudnn-frontend ||
     echo "setup: could not fetch the cuDNN frontend; the cuDNN attention back-end is not built" >&2
+  scripts/fetch-cuobjdump.sh .deps/cuobjdump ||
+    echo "setup: could not fetch cuobjdump; the CUDA kernels' local-memory check is not built" >&2
 fi
 
 launcher=()

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# tools/kernel_resources.py on a fixture object (tests/tools/fixtures/local_memory_kernels.cu, built
+# for sm_90): it lists the kernel with a stack frame, passes a budget that allows it, and fails, naming
+# the kernel or the budget's line, on a frame over its allowance, an unlisted frame, a stale allowance
+# and a malformed line.
+# Usage: kernel_resources_test.sh REPO_ROOT FIXTURE_OBJECT CUOBJDUMP
+set -uo pipefail
+root=$1 object=$2 cuobjdump=$3
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+# shellcheck source=../testing/shell_checks.sh
+source "$(dirname "$0")/../testing/shell_checks.sh"
+tool() { python3 "$root/tools/kernel_resources.py" --cuobjdump "$cuobjdump" "$object" "$@" >"$tmp/out" 2>"$tmp/err"; }
+has() { grep -qF -- "$1" "$2"; }
+
+tool --markdown "$tmp/table.md"
+check "without a budget it lists and exits 0" $?
+has "2 kernels in 1 files; 1 with a stack frame" "$tmp/out" && has "indexed_array(float*, int)" "$tmp/out"
+check "the kernel with a stack frame is named, with its bytes" $?
+! has "registers_only" "$tmp/out"; check "the kernel without one is not" $?
+has '| `registers_only(float*)` | sm_90 |' "$tmp/table.md" && has '| `indexed_array(float*, int)` | sm_90 |' "$tmp/table.md"
+check "the markdown table has every kernel" $?
+frame=$(grep -o '[0-9]* bytes' "$tmp/out" | head -1 | cut -d' ' -f1)
+[ "${frame:-0}" -ge 1024 ]; check "the frame holds the 256-float array ($frame bytes)" $?
+
+printf '# allowances\n%s indexed_array  # the fixture indexes its array at run time\n' "$frame" >"$tmp/ok.txt"
+tool --allow "$tmp/ok.txt"; check "a budget that allows the frame passes" $?
+
+printf '%s indexed_array  # too small\n' $((frame - 1)) >"$tmp/small.txt"
+tool --allow "$tmp/small.txt"; status=$?
+[ "$status" = 1 ] && has "indexed_array(float*, int) (sm_90, $(basename "$object")): a $frame-byte stack frame, $tmp/small.txt:1 allows $((frame - 1))" "$tmp/err"
+check "a frame over its allowance fails, naming the kernel and the line" $?
+
+: >"$tmp/empty.txt"
+tool --allow "$tmp/empty.txt"; status=$?
+[ "$status" = 1 ] && has "indexed_array(float*, int)" "$tmp/err" && has "not in the budget" "$tmp/err"
+check "an unlisted frame fails" $?
+
+printf '%s indexed_array  # ok\n64 registers_only  # nothing to allow\n' "$frame" >"$tmp/stale.txt"
+tool --allow "$tmp/stale.txt"; status=$?
+[ "$status" = 1 ] && has "$tmp/stale.txt:2: 'registers_only' matches no kernel with a stack frame" "$tmp/err"
+check "an allowance that matches no frame fails, naming its line" $?
+
+printf '%s indexed_array\n' "$frame" >"$tmp/why.txt"
+tool --allow "$tmp/why.txt"; status=$?
+[ "$status" = 2 ] && has "$tmp/why.txt:1: expected 'BYTES REGEX  # why'" "$tmp/err"
+check "a line without its reason is refused with exit 2" $?
+
+tool --allow "$tmp/missing.txt"; status=$?
+[ "$status" = 2 ] && has "$tmp/missing.txt: No such file or directory" "$tmp/err"
+check "a missing budget file is refused, named" $?
+
+python3 "$root/tools/kernel_resources.py" --cuobjdump "$cuobjdump" "$tmp/none.a" >/dev/null 2>"$tmp/err"; status=$?
+[ "$status" = 2 ] && has "$tmp/none.a: no such file" "$tmp/err"
+check "a missing library is refused, named" $?
+finish

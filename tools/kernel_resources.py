@@ -1,0 +1,158 @@
+#!/usr/bin/env python3
+"""Every CUDA kernel's registers, stack frame and static shared memory, as nvcc built them, read from
+the built libraries with `cuobjdump --dump-resource-usage` (no GPU needed), and a check that no kernel
+uses local memory unless a budget file allows it.
+
+Why the check: a kernel's stack frame is local memory, which lives in DRAM behind L1; a kernel that
+spills registers there (ptxas does so silently when __launch_bounds__ caps them, or when an array is
+indexed at run time) loads and stores through it in its inner loop. The hand-written kernels are
+written to keep everything in registers; this makes that a checked promise, so a change that starts a
+spill fails CI on a machine without a GPU instead of showing up as a slower row in the next GPU run.
+
+    tools/kernel_resources.py build/kernels/libtandem_kernels.a ... [--allow kernels/cuda/local_memory.txt]
+        [--markdown OUT.md] [--cuobjdump PATH]
+
+The budget file has a line per allowed kernel: `BYTES REGEX  # why`: a kernel whose demangled name
+matches REGEX (Python re.search) may have a stack frame of at most BYTES. A line that matches no
+kernel is an error too (a stale allowance hides the next regression). Exit status: 0 when every
+stack frame is allowed, 1 when one is not (each named), 2 on bad input (a file, the budget's line).
+"""
+import argparse
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+
+FUNCTION = re.compile(r"^\s*Function (\S+):\s*$")
+USAGE = re.compile(r"REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)")
+ARCH = re.compile(r"^arch = (sm_\d+a?)\s*$")
+BUDGET_LINE = re.compile(r"^(\d+)\s+(.+?)\s*(?:#\s*(.*))?$")
+
+
+def fail(message, status=2):
+    print(f"kernel_resources: {message}", file=sys.stderr)
+    sys.exit(status)
+
+
+def find_cuobjdump(given):
+    """The cuobjdump to run: --cuobjdump, then PATH, then the CUDA toolkit's, then the one
+    scripts/fetch-cuobjdump.sh puts into .deps/ (PyPI's nvidia-cuda-cuobjdump wheel)."""
+    if given:
+        return given
+    here = pathlib.Path(__file__).resolve().parent.parent
+    for candidate in (shutil.which("cuobjdump"), "/usr/local/cuda/bin/cuobjdump", here / ".deps/cuobjdump/bin/cuobjdump"):
+        if candidate and pathlib.Path(candidate).is_file():
+            return str(candidate)
+    fail("no cuobjdump (PATH, /usr/local/cuda/bin, .deps/cuobjdump: scripts/fetch-cuobjdump.sh .deps/cuobjdump)")
+
+
+def read_usage(cuobjdump, path):
+    """[(arch, mangled name, registers, stack, shared, local)] of the SASS in one library or object."""
+    run = subprocess.run([cuobjdump, "--dump-resource-usage", str(path)], capture_output=True, text=True)
+    if run.returncode != 0:
+        fail(f"{path}: cuobjdump failed: {run.stderr.strip() or run.stdout.strip()}")
+    kernels, arch, name = [], None, None
+    for line in run.stdout.splitlines():
+        if m := ARCH.match(line):
+            arch = m[1]
+        elif m := FUNCTION.match(line):
+            name = m[1]
+        elif name and (m := USAGE.search(line)):
+            kernels.append((arch, name) + tuple(int(v) for v in m.groups()))
+            name = None
+    return kernels
+
+
+def demangle(names):
+    if not names:
+        return {}
+    run = subprocess.run(["c++filt"], input="\n".join(names), capture_output=True, text=True)
+    plain = run.stdout.splitlines() if run.returncode == 0 else names
+    return dict(zip(names, plain if len(plain) == len(names) else names))
+
+
+def read_budget(path):
+    """[(max bytes, compiled regex, why, line number)]."""
+    try:
+        lines = pathlib.Path(path).read_text().splitlines()
+    except OSError as e:
+        fail(f"{path}: {e.strerror}")
+    budget = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        m = BUDGET_LINE.match(line.strip())
+        if not m or not m[3]:
+            fail(f"{path}:{number}: expected 'BYTES REGEX  # why', got: {line.strip()}")
+        try:
+            budget.append((int(m[1]), re.compile(m[2]), m[3], number))
+        except re.error as e:
+            fail(f"{path}:{number}: bad regular expression {m[2]!r}: {e}")
+    return budget
+
+
+def check(kernels, budget, budget_path):
+    """The kernels with a stack frame the budget does not allow, and the budget lines that allow none."""
+    offenders, matched = [], set()
+    for k in kernels:
+        if k["stack"] == 0:
+            continue
+        matches = [b for b in budget if b[1].search(k["name"])]
+        matched.update(b[3] for b in matches)
+        if not any(k["stack"] <= b[0] for b in matches):
+            offenders.append((k, matches[0] if matches else None))
+    stale = [b for b in budget if b[3] not in matched]
+    for k, line in offenders:
+        allowed = f"{budget_path}:{line[3]} allows {line[0]}" if line else "not in the budget"
+        print(f"kernel_resources: {k['name']} ({k['arch']}, {k['file']}): a {k['stack']}-byte stack frame, "
+              f"{allowed} (registers {k['reg']})", file=sys.stderr)
+    for b in stale:
+        print(f"kernel_resources: {budget_path}:{b[3]}: '{b[1].pattern}' matches no kernel with a stack frame "
+              f"(remove the line)", file=sys.stderr)
+    return not offenders and not stale
+
+
+def markdown(kernels, files):
+    rows = ["| kernel | arch | registers | stack bytes | static shared bytes | library |", "|---|---|---:|---:|---:|---|"]
+    for k in sorted(kernels, key=lambda k: (k["file"], k["name"])):
+        rows.append(f"| `{k['name']}` | {k['arch']} | {k['reg']} | {k['stack']} | {k['shared']} | {k['file']} |")
+    return "\n".join(rows) + "\n"
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("files", nargs="+", help="libraries or objects with CUDA code")
+    p.add_argument("--allow", help="the budget file: which kernels may have a stack frame, and how large")
+    p.add_argument("--markdown", help="write the table of every kernel here")
+    p.add_argument("--cuobjdump")
+    a = p.parse_args()
+    tool = find_cuobjdump(a.cuobjdump)
+    kernels = []
+    for f in a.files:
+        if not pathlib.Path(f).is_file():
+            fail(f"{f}: no such file")
+        for arch, name, reg, stack, shared, local in read_usage(tool, f):
+            kernels.append({"file": pathlib.Path(f).name, "arch": arch, "mangled": name, "reg": reg, "stack": stack,
+                            "shared": shared, "local": local})
+    if not kernels:
+        fail(f"no kernels in {', '.join(a.files)} (built without CUDA?)")
+    names = demangle(sorted({k["mangled"] for k in kernels}))
+    for k in kernels:
+        k["name"] = names[k["mangled"]]
+    with_stack = [k for k in kernels if k["stack"]]
+    print(f"kernel_resources: {len(kernels)} kernels in {len(a.files)} files; {len(with_stack)} with a stack frame; "
+          f"registers at most {max(k['reg'] for k in kernels)}")
+    if a.markdown:
+        pathlib.Path(a.markdown).write_text(markdown(kernels, a.files))
+    ok = True
+    if a.allow is not None:
+        ok = check(kernels, read_budget(a.allow), a.allow)
+    else:
+        for k in with_stack:
+            print(f"  {k['stack']:6d} bytes  {k['reg']:3d} registers  {k['name']}")
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()
