@@ -472,6 +472,50 @@ phase_bench() {
   return $rc
 }
 
+# variant_envs VARIANT: sets `envs` to the switches of one of phase_compare's eager variants (none for
+# default).
+variant_envs() {
+  envs=()
+  case $1 in
+    first) envs=(TANDEM_ATTENTION_FORWARD=tiled TANDEM_ATTENTION_BACKWARD=split TANDEM_CUBLASLT_EPILOGUES=0) ;;
+    wide) envs=(TANDEM_ATTENTION_FORWARD=pipelined_wide) ;;
+    lt_all) envs=(TANDEM_CUBLASLT_EPILOGUES=1) ;;
+    split) envs=(TANDEM_ATTENTION_BACKWARD=split) ;;
+    split_pipelined) envs=(TANDEM_ATTENTION_BACKWARD=split_pipelined) ;;
+    fused_ordered) envs=(TANDEM_ATTENTION_BACKWARD=fused_ordered) ;;
+    fused_ordered_pipelined) envs=(TANDEM_ATTENTION_BACKWARD=fused_ordered_pipelined) ;;
+    saved) envs=(TANDEM_ATTENTION_DROPOUT_KEEP=saved) ;;
+    saved_split_pipelined) envs=(TANDEM_ATTENTION_DROPOUT_KEEP=saved TANDEM_ATTENTION_BACKWARD=split_pipelined) ;;
+    philox7) envs=(TANDEM_ATTENTION_DROPOUT_RNG=philox7x16) ;;
+    high_occupancy) envs=(TANDEM_ATTENTION_OCCUPANCY=high) ;;
+    fused_waves) envs=(TANDEM_ATTENTION_FUSED_CHUNKS=waves) ;;
+    separate) envs=(TANDEM_GELU_DROPOUT=separate TANDEM_ADD_LAYER_NORM=separate TANDEM_EMBEDDING_BACKWARD=pieces
+                    TANDEM_DROPOUT_BACKWARD=batched) ;;
+    rows) envs=(TANDEM_LAYER_NORM=multi_row TANDEM_MASKED_MEAN=lane_groups) ;;
+    block_slots) envs=(TANDEM_LAYER_NORM=lanes TANDEM_COLUMN_SUM=block) ;;
+    ffn_saved) envs=(TANDEM_DROPOUT_KEEP=saved) ;;
+    bias_gemm) envs=(TANDEM_BIAS_GRADIENT=gemm) ;;
+    batched_casts) envs=(TANDEM_PARAMETER_CASTS=batched) ;;
+    master_grads) envs=(TANDEM_LINEAR_GRADIENTS=master) ;;
+    combined) envs=(TANDEM_ATTENTION_DROPOUT_KEEP=saved TANDEM_ATTENTION_BACKWARD=split_pipelined TANDEM_ATTENTION_DROPOUT_RNG=philox7x16
+                    TANDEM_ATTENTION_OCCUPANCY=high
+                    TANDEM_DROPOUT_KEEP=saved TANDEM_LAYER_NORM=lanes TANDEM_COLUMN_SUM=block
+                    TANDEM_BIAS_GRADIENT=gemm TANDEM_PARAMETER_CASTS=batched TANDEM_LINEAR_GRADIENTS=master) ;;
+  esac
+}
+
+# fastest_variant CONFIG VARIANT...: the variant whose eager step (compare_eager_CONFIG_VARIANT.txt)
+# had the most bf16 samples/s; default where none has a figure (a failed or rehearsed run).
+fastest_variant() {
+  local c=$1 v best=default rate top=0
+  shift
+  for v in "$@"; do
+    rate=$(awk '/^ +bf16 /{ print $2; exit }' "$res/compare_eager_${c}_$v.txt" 2>/dev/null)
+    [ -n "$rate" ] && awk -v a="$rate" -v b="$top" 'BEGIN { exit !(a > b) }' && { best=$v; top=$rate; }
+  done
+  echo "$best"
+}
+
 # Issue #15's side by side: bf16 on one GPU, synthetic data of each config's shape, Tandem with one
 # CUDA graph per step (static_graph off: a graph step refuses it) against PyTorch eager and
 # torch.compile; then Tandem's eager steps on the same configs, so the graph's share is visible.
@@ -507,45 +551,29 @@ phase_compare() {
   # bench phase), and `combined`: every opt-in that its kernels_bench or attention_bench rows may
   # favour at once (saved keep bits both kinds, split_pipelined, philox7x16, high occupancy, bias_gemm, batched_casts,
   # master_grads, lanes and the block walk).
-  local eager=() variant variants
+  local eager=() graph=() envs=() variant variants
   for c in ${COMPARE_CONFIGS:-ag_news_small ag_news_optimized}; do
-    variants="default first separate wide lt_all split split_pipelined fused_ordered fused_ordered_pipelined saved saved_split_pipelined philox7 high_occupancy fused_waves ffn_saved bias_gemm batched_casts master_grads rows block_slots combined"
+    variants="default combined first separate wide lt_all split split_pipelined fused_ordered fused_ordered_pipelined saved saved_split_pipelined philox7 high_occupancy fused_waves ffn_saved bias_gemm batched_casts master_grads rows block_slots"
     # Only ag_news_optimized, bound by its kernels, gets every alternative; another config (ag_news_small,
     # launch-bound; imdb when COMPARE_CONFIGS names it) the defaults, the first ones and the batched casts.
     [ "$c" = ag_news_optimized ] || variants="default first batched_casts"
     for variant in $variants; do
-      local envs=()
-      case $variant in
-        first) envs=(TANDEM_ATTENTION_FORWARD=tiled TANDEM_ATTENTION_BACKWARD=split TANDEM_CUBLASLT_EPILOGUES=0) ;;
-        wide) envs=(TANDEM_ATTENTION_FORWARD=pipelined_wide) ;;
-        lt_all) envs=(TANDEM_CUBLASLT_EPILOGUES=1) ;;
-        split) envs=(TANDEM_ATTENTION_BACKWARD=split) ;;
-        split_pipelined) envs=(TANDEM_ATTENTION_BACKWARD=split_pipelined) ;;
-        fused_ordered) envs=(TANDEM_ATTENTION_BACKWARD=fused_ordered) ;;
-        fused_ordered_pipelined) envs=(TANDEM_ATTENTION_BACKWARD=fused_ordered_pipelined) ;;
-        saved) envs=(TANDEM_ATTENTION_DROPOUT_KEEP=saved) ;;
-        saved_split_pipelined) envs=(TANDEM_ATTENTION_DROPOUT_KEEP=saved TANDEM_ATTENTION_BACKWARD=split_pipelined) ;;
-        philox7) envs=(TANDEM_ATTENTION_DROPOUT_RNG=philox7x16) ;;
-        high_occupancy) envs=(TANDEM_ATTENTION_OCCUPANCY=high) ;;
-        fused_waves) envs=(TANDEM_ATTENTION_FUSED_CHUNKS=waves) ;;
-        separate) envs=(TANDEM_GELU_DROPOUT=separate TANDEM_ADD_LAYER_NORM=separate TANDEM_EMBEDDING_BACKWARD=pieces
-                        TANDEM_DROPOUT_BACKWARD=batched) ;;
-        rows) envs=(TANDEM_LAYER_NORM=multi_row TANDEM_MASKED_MEAN=lane_groups) ;;
-        block_slots) envs=(TANDEM_LAYER_NORM=lanes TANDEM_COLUMN_SUM=block) ;;
-        ffn_saved) envs=(TANDEM_DROPOUT_KEEP=saved) ;;
-        bias_gemm) envs=(TANDEM_BIAS_GRADIENT=gemm) ;;
-        batched_casts) envs=(TANDEM_PARAMETER_CASTS=batched) ;;
-        master_grads) envs=(TANDEM_LINEAR_GRADIENTS=master) ;;
-        combined) envs=(TANDEM_ATTENTION_DROPOUT_KEEP=saved TANDEM_ATTENTION_BACKWARD=split_pipelined TANDEM_ATTENTION_DROPOUT_RNG=philox7x16
-                        TANDEM_ATTENTION_OCCUPANCY=high
-                        TANDEM_DROPOUT_KEEP=saved TANDEM_LAYER_NORM=lanes TANDEM_COLUMN_SUM=block
-                        TANDEM_BIAS_GRADIENT=gemm TANDEM_PARAMETER_CASTS=batched TANDEM_LINEAR_GRADIENTS=master) ;;
-      esac
+      variant_envs "$variant"
       capture "compare_eager_${c}_$variant" 120 env "${envs[@]}" "$build/apps/tandem" bench step \
         --config "configs/$c.yaml" --synthetic --precisions bf16 --warmup 5 --steps 30 --rounds 2 --set device=cuda \
         --out "$res/compare_eager_${c}_$variant"
       eager+=("$c, $variant kernels: $(grep -E '^ +bf16' "$res/compare_eager_${c}_$variant.txt")")
     done
+    # The fastest eager variant again, as one CUDA graph per step: the step goals are the graph
+    # step's, and compare.py above runs it with the default kernels only, so this is the step that
+    # variant's switches as defaults would give, in the same run as PyTorch's (tools/gpu_goals.py).
+    variant=$(fastest_variant "$c" $variants)
+    variant_envs "$variant"
+    echo "$variant" >"$res/compare_graph_${c}_fastest.variant"
+    capture "compare_graph_${c}_fastest" 120 env "${envs[@]}" "$build/apps/tandem" bench step \
+      --config "configs/$c.yaml" --synthetic --precisions bf16 --warmup 5 --steps 30 --rounds 2 --set device=cuda \
+      --set cuda_graph=true --set ddp_static_graph=false --out "$res/compare_graph_${c}_fastest"
+    graph+=("$c, the fastest eager variant ($variant) as a graph step: $(grep -E '^ +bf16' "$res/compare_graph_${c}_fastest.txt")")
   done
   summary compare "status $rc (compare.py with Tandem's cuda_graph: true, then Tandem's eager steps)" "$(cat "$res/compare/compare.md" 2>/dev/null || tail -20 "$log")" \
     "" "Tandem's eager steps (samples/s, step ms, p10-p90, forward, backward, optimizer ms, peak MiB);" \
@@ -562,7 +590,7 @@ phase_compare() {
     "master_grads = TANDEM_LINEAR_GRADIENTS=master; philox7 = TANDEM_ATTENTION_DROPOUT_RNG=philox7x16;" \
     "high_occupancy = TANDEM_ATTENTION_OCCUPANCY=high; fused_waves = TANDEM_ATTENTION_FUSED_CHUNKS=waves;" \
     "combined = saved_split_pipelined's, philox7's, high_occupancy's, ffn_saved's, bias_gemm's, batched_casts', master_grads' and block_slots' together:" \
-    "${eager[@]}"
+    "${eager[@]}" "" "${graph[@]}"
   return $rc
 }
 
@@ -698,7 +726,8 @@ for p in "${phases[@]}"; do
   fi
   echo "==== phase $p (limit ${phase_limit} s)"
   # Each phase in its own shell under a time limit, so one that hangs cannot eat the next one's time.
-  export -f summary configure build_targets gpu_test_regex ctest_summary capture rehearse run_tests "phase_$p"
+  export -f summary configure build_targets gpu_test_regex ctest_summary capture rehearse run_tests variant_envs fastest_variant \
+    "phase_$p"
   export res build arch jobs rehearsal
   timeout "$phase_limit" bash -c "phase_$p"
   r=$?

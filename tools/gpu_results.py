@@ -78,13 +78,13 @@ def attention_key(r):
     return tuple(r.get(k, "") for k in ("dtype", "batch", "seq", "heads", "head_dim", "dropout", "real"))
 
 
-def read_step(path):
-    """tandem bench step's lines: {precision: step ms}."""
+def read_step(path, rate=False):
+    """tandem bench step's lines: {precision: step ms}, or {precision: samples/s} with rate."""
     rows = {}
     for line in path.read_text(errors="replace").splitlines():
         m = STEP_LINE.match(line)
         if m:
-            rows[m.group(1)] = float(m.group(3))
+            rows[m.group(1)] = float(m.group(2 if rate else 3))
     return rows
 
 

@@ -21,6 +21,10 @@ GPU_CHECK_REHEARSAL=1 BUILD=$build OUT=$tmp/out GPU_CHECK_DIR=$tmp/work "$root/t
   bench compare kdetail kprofile >"$tmp/log" 2>&1
 check "every bench, compare, kdetail and kprofile command rehearses cleanly" $?
 grep "^rehearsal of" "$tmp/log"
+! grep "command not found" "$tmp/log"; check "the phases' shells find every function they call" $?
+grep -q "== compare_graph_ag_news_optimized_fastest (rehearsal): ok" "$tmp/work/compare.log" &&
+  [ "$(cat "$tmp/work/compare_graph_ag_news_optimized_fastest.variant")" = default ]
+check "the fastest eager variant's graph step is rehearsed (default, with no figures to pick by)" $?
 n=$(cat "$tmp/work/bench.log" "$tmp/work/compare.log" "$tmp/work/kdetail.log" "$tmp/work/kprofile.log" 2>/dev/null | grep -c "(rehearsal): ok")
 [ "$n" -ge 50 ]; check "the rehearsal checked the phases' commands ($n of them)" $?
 python3 "$root/tools/gpu_verdicts.py" "$tmp/work" >"$tmp/verdicts" 2>&1

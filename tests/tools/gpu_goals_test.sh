@@ -60,6 +60,26 @@ python3 "$root/tools/gpu_goals.py" "$tmp/imdb" >"$tmp/imdb.md" 2>&1
 has "at 32 x 512); whole step 1.41x PyTorch eager (13613 against 9669 samples/s); whole step 0.69x PyTorch compile" \
   "$tmp/imdb.md"; check "imdb's whole step against PyTorch's, where compare ran imdb" $?
 ! grep -q "whole step" "$tmp/second.md"; check "no whole-step figures for imdb where compare did not run it" $?
+# The compare phase's fastest eager variant as a graph step (a planted bench step file): its ratios go
+# under the default graph step's, named for the variant; without the files there are no such rows.
+mkdir "$tmp/fastest"
+cp "$second/compare.json" "$tmp/fastest/"
+echo combined >"$tmp/fastest/compare_graph_ag_news_optimized_fastest.variant"
+printf '# precision   samples/s    step ms\n       bf16     24615.4       5.20     5.1-5.3\n' \
+  >"$tmp/fastest/compare_graph_ag_news_optimized_fastest.txt"
+python3 "$root/tools/gpu_goals.py" "$tmp/fastest" >"$tmp/fastest.md" 2>&1
+# 24615.4 / 9669.1 = 2.55; 24615.4 / 19693.3 = 1.25.
+has "| ag_news_optimized at least 1.5x PyTorch eager, graph step with the fastest eager variant (combined) | 2.55x PyTorch eager (24615 against 9669 samples/s) | met |" \
+  "$tmp/fastest.md" &&
+  has "| ag_news_optimized at least 1.2x PyTorch compile, graph step with the fastest eager variant (combined) | 1.25x PyTorch compile (24615 against 19693 samples/s) | met |" \
+    "$tmp/fastest.md"; check "the fastest eager variant's graph step against PyTorch, named" $?
+has "| ag_news_optimized at least 1.2x PyTorch compile, graph step | 0.69x PyTorch compile" "$tmp/fastest.md"
+check "the default graph step's row stays" $?
+! grep -q "fastest eager variant" "$tmp/second.md"; check "no such rows without the phase's files" $?
+echo "error: no CUDA device is available" >"$tmp/fastest/compare_graph_ag_news_optimized_fastest.txt"
+python3 "$root/tools/gpu_goals.py" "$tmp/fastest" >"$tmp/fastest_failed.md" 2>&1
+has "(combined) | no bf16 line in compare_graph_ag_news_optimized_fastest.txt | not measured |" "$tmp/fastest_failed.md"
+check "a failed graph step of that variant is not measured, naming its file" $?
 mkdir "$tmp/cut"
 head -c 200 "$second/compare.json" >"$tmp/cut/compare.json"
 python3 "$root/tools/gpu_goals.py" "$tmp/cut" >"$tmp/cut.log" 2>&1
