@@ -567,6 +567,7 @@ phase_compare() {
     # The fastest eager variant again, as one CUDA graph per step: the step goals are the graph
     # step's, and compare.py above runs it with the default kernels only, so this is the step that
     # variant's switches as defaults would give, in the same run as PyTorch's (tools/gpu_goals.py).
+    # Where default is the fastest, it repeats compare.py's Tandem row: a measure of the noise.
     variant=$(fastest_variant "$c" $variants)
     variant_envs "$variant"
     echo "$variant" >"$res/compare_graph_${c}_fastest.variant"
