@@ -44,23 +44,31 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
 
-def run(cmd, **kw):
+def run(cmd, attempts=2, **kw):
     """Runs cmd; returns its output and the peak resident set, in bytes, of its largest process.
 
     wait4's ru_maxrss covers the process and every descendant it waited for (Linux), so the
-    ranks that a launcher (tandem's, torchrun) starts and reaps are counted; it is in KiB."""
-    print("$", " ".join(cmd), flush=True)
-    t0 = time.time()
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kw)
-    out = p.stdout.read()
-    p.stdout.close()
-    _, status, usage = os.wait4(p.pid, 0)
-    p.returncode = os.waitstatus_to_exitcode(status)  # reaped here, so Popen must not wait again
-    if p.returncode != 0:
+    ranks that a launcher (tandem's, torchrun) starts and reaps are counted; it is in KiB.
+
+    A run that fails is run once more before the comparison stops (attempts): one crash must not
+    lose a whole comparison (a PyTorch 2.15 gloo rank aborted at exit in one of six two-rank runs on
+    2026-12-04, after writing its result). Only failures are retried, never slow runs, and the
+    retry is printed with the failure's output."""
+    for attempt in range(1, attempts + 1):
+        print("$", " ".join(cmd), flush=True)
+        t0 = time.time()
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kw)
+        out = p.stdout.read()
+        p.stdout.close()
+        _, status, usage = os.wait4(p.pid, 0)
+        p.returncode = os.waitstatus_to_exitcode(status)  # reaped here, so Popen must not wait again
+        if p.returncode == 0:
+            print(f"  ({time.time() - t0:.0f} s)", flush=True)
+            return out, usage.ru_maxrss * 1024
         sys.stdout.write(out)
-        raise SystemExit(f"failed ({p.returncode}): {' '.join(cmd)}")
-    print(f"  ({time.time() - t0:.0f} s)", flush=True)
-    return out, usage.ru_maxrss * 1024
+        if attempt < attempts:
+            print(f"failed ({p.returncode}), running it once more: {' '.join(cmd)}", flush=True)
+    raise SystemExit(f"failed ({p.returncode}) {attempts} times: {' '.join(cmd)}")
 
 
 def torch_cmd(nproc, port, args):
