@@ -6,17 +6,18 @@ uses local memory unless a budget file allows it.
 Why the check: a kernel's stack frame is local memory, which lives in DRAM behind L1. ptxas puts
 values there silently: spilled registers (often where __launch_bounds__ caps them), arrays indexed at
 run time, registers saved around a call; where those loads and stores sit in a kernel's inner loop,
-they cost every iteration. The hand-written kernels are
-written to keep everything in registers; this makes that a checked promise, so a change that starts a
-spill fails CI on a machine without a GPU instead of showing up as a slower row in the next GPU run.
+they cost every iteration. The hand-written kernels are written to keep their values in registers;
+this makes that a checked promise, so a change that starts a spill fails CI on a machine without a
+GPU instead of showing up as a slower row in the next GPU run.
 
-    tools/kernel_resources.py build/kernels/libtandem_kernels.a ... [--allow kernels/cuda/local_memory_budget.txt]
-        [--markdown OUT.md] [--cuobjdump PATH]
+    tools/kernel_resources.py build/kernels/libtandem_kernels.a ... \
+        [--allow kernels/cuda/local_memory_budget.txt] [--markdown OUT.md] [--cuobjdump PATH]
 
 The budget file has a line per allowed kernel: `BYTES REGEX  # why`: a kernel whose demangled name
 matches REGEX (Python re.search) may have a stack frame of at most BYTES. A line that matches no
-kernel with a frame is an error too (a stale allowance hides the next regression). Exit status: 0 when every
-stack frame is allowed, 1 when one is not (each named), 2 on bad input (a file, the budget's line).
+kernel with a frame is an error too (a stale allowance hides the next regression). Exit status: 0
+when every stack frame is allowed, 1 when one is not (each named), 2 on bad input (a file, the
+budget's line).
 """
 import argparse
 import pathlib
