@@ -10,8 +10,8 @@ they cost every iteration. The hand-written kernels are written to keep their va
 this makes that a checked promise, so a change that starts a spill fails CI on a machine without a
 GPU instead of showing up as a slower row in the next GPU run.
 
-    tools/kernel_resources.py build/kernels/libtandem_kernels.a ... \
-        [--allow kernels/cuda/local_memory_budget.txt] [--markdown OUT.md] [--cuobjdump PATH]
+    tools/kernel_resources.py LIBRARY... [--allow kernels/cuda/local_memory_budget.txt]
+        [--markdown OUT.md] [--cuobjdump PATH]
 
 The budget file has a line per allowed kernel: `BYTES REGEX  # why`: a kernel whose demangled name
 matches REGEX (Python re.search) may have a stack frame of at most BYTES. A line that matches no
