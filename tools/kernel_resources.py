@@ -11,7 +11,11 @@ this makes that a checked promise, so a change that starts a spill fails CI on a
 GPU instead of showing up as a slower row in the next GPU run.
 
     tools/kernel_resources.py LIBRARY... [--allow kernels/cuda/local_memory_budget.txt]
-        [--markdown OUT.md] [--cuobjdump PATH]
+        [--markdown OUT.md] [--json OUT.json] [--since OLD.json] [--cuobjdump PATH]
+
+--json keeps every kernel's figures; --since OLD.json, with a --json file of an earlier build,
+prints what a change did to them: each kernel whose registers, frame or static shared memory moved,
+and the kernels added and gone (what docs/results/*_ptxas.md were written from by hand).
 
 The budget file has a line per allowed kernel: `BYTES REGEX  # why`: a kernel whose demangled name
 matches REGEX (Python re.search) may have a stack frame of at most BYTES. A line that matches no
@@ -20,6 +24,7 @@ when every stack frame is allowed, 1 when one is not (each named), 2 on bad inpu
 budget's line).
 """
 import argparse
+import json
 import pathlib
 import re
 import shutil
@@ -122,11 +127,32 @@ def markdown(kernels):
     return "\n".join(rows) + "\n"
 
 
+def changes(kernels, old):
+    """Lines saying how kernels differ from old (the --json of an earlier build), by arch and mangled name."""
+    key = lambda k: (k["arch"], k["mangled"])  # noqa: E731
+    before, after = {key(k): k for k in old}, {key(k): k for k in kernels}
+    lines = []
+    for k in sorted(after.values(), key=lambda k: k["name"]):
+        o = before.get(key(k))
+        if o is None:
+            lines.append(f"  new: {k['name']} ({k['arch']}): registers {k['reg']}, stack {k['stack']}, shared {k['shared']}")
+            continue
+        moved = [f"{label} {o[f]} -> {k[f]}" for f, label in (("reg", "registers"), ("stack", "stack"), ("shared", "shared"))
+                 if o[f] != k[f]]
+        if moved:
+            lines.append(f"  {', '.join(moved)}: {k['name']} ({k['arch']})")
+    lines += [f"  gone: {o['name']} ({o['arch']})" for o in sorted(before.values(), key=lambda k: k["name"])
+              if key(o) not in after]
+    return lines
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("files", nargs="+", help="libraries or objects with CUDA code")
     p.add_argument("--allow", help="the budget file: which kernels may have a stack frame, and how large")
     p.add_argument("--markdown", help="write the table of every kernel here")
+    p.add_argument("--json", help="write every kernel's figures here (for a later --since)")
+    p.add_argument("--since", help="an earlier build's --json: print what changed")
     p.add_argument("--cuobjdump")
     a = p.parse_args()
     tool = find_cuobjdump(a.cuobjdump)
@@ -148,6 +174,17 @@ def main():
           f"registers at most {max(k['reg'] for k in kernels)}")
     if a.markdown:
         pathlib.Path(a.markdown).write_text(markdown(kernels))
+    if a.json:
+        pathlib.Path(a.json).write_text(json.dumps(kernels, indent=1) + "\n")
+    if a.since:
+        try:
+            old = json.loads(pathlib.Path(a.since).read_text())
+            lines = changes(kernels, old)
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            fail(f"{a.since}: not a --json file of this tool ({type(e).__name__}: {e})")
+        print(f"kernel_resources: since {a.since}: {len(lines)} changes" + (":" if lines else ""))
+        for line in lines:
+            print(line)
     ok = True
     if a.allow is not None:
         ok = check(kernels, read_budget(a.allow), a.allow)

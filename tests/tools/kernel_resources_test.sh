@@ -2,7 +2,7 @@
 # tools/kernel_resources.py on a fixture object (tests/tools/fixtures/local_memory_kernels.cu, built
 # for sm_90): it lists the kernel with a stack frame, passes a budget that allows it, and fails, naming
 # the kernel or the budget's line, on a frame over its allowance, an unlisted frame, a stale allowance
-# and a malformed line.
+# and a malformed line; --json and --since (what a change did to the kernels' figures).
 # Usage: kernel_resources_test.sh REPO_ROOT FIXTURE_OBJECT CUOBJDUMP
 set -uo pipefail
 root=$1 object=$2 cuobjdump=$3
@@ -49,6 +49,27 @@ check "a line without its reason is refused with exit 2" $?
 tool --allow "$tmp/missing.txt"; status=$?
 [ "$status" = 2 ] && has "$tmp/missing.txt: No such file or directory" "$tmp/err"
 check "a missing budget file is refused, named" $?
+
+# --json, then --since against an edited copy: the kernel whose figures moved, one added, one gone.
+tool --json "$tmp/now.json"; check "--json writes the figures" $?
+python3 - "$tmp/now.json" "$tmp/before.json" <<'PY'
+import json, sys
+kernels = json.load(open(sys.argv[1]))
+for k in kernels:
+    if k["name"].startswith("indexed_array"):
+        k["reg"], k["stack"] = k["reg"] - 10, 0
+kept = [k for k in kernels if not k["name"].startswith("registers_only")]
+kept.append(dict(kept[0], mangled="_Z11retired_onev", name="retired_one()"))
+json.dump(kept, open(sys.argv[2], "w"))
+PY
+tool --since "$tmp/before.json"; status=$?
+[ "$status" = 0 ] && has "since $tmp/before.json: 3 changes:" "$tmp/out" && has "stack 0 -> $frame: indexed_array(float*, int) (sm_90)" "$tmp/out" &&
+  has "  new: registers_only(float*) (sm_90): registers" "$tmp/out" && has "  gone: retired_one() (sm_90)" "$tmp/out"
+check "--since names each kernel whose figures moved, the new ones and the gone ones" $?
+tool --since "$tmp/now.json"; has "since $tmp/now.json: 0 changes" "$tmp/out"; check "--since the same build: no changes" $?
+echo "not json" >"$tmp/bad.json"
+tool --since "$tmp/bad.json"; status=$?
+[ "$status" = 2 ] && has "$tmp/bad.json: not a --json file of this tool" "$tmp/err"; check "a --since file that is not --json's is refused" $?
 
 python3 "$root/tools/kernel_resources.py" --cuobjdump "$cuobjdump" "$tmp/none.a" >/dev/null 2>"$tmp/err"; status=$?
 [ "$status" = 2 ] && has "$tmp/none.a: no such file" "$tmp/err"
