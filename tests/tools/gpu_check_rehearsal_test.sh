@@ -29,6 +29,14 @@ n=$(cat "$tmp/work/bench.log" "$tmp/work/compare.log" "$tmp/work/kdetail.log" "$
 [ "$n" -ge 50 ]; check "the rehearsal checked the phases' commands ($n of them)" $?
 python3 "$root/tools/gpu_verdicts.py" "$tmp/work" >"$tmp/verdicts" 2>&1
 ! grep "not run" "$tmp/verdicts"; check "every file tools/gpu_verdicts.py reads is one the phases write" $?
+# A compare phase short of time skips eager variants but keeps its last minute for the graph step the
+# goals are read from.
+GPU_CHECK_REHEARSAL=1 PHASE_TIMEOUT=50 BUILD=$build OUT=$tmp/out_short GPU_CHECK_DIR=$tmp/work_short \
+  "$root/tools/gpu-check.sh" compare >"$tmp/log_short" 2>&1
+grep -q "ag_news_optimized: the eager variants from default on not run (under 60 s of the phase left)" "$tmp/work_short/compare.txt" &&
+  grep -q "== compare_graph_ag_news_optimized_fastest (rehearsal): ok" "$tmp/work_short/compare.log" &&
+  ! grep -q "compare_eager_" "$tmp/work_short/compare.log"
+check "a compare phase under a minute from its limit runs no eager variant but still the graph step" $?
 # The peers phase runs only Python (its commands are not rehearsed), but writes the SDPA file the goals read.
 GPU_CHECK_REHEARSAL=1 BUILD=$build OUT=$tmp/out GPU_CHECK_DIR=$tmp/work "$root/tools/gpu-check.sh" peers >"$tmp/log_peers" 2>&1
 missing=$(cd "$root/tools" && python3 -c "import gpu_goals; print(*gpu_goals.READS, sep='\\n')" |
