@@ -477,6 +477,7 @@ phase_bench() {
 variant_envs() {
   envs=()
   case $1 in
+    winners) envs=("${winners[@]}") ;;
     first) envs=(TANDEM_ATTENTION_FORWARD=tiled TANDEM_ATTENTION_BACKWARD=split TANDEM_CUBLASLT_EPILOGUES=0) ;;
     wide) envs=(TANDEM_ATTENTION_FORWARD=pipelined_wide) ;;
     lt_all) envs=(TANDEM_CUBLASLT_EPILOGUES=1) ;;
@@ -504,16 +505,42 @@ variant_envs() {
   esac
 }
 
-# fastest_variant CONFIG VARIANT...: the variant whose eager step (compare_eager_CONFIG_VARIANT.txt)
-# had the most bf16 samples/s; default where none has a figure (a failed or rehearsed run).
+# variant_rate CONFIG VARIANT: the bf16 samples/s of that eager variant's step
+# (compare_eager_CONFIG_VARIANT.txt); nothing where it has none (a failed or rehearsed run).
+variant_rate() {
+  awk '/^ +bf16 /{ print $2; exit }' "$res/compare_eager_${1}_$2.txt" 2>/dev/null
+}
+
+# fastest_variant CONFIG VARIANT...: the variant with the most bf16 samples/s; default where none has
+# a figure.
 fastest_variant() {
   local c=$1 v best=default rate top=0
   shift
   for v in "$@"; do
-    rate=$(awk '/^ +bf16 /{ print $2; exit }' "$res/compare_eager_${c}_$v.txt" 2>/dev/null)
+    rate=$(variant_rate "$c" "$v")
     [ -n "$rate" ] && awk -v a="$rate" -v b="$top" 'BEGIN { exit !(a > b) }' && { best=$v; top=$rate; }
   done
   echo "$best"
+}
+
+# winners_envs CONFIG VARIANT...: sets `winners` to the switches of every variant whose eager step beat
+# default's by at least 1 %, taken from the fastest first, so where two set the same switch the faster
+# one's value stays (saved_split_pipelined after split keeps split's backward and adds the saved bits),
+# and `winners_took` to how many variants that was. None without default's figure.
+winners_envs() {
+  local c=$1 v r a base
+  shift
+  winners=() winners_took=0
+  base=$(variant_rate "$c" default)
+  [ -n "$base" ] || return 0
+  for v in $(for v in "$@"; do r=$(variant_rate "$c" "$v"); [ -n "$r" ] && echo "$r $v"; done |
+             sort -rn | awk -v b="$base" '$1 >= 1.01 * b { print $2 }'); do
+    variant_envs "$v"
+    for a in "${envs[@]}"; do
+      [[ " ${winners[*]} " == *" ${a%%=*}="* ]] || winners+=("$a")
+    done
+    winners_took=$((winners_took + 1))
+  done
 }
 
 # Issue #15's side by side: bf16 on one GPU, synthetic data of each config's shape, Tandem with one
@@ -551,7 +578,7 @@ phase_compare() {
   # bench phase), and `combined`: every opt-in that its kernels_bench or attention_bench rows may
   # favour at once (saved keep bits both kinds, split_pipelined, philox7x16, high occupancy, bias_gemm, batched_casts,
   # master_grads, lanes and the block walk).
-  local eager=() graph=() envs=() variant variants
+  local eager=() graph=() envs=() winners=() winners_took=0 variant variants
   for c in ${COMPARE_CONFIGS:-ag_news_small ag_news_optimized}; do
     variants="default combined first separate wide lt_all split split_pipelined fused_ordered fused_ordered_pipelined saved saved_split_pipelined philox7 high_occupancy fused_waves ffn_saved bias_gemm batched_casts master_grads rows block_slots"
     # Only ag_news_optimized, bound by its kernels, gets every alternative; another config (ag_news_small,
@@ -570,13 +597,30 @@ phase_compare() {
         --out "$res/compare_eager_${c}_$variant"
       eager+=("$c, $variant kernels: $(grep -E '^ +bf16' "$res/compare_eager_${c}_$variant.txt")")
     done
+    # The switches of every variant that beat default, together (winners_envs), where two or more did:
+    # the combination the fastest single variant may leave on the table.
+    winners_envs "$c" $variants
+    variant_envs "$(fastest_variant "$c" $variants)"
+    local fastest_set winners_set
+    fastest_set=$(printf '%s\n' "${envs[@]}" | sort | tr '\n' ' ')
+    winners_set=$(printf '%s\n' "${winners[@]}" | sort | tr '\n' ' ')
+    # (not where the fastest variant already sets them all: `combined` often does)
+    if [ "$winners_took" -ge 2 ] && [ "$winners_set" != "$fastest_set" ] && [ $((phase_end - $(date +%s))) -ge 60 ]; then
+      variant_envs winners
+      echo "${envs[*]}" >"$res/compare_eager_${c}_winners.envs"
+      capture "compare_eager_${c}_winners" 120 env "${envs[@]}" "$build/apps/tandem" bench step \
+        --config "configs/$c.yaml" --synthetic --precisions bf16 --warmup 5 --steps 30 --rounds 2 --set device=cuda \
+        --out "$res/compare_eager_${c}_winners"
+      eager+=("$c, winners (${envs[*]}): $(grep -E '^ +bf16' "$res/compare_eager_${c}_winners.txt")")
+      variants="$variants winners"
+    fi
     # The fastest eager variant again, as one CUDA graph per step: the step goals are the graph
     # step's, and compare.py above runs it with the default kernels only, so this is the step that
     # variant's switches as defaults would give, in the same run as PyTorch's (tools/gpu_goals.py).
     # Where default is the fastest, it repeats compare.py's Tandem row: a measure of the noise.
     variant=$(fastest_variant "$c" $variants)
     variant_envs "$variant"
-    echo "$variant" >"$res/compare_graph_${c}_fastest.variant"
+    echo "$variant${envs[*]:+: ${envs[*]}}" >"$res/compare_graph_${c}_fastest.variant"
     capture "compare_graph_${c}_fastest" 120 env "${envs[@]}" "$build/apps/tandem" bench step \
       --config "configs/$c.yaml" --synthetic --precisions bf16 --warmup 5 --steps 30 --rounds 2 --set device=cuda \
       --set cuda_graph=true --set ddp_static_graph=false --out "$res/compare_graph_${c}_fastest"
@@ -733,8 +777,8 @@ for p in "${phases[@]}"; do
   fi
   echo "==== phase $p (limit ${phase_limit} s)"
   # Each phase in its own shell under a time limit, so one that hangs cannot eat the next one's time.
-  export -f summary configure build_targets gpu_test_regex ctest_summary capture rehearse run_tests variant_envs fastest_variant \
-    "phase_$p"
+  export -f summary configure build_targets gpu_test_regex ctest_summary capture rehearse run_tests variant_envs variant_rate \
+    fastest_variant winners_envs "phase_$p"
   # phase_end (epoch seconds): when the phase's limit stops it, for a phase that keeps time for its last step.
   phase_end=$(($(date +%s) + phase_limit))
   export res build arch jobs rehearsal phase_end
