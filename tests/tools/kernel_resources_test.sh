@@ -2,7 +2,8 @@
 # tools/kernel_resources.py on a fixture object (tests/tools/fixtures/local_memory_kernels.cu, built
 # for sm_90): it lists the kernel with a stack frame, passes a budget that allows it, and fails, naming
 # the kernel or the budget's line, on a frame over its allowance, an unlisted frame, a stale allowance
-# and a malformed line; --json and --since (what a change did to the kernels' figures).
+# and a malformed line, but only reports where the budget was read with another nvcc release; --json
+# and --since (what a change did to the kernels' figures).
 # Usage: kernel_resources_test.sh REPO_ROOT FIXTURE_OBJECT CUOBJDUMP
 set -uo pipefail
 root=$1 object=$2 cuobjdump=$3
@@ -40,6 +41,13 @@ printf '%s indexed_array  # ok\n64 registers_only  # nothing to allow\n' "$frame
 tool --allow "$tmp/stale.txt"; status=$?
 [ "$status" = 1 ] && has "$tmp/stale.txt:2: 'registers_only' matches no kernel with a stack frame" "$tmp/err"
 check "an allowance that matches no frame fails, naming its line" $?
+
+printf '# nvcc: 13.0\n' >"$tmp/release.txt"
+tool --allow "$tmp/release.txt" --nvcc 13.0.88; status=$?
+[ "$status" = 1 ] && has "not in the budget" "$tmp/err"; check "with the budget's nvcc release, an unlisted frame fails" $?
+tool --allow "$tmp/release.txt" --nvcc 13.1.5; status=$?
+[ "$status" = 0 ] && has "not in the budget" "$tmp/err" && has "was read with nvcc 13.0, these files were built by nvcc 13.1.5" "$tmp/out"
+check "with another nvcc release, the differences are reported but do not fail" $?
 
 printf '%s indexed_array\n' "$frame" >"$tmp/why.txt"
 tool --allow "$tmp/why.txt"; status=$?
