@@ -76,9 +76,14 @@ def read_usage(cuobjdump, path):
 def demangle(names):
     if not names:
         return {}
-    run = subprocess.run(["c++filt"], input="\n".join(names), capture_output=True, text=True)
-    plain = run.stdout.splitlines() if run.returncode == 0 else names
-    return dict(zip(names, plain if len(plain) == len(names) else names))
+    try:
+        run = subprocess.run(["c++filt"], input="\n".join(names), capture_output=True, text=True)
+    except FileNotFoundError:
+        fail("no c++filt (binutils) to demangle the kernels' names, which the budget's lines match")
+    plain = run.stdout.splitlines()
+    if run.returncode != 0 or len(plain) != len(names):
+        fail(f"c++filt failed on the kernels' names: {run.stderr.strip()}")
+    return dict(zip(names, plain))
 
 
 NVCC_LINE = re.compile(r"^#\s*nvcc:\s*(\d+\.\d+)\s*$")
