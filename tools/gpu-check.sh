@@ -525,12 +525,13 @@ fastest_variant() {
 
 # winners_envs CONFIG VARIANT...: sets `winners` to the switches of every variant whose eager step beat
 # default's by at least 1 %, taken from the fastest first, so where two set the same switch the faster
-# one's value stays (saved_split_pipelined after split keeps split's backward and adds the saved bits),
-# and `winners_took` to how many variants that was. None without default's figure.
+# one's value stays (saved_split_pipelined after split keeps split's backward and adds the saved bits).
+# None without default's figure. The first winner is the fastest variant, so `winners` holds more than
+# its switches exactly where a second winner added some.
 winners_envs() {
   local c=$1 v r a base
   shift
-  winners=() winners_took=0
+  winners=()
   base=$(variant_rate "$c" default)
   [ -n "$base" ] || return 0
   for v in $(for v in "$@"; do r=$(variant_rate "$c" "$v"); [ -n "$r" ] && echo "$r $v"; done |
@@ -539,7 +540,6 @@ winners_envs() {
     for a in "${envs[@]}"; do
       [[ " ${winners[*]} " == *" ${a%%=*}="* ]] || winners+=("$a")
     done
-    winners_took=$((winners_took + 1))
   done
 }
 
@@ -578,7 +578,7 @@ phase_compare() {
   # bench phase), and `combined`: every opt-in that its kernels_bench or attention_bench rows may
   # favour at once (saved keep bits both kinds, split_pipelined, philox7x16, high occupancy, bias_gemm, batched_casts,
   # master_grads, lanes and the block walk).
-  local eager=() graph=() envs=() winners=() winners_took=0 variant variants
+  local eager=() graph=() envs=() winners=() variant variants fastest_set winners_set
   for c in ${COMPARE_CONFIGS:-ag_news_small ag_news_optimized}; do
     variants="default combined first separate wide lt_all split split_pipelined fused_ordered fused_ordered_pipelined saved saved_split_pipelined philox7 high_occupancy fused_waves ffn_saved bias_gemm batched_casts master_grads rows block_slots"
     # Only ag_news_optimized, bound by its kernels, gets every alternative; another config (ag_news_small,
@@ -599,13 +599,12 @@ phase_compare() {
     done
     # The switches of every variant that beat default, together (winners_envs), where two or more did:
     # the combination the fastest single variant may leave on the table.
+    # Not where the fastest variant already sets them all (`combined` often does).
     winners_envs "$c" $variants
     variant_envs "$(fastest_variant "$c" $variants)"
-    local fastest_set winners_set
     fastest_set=$(printf '%s\n' "${envs[@]}" | sort | tr '\n' ' ')
     winners_set=$(printf '%s\n' "${winners[@]}" | sort | tr '\n' ' ')
-    # (not where the fastest variant already sets them all: `combined` often does)
-    if [ "$winners_took" -ge 2 ] && [ "$winners_set" != "$fastest_set" ] && [ $((phase_end - $(date +%s))) -ge 60 ]; then
+    if [ ${#winners[@]} -gt 0 ] && [ "$winners_set" != "$fastest_set" ] && [ $((phase_end - $(date +%s))) -ge 60 ]; then
       variant_envs winners
       echo "${envs[*]}" >"$res/compare_eager_${c}_winners.envs"
       capture "compare_eager_${c}_winners" 120 env "${envs[@]}" "$build/apps/tandem" bench step \

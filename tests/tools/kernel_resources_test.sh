@@ -13,6 +13,7 @@ trap 'rm -rf "$tmp"' EXIT
 source "$(dirname "$0")/../testing/shell_checks.sh"
 tool() { python3 "$root/tools/kernel_resources.py" --cuobjdump "$cuobjdump" "$object" "$@" >"$tmp/out" 2>"$tmp/err"; }
 has() { grep -qF -- "$1" "$2"; }
+exits() { local want=$1; shift; tool "$@"; [ $? = "$want" ]; }  # exits STATUS ARGS...: tool ARGS exits STATUS
 
 tool --markdown "$tmp/table.md"
 check "without a budget it lists and exits 0" $?
@@ -28,34 +29,27 @@ printf '# allowances\n%s indexed_array  # the fixture indexes its array at run t
 tool --allow "$tmp/ok.txt"; check "a budget that allows the frame passes" $?
 
 printf '%s indexed_array  # too small\n' $((frame - 1)) >"$tmp/small.txt"
-tool --allow "$tmp/small.txt"; status=$?
-[ "$status" = 1 ] && has "indexed_array(float*, int) (sm_90, $(basename "$object")): a $frame-byte stack frame, $tmp/small.txt:1 allows $((frame - 1))" "$tmp/err"
+exits 1 --allow "$tmp/small.txt" && has "indexed_array(float*, int) (sm_90, $(basename "$object")): a $frame-byte stack frame, $tmp/small.txt:1 allows $((frame - 1))" "$tmp/err"
 check "a frame over its allowance fails, naming the kernel and the line" $?
 
 : >"$tmp/empty.txt"
-tool --allow "$tmp/empty.txt"; status=$?
-[ "$status" = 1 ] && has "indexed_array(float*, int)" "$tmp/err" && has "not in the budget" "$tmp/err"
+exits 1 --allow "$tmp/empty.txt" && has "indexed_array(float*, int)" "$tmp/err" && has "not in the budget" "$tmp/err"
 check "an unlisted frame fails" $?
 
 printf '%s indexed_array  # ok\n64 registers_only  # nothing to allow\n' "$frame" >"$tmp/stale.txt"
-tool --allow "$tmp/stale.txt"; status=$?
-[ "$status" = 1 ] && has "$tmp/stale.txt:2: 'registers_only' matches no kernel with a stack frame" "$tmp/err"
+exits 1 --allow "$tmp/stale.txt" && has "$tmp/stale.txt:2: 'registers_only' matches no kernel with a stack frame" "$tmp/err"
 check "an allowance that matches no frame fails, naming its line" $?
 
 printf '# nvcc: 13.0\n' >"$tmp/release.txt"
-tool --allow "$tmp/release.txt" --nvcc 13.0.88; status=$?
-[ "$status" = 1 ] && has "not in the budget" "$tmp/err"; check "with the budget's nvcc release, an unlisted frame fails" $?
-tool --allow "$tmp/release.txt" --nvcc 13.1.5; status=$?
-[ "$status" = 0 ] && has "not in the budget" "$tmp/err" && has "was read with nvcc 13.0, these files were built by nvcc 13.1.5" "$tmp/out"
+exits 1 --allow "$tmp/release.txt" --nvcc 13.0.88 && has "not in the budget" "$tmp/err"; check "with the budget's nvcc release, an unlisted frame fails" $?
+exits 0 --allow "$tmp/release.txt" --nvcc 13.1.5 && has "not in the budget" "$tmp/err" && has "was read with nvcc 13.0, these files were built by nvcc 13.1.5" "$tmp/out"
 check "with another nvcc release, the differences are reported but do not fail" $?
 
 printf '%s indexed_array\n' "$frame" >"$tmp/why.txt"
-tool --allow "$tmp/why.txt"; status=$?
-[ "$status" = 2 ] && has "$tmp/why.txt:1: expected 'BYTES REGEX  # why'" "$tmp/err"
+exits 2 --allow "$tmp/why.txt" && has "$tmp/why.txt:1: expected 'BYTES REGEX  # why'" "$tmp/err"
 check "a line without its reason is refused with exit 2" $?
 
-tool --allow "$tmp/missing.txt"; status=$?
-[ "$status" = 2 ] && has "$tmp/missing.txt: No such file or directory" "$tmp/err"
+exits 2 --allow "$tmp/missing.txt" && has "$tmp/missing.txt: No such file or directory" "$tmp/err"
 check "a missing budget file is refused, named" $?
 
 # --json, then --since against an edited copy: the kernel whose figures moved, one added, one gone.
@@ -70,14 +64,12 @@ kept = [k for k in kernels if not k["name"].startswith("registers_only")]
 kept.append(dict(kept[0], mangled="_Z11retired_onev", name="retired_one()"))
 json.dump(kept, open(sys.argv[2], "w"))
 PY
-tool --since "$tmp/before.json"; status=$?
-[ "$status" = 0 ] && has "since $tmp/before.json: 3 changes:" "$tmp/out" && has "stack 0 -> $frame: indexed_array(float*, int) (sm_90)" "$tmp/out" &&
+exits 0 --since "$tmp/before.json" && has "since $tmp/before.json: 3 changes:" "$tmp/out" && has "stack 0 -> $frame: indexed_array(float*, int) (sm_90)" "$tmp/out" &&
   has "  new: registers_only(float*) (sm_90): registers" "$tmp/out" && has "  gone: retired_one() (sm_90)" "$tmp/out"
 check "--since names each kernel whose figures moved, the new ones and the gone ones" $?
 tool --since "$tmp/now.json"; has "since $tmp/now.json: 0 changes" "$tmp/out"; check "--since the same build: no changes" $?
 echo "not json" >"$tmp/bad.json"
-tool --since "$tmp/bad.json"; status=$?
-[ "$status" = 2 ] && has "$tmp/bad.json: not a --json file of this tool" "$tmp/err"; check "a --since file that is not --json's is refused" $?
+exits 2 --since "$tmp/bad.json" && has "$tmp/bad.json: not a --json file of this tool" "$tmp/err"; check "a --since file that is not --json's is refused" $?
 
 python3 "$root/tools/kernel_resources.py" --cuobjdump "$cuobjdump" "$tmp/none.a" >/dev/null 2>"$tmp/err"; status=$?
 [ "$status" = 2 ] && has "$tmp/none.a: no such file" "$tmp/err"
